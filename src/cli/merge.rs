@@ -1,0 +1,11 @@
+//! `herdsim merge`. Not implemented yet.
+
+use super::CliError;
+use std::process::ExitCode;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> Result<ExitCode, CliError> {
+    Err(CliError::Failure(anyhow::anyhow!("`herdsim merge` is not implemented yet")))
+}

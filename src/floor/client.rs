@@ -1,0 +1,1 @@
+//! The agent side. TODO(helper): implement.

@@ -1,0 +1,24 @@
+//! `floor`: the RESPONDING_TO / YIELD floor-control logic, sans-IO.
+//!
+//! This module is the *real* arbitration logic a production chat server (and
+//! a real agent) could embed. It knows nothing of the simulator: it takes
+//! messages plus the current time and returns the messages to send. No
+//! clocks, no sockets, no threads, no randomness. It depends on nothing else
+//! in this crate.
+//!
+//! - [`wire`]: the JSON wire protocol (RESPONDING_TO, YIELD, MSG,
+//!   FLOOR_CLAIMED, ERROR) with strict, panic-free decoding.
+//! - [`policy`]: the named arbitration policies (`none`, `spec`,
+//!   `agentchat-0.36`, `tombstone`, `server-time`).
+//! - [`server`]: the server side: channel membership, the claim table, relay.
+//! - [`client`]: the agent side: CSMA wait, claim, infer, abort, reply.
+
+pub mod client;
+pub mod policy;
+pub mod server;
+pub mod wire;
+
+// pub use client::{Action, Client, ClientConfig, SkipReason};
+pub use policy::PolicyKind;
+pub use server::{Config, ConfigError, Input, Outgoing, Role, Server, Stats};
+pub use wire::{ClientMsg, ServerMsg};

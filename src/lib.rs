@@ -1,0 +1,10 @@
+//! herdsim: a deterministic discrete-event simulator of RESPONDING_TO floor
+//! control among LLM agents sharing a chat channel.
+//!
+//! Data flows one way (see README.md for the picture):
+//! `scenario` -> `sweep` -> `model` (drives `engine` and `floor`) ->
+//! `metrics` -> `report`. `floor` is the real arbitration logic and depends
+//! on nothing else in the crate; `engine` knows nothing of agents.
+
+pub mod cli;
+pub mod floor;
