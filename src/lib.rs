@@ -7,4 +7,5 @@
 //! on nothing else in the crate; `engine` knows nothing of agents.
 
 pub mod cli;
+pub mod engine;
 pub mod floor;

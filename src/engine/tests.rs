@@ -1,0 +1,289 @@
+use super::*;
+use proptest::prelude::*;
+
+fn drain<E>(e: &mut Engine<E>) -> Vec<(Time, E)> {
+    std::iter::from_fn(|| e.pop()).collect()
+}
+
+#[test]
+fn empty_engine() {
+    let mut e: Engine<u32> = Engine::new();
+    assert!(e.is_empty());
+    assert_eq!(e.len(), 0);
+    assert_eq!(e.peek_time(), None);
+    assert_eq!(e.pop(), None);
+    assert_eq!(e.now(), 0);
+    assert_eq!(e.popped(), 0);
+}
+
+#[test]
+fn pops_in_time_order_and_advances_now() {
+    let mut e = Engine::with_capacity(8);
+    e.schedule_at(30, "c");
+    e.schedule_at(10, "a");
+    e.schedule_at(20, "b");
+    assert_eq!(e.len(), 3);
+    assert_eq!(e.peek_time(), Some(10));
+    assert_eq!(e.pop(), Some((10, "a")));
+    assert_eq!(e.now(), 10);
+    e.schedule_in(5, "a2");
+    assert_eq!(drain(&mut e), vec![(15, "a2"), (20, "b"), (30, "c")]);
+    assert_eq!(e.now(), 30);
+    assert_eq!(e.popped(), 4);
+    assert!(e.is_empty());
+}
+
+#[test]
+fn ties_in_scheduling_order() {
+    let mut e = Engine::new();
+    for i in 0..100u32 {
+        // Interleave two instants so ties are not contiguous in insertion.
+        e.schedule_at(if i % 2 == 0 { 7 } else { 3 }, i);
+    }
+    let got: Vec<u32> = drain(&mut e).into_iter().map(|(_, v)| v).collect();
+    let want: Vec<u32> = (0..100)
+        .filter(|i| i % 2 == 1)
+        .chain((0..100).filter(|i| i % 2 == 0))
+        .collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn events_scheduled_at_now_while_running_come_after_earlier_ties() {
+    let mut e = Engine::new();
+    e.schedule_at(5, 1);
+    e.schedule_at(5, 2);
+    assert_eq!(e.pop(), Some((5, 1)));
+    e.schedule_in(0, 3);
+    assert_eq!(drain(&mut e), vec![(5, 2), (5, 3)]);
+}
+
+#[test]
+fn past_is_clamped_to_now() {
+    let mut e = Engine::new();
+    e.schedule_at(100, 'a');
+    e.schedule_at(100, 'b');
+    assert_eq!(e.pop(), Some((100, 'a')));
+    e.schedule_at(3, 'c'); // in the past: fires at 100, after 'b'
+    assert_eq!(e.peek_time(), Some(100));
+    assert_eq!(drain(&mut e), vec![(100, 'b'), (100, 'c')]);
+    assert_eq!(e.now(), 100);
+}
+
+#[test]
+fn schedule_in_saturates() {
+    let mut e = Engine::new();
+    e.schedule_at(10, 0);
+    e.pop();
+    e.schedule_in(Time::MAX, 1);
+    assert_eq!(e.pop(), Some((Time::MAX, 1)));
+    e.schedule_in(1, 2);
+    assert_eq!(e.pop(), Some((Time::MAX, 2)));
+}
+
+#[test]
+fn cancelled_never_fires() {
+    let mut e = Engine::new();
+    let a = e.schedule_at(1, 'a');
+    let b = e.schedule_at(2, 'b');
+    let c = e.schedule_at(3, 'c');
+    assert!(e.is_pending(b));
+    assert!(e.cancel(b));
+    assert!(!e.is_pending(b));
+    assert_eq!(e.len(), 2);
+    assert!(e.cancel(a)); // the next one due: peek must move on
+    assert_eq!(e.peek_time(), Some(3));
+    assert_eq!(drain(&mut e), vec![(3, 'c')]);
+    assert!(!e.cancel(c), "cancel after fire is a no-op");
+    assert_eq!(e.popped(), 1);
+}
+
+#[test]
+fn double_cancel_is_noop() {
+    let mut e = Engine::new();
+    let k = e.schedule_at(5, ());
+    assert!(e.cancel(k));
+    assert!(!e.cancel(k));
+    assert!(e.is_empty());
+    assert_eq!(e.peek_time(), None);
+    assert_eq!(e.pop(), None);
+}
+
+#[test]
+fn stale_key_does_not_cancel_slot_reuser() {
+    let mut e = Engine::new();
+    let old = e.schedule_at(5, "old");
+    assert!(e.cancel(old));
+    let new = e.schedule_at(6, "new"); // reuses the freed slot
+    assert_eq!(e.slots_allocated(), 1);
+    assert_ne!(old, new);
+    assert!(!e.cancel(old));
+    assert!(e.is_pending(new));
+    assert_eq!(e.pop(), Some((6, "new")));
+
+    // Same after firing.
+    let fired = e.schedule_in(1, "x");
+    assert_eq!(e.pop(), Some((7, "x")));
+    let reuser = e.schedule_in(1, "y");
+    assert!(!e.cancel(fired));
+    assert_eq!(e.pop(), Some((8, "y")));
+    assert!(!e.cancel(reuser));
+}
+
+#[test]
+fn cancelled_payload_is_dropped_at_once() {
+    use std::rc::Rc;
+    let token = Rc::new(());
+    let mut e = Engine::new();
+    let k = e.schedule_at(10, Rc::clone(&token));
+    e.schedule_at(1, Rc::clone(&token));
+    assert_eq!(Rc::strong_count(&token), 3);
+    e.cancel(k);
+    assert_eq!(Rc::strong_count(&token), 2);
+}
+
+#[test]
+fn far_future_cancels_do_not_grow_memory() {
+    // Schedule far in the future and cancel, a million times, while a few
+    // near events keep the clock moving: slots and heap stay bounded.
+    let mut e = Engine::new();
+    for i in 0..10u64 {
+        e.schedule_at(i, 0u64);
+    }
+    for i in 0..1_000_000u64 {
+        let k = e.schedule_in(1_000_000_000 + i, 1);
+        assert!(e.cancel(k));
+        if i % 1000 == 0 {
+            let (_, v) = e.pop().expect("near events remain");
+            assert_eq!(v, 0);
+            e.schedule_in(1, 0);
+        }
+    }
+    assert_eq!(e.len(), 10);
+    assert!(e.slots_allocated() <= 11, "slots {}", e.slots_allocated());
+    assert!(
+        e.heap_entries() <= 10 + COMPACT_MIN_STALE,
+        "heap entries {}",
+        e.heap_entries()
+    );
+    assert!(drain(&mut e).iter().all(|&(_, v)| v == 0));
+}
+
+#[test]
+fn mass_cancel_then_drain() {
+    let mut e = Engine::new();
+    let keys: Vec<_> = (0..10_000u64).map(|i| e.schedule_at(i % 97, i)).collect();
+    for (i, k) in keys.iter().enumerate() {
+        if i % 3 != 0 {
+            assert!(e.cancel(*k));
+        }
+    }
+    let got = drain(&mut e);
+    let mut want: Vec<(Time, u64)> = (0..10_000u64)
+        .filter(|i| i % 3 == 0)
+        .map(|i| (i % 97, i))
+        .collect();
+    want.sort(); // by time, then by payload == scheduling order
+    assert_eq!(got, want);
+}
+
+/// Reference model: a plain vector, scanned for the minimum.
+#[derive(Default)]
+struct Naive {
+    now: Time,
+    seq: u64,
+    popped: u64,
+    /// (time, seq, payload)
+    pending: Vec<(Time, u64, u32)>,
+}
+
+impl Naive {
+    fn schedule_at(&mut self, at: Time, v: u32) -> u64 {
+        let s = self.seq;
+        self.seq += 1;
+        self.pending.push((at.max(self.now), s, v));
+        s
+    }
+    fn cancel(&mut self, seq: u64) -> bool {
+        match self.pending.iter().position(|p| p.1 == seq) {
+            Some(i) => {
+                self.pending.remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+    fn pop(&mut self) -> Option<(Time, u32)> {
+        let i = (0..self.pending.len()).min_by_key(|&i| (self.pending[i].0, self.pending[i].1))?;
+        let (t, _, v) = self.pending.remove(i);
+        self.now = t;
+        self.popped += 1;
+        Some((t, v))
+    }
+    fn peek_time(&self) -> Option<Time> {
+        self.pending.iter().map(|p| (p.0, p.1)).min().map(|p| p.0)
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    At { back: bool, d: u8 },
+    In(u8),
+    Cancel(usize),
+    Pop,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => (any::<bool>(), 0u8..20).prop_map(|(back, d)| Op::At { back, d }),
+        3 => (0u8..20).prop_map(Op::In),
+        2 => any::<usize>().prop_map(Op::Cancel),
+        3 => Just(Op::Pop),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+    #[test]
+    fn matches_naive_model(ops in prop::collection::vec(op(), 0..400)) {
+        let mut e = Engine::new();
+        let mut m = Naive::default();
+        // Every key ever issued, with the model's sequence number.
+        let mut keys: Vec<(EventKey, u64)> = Vec::new();
+        let mut next_payload = 0u32;
+        for op in ops {
+            match op {
+                Op::At { back, d } => {
+                    let at = if back { m.now.saturating_sub(d.into()) } else { m.now + Time::from(d) };
+                    let k = e.schedule_at(at, next_payload);
+                    keys.push((k, m.schedule_at(at, next_payload)));
+                    next_payload += 1;
+                }
+                Op::In(d) => {
+                    let k = e.schedule_in(d.into(), next_payload);
+                    keys.push((k, m.schedule_at(m.now + Time::from(d), next_payload)));
+                    next_payload += 1;
+                }
+                Op::Cancel(i) => {
+                    if !keys.is_empty() {
+                        let (k, s) = keys[i % keys.len()];
+                        prop_assert_eq!(e.cancel(k), m.cancel(s));
+                    }
+                }
+                Op::Pop => prop_assert_eq!(e.pop(), m.pop()),
+            }
+            prop_assert_eq!(e.len(), m.pending.len());
+            prop_assert_eq!(e.is_empty(), m.pending.is_empty());
+            prop_assert_eq!(e.peek_time(), m.peek_time());
+            prop_assert_eq!(e.now(), m.now);
+            prop_assert_eq!(e.popped(), m.popped);
+            for &(k, s) in &keys {
+                prop_assert_eq!(e.is_pending(k), m.pending.iter().any(|p| p.1 == s));
+            }
+        }
+        while let Some(x) = m.pop() {
+            prop_assert_eq!(e.pop(), Some(x));
+        }
+        prop_assert_eq!(e.pop(), None);
+    }
+}
