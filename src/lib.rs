@@ -9,3 +9,10 @@
 pub mod cli;
 pub mod engine;
 pub mod floor;
+pub mod metrics;
+pub mod model;
+pub mod report;
+#[cfg(feature = "wip")]
+pub mod scenario;
+#[cfg(feature = "wip")]
+pub mod sweep;

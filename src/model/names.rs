@@ -1,0 +1,59 @@
+//! Names on the wire: agent ids and message ids.
+//!
+//! Agent ids are `agent-` plus the zero-padded 0-based index, at least three
+//! digits wide and wide enough for the largest index, so lexicographic
+//! order is index order (MODEL.md precise choice 9). Message ids are `m`
+//! plus a run-wide counter; operator posts and agent replies share it.
+
+/// The id of agent `i` of `n`.
+pub fn agent_id(i: usize, n: usize) -> String {
+    let width = n.saturating_sub(1).to_string().len().max(3);
+    format!("agent-{i:0width$}")
+}
+
+/// Parse an agent id back to its index, if it names one of `n` agents.
+pub fn parse_agent(name: &str, n: usize) -> Option<u32> {
+    let digits = name.strip_prefix("agent-")?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let i: usize = digits.parse().ok()?;
+    (i < n).then_some(i as u32)
+}
+
+/// The wire id of message number `m`.
+pub fn msg_id(m: u32) -> String {
+    format!("m{m}")
+}
+
+/// Parse a message id back to its number.
+pub fn parse_msg(id: &str) -> Option<u32> {
+    let digits = id.strip_prefix('m')?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_sort_in_index_order() {
+        let ids: Vec<String> = (0..1000).map(|i| agent_id(i, 1000)).collect();
+        assert_eq!(ids[7], "agent-007");
+        assert!(ids.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(agent_id(12, 5000), "agent-0012");
+    }
+
+    #[test]
+    fn round_trips() {
+        assert_eq!(parse_agent("agent-007", 10), Some(7));
+        assert_eq!(parse_agent("agent-007", 5), None);
+        assert_eq!(parse_agent("operator", 5), None);
+        assert_eq!(parse_msg(&msg_id(42)), Some(42));
+        assert_eq!(parse_msg("x1"), None);
+        assert_eq!(parse_msg("m"), None);
+    }
+}

@@ -1,0 +1,1043 @@
+//! One simulated run: the world of MODEL.md driven by the event engine.
+//!
+//! The world adds only time, randomness and transport. The server is the
+//! real [`floor::Server`]; every agent runs the real [`floor::Client`]. The
+//! world samples delays and durations, moves messages over links, and
+//! counts what happens (see [`crate::metrics::run`]).
+//!
+//! Choices where MODEL.md leaves room (also in README.md):
+//! - Exempt messages (a DM to the agent, an @mention of it) are always
+//!   answered (no `respond_p` draw), with no CSMA and no claim. DMs are not
+//!   channel messages and stay out of every metric; @mentions count.
+//! - A crash kills the agent process: all its waits and inferences end (the
+//!   running ones count as wasted up to the crash); the server sees the
+//!   disconnect after `disconnect_detect`, the agent rejoins its channels
+//!   `restart` later with a fresh client; deliveries to it meanwhile are
+//!   dropped. The crash instant is uniform over the drawn inference duration.
+//! - An agent tracks claims only for messages it is handling; a claim that
+//!   overtakes its message on a non-FIFO link is not remembered.
+//! - Server processing time is added to the uplink delay (FIFO kept).
+
+use crate::engine::{Engine, EventKey};
+use crate::floor::{self, Action, ClientConfig, ClientMsg, Input, PolicyKind, Role, ServerMsg};
+use crate::metrics::run::{MessageOutcome, RunAccumulator, RunResult, ServerCounts};
+use crate::model::dist::{Dist, DistError, DistSpec};
+use crate::model::names;
+use crate::scenario::{Arrivals, Scenario};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// Name of the operator on the wire.
+pub const OPERATOR: &str = "operator";
+
+/// Scenario values converted once per sweep point: distributions prepared
+/// (empirical CSVs loaded), milliseconds turned into microseconds.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    groups: Vec<GroupParams>,
+    /// Agent index -> group index.
+    agent_group: Vec<u16>,
+    ids: Vec<String>,
+    base_us: u64,
+    jitter: Dist,
+    processing: Dist,
+    fifo: bool,
+    loss_p: f64,
+    ttl_ms: u64,
+    enabled: bool,
+    detect: Dist,
+    restart: Dist,
+    epoch_us: i64,
+    gap: Dist,
+    count: u64,
+    duration_us: Option<u64>,
+    channel: String,
+    mention_p: f64,
+    dm_p: f64,
+    reply_p: f64,
+    max_depth: u32,
+}
+
+#[derive(Debug, Clone)]
+struct GroupParams {
+    respond_p: f64,
+    csma: Dist,
+    tick_us: u64,
+    inference: Dist,
+    skew: Dist,
+    ignore_yield_p: f64,
+    crash_p: f64,
+    hang_p: f64,
+    recheck: bool,
+    max_rechecks: u32,
+    channels: Vec<String>,
+}
+
+fn us(ms: f64) -> u64 {
+    (ms * 1000.0).round() as u64
+}
+
+impl Prepared {
+    /// Prepare a validated scenario; `base_dir` resolves empirical CSV paths.
+    pub fn new(s: &Scenario, base_dir: &Path) -> Result<Prepared, DistError> {
+        let mut groups = Vec::with_capacity(s.agents.len());
+        let mut agent_group = Vec::new();
+        for (gi, g) in s.agents.iter().enumerate() {
+            groups.push(GroupParams {
+                respond_p: g.respond_p,
+                csma: g.csma.prepare(base_dir)?,
+                tick_us: us(g.csma_tick_ms),
+                inference: g.inference.prepare(base_dir)?,
+                skew: g.clock_skew.prepare(base_dir)?,
+                ignore_yield_p: g.ignore_yield_p,
+                crash_p: g.crash_p,
+                hang_p: g.hang_p,
+                recheck: g.recheck_on_expiry,
+                max_rechecks: g.max_rechecks,
+                channels: g.channels.clone(),
+            });
+            agent_group.extend(std::iter::repeat_n(gi as u16, g.count as usize));
+        }
+        let n = agent_group.len();
+        let w = &s.workload;
+        let gap = match w.arrivals {
+            Arrivals::Poisson => DistSpec::Exponential {
+                mean_ms: w.mean_gap_ms,
+            },
+            Arrivals::Fixed => DistSpec::Fixed { ms: w.mean_gap_ms },
+        };
+        Ok(Prepared {
+            groups,
+            ids: (0..n).map(|i| names::agent_id(i, n)).collect(),
+            agent_group,
+            base_us: us(s.network.base_ms),
+            jitter: s.network.jitter.prepare(base_dir)?,
+            processing: s.server.processing.prepare(base_dir)?,
+            fifo: s.network.fifo,
+            loss_p: s.network.loss_p,
+            ttl_ms: s.server.ttl_ms.round() as u64,
+            enabled: s.server.enabled,
+            detect: s.server.disconnect_detect.prepare(base_dir)?,
+            restart: s.server.restart.prepare(base_dir)?,
+            epoch_us: (s.epoch_ms as i64).saturating_mul(1000),
+            gap: gap.prepare(base_dir)?,
+            count: w.count,
+            duration_us: w.duration_ms.map(us),
+            channel: w.channel.clone(),
+            mention_p: w.mention_p,
+            dm_p: w.dm_p,
+            reply_p: w.reply_to_agent_p,
+            max_depth: w.max_depth,
+        })
+    }
+
+    /// Number of agents.
+    pub fn agents(&self) -> usize {
+        self.ids.len()
+    }
+}
+
+/// The events of the world.
+#[derive(Debug)]
+enum Ev {
+    /// The operator posts message number `n` (0-based).
+    Post { n: u64 },
+    /// A client message reaches the server.
+    ServerIn {
+        agent: u32,
+        msg: ClientMsg,
+        /// For a reply: its inference duration (for wasted-time accounting).
+        infer_us: Option<u64>,
+    },
+    /// A server message reaches an agent.
+    AgentIn { agent: u32, inc: u32, msg: ServerMsg },
+    /// A CSMA timer or a recheck wake fires.
+    Timer { agent: u32, inc: u32, msg: u32 },
+    /// An inference completes.
+    InferDone { agent: u32, msg: u32 },
+    /// An agent crashes in the middle of an inference.
+    Crash { agent: u32 },
+    /// The server notices a crashed agent's disconnect.
+    DisconnectSeen { agent: u32 },
+    /// A crashed agent is back and rejoins.
+    Reconnect { agent: u32 },
+    /// The server asked to be woken (expiry, sweeps).
+    ServerWake,
+}
+
+struct Running {
+    start_us: u64,
+    dur_us: u64,
+    key: Option<EventKey>,
+    hung: bool,
+    counted: bool,
+}
+
+struct Agent {
+    group: usize,
+    client: floor::Client,
+    skew_us: i64,
+    /// Incarnation: bumped at a crash so stale events are ignored.
+    inc: u32,
+    alive: bool,
+    rng: ChaCha8Rng,
+    up_rng: ChaCha8Rng,
+    down_rng: ChaCha8Rng,
+    up_last: u64,
+    down_last: u64,
+    running: BTreeMap<u32, Running>,
+    /// Messages this agent is busy with (waiting, inferring, rechecking).
+    active: BTreeSet<u32>,
+}
+
+struct MsgInfo {
+    post_us: u64,
+    depth: u32,
+    /// Counts in metrics (a channel message, not a DM).
+    channel_msg: bool,
+    author: Option<u32>,
+    wanted: u32,
+    responses: u32,
+    first_us: Option<u64>,
+    /// Agents that started inference on it.
+    starters: u32,
+    /// Deliveries, agent activities and replies still in flight.
+    pending: u32,
+}
+
+/// Where trace lines go (one JSON object per line).
+pub type TraceBuf = Vec<u8>;
+
+struct World<'a> {
+    p: &'a Prepared,
+    policy: PolicyKind,
+    eng: Engine<Ev>,
+    server: floor::Server,
+    agents: Vec<Agent>,
+    msgs: BTreeMap<u32, MsgInfo>,
+    next_msg: u32,
+    work_rng: ChaCha8Rng,
+    server_rng: ChaCha8Rng,
+    wake: Option<(u64, EventKey)>,
+    acc: RunAccumulator,
+    out: Vec<floor::Outgoing>,
+    actions: Vec<Action>,
+    trace: Option<&'a mut TraceBuf>,
+    posted: u64,
+}
+
+/// Seed of component stream `stream` of a run.
+fn stream(seed: u64, stream: u64) -> ChaCha8Rng {
+    let mut r = ChaCha8Rng::seed_from_u64(seed);
+    r.set_stream(stream);
+    r
+}
+
+/// Simulate one replication of `p` under `policy` with `seed`.
+pub fn simulate(
+    p: &Prepared,
+    policy: PolicyKind,
+    seed: u64,
+    trace: Option<&mut TraceBuf>,
+) -> RunResult {
+    let server = floor::Server::new(floor::Config {
+        policy,
+        ttl_ms: p.ttl_ms,
+        enabled: p.enabled,
+    });
+    let n = p.agents();
+    let mut agents = Vec::with_capacity(n);
+    for i in 0..n {
+        let gi = usize::from(p.agent_group[i]);
+        let g = &p.groups[gi];
+        let base = 16 + 4 * i as u64;
+        let mut rng = stream(seed, base);
+        let skew_us = g.skew.sample_signed_us(&mut rng);
+        agents.push(Agent {
+            group: gi,
+            client: floor::Client::new(client_config(p, policy, i)),
+            skew_us,
+            inc: 0,
+            alive: true,
+            rng,
+            up_rng: stream(seed, base + 1),
+            down_rng: stream(seed, base + 2),
+            up_last: 0,
+            down_last: 0,
+            running: BTreeMap::new(),
+            active: BTreeSet::new(),
+        });
+    }
+    let mut w = World {
+        p,
+        policy,
+        eng: Engine::with_capacity(1024),
+        server,
+        agents,
+        msgs: BTreeMap::new(),
+        next_msg: 0,
+        work_rng: stream(seed, 1),
+        server_rng: stream(seed, 2),
+        wake: None,
+        acc: RunAccumulator::new(),
+        out: Vec::new(),
+        actions: Vec::new(),
+        trace,
+        posted: 0,
+    };
+    w.run()
+}
+
+fn client_config(p: &Prepared, policy: PolicyKind, i: usize) -> ClientConfig {
+    let g = &p.groups[usize::from(p.agent_group[i])];
+    ClientConfig {
+        id: p.ids[i].clone(),
+        policy,
+        ttl_ms: p.ttl_ms,
+        recheck_on_expiry: g.recheck,
+        max_rechecks: g.max_rechecks,
+    }
+}
+
+impl World<'_> {
+    fn run(&mut self) -> RunResult {
+        // Everybody joins at t = 0; the operator joins the workload channel.
+        for i in 0..self.agents.len() {
+            self.join(i as u32);
+        }
+        let ch = self.p.channel.clone();
+        self.server_input(Input::Join {
+            agent: OPERATOR.into(),
+            channel: ch,
+        });
+        self.schedule_next_post();
+        while let Some((now, ev)) = self.eng.pop() {
+            self.dispatch(now, ev);
+        }
+        // Hung inferences keep messages open: close them now.
+        let open: Vec<u32> = self.msgs.keys().copied().collect();
+        for m in open {
+            self.finish_msg(m);
+        }
+        let st = self.server.stats();
+        let counts = ServerCounts {
+            yields: st.yields,
+            expired: st.expired,
+            relayed: st.relayed,
+            overruled: st.overruled,
+        };
+        self.acc.finish(counts, self.eng.popped())
+    }
+
+    fn join(&mut self, a: u32) {
+        let g = self.agents[a as usize].group;
+        for c in self.p.groups[g].channels.clone() {
+            let agent = self.p.ids[a as usize].clone();
+            self.server_input(Input::Join { agent, channel: c });
+        }
+    }
+
+    fn schedule_next_post(&mut self) {
+        if self.p.duration_us.is_none() && self.posted >= self.p.count {
+            return;
+        }
+        let gap = self.p.gap.sample_us(&mut self.work_rng);
+        let at = self.eng.now() + gap;
+        if let Some(d) = self.p.duration_us {
+            if at > d {
+                return;
+            }
+        }
+        self.eng.schedule_at(at, Ev::Post { n: self.posted });
+        self.posted += 1;
+    }
+
+    fn dispatch(&mut self, now: u64, ev: Ev) {
+        match ev {
+            Ev::Post { n } => self.post(now, n),
+            Ev::ServerIn {
+                agent,
+                msg,
+                infer_us,
+            } => self.server_in(now, agent, msg, infer_us),
+            Ev::AgentIn { agent, inc, msg } => self.agent_in(now, agent, inc, msg),
+            Ev::Timer { agent, inc, msg } => {
+                if self.agents[agent as usize].inc == inc {
+                    let id = names::msg_id(msg);
+                    self.with_client(agent, msg, |c, t, out| c.on_timer(t, &id, out));
+                }
+            }
+            Ev::InferDone { agent, msg } => self.infer_done(now, agent, msg),
+            Ev::Crash { agent } => self.crash(now, agent),
+            Ev::DisconnectSeen { agent } => {
+                let name = self.p.ids[agent as usize].clone();
+                self.server_input(Input::Disconnect { agent: name });
+                let d = self.p.restart.sample_us(&mut self.server_rng);
+                self.eng.schedule_in(d, Ev::Reconnect { agent });
+            }
+            Ev::Reconnect { agent } => {
+                let a = &mut self.agents[agent as usize];
+                a.alive = true;
+                self.trace_state(agent, None, "reconnect", serde_json::json!({}));
+                self.join(agent);
+            }
+            Ev::ServerWake => {
+                self.wake = None;
+                self.server_input(Input::Tick);
+            }
+        }
+    }
+
+    // ----- the operator -------------------------------------------------
+
+    fn post(&mut self, now: u64, _n: u64) {
+        let m = self.new_msg();
+        let n_agents = self.agents.len() as u32;
+        let r: f64 = self.work_rng.random();
+        let (to, content, kind) = if r < self.p.dm_p {
+            let k = self.work_rng.random_range(0..n_agents);
+            (
+                format!("@{}", self.p.ids[k as usize]),
+                format!("question {m}"),
+                "dm",
+            )
+        } else if r < self.p.dm_p + self.p.mention_p {
+            let k = self.work_rng.random_range(0..n_agents);
+            (
+                self.p.channel.clone(),
+                format!("@{} question {m}", self.p.ids[k as usize]),
+                "mention",
+            )
+        } else {
+            (self.p.channel.clone(), format!("question {m}"), "channel")
+        };
+        self.msgs.insert(
+            m,
+            MsgInfo {
+                post_us: now,
+                depth: 0,
+                channel_msg: kind != "dm",
+                author: None,
+                wanted: 0,
+                responses: 0,
+                first_us: None,
+                starters: 0,
+                pending: 1, // held until the relay is dispatched
+            },
+        );
+        let id = names::msg_id(m);
+        self.trace_line(serde_json::json!({
+            "t_us": now, "ev": "post", "msg_id": id, "from": OPERATOR, "to": to, "kind": kind,
+        }));
+        let msg = ClientMsg::Msg {
+            id: Some(id),
+            to,
+            content,
+            in_reply_to: None,
+        };
+        self.server_input(Input::Client {
+            from: OPERATOR.into(),
+            role: Role::Operator,
+            msg,
+        });
+        self.release(m);
+        self.schedule_next_post();
+    }
+
+    fn new_msg(&mut self) -> u32 {
+        let m = self.next_msg;
+        self.next_msg += 1;
+        m
+    }
+
+    // ----- the server side ----------------------------------------------
+
+    fn server_now_ms(&self) -> u64 {
+        self.eng.now() / 1000
+    }
+
+    /// Feed the server and deliver what it sends.
+    fn server_input(&mut self, input: Input) {
+        let now_ms = self.server_now_ms();
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        self.server.handle(now_ms, input, &mut out);
+        for o in out.drain(..) {
+            self.deliver(o);
+        }
+        self.out = out;
+        self.schedule_wake();
+    }
+
+    fn schedule_wake(&mut self) {
+        let Some(t_ms) = self.server.poll_timeout() else {
+            return;
+        };
+        let now = self.eng.now();
+        let mut at = t_ms.saturating_mul(1000);
+        if at <= now {
+            // Due now: wake at the next millisecond so a Tick makes progress.
+            at = (now / 1000 + 1) * 1000;
+        }
+        if let Some((cur, key)) = self.wake {
+            if cur <= at {
+                return;
+            }
+            self.eng.cancel(key);
+        }
+        let key = self.eng.schedule_at(at, Ev::ServerWake);
+        self.wake = Some((at, key));
+    }
+
+    fn server_in(&mut self, now: u64, agent: u32, msg: ClientMsg, infer_us: Option<u64>) {
+        if self.trace.is_some() {
+            self.trace_line(serde_json::json!({
+                "t_us": now, "ev": "server_recv", "agent": self.p.ids[agent as usize], "msg": msg.to_json(),
+            }));
+        }
+        let mut reply_of = None;
+        if let ClientMsg::Msg {
+            id: Some(id),
+            in_reply_to,
+            to,
+            ..
+        } = &msg
+        {
+            let parent = in_reply_to.as_deref().and_then(names::parse_msg);
+            if let (Some(m), Some(parent)) = (names::parse_msg(id), parent) {
+                reply_of = Some((m, parent, to.starts_with('#')));
+            }
+        }
+        if let Some((m, parent, to_channel)) = reply_of {
+            let depth = self.msgs.get(&parent).map_or(0, |i| i.depth) + 1;
+            // The reply is a channel message of its own (cascades).
+            self.msgs.insert(
+                m,
+                MsgInfo {
+                    post_us: now,
+                    depth,
+                    channel_msg: to_channel,
+                    author: Some(agent),
+                    wanted: 0,
+                    responses: 0,
+                    first_us: None,
+                    starters: 0,
+                    pending: 1,
+                },
+            );
+            let dur = infer_us.unwrap_or(0);
+            let mut first = false;
+            if let Some(info) = self.msgs.get_mut(&parent) {
+                info.responses += 1;
+                if info.first_us.is_none() {
+                    info.first_us = Some(now);
+                    first = true;
+                }
+                if info.channel_msg && infer_us.is_some() {
+                    if first {
+                        self.acc.useful(dur);
+                    } else {
+                        self.acc.wasted(dur);
+                    }
+                }
+            }
+            let role = Role::Agent;
+            let from = self.p.ids[agent as usize].clone();
+            self.server_input(Input::Client { from, role, msg });
+            self.release(m);
+            self.release(parent);
+            return;
+        }
+        let from = self.p.ids[agent as usize].clone();
+        self.server_input(Input::Client {
+            from,
+            role: Role::Agent,
+            msg,
+        });
+    }
+
+    /// Send one server message down an agent's link.
+    fn deliver(&mut self, o: floor::Outgoing) {
+        let now = self.eng.now();
+        if self.trace.is_some() {
+            self.trace_line(serde_json::json!({
+                "t_us": now, "ev": "server_send", "to": o.to, "msg": o.msg.to_json(),
+            }));
+        }
+        let Some(agent) = names::parse_agent(&o.to, self.agents.len()) else {
+            return; // the operator (not simulated) or an unknown name
+        };
+        let relay_of = match &o.msg {
+            ServerMsg::Msg { id, .. } => names::parse_msg(id),
+            _ => None,
+        };
+        let a = &mut self.agents[agent as usize];
+        if self.p.loss_p > 0.0 && a.down_rng.random_bool(self.p.loss_p) {
+            self.acc.lost += 1;
+            if self.trace.is_some() {
+                let name = self.p.ids[agent as usize].clone();
+                self.trace_line(serde_json::json!({
+                    "t_us": now, "ev": "lost", "dir": "down", "agent": name, "msg": o.msg.to_json(),
+                }));
+            }
+            return;
+        }
+        let delay = self.p.base_us + self.p.jitter.sample_us(&mut a.down_rng);
+        let mut at = now + delay;
+        if self.p.fifo {
+            at = at.max(a.down_last);
+            a.down_last = at;
+        }
+        let inc = a.inc;
+        if let Some(m) = relay_of {
+            if let Some(info) = self.msgs.get_mut(&m) {
+                info.pending += 1;
+            }
+        }
+        self.eng.schedule_at(
+            at,
+            Ev::AgentIn {
+                agent,
+                inc,
+                msg: o.msg,
+            },
+        );
+    }
+
+    // ----- the agent side -----------------------------------------------
+
+    fn local_ms(&self, agent: u32) -> i64 {
+        let a = &self.agents[agent as usize];
+        let t = self.p.epoch_us + self.eng.now() as i64 + a.skew_us;
+        t.div_euclid(1000)
+    }
+
+    /// Send a client message up an agent's link.
+    fn send_up(&mut self, agent: u32, msg: ClientMsg, infer_us: Option<u64>) {
+        let now = self.eng.now();
+        let name = &self.p.ids[agent as usize];
+        if self.trace.is_some() {
+            let line = serde_json::json!({
+                "t_us": now, "ev": "send", "agent": name, "msg": msg.to_json(),
+            });
+            self.trace_line(line);
+        }
+        let a = &mut self.agents[agent as usize];
+        if self.p.loss_p > 0.0 && a.up_rng.random_bool(self.p.loss_p) {
+            self.acc.lost += 1;
+            if self.trace.is_some() {
+                let line = serde_json::json!({
+                    "t_us": now, "ev": "lost", "dir": "up", "agent": name, "msg": msg.to_json(),
+                });
+                self.trace_line(line);
+            }
+            if let ClientMsg::Msg { in_reply_to, .. } = &msg {
+                // A lost reply is wasted inference.
+                let parent = in_reply_to.as_deref().and_then(names::parse_msg);
+                if let (Some(d), Some(p)) = (infer_us, parent) {
+                    if self.msgs.get(&p).is_some_and(|i| i.channel_msg) {
+                        self.acc.wasted(d);
+                    }
+                    self.release(p);
+                }
+            }
+            return;
+        }
+        let delay = self.p.base_us
+            + self.p.jitter.sample_us(&mut a.up_rng)
+            + self.p.processing.sample_us(&mut self.server_rng);
+        let mut at = now + delay;
+        if self.p.fifo {
+            at = at.max(a.up_last);
+            a.up_last = at;
+        }
+        self.eng.schedule_at(
+            at,
+            Ev::ServerIn {
+                agent,
+                msg,
+                infer_us,
+            },
+        );
+    }
+
+    fn agent_in(&mut self, now: u64, agent: u32, inc: u32, msg: ServerMsg) {
+        let relay_of = match &msg {
+            ServerMsg::Msg { id, .. } => names::parse_msg(id),
+            _ => None,
+        };
+        let a = &self.agents[agent as usize];
+        if a.inc != inc || !a.alive {
+            if let Some(m) = relay_of {
+                self.release(m);
+            }
+            return;
+        }
+        if self.trace.is_some() {
+            let line = serde_json::json!({
+                "t_us": now, "ev": "recv", "agent": self.p.ids[agent as usize], "msg": msg.to_json(),
+            });
+            self.trace_line(line);
+        }
+        // Let the client record claims, responses and YIELDs first.
+        let t = self.local_ms(agent);
+        let mut actions = std::mem::take(&mut self.actions);
+        actions.clear();
+        self.agents[agent as usize]
+            .client
+            .on_server_msg(t, &msg, &mut actions);
+        self.apply(agent, &mut actions);
+        self.actions = actions;
+        for m in self.agents[agent as usize].active.clone() {
+            self.settle(agent, m);
+        }
+        if let (Some(m), ServerMsg::Msg { from, to, content, .. }) = (relay_of, &msg) {
+            self.consider(agent, m, from, to, content);
+            self.release(m);
+        }
+    }
+
+    /// A relayed MSG reached `agent`: does it want to answer?
+    fn consider(&mut self, agent: u32, m: u32, from: &str, to: &str, content: &str) {
+        let me = &self.p.ids[agent as usize];
+        let Some(info) = self.msgs.get(&m) else {
+            return;
+        };
+        if info.author == Some(agent) {
+            return;
+        }
+        let dm = to.strip_prefix('@') == Some(me.as_str());
+        let mention = !dm && mentions(content, me);
+        let exempt = dm || mention || from == "@server";
+        let depth = info.depth;
+        let g = &self.p.groups[self.agents[agent as usize].group];
+        let p = if from == OPERATOR {
+            g.respond_p
+        } else if depth < self.p.max_depth {
+            self.p.reply_p
+        } else {
+            0.0
+        };
+        let wants = exempt || (p > 0.0 && self.agents[agent as usize].rng.random_bool(p));
+        if !wants {
+            return;
+        }
+        let reply_to = if dm {
+            format!("@{from}")
+        } else {
+            to.to_string()
+        };
+        if let Some(info) = self.msgs.get_mut(&m) {
+            info.wanted += 1;
+            info.pending += 1;
+        }
+        self.agents[agent as usize].active.insert(m);
+        let id = names::msg_id(m);
+        self.with_client(agent, m, |c, t, out| {
+            c.on_message(t, &id, &reply_to, exempt, out)
+        });
+    }
+
+    /// Run one client call for message `m` and apply its actions.
+    fn with_client(
+        &mut self,
+        agent: u32,
+        m: u32,
+        f: impl FnOnce(&mut floor::Client, i64, &mut Vec<Action>),
+    ) {
+        let t = self.local_ms(agent);
+        let mut actions = std::mem::take(&mut self.actions);
+        actions.clear();
+        f(&mut self.agents[agent as usize].client, t, &mut actions);
+        self.apply(agent, &mut actions);
+        self.actions = actions;
+        self.settle(agent, m);
+    }
+
+    fn apply(&mut self, agent: u32, actions: &mut Vec<Action>) {
+        for action in actions.drain(..) {
+            match action {
+                Action::StartCsma { msg_id } => {
+                    let Some(m) = names::parse_msg(&msg_id) else {
+                        continue;
+                    };
+                    let now = self.eng.now();
+                    let a = &mut self.agents[agent as usize];
+                    let g = &self.p.groups[a.group];
+                    let mut due = now + g.csma.sample_us(&mut a.rng);
+                    if g.tick_us > 0 {
+                        due = due.div_ceil(g.tick_us) * g.tick_us;
+                    }
+                    let inc = a.inc;
+                    self.eng.schedule_at(due, Ev::Timer { agent, inc, msg: m });
+                    self.trace_state(agent, Some(m), "csma", serde_json::json!({"until_us": due}));
+                }
+                Action::WakeAt { msg_id, at_ms } => {
+                    let Some(m) = names::parse_msg(&msg_id) else {
+                        continue;
+                    };
+                    let a = &self.agents[agent as usize];
+                    let virt = at_ms
+                        .saturating_mul(1000)
+                        .saturating_sub(self.p.epoch_us + a.skew_us);
+                    let at = u64::try_from(virt).unwrap_or(0).max(self.eng.now());
+                    let inc = a.inc;
+                    self.eng.schedule_at(at, Ev::Timer { agent, inc, msg: m });
+                    self.trace_state(agent, Some(m), "recheck_wait", serde_json::json!({"until_us": at}));
+                }
+                Action::Send(msg) => {
+                    if matches!(msg, ClientMsg::RespondingTo { .. }) {
+                        self.acc.claims += 1;
+                    }
+                    self.send_up(agent, msg, None);
+                }
+                Action::StartInference { msg_id, started_at } => {
+                    if let Some(m) = names::parse_msg(&msg_id) {
+                        self.start_inference(agent, m, &msg_id, started_at);
+                    }
+                }
+                Action::Abort { msg_id, winner } => {
+                    if let Some(m) = names::parse_msg(&msg_id) {
+                        self.abort(agent, m, &winner);
+                    }
+                }
+                Action::Skip { msg_id, reason } => {
+                    if let Some(m) = names::parse_msg(&msg_id) {
+                        let reason = match reason {
+                            floor::SkipReason::SeenClaim => "seen_claim",
+                            floor::SkipReason::SeenResponse => "seen_response",
+                        };
+                        self.trace_state(agent, Some(m), "skip", serde_json::json!({"reason": reason}));
+                    }
+                }
+            }
+        }
+    }
+
+    fn start_inference(&mut self, agent: u32, m: u32, msg_id: &str, started_at: i64) {
+        let now = self.eng.now();
+        let counted = match self.msgs.get_mut(&m) {
+            Some(info) => {
+                info.starters += 1;
+                info.channel_msg
+            }
+            None => false,
+        };
+        let a = &mut self.agents[agent as usize];
+        let g = &self.p.groups[a.group];
+        // Fixed draw order: duration, fault, ignore-yield.
+        let dur = g.inference.sample_us(&mut a.rng);
+        let fault: f64 = a.rng.random();
+        let ignore = g.ignore_yield_p > 0.0 && a.rng.random_bool(g.ignore_yield_p);
+        let hung = fault < g.hang_p;
+        let crash = !hung && fault < g.hang_p + g.crash_p;
+        let key = if hung {
+            None
+        } else if crash {
+            let at = now + (dur as f64 * a.rng.random::<f64>()).round() as u64;
+            Some(self.eng.schedule_at(at, Ev::Crash { agent }))
+        } else {
+            Some(self.eng.schedule_at(now + dur, Ev::InferDone { agent, msg: m }))
+        };
+        if ignore || hung {
+            a.client.set_ignore_yield(msg_id, true);
+        }
+        a.running.insert(
+            m,
+            Running {
+                start_us: now,
+                dur_us: dur,
+                key,
+                hung,
+                counted,
+            },
+        );
+        if counted {
+            self.acc.started();
+            if hung {
+                self.acc.wasted(0);
+            }
+        }
+        let until = if hung { None } else { Some(now + dur) };
+        self.trace_state(
+            agent,
+            Some(m),
+            "infer",
+            serde_json::json!({"started_at": started_at, "until_us": until, "ignore_yield": ignore, "hung": hung, "crash": crash}),
+        );
+    }
+
+    fn abort(&mut self, agent: u32, m: u32, winner: &str) {
+        let now = self.eng.now();
+        let a = &mut self.agents[agent as usize];
+        let Some(r) = a.running.get(&m) else {
+            return;
+        };
+        if r.hung {
+            return; // a hung inference obeys nothing
+        }
+        let Some(r) = a.running.remove(&m) else {
+            return;
+        };
+        if let Some(k) = r.key {
+            self.eng.cancel(k);
+        }
+        if r.counted {
+            self.acc.wasted(now - r.start_us);
+        }
+        self.trace_state(agent, Some(m), "abort", serde_json::json!({"winner": winner}));
+    }
+
+    fn infer_done(&mut self, now: u64, agent: u32, m: u32) {
+        let Some(r) = self.agents[agent as usize].running.remove(&m) else {
+            return;
+        };
+        self.trace_state(agent, Some(m), "done", serde_json::json!({}));
+        let reply = self.new_msg();
+        let id = names::msg_id(m);
+        let reply_id = names::msg_id(reply);
+        let content = format!("answer to {id} from {}", self.p.ids[agent as usize]);
+        let t = self.local_ms(agent);
+        let mut actions = std::mem::take(&mut self.actions);
+        actions.clear();
+        self.agents[agent as usize]
+            .client
+            .on_inference_done(t, &id, Some(reply_id), content, &mut actions);
+        // The reply carries its inference time for the wasted-time count;
+        // it keeps the parent open until it reaches the server (or is lost).
+        let dur = if r.counted { Some(r.dur_us) } else { None };
+        for action in actions.drain(..) {
+            match action {
+                Action::Send(msg @ ClientMsg::Msg { .. }) => {
+                    if let Some(info) = self.msgs.get_mut(&m) {
+                        info.pending += 1;
+                    }
+                    self.send_up(agent, msg, dur);
+                }
+                other => {
+                    let mut one = vec![other];
+                    self.apply(agent, &mut one);
+                }
+            }
+        }
+        self.actions = actions;
+        let _ = now;
+        self.settle(agent, m);
+    }
+
+    fn crash(&mut self, now: u64, agent: u32) {
+        let a = &mut self.agents[agent as usize];
+        a.inc += 1;
+        a.alive = false;
+        let running = std::mem::take(&mut a.running);
+        let active = std::mem::take(&mut a.active);
+        a.client = floor::Client::new(client_config(self.p, self.policy, agent as usize));
+        for (_, r) in running {
+            if let Some(k) = r.key {
+                self.eng.cancel(k);
+            }
+            if r.counted && !r.hung {
+                self.acc.wasted(now - r.start_us);
+            }
+        }
+        for m in active {
+            self.release(m);
+        }
+        self.trace_state(agent, None, "crash", serde_json::json!({}));
+        let d = self.p.detect.sample_us(&mut self.server_rng);
+        self.eng.schedule_in(d, Ev::DisconnectSeen { agent });
+    }
+
+    /// If `agent` is no longer busy with `m`, release its hold on `m`.
+    fn settle(&mut self, agent: u32, m: u32) {
+        let a = &mut self.agents[agent as usize];
+        if !a.active.contains(&m) {
+            return;
+        }
+        let id = names::msg_id(m);
+        if a.client.is_tracking(&id) || a.running.contains_key(&m) {
+            return;
+        }
+        a.active.remove(&m);
+        self.release(m);
+    }
+
+    /// Drop one hold on message `m`; finish it when none is left.
+    fn release(&mut self, m: u32) {
+        let done = match self.msgs.get_mut(&m) {
+            Some(info) => {
+                info.pending = info.pending.saturating_sub(1);
+                info.pending == 0
+            }
+            None => false,
+        };
+        if done {
+            self.finish_msg(m);
+        }
+    }
+
+    fn finish_msg(&mut self, m: u32) {
+        if let Some(info) = self.msgs.remove(&m) {
+            if info.channel_msg {
+                self.acc.message(MessageOutcome {
+                    wanted: info.wanted,
+                    responses: info.responses,
+                    ttfr_us: info.first_us.map(|f| f - info.post_us),
+                    starters: info.starters,
+                });
+            }
+        }
+    }
+
+    // ----- trace --------------------------------------------------------
+
+    fn trace_line(&mut self, v: serde_json::Value) {
+        if let Some(buf) = self.trace.as_deref_mut() {
+            // Writing JSON into a Vec cannot fail.
+            let _ = serde_json::to_writer(&mut *buf, &v);
+            buf.push(b'\n');
+        }
+    }
+
+    fn trace_state(&mut self, agent: u32, m: Option<u32>, ev: &str, extra: serde_json::Value) {
+        if self.trace.is_none() {
+            return;
+        }
+        let mut line = serde_json::json!({
+            "t_us": self.eng.now(),
+            "ev": ev,
+            "agent": self.p.ids[agent as usize],
+        });
+        if let Some(m) = m {
+            line["msg_id"] = serde_json::Value::String(names::msg_id(m));
+        }
+        if let (Some(obj), serde_json::Value::Object(more)) = (line.as_object_mut(), extra) {
+            obj.extend(more);
+        }
+        self.trace_line(line);
+    }
+}
+
+/// Does `content` @mention `id` (as a whole word)?
+fn mentions(content: &str, id: &str) -> bool {
+    content.split_whitespace().any(|w| {
+        w.strip_prefix('@')
+            .map(|rest| rest.trim_end_matches(|c: char| !c.is_ascii_alphanumeric() && c != '-' && c != '_'))
+            == Some(id)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mention_is_a_whole_word() {
+        assert!(mentions("@agent-001 hello", "agent-001"));
+        assert!(mentions("hi @agent-001, please", "agent-001"));
+        assert!(!mentions("@agent-0011 hello", "agent-001"));
+        assert!(!mentions("agent-001", "agent-001"));
+    }
+}

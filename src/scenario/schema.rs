@@ -1,0 +1,351 @@
+//! The scenario schema: every knob of MODEL.md, with its default.
+//!
+//! Unknown keys are errors (`deny_unknown_fields` everywhere). Durations are
+//! milliseconds (floats allowed); distributions are tagged tables, see
+//! [`DistSpec`]. Every key is documented in `scenarios/README.md`.
+
+use crate::floor::PolicyKind;
+use crate::model::dist::DistSpec;
+use serde::{Deserialize, Serialize};
+
+/// One scenario, fully resolved (defaults filled in).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Name of the scenario; results go to `<out>/<name>/`.
+    #[serde(default = "default_name")]
+    pub name: String,
+    /// What question this scenario answers (free text).
+    #[serde(default)]
+    pub description: String,
+    /// Master seed. Replication seeds derive from (seed, point, rep).
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// Replications per sweep point and policy.
+    #[serde(default = "default_reps")]
+    pub reps: u32,
+    /// Policies run side by side, by name.
+    #[serde(default = "default_policies")]
+    pub policies: Vec<String>,
+    /// Unix milliseconds at virtual time 0 (what `started_at` counts from).
+    #[serde(default = "default_epoch_ms")]
+    pub epoch_ms: u64,
+    #[serde(default)]
+    pub server: ServerSpec,
+    #[serde(default)]
+    pub network: NetworkSpec,
+    #[serde(default = "default_agents")]
+    pub agents: Vec<AgentGroup>,
+    #[serde(default)]
+    pub workload: WorkloadSpec,
+    /// The `[sweep]` table: dotted key -> list of values or a range. The
+    /// loader takes it out; a resolved point never has one.
+    #[serde(default, skip_serializing)]
+    pub sweep: Option<toml::Table>,
+}
+
+/// The server: claim TTL, tracking switch, processing time, disconnects.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSpec {
+    /// Claim TTL in ms (`AGENTCHAT_RESPOND_TTL_MS`).
+    #[serde(default = "default_ttl_ms")]
+    pub ttl_ms: f64,
+    /// `AGENTCHAT_RESPOND_ENABLED`: false turns claim tracking off.
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// Server processing time per inbound message.
+    #[serde(default = "zero_dist")]
+    pub processing: DistSpec,
+    /// Time from an agent crash until the server sees the disconnect.
+    #[serde(default = "default_disconnect_detect")]
+    pub disconnect_detect: DistSpec,
+    /// Time from the server seeing a crash until the agent is back (it rejoins its channels).
+    #[serde(default = "zero_dist")]
+    pub restart: DistSpec,
+}
+
+/// Links between each agent and the server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkSpec {
+    /// Fixed part of the one-way delay, both directions.
+    #[serde(default = "default_base_ms")]
+    pub base_ms: f64,
+    /// Random part of the one-way delay, drawn per message.
+    #[serde(default = "default_jitter")]
+    pub jitter: DistSpec,
+    /// FIFO links (a WebSocket over TCP): never deliver before an earlier send.
+    #[serde(default = "default_true")]
+    pub fifo: bool,
+    /// Probability that a message on an agent link is lost (both directions).
+    #[serde(default)]
+    pub loss_p: f64,
+}
+
+/// A group of identical agents.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentGroup {
+    /// Label for traces and docs.
+    #[serde(default = "default_group_name")]
+    pub name: String,
+    /// Number of agents in the group.
+    #[serde(default = "default_count")]
+    pub count: u32,
+    /// Probability that an agent wants to answer a channel message.
+    #[serde(default = "default_respond_p")]
+    pub respond_p: f64,
+    /// CSMA delay before deciding.
+    #[serde(default = "default_csma")]
+    pub csma: DistSpec,
+    /// Timer quantization: the timer fires at the first multiple of this at
+    /// or after its due time (0 = exact).
+    #[serde(default)]
+    pub csma_tick_ms: f64,
+    /// Inference duration.
+    #[serde(default = "default_inference")]
+    pub inference: DistSpec,
+    /// Clock offset, drawn once per agent (signed).
+    #[serde(default = "default_skew")]
+    pub clock_skew: DistSpec,
+    /// Probability, per (agent, message) at inference start, of ignoring
+    /// YIELD and relayed claims.
+    #[serde(default)]
+    pub ignore_yield_p: f64,
+    /// Probability that an inference crashes the agent (at a uniform point of it).
+    #[serde(default)]
+    pub crash_p: f64,
+    /// Probability that an inference hangs forever (no disconnect).
+    #[serde(default)]
+    pub hang_p: f64,
+    /// After skipping because of a claim, re-decide once the claim is
+    /// believed expired (seen + TTL) if no response was seen.
+    #[serde(default)]
+    pub recheck_on_expiry: bool,
+    /// At most this many rechecks per message.
+    #[serde(default = "default_max_rechecks")]
+    pub max_rechecks: u32,
+    /// Channels the group's agents are members of.
+    #[serde(default = "default_channels")]
+    pub channels: Vec<String>,
+}
+
+/// How operator messages arrive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Arrivals {
+    /// Exponential gaps with mean `mean_gap_ms`.
+    Poisson,
+    /// Every `mean_gap_ms` exactly.
+    Fixed,
+}
+
+/// The operator's workload and agent-to-agent cascades.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadSpec {
+    #[serde(default = "default_arrivals")]
+    pub arrivals: Arrivals,
+    /// Mean (or fixed) gap between operator messages.
+    #[serde(default = "default_mean_gap_ms")]
+    pub mean_gap_ms: f64,
+    /// Number of operator messages (ignored when `duration_ms` is set).
+    #[serde(default = "default_msg_count")]
+    pub count: u64,
+    /// Post messages until this virtual time instead of a count.
+    #[serde(default)]
+    pub duration_ms: Option<f64>,
+    /// Channel the operator posts to.
+    #[serde(default = "default_channel")]
+    pub channel: String,
+    /// Share of operator messages that @mention one agent (uniformly chosen).
+    #[serde(default)]
+    pub mention_p: f64,
+    /// Share of operator messages that are a DM to one agent.
+    #[serde(default)]
+    pub dm_p: f64,
+    /// Probability that an agent wants to answer another agent's reply.
+    #[serde(default)]
+    pub reply_to_agent_p: f64,
+    /// Replies to replies go at most this many hops from the operator's post.
+    #[serde(default = "default_max_depth")]
+    pub max_depth: u32,
+}
+
+impl Default for ServerSpec {
+    fn default() -> Self {
+        ServerSpec {
+            ttl_ms: default_ttl_ms(),
+            enabled: true,
+            processing: zero_dist(),
+            disconnect_detect: default_disconnect_detect(),
+            restart: zero_dist(),
+        }
+    }
+}
+
+impl Default for NetworkSpec {
+    fn default() -> Self {
+        NetworkSpec {
+            base_ms: default_base_ms(),
+            jitter: default_jitter(),
+            fifo: true,
+            loss_p: 0.0,
+        }
+    }
+}
+
+impl Default for AgentGroup {
+    fn default() -> Self {
+        AgentGroup {
+            name: default_group_name(),
+            count: default_count(),
+            respond_p: default_respond_p(),
+            csma: default_csma(),
+            csma_tick_ms: 0.0,
+            inference: default_inference(),
+            clock_skew: default_skew(),
+            ignore_yield_p: 0.0,
+            crash_p: 0.0,
+            hang_p: 0.0,
+            recheck_on_expiry: false,
+            max_rechecks: default_max_rechecks(),
+            channels: default_channels(),
+        }
+    }
+}
+
+impl Default for WorkloadSpec {
+    fn default() -> Self {
+        WorkloadSpec {
+            arrivals: default_arrivals(),
+            mean_gap_ms: default_mean_gap_ms(),
+            count: default_msg_count(),
+            duration_ms: None,
+            channel: default_channel(),
+            mention_p: 0.0,
+            dm_p: 0.0,
+            reply_to_agent_p: 0.0,
+            max_depth: default_max_depth(),
+        }
+    }
+}
+
+impl Default for Scenario {
+    fn default() -> Self {
+        Scenario {
+            name: default_name(),
+            description: String::new(),
+            seed: default_seed(),
+            reps: default_reps(),
+            policies: default_policies(),
+            epoch_ms: default_epoch_ms(),
+            server: ServerSpec::default(),
+            network: NetworkSpec::default(),
+            agents: default_agents(),
+            workload: WorkloadSpec::default(),
+            sweep: None,
+        }
+    }
+}
+
+impl Scenario {
+    /// The policies, parsed. Call after [`super::validate`].
+    pub fn policy_kinds(&self) -> Vec<PolicyKind> {
+        self.policies
+            .iter()
+            .filter_map(|p| p.parse().ok())
+            .collect()
+    }
+
+    /// Total number of agents over all groups.
+    pub fn agent_count(&self) -> u64 {
+        self.agents.iter().map(|g| u64::from(g.count)).sum()
+    }
+}
+
+fn default_name() -> String {
+    "default".into()
+}
+fn default_seed() -> u64 {
+    1
+}
+fn default_reps() -> u32 {
+    20
+}
+fn default_policies() -> Vec<String> {
+    vec!["spec".into()]
+}
+fn default_epoch_ms() -> u64 {
+    1_700_000_000_000
+}
+fn default_ttl_ms() -> f64 {
+    45_000.0
+}
+fn default_true() -> bool {
+    true
+}
+fn zero_dist() -> DistSpec {
+    DistSpec::Fixed { ms: 0.0 }
+}
+fn default_disconnect_detect() -> DistSpec {
+    DistSpec::Fixed { ms: 5_000.0 }
+}
+fn default_base_ms() -> f64 {
+    40.0
+}
+fn default_jitter() -> DistSpec {
+    DistSpec::Exponential { mean_ms: 10.0 }
+}
+fn default_agents() -> Vec<AgentGroup> {
+    vec![AgentGroup::default()]
+}
+fn default_group_name() -> String {
+    "agents".into()
+}
+fn default_count() -> u32 {
+    5
+}
+fn default_respond_p() -> f64 {
+    0.6
+}
+fn default_csma() -> DistSpec {
+    DistSpec::Uniform {
+        min_ms: 2_000.0,
+        max_ms: 8_000.0,
+    }
+}
+fn default_inference() -> DistSpec {
+    DistSpec::Lognormal {
+        p50_ms: 4_000.0,
+        p99_ms: 20_000.0,
+    }
+}
+fn default_skew() -> DistSpec {
+    DistSpec::Normal {
+        mean_ms: 0.0,
+        sd_ms: 50.0,
+    }
+}
+fn default_max_rechecks() -> u32 {
+    1
+}
+fn default_channels() -> Vec<String> {
+    vec![default_channel()]
+}
+fn default_channel() -> String {
+    "#general".into()
+}
+fn default_arrivals() -> Arrivals {
+    Arrivals::Poisson
+}
+fn default_mean_gap_ms() -> f64 {
+    60_000.0
+}
+fn default_msg_count() -> u64 {
+    1_000
+}
+fn default_max_depth() -> u32 {
+    3
+}

@@ -1,0 +1,235 @@
+#![cfg(feature = "wip")]
+//! The world model, each feature in isolation, through the library API.
+
+use herdsim::floor::PolicyKind;
+use herdsim::metrics::RunResult;
+use herdsim::model::{Prepared, TraceBuf, simulate};
+use herdsim::scenario::Loaded;
+use std::path::Path;
+
+fn prepare(toml: &str) -> Prepared {
+    let l = Loaded::from_text("test.toml", toml, Path::new(".")).expect("valid scenario");
+    let s = l.base().expect("resolves");
+    Prepared::new(&s, Path::new(".")).expect("prepares")
+}
+
+fn run(toml: &str, policy: &str, seed: u64) -> RunResult {
+    let p = prepare(toml);
+    simulate(&p, policy.parse::<PolicyKind>().expect("policy"), seed, None)
+}
+
+fn traced(toml: &str, policy: &str, seed: u64) -> (RunResult, Vec<serde_json::Value>) {
+    let p = prepare(toml);
+    let mut buf = TraceBuf::new();
+    let r = simulate(&p, policy.parse().expect("policy"), seed, Some(&mut buf));
+    let lines = buf
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).expect("trace line is JSON"))
+        .collect();
+    (r, lines)
+}
+
+fn get(r: &RunResult, m: &str) -> f64 {
+    r.get(m).unwrap_or_else(|| panic!("no metric {m}"))
+}
+
+/// Zero jitter and skew, no tick, respond_p = 1, one-way delay d, uniform
+/// CSMA of width W, inference far longer than the window, `spec`:
+/// P(exactly one agent starts) = (1 - 2d/W)^N and
+/// E[starters] = 1 + N r - r^N with r = 2d/W (MODEL.md choice 15).
+#[test]
+fn single_starter_share_matches_closed_form() {
+    let n = 5.0_f64;
+    let (d, w) = (300.0_f64, 6000.0_f64);
+    let msgs = 20_000.0_f64;
+    let toml = format!(
+        r#"
+reps = 1
+[network]
+base_ms = {d}
+jitter = {{ kind = "fixed", ms = 0 }}
+[[agents]]
+count = {n}
+respond_p = 1.0
+csma = {{ kind = "uniform", min_ms = 2000, max_ms = {max} }}
+inference = {{ kind = "fixed", ms = 30000 }}
+clock_skew = {{ kind = "fixed", ms = 0 }}
+[workload]
+arrivals = "fixed"
+mean_gap_ms = 60000
+count = {msgs}
+"#,
+        max = 2000.0 + w
+    );
+    let r = run(&toml, "spec", 11);
+    let rr = 2.0 * d / w;
+    let p = (1.0 - rr).powf(n);
+    let got = get(&r, "single_starter_rate");
+    // Binomial share over 20000 independent messages: SE = sqrt(p(1-p)/n).
+    // 4.5 SE: two-sided false-failure probability about 7e-6.
+    let se = (p * (1.0 - p) / msgs).sqrt();
+    assert!(
+        (got - p).abs() < 4.5 * se,
+        "single-starter share {got}, closed form {p}, tolerance {}",
+        4.5 * se
+    );
+    // E[starters]: starters - 1 lies in 0..N-1 with mean N r, so its
+    // variance is at most (N-1) N r; 5 SE bounds the false failure at 6e-7.
+    let e = 1.0 + n * rr - rr.powf(n);
+    let sd = ((n - 1.0) * n * rr).sqrt();
+    let got = get(&r, "starters_per_msg");
+    assert!(
+        (got - e).abs() < 5.0 * sd / msgs.sqrt(),
+        "starters per message {got}, closed form {e}"
+    );
+    assert_eq!(get(&r, "messages"), msgs);
+}
+
+const BASE: &str = r#"
+reps = 1
+[network]
+base_ms = 40
+jitter = { kind = "exponential", mean_ms = 10 }
+[[agents]]
+count = 5
+respond_p = 1.0
+csma = { kind = "uniform", min_ms = 2000, max_ms = 2200 }
+inference = { kind = "fixed", ms = 10000 }
+[workload]
+arrivals = "fixed"
+mean_gap_ms = 60000
+count = 300
+"#;
+
+#[test]
+fn ignoring_yield_produces_duplicates() {
+    let polite = run(BASE, "spec", 3);
+    assert_eq!(get(&polite, "duplicate_rate"), 0.0);
+    assert!(get(&polite, "yields") > 0.0, "the narrow window must collide");
+    let rude = run(
+        &BASE.replace("respond_p = 1.0", "respond_p = 1.0\nignore_yield_p = 1.0"),
+        "spec",
+        3,
+    );
+    assert!(
+        get(&rude, "duplicate_rate") > 0.3,
+        "duplicate rate {}",
+        get(&rude, "duplicate_rate")
+    );
+}
+
+#[test]
+fn none_policy_sends_no_claims_and_duplicates_more() {
+    let none = run(BASE, "none", 5);
+    let spec = run(BASE, "spec", 5);
+    assert_eq!(get(&none, "claims"), 0.0);
+    assert_eq!(get(&none, "yields"), 0.0);
+    // Everyone fires within 200 ms of each other, long before any reply:
+    // with no claims every agent answers.
+    assert_eq!(get(&none, "responses_per_msg"), 5.0);
+    assert!(get(&spec, "duplicate_rate") < get(&none, "duplicate_rate"));
+    assert!(get(&spec, "wasted_inference_rate") < get(&none, "wasted_inference_rate"));
+}
+
+/// agent-000 claims first and hangs; agent-001 skips, rechecks once the
+/// claim is believed expired, and answers: the first answer comes only
+/// after the TTL.
+#[test]
+fn hung_holder_blocks_until_ttl() {
+    let toml = r#"
+reps = 1
+[server]
+ttl_ms = 20000
+[network]
+base_ms = 40
+jitter = { kind = "fixed", ms = 0 }
+[[agents]]
+count = 1
+respond_p = 1.0
+csma = { kind = "fixed", ms = 1000 }
+clock_skew = { kind = "fixed", ms = 0 }
+hang_p = 1.0
+[[agents]]
+count = 1
+respond_p = 1.0
+csma = { kind = "fixed", ms = 3000 }
+inference = { kind = "fixed", ms = 5000 }
+clock_skew = { kind = "fixed", ms = 0 }
+recheck_on_expiry = true
+[workload]
+arrivals = "fixed"
+mean_gap_ms = 100000
+count = 20
+"#;
+    let r = run(toml, "spec", 1);
+    // post -> +40 delivered -> +3000 skip (claim seen at +1120) -> wake at
+    // 1120 + 20000 -> +3000 CSMA -> +5000 inference -> +40 to the server.
+    let expect = 1120.0 + 20000.0 + 3000.0 + 5000.0 + 40.0;
+    let p50 = get(&r, "ttfr_p50_ms");
+    assert!((p50 - expect).abs() <= expect * 0.001 + 1.0, "ttfr p50 {p50}, expected {expect}");
+    assert_eq!(get(&r, "unanswered_rate"), 0.0);
+    assert_eq!(get(&r, "expired_claims"), 20.0);
+    // Without the recheck nobody answers.
+    let r = run(&toml.replace("recheck_on_expiry = true", ""), "spec", 1);
+    assert_eq!(get(&r, "unanswered_rate"), 1.0);
+}
+
+#[test]
+fn crashing_agents_answer_nothing_and_waste_everything() {
+    let toml = BASE.replace("respond_p = 1.0", "respond_p = 1.0\ncrash_p = 1.0");
+    let r = run(&toml, "spec", 2);
+    assert_eq!(get(&r, "unanswered_rate"), 1.0);
+    assert_eq!(get(&r, "wasted_inference_rate"), 1.0);
+    assert_eq!(get(&r, "wasted_inference_count_rate"), 1.0);
+}
+
+/// Per agent, the order in which server messages arrive equals the order
+/// in which the server sent them, unless `fifo = false`.
+#[test]
+fn fifo_links_never_reorder() {
+    let toml = BASE.replace("mean_ms = 10", "mean_ms = 400");
+    let reordered = |lines: &[serde_json::Value]| -> usize {
+        let mut sent: Vec<(String, String)> = Vec::new();
+        let mut got: Vec<(String, String)> = Vec::new();
+        for l in lines {
+            match l["ev"].as_str() {
+                Some("server_send") => sent.push((l["to"].to_string(), l["msg"].to_string())),
+                Some("recv") => got.push((l["agent"].to_string(), l["msg"].to_string())),
+                _ => {}
+            }
+        }
+        let mut bad = 0;
+        for agent in 0..5 {
+            let name = format!("\"agent-{agent:03}\"");
+            let s: Vec<_> = sent.iter().filter(|(a, _)| *a == name).map(|(_, m)| m).collect();
+            let g: Vec<_> = got.iter().filter(|(a, _)| *a == name).map(|(_, m)| m).collect();
+            assert_eq!(s.len(), g.len(), "every send to {name} arrives");
+            bad += s.iter().zip(&g).filter(|(a, b)| a != b).count();
+        }
+        bad
+    };
+    let (_, lines) = traced(&toml, "spec", 9);
+    assert_eq!(reordered(&lines), 0);
+    let (_, lines) = traced(&toml.replace("[network]", "[network]\nfifo = false"), "spec", 9);
+    assert!(reordered(&lines) > 0, "non-FIFO links with big jitter must reorder");
+}
+
+#[test]
+fn same_seed_same_bytes_other_seed_other_numbers() {
+    let (a, ta) = traced(BASE, "spec", 42);
+    let (b, tb) = traced(BASE, "spec", 42);
+    assert_eq!(a, b);
+    assert_eq!(ta, tb);
+    let c = run(BASE, "spec", 43);
+    assert_ne!(a, c);
+}
+
+#[test]
+fn lost_messages_are_counted() {
+    let toml = BASE.replace("[network]", "[network]\nloss_p = 0.1");
+    let r = run(&toml, "spec", 4);
+    assert!(get(&r, "lost") > 0.0);
+    let clean = run(BASE, "spec", 4);
+    assert_eq!(get(&clean, "lost"), 0.0);
+}
