@@ -1,1 +1,417 @@
-//! The agent side. TODO(helper): implement.
+//! The agent side, sans-IO: one [`Client`] per agent. It follows each
+//! message the agent wants to answer independently (MODEL.md "Agent
+//! behaviour" steps 3-7, precise choices 4 and 16) and tells the caller
+//! what to do through [`Action`]s; the caller owns the clock, the timers,
+//! the randomness (CSMA delay, inference duration, ignore-yield draws) and
+//! the network.
+//!
+//! For one message `m`:
+//! 1. [`Client::on_message`]: an exempt message (DM, @mention, `@server`;
+//!    and any `reply_to` that is a DM peer `@id`) starts inference at once,
+//!    with no CSMA and no claim, and is never aborted. Otherwise
+//!    [`Action::StartCsma`].
+//! 2. Meanwhile [`Client::on_server_msg`] records every claim seen for `m`
+//!    from another agent (relayed RESPONDING_TO or FLOOR_CLAIMED, granted
+//!    or not) with the local time it was seen, and any response to `m`
+//!    (a MSG with `in_reply_to = m` from another agent).
+//! 3. [`Client::on_timer`] (CSMA fired): skip if a response was seen, or if a
+//!    claim is still believed live (seen + TTL > now); otherwise send
+//!    `RESPONDING_TO {msg_id, started_at: now, channel}` (not under `none`)
+//!    and start inference: the actions are `Send` then `StartInference`.
+//!    With `recheck_on_expiry`, a skip because of a claim (no response
+//!    seen) is followed by `WakeAt {at: latest claim seen + TTL}` if fewer
+//!    than `max_rechecks` rechecks were made; at that wake, if a newer claim
+//!    is still believed live another `WakeAt` follows, if a response was
+//!    seen the message is dropped silently, else a new CSMA wait starts and
+//!    step 3 runs again.
+//! 4. While inferring: a YIELD for `m` naming another agent aborts it;
+//!    under the policies that relay raw claims (`spec`, `tombstone`; see
+//!    [`Rules::client_aborts_on_relayed_claim`]) so does a relayed
+//!    RESPONDING_TO for `m` with (`started_at`, from) earlier than its own
+//!    (`started_at`, id). [`Client::set_ignore_yield`] disables both.
+//! 5. [`Client::on_inference_done`]: send the reply MSG.
+//!
+//! A message is dropped from the client's state when it is finished: done,
+//! aborted, or skipped with no recheck pending. Calls about a message that is
+//! not tracked (stale timers, late server messages) do nothing.
+
+use std::collections::BTreeMap;
+
+use crate::floor::policy::{PolicyKind, Rules};
+use crate::floor::wire::{ClientMsg, ServerMsg};
+
+/// Per-agent client configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientConfig {
+    /// This agent's id (as the server knows it).
+    pub id: String,
+    pub policy: PolicyKind,
+    /// How long a seen claim is believed live (ms, local clock).
+    pub ttl_ms: u64,
+    /// After skipping because of a claim, decide again once it is believed
+    /// expired, if no response was seen.
+    pub recheck_on_expiry: bool,
+    /// At most this many rechecks per message.
+    pub max_rechecks: u32,
+}
+
+/// Why the client decided not to infer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SkipReason {
+    /// A claim from another agent is believed live.
+    SeenClaim,
+    /// Another agent already answered.
+    SeenResponse,
+}
+
+/// What the caller must do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Wait a CSMA delay (the caller samples it), then call `on_timer`.
+    StartCsma { msg_id: String },
+    /// Call `on_timer` when the LOCAL clock reaches `at_ms` (recheck: seen + TTL).
+    WakeAt { msg_id: String, at_ms: i64 },
+    /// Send to the server.
+    Send(ClientMsg),
+    /// Start inference (the caller samples its duration), later call
+    /// `on_inference_done`.
+    StartInference { msg_id: String, started_at: i64 },
+    /// Abort the running inference (YIELD, or an earlier relayed claim
+    /// under `spec`/`tombstone`); `winner` is the agent that has the floor.
+    Abort { msg_id: String, winner: String },
+    /// Decided not to infer.
+    Skip { msg_id: String, reason: SkipReason },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Waiting for the CSMA timer.
+    Csma,
+    /// Skipped because of a claim; waiting until it is believed expired.
+    Recheck,
+    /// Inference running.
+    Inferring {
+        started_at: i64,
+        exempt: bool,
+        ignore_yield: bool,
+    },
+}
+
+#[derive(Debug, Clone)]
+struct Track {
+    reply_to: String,
+    phase: Phase,
+    /// Local time the latest claim for this message was seen.
+    last_claim_seen: Option<i64>,
+    response_seen: bool,
+    rechecks: u32,
+}
+
+/// The agent-side state machine. See the module docs.
+#[derive(Debug, Clone)]
+pub struct Client {
+    cfg: ClientConfig,
+    rules: Rules,
+    ttl: i64,
+    msgs: BTreeMap<String, Track>,
+}
+
+impl Client {
+    pub fn new(cfg: ClientConfig) -> Client {
+        Client {
+            rules: cfg.policy.rules(),
+            ttl: i64::try_from(cfg.ttl_ms).unwrap_or(i64::MAX),
+            cfg,
+            msgs: BTreeMap::new(),
+        }
+    }
+
+    pub fn config(&self) -> &ClientConfig {
+        &self.cfg
+    }
+
+    /// A message this agent wants to answer (the caller already drew
+    /// `respond_p`). `reply_to` is the channel (`#general`) or the DM peer
+    /// (`@operator`) the reply goes to. `exempt` (DM, @mention, `@server`):
+    /// inference starts at once, no CSMA, no claim; a `reply_to` starting
+    /// with `@` is always exempt (the protocol does not apply to DMs). A
+    /// message already tracked is ignored.
+    pub fn on_message(
+        &mut self,
+        now_ms: i64,
+        msg_id: &str,
+        reply_to: &str,
+        exempt: bool,
+        out: &mut Vec<Action>,
+    ) {
+        if self.msgs.contains_key(msg_id) {
+            return;
+        }
+        let exempt = exempt || reply_to.starts_with('@');
+        let phase = if exempt {
+            out.push(Action::StartInference {
+                msg_id: msg_id.to_string(),
+                started_at: now_ms,
+            });
+            Phase::Inferring {
+                started_at: now_ms,
+                exempt: true,
+                ignore_yield: false,
+            }
+        } else {
+            out.push(Action::StartCsma {
+                msg_id: msg_id.to_string(),
+            });
+            Phase::Csma
+        };
+        self.msgs.insert(
+            msg_id.to_string(),
+            Track {
+                reply_to: reply_to.to_string(),
+                phase,
+                last_claim_seen: None,
+                response_seen: false,
+                rechecks: 0,
+            },
+        );
+    }
+
+    /// The CSMA timer fired, or a `WakeAt` was reached (`now_ms >= at_ms`
+    /// expected; an earlier call re-arms the same wake).
+    pub fn on_timer(&mut self, now_ms: i64, msg_id: &str, out: &mut Vec<Action>) {
+        let ttl = self.ttl;
+        let Some(t) = self.msgs.get_mut(msg_id) else {
+            return;
+        };
+        let believed_until = t.last_claim_seen.map(|s| s.saturating_add(ttl));
+        let claim_live = believed_until.is_some_and(|until| until > now_ms);
+        match t.phase {
+            Phase::Inferring { .. } => {}
+            Phase::Recheck => {
+                if t.response_seen {
+                    self.msgs.remove(msg_id);
+                } else if let (true, Some(at_ms)) = (claim_live, believed_until) {
+                    out.push(Action::WakeAt {
+                        msg_id: msg_id.to_string(),
+                        at_ms,
+                    });
+                } else if t.rechecks < self.cfg.max_rechecks {
+                    t.rechecks += 1;
+                    t.phase = Phase::Csma;
+                    out.push(Action::StartCsma {
+                        msg_id: msg_id.to_string(),
+                    });
+                } else {
+                    self.msgs.remove(msg_id);
+                }
+            }
+            Phase::Csma => {
+                if t.response_seen {
+                    out.push(Action::Skip {
+                        msg_id: msg_id.to_string(),
+                        reason: SkipReason::SeenResponse,
+                    });
+                    self.msgs.remove(msg_id);
+                } else if let (true, Some(at_ms)) = (claim_live, believed_until) {
+                    out.push(Action::Skip {
+                        msg_id: msg_id.to_string(),
+                        reason: SkipReason::SeenClaim,
+                    });
+                    if self.cfg.recheck_on_expiry && t.rechecks < self.cfg.max_rechecks {
+                        t.phase = Phase::Recheck;
+                        out.push(Action::WakeAt {
+                            msg_id: msg_id.to_string(),
+                            at_ms,
+                        });
+                    } else {
+                        self.msgs.remove(msg_id);
+                    }
+                } else {
+                    t.phase = Phase::Inferring {
+                        started_at: now_ms,
+                        exempt: false,
+                        ignore_yield: false,
+                    };
+                    if self.rules.clients_claim {
+                        out.push(Action::Send(ClientMsg::RespondingTo {
+                            msg_id: msg_id.to_string(),
+                            started_at: now_ms,
+                            channel: t.reply_to.clone(),
+                        }));
+                    }
+                    out.push(Action::StartInference {
+                        msg_id: msg_id.to_string(),
+                        started_at: now_ms,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Any server message delivered to this agent.
+    pub fn on_server_msg(&mut self, now_ms: i64, msg: &ServerMsg, out: &mut Vec<Action>) {
+        match msg {
+            ServerMsg::RespondingTo {
+                msg_id,
+                from,
+                started_at,
+                channel,
+            } => {
+                if from == &self.cfg.id {
+                    return;
+                }
+                let Some(t) = self.msgs.get_mut(msg_id.as_str()) else {
+                    return;
+                };
+                if &t.reply_to != channel {
+                    return;
+                }
+                t.last_claim_seen = Some(t.last_claim_seen.map_or(now_ms, |s| s.max(now_ms)));
+                if let Phase::Inferring {
+                    started_at: own,
+                    exempt: false,
+                    ignore_yield: false,
+                } = t.phase
+                    && self.rules.client_aborts_on_relayed_claim
+                    && (*started_at, from.as_str()) < (own, self.cfg.id.as_str())
+                {
+                    out.push(Action::Abort {
+                        msg_id: msg_id.clone(),
+                        winner: from.clone(),
+                    });
+                    self.msgs.remove(msg_id.as_str());
+                }
+            }
+            ServerMsg::FloorClaimed {
+                msg_id,
+                channel,
+                holder,
+                ..
+            } => {
+                if holder == &self.cfg.id {
+                    return;
+                }
+                if let Some(t) = self.msgs.get_mut(msg_id.as_str())
+                    && &t.reply_to == channel
+                {
+                    t.last_claim_seen = Some(t.last_claim_seen.map_or(now_ms, |s| s.max(now_ms)));
+                }
+            }
+            ServerMsg::Msg {
+                from,
+                in_reply_to: Some(m),
+                ..
+            } => {
+                if from == &self.cfg.id {
+                    return;
+                }
+                if let Some(t) = self.msgs.get_mut(m.as_str()) {
+                    t.response_seen = true;
+                    if t.phase == Phase::Recheck {
+                        // No recheck will happen: finished.
+                        self.msgs.remove(m.as_str());
+                    }
+                }
+            }
+            ServerMsg::Yield {
+                msg_id,
+                winner,
+                channel,
+                ..
+            } => {
+                if winner == &self.cfg.id {
+                    return;
+                }
+                if let Some(t) = self.msgs.get(msg_id.as_str())
+                    && &t.reply_to == channel
+                    && matches!(
+                        t.phase,
+                        Phase::Inferring {
+                            exempt: false,
+                            ignore_yield: false,
+                            ..
+                        }
+                    )
+                {
+                    out.push(Action::Abort {
+                        msg_id: msg_id.clone(),
+                        winner: winner.clone(),
+                    });
+                    self.msgs.remove(msg_id.as_str());
+                }
+            }
+            ServerMsg::Msg {
+                in_reply_to: None, ..
+            }
+            | ServerMsg::Error { .. } => {}
+        }
+    }
+
+    /// The inference for `msg_id` completed: send the reply (`Send(Msg {id:
+    /// reply_id, to: reply_to, content, in_reply_to: msg_id})`) and forget
+    /// the message. Nothing if it is not inferring (aborted, unknown).
+    pub fn on_inference_done(
+        &mut self,
+        _now_ms: i64,
+        msg_id: &str,
+        reply_id: Option<String>,
+        content: String,
+        out: &mut Vec<Action>,
+    ) {
+        let inferring = self
+            .msgs
+            .get(msg_id)
+            .is_some_and(|t| matches!(t.phase, Phase::Inferring { .. }));
+        if !inferring {
+            return;
+        }
+        if let Some(t) = self.msgs.remove(msg_id) {
+            out.push(Action::Send(ClientMsg::Msg {
+                id: reply_id,
+                to: t.reply_to,
+                content,
+                in_reply_to: Some(msg_id.to_string()),
+            }));
+        }
+    }
+
+    /// Ignore YIELDs and relayed claims for the running inference of
+    /// `msg_id` (drawn per (agent, message) when inference starts; also for
+    /// hung inferences). Nothing if it is not inferring.
+    pub fn set_ignore_yield(&mut self, msg_id: &str, ignore: bool) {
+        if let Some(Track {
+            phase: Phase::Inferring { ignore_yield, .. },
+            ..
+        }) = self.msgs.get_mut(msg_id)
+        {
+            *ignore_yield = ignore;
+        }
+    }
+
+    /// Forget a message (e.g. the agent crashed while handling it). Later
+    /// calls about it do nothing.
+    pub fn forget(&mut self, msg_id: &str) {
+        self.msgs.remove(msg_id);
+    }
+
+    /// Forget every message (e.g. the agent restarted).
+    pub fn reset(&mut self) {
+        self.msgs.clear();
+    }
+
+    /// Messages currently tracked.
+    pub fn tracked(&self) -> usize {
+        self.msgs.len()
+    }
+
+    /// Whether an inference is running for `msg_id`.
+    pub fn is_inferring(&self, msg_id: &str) -> bool {
+        self.msgs
+            .get(msg_id)
+            .is_some_and(|t| matches!(t.phase, Phase::Inferring { .. }))
+    }
+}
+
+#[cfg(test)]
+#[path = "client_tests.rs"]
+mod tests;

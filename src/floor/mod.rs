@@ -18,7 +18,7 @@ pub mod policy;
 pub mod server;
 pub mod wire;
 
-// pub use client::{Action, Client, ClientConfig, SkipReason};
+pub use client::{Action, Client, ClientConfig, SkipReason};
 pub use policy::PolicyKind;
-pub use server::{Config, ConfigError, Input, Outgoing, Role, Server, Stats};
-pub use wire::{ClientMsg, ServerMsg};
+pub use server::{ClaimInfo, Config, ConfigError, Input, Outgoing, Role, Server, Stats};
+pub use wire::{ClientMsg, DecodeError, ServerMsg, YieldDetail};

@@ -1,4 +1,30 @@
-//! The named arbitration policies. TODO(helper): implement, one interface.
+//! The named arbitration policies, behind one interface: enum dispatch on
+//! [`PolicyKind`].
+//!
+//! A policy is described by two things:
+//! - [`PolicyKind::rules`]: a table of [`Rules`], one flag or enum per
+//!   behaviour in which the policies differ (what the server announces, how
+//!   claims are ordered, when they expire, what a MSG releases, ...). The
+//!   server and the client read these flags; nothing else in the module
+//!   matches on the policy name.
+//! - [`PolicyKind::judge`]: the pure contest decision for one incoming claim
+//!   against the current slot of its (channel, msg_id).
+//!
+//! The five policies (MODEL.md "Policy variants", "Precise choices" 5-8, 19):
+//!
+//! | behaviour | `none` | `spec` | `agentchat-0.36` | `tombstone` | `server-time` |
+//! |---|---|---|---|---|---|
+//! | claims tracked | no (plain relay) | yes | yes | yes | yes |
+//! | order by | - | (`started_at`, id) | (`started_at`, id) | (`started_at`, id) | (server receive ms, id) |
+//! | announce | raw relay | raw relay of every claim | `FLOOR_CLAIMED` on grant only | raw relay | raw relay |
+//! | claimant must be a member | yes | yes | no | yes | yes |
+//! | `started_at` accepted | >= 0 | >= 0 | != 0 | >= 0 | >= 0 |
+//! | repeated claim by holder | - | ignored, nothing sent | re-judged, YIELD naming itself | ignored | ignored |
+//! | expiry | - | at deadline | 5 s sweeps | at deadline | at deadline |
+//! | a channel MSG releases | - | the holder's claim on `in_reply_to` (all its claims in the channel without `in_reply_to`) | all the sender's claims in the channel | as `spec`, leaving an "answered" marker | as `spec` |
+//! | YIELD form | - | `winner` | `holder` + `holder_started_at` + `reason` | `winner` | `winner` |
+//! | client aborts on a relayed earlier claim | - | yes | no | yes | no |
+//! | TTL variable | `AGENTCHAT_RESPOND_TTL_MS` | same | `AGENTCHAT_CLAIM_TTL_MS` | same | same |
 
 use std::fmt;
 use std::str::FromStr;
@@ -6,15 +32,59 @@ use std::str::FromStr;
 /// Which arbitration behaviour the server (and the matching client) follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum PolicyKind {
-    /// No RESPONDING_TO at all: clients never claim, the server tracks nothing.
+    /// No RESPONDING_TO at all: clients never claim, the server tracks
+    /// nothing. A RESPONDING_TO that still reaches the server is relayed to
+    /// the other channel members like any message (as with `enabled =
+    /// false`), and never answered with a YIELD.
     None,
-    /// The protocol as written (`responding-to.md`, MODEL.md "policy spec").
+    /// The protocol as written (`responding-to.md`, MODEL.md "policy spec"):
+    /// claim table keyed by (channel, msg_id); earliest (`started_at`,
+    /// agent id) wins; the loser (the later claimant, or the displaced
+    /// holder) gets `YIELD {msg_id, winner, channel}`; every claim is
+    /// relayed to the other channel members, before any YIELD; a repeated
+    /// claim by the holder changes nothing and sends nothing; a claim
+    /// expires exactly at grant + TTL; the holder's channel MSG in reply to
+    /// the message clears it (one with no `in_reply_to` clears all of the
+    /// sender's claims in that channel); only channel members may claim;
+    /// `started_at` must be a non-negative integer.
     Spec,
-    /// The observed behaviour of the public agentchat server 0.36, quirks included.
+    /// The observed behaviour of the public agentchat server 0.36, quirks
+    /// included. It differs from `spec` in that:
+    /// - a granted claim (first, or a takeover) is announced as
+    ///   `FLOOR_CLAIMED` to every member but the claimant, the displaced
+    ///   holder included; the raw RESPONDING_TO is never relayed; a denied
+    ///   claim announces nothing; the winner gets nothing back;
+    /// - YIELD has the form `{msg_id, channel, holder, holder_started_at,
+    ///   reason}`; reason `"Earlier started_at timestamp"` for a displaced
+    ///   holder, `"Another agent claimed first"` for a denied claimant;
+    /// - a repeated claim by the holder is judged like any other: with the
+    ///   same or a later `started_at` it is denied with a YIELD naming the
+    ///   holder itself; with an earlier one it is granted again
+    ///   (`FLOOR_CLAIMED` rebroadcast, fresh deadline) and the holder, as the
+    ///   "displaced" one, still gets a YIELD naming itself;
+    /// - claimants need not be channel members (a claim on a channel nobody
+    ///   is in is silently ignored, as the server drops claims for unknown
+    ///   channels); `started_at` 0 is rejected, negatives are accepted;
+    /// - expiry is a sweep at every multiple of 5000 ms of server time, so
+    ///   an expired claim keeps winning until the next sweep; a sweep due
+    ///   at the same instant as a claim runs first; nobody is told;
+    /// - a channel MSG releases all of the sender's claims in that channel,
+    ///   whatever its `in_reply_to`; leaving a channel releases nothing;
+    /// - its TTL variable is `AGENTCHAT_CLAIM_TTL_MS`.
     Agentchat036,
-    /// Like `spec`, but a MSG leaves an "answered" marker that denies later claims.
+    /// Like `spec`, but a MSG from the live holder in reply to the message
+    /// turns its claim into an "answered" marker that keeps the claim's
+    /// deadline and denies every later claim (even one with an earlier
+    /// `started_at`) with a YIELD naming the answerer, until that deadline.
+    /// This closes the race where a late claim arrives just after the
+    /// winner's MSG and is granted. Markers are not counted as expired
+    /// claims, nor by `claim_count`.
     Tombstone,
-    /// Like `spec`, but ordered by server receive time instead of `started_at`.
+    /// Like `spec`, but ordered by (server receive time in ms, agent id)
+    /// instead of the self-reported `started_at`: immune to clock skew. The
+    /// relayed RESPONDING_TO still carries the claimant's `started_at`, and
+    /// clients do not abort on relayed claims (they cannot know the server
+    /// order); only YIELD aborts.
     ServerTime,
 }
 
@@ -36,6 +106,257 @@ impl PolicyKind {
             PolicyKind::ServerTime => "server-time",
         }
     }
+
+    /// The behaviour table of this policy (see the module docs).
+    pub const fn rules(self) -> Rules {
+        const SPEC: Rules = Rules {
+            tracks_claims: true,
+            clients_claim: true,
+            order: ClaimOrder::StartedAt,
+            announce: Announce::RelayEvery,
+            membership_required: true,
+            started_at: StartedAtRule::NonNegative,
+            repeat: RepeatClaim::Ignore,
+            expiry: Expiry::AtDeadline,
+            release: Release::Holder,
+            tombstone: false,
+            leave_releases: true,
+            yield_form: YieldForm::Winner,
+            client_aborts_on_relayed_claim: true,
+            ttl_var: TTL_VAR,
+        };
+        match self {
+            PolicyKind::None => Rules {
+                tracks_claims: false,
+                clients_claim: false,
+                client_aborts_on_relayed_claim: false,
+                ..SPEC
+            },
+            PolicyKind::Spec => SPEC,
+            PolicyKind::Agentchat036 => Rules {
+                announce: Announce::FloorClaimedOnGrant,
+                membership_required: false,
+                started_at: StartedAtRule::NonZero,
+                repeat: RepeatClaim::Rejudge,
+                expiry: Expiry::Sweep {
+                    every_ms: AGENTCHAT_SWEEP_MS,
+                },
+                release: Release::AllInChannel,
+                leave_releases: false,
+                yield_form: YieldForm::HolderDetail,
+                client_aborts_on_relayed_claim: false,
+                ttl_var: AGENTCHAT_TTL_VAR,
+                ..SPEC
+            },
+            PolicyKind::Tombstone => Rules {
+                tombstone: true,
+                ..SPEC
+            },
+            PolicyKind::ServerTime => Rules {
+                order: ClaimOrder::ServerTime,
+                client_aborts_on_relayed_claim: false,
+                ..SPEC
+            },
+        }
+    }
+
+    /// Decide one incoming claim against the current slot of its
+    /// (channel, msg_id). `order` is the claimant's ordering value: its
+    /// `started_at` or, under `server-time`, the server receive time (see
+    /// [`Rules::order`]). Only meaningful for policies that track claims.
+    pub fn judge(self, slot: Slot<'_>, claimant: &str, order: i64) -> Verdict {
+        match slot {
+            Slot::Free => Verdict::Grant,
+            Slot::Answered { by } => Verdict::DenyAnswered {
+                answered_by: by.to_string(),
+            },
+            Slot::Held {
+                holder,
+                order: held,
+            } if holder == claimant => match self.rules().repeat {
+                RepeatClaim::Ignore => Verdict::Repeat,
+                RepeatClaim::Rejudge if order < held => Verdict::RegrantSelf,
+                RepeatClaim::Rejudge => Verdict::DenySelf,
+            },
+            Slot::Held {
+                holder,
+                order: held,
+            } => {
+                if (order, claimant) < (held, holder) {
+                    Verdict::Displace
+                } else {
+                    Verdict::Deny
+                }
+            }
+        }
+    }
+}
+
+/// Default claim TTL in milliseconds.
+pub const DEFAULT_TTL_MS: u64 = 45_000;
+/// The TTL variable of the protocol.
+pub const TTL_VAR: &str = "AGENTCHAT_RESPOND_TTL_MS";
+/// The TTL variable agentchat 0.36 reads instead.
+pub const AGENTCHAT_TTL_VAR: &str = "AGENTCHAT_CLAIM_TTL_MS";
+/// The enable switch.
+pub const ENABLED_VAR: &str = "AGENTCHAT_RESPOND_ENABLED";
+/// Period of the agentchat 0.36 expiry sweep.
+pub const AGENTCHAT_SWEEP_MS: u64 = 5_000;
+/// YIELD reason (agentchat form) sent to a displaced holder.
+pub const REASON_DISPLACED: &str = "Earlier started_at timestamp";
+/// YIELD reason (agentchat form) sent to a denied claimant.
+pub const REASON_DENIED: &str = "Another agent claimed first";
+
+/// The behaviours in which policies differ. Obtained from [`PolicyKind::rules`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rules {
+    /// The server keeps a claim table and sends YIELDs (`false` for `none`).
+    pub tracks_claims: bool,
+    /// Clients send RESPONDING_TO at all (`false` for `none`).
+    pub clients_claim: bool,
+    /// What a claim is ordered by.
+    pub order: ClaimOrder,
+    /// What the other members are told of a claim.
+    pub announce: Announce,
+    /// A claim on a channel the claimant is not in is an ERROR.
+    pub membership_required: bool,
+    /// Which `started_at` values are accepted.
+    pub started_at: StartedAtRule,
+    /// What a repeated claim by the current holder does.
+    pub repeat: RepeatClaim,
+    /// When claims expire.
+    pub expiry: Expiry,
+    /// What a channel MSG from a claimant releases.
+    pub release: Release,
+    /// A MSG from the live holder leaves an "answered" marker (`tombstone`).
+    pub tombstone: bool,
+    /// Leaving a channel releases the leaver's claims in it.
+    pub leave_releases: bool,
+    /// The YIELD form sent.
+    pub yield_form: YieldForm,
+    /// A (well-behaved) client aborts its running inference on a relayed
+    /// RESPONDING_TO for the same message with an earlier (`started_at`, id).
+    pub client_aborts_on_relayed_claim: bool,
+    /// The environment variable holding the TTL in ms.
+    pub ttl_var: &'static str,
+}
+
+/// What a claim is ordered by (ties always go to the smaller agent id).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimOrder {
+    /// The self-reported `started_at`.
+    StartedAt,
+    /// The server time (ms) at which the claim was received.
+    ServerTime,
+}
+
+/// What the other channel members are told of a claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Announce {
+    /// Every RESPONDING_TO is relayed (with `from`) to the other members,
+    /// granted or not, before any YIELD.
+    RelayEvery,
+    /// Only a granted claim is announced, as FLOOR_CLAIMED, to every member
+    /// but the claimant (agentchat 0.36).
+    FloorClaimedOnGrant,
+}
+
+/// Which `started_at` values a claim may carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartedAtRule {
+    /// A non-negative integer (the protocol).
+    NonNegative,
+    /// Any integer but 0 (agentchat 0.36 treats 0 as missing).
+    NonZero,
+}
+
+impl StartedAtRule {
+    /// `Err(reason)` if the value is not accepted.
+    pub fn check(self, started_at: i64) -> Result<(), &'static str> {
+        match self {
+            StartedAtRule::NonNegative if started_at < 0 => {
+                Err("`started_at` must be a non-negative integer")
+            }
+            StartedAtRule::NonZero if started_at == 0 => {
+                Err("`started_at` must be a non-zero number")
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// What a repeated claim by the current holder does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RepeatClaim {
+    /// Changes nothing, sends nothing.
+    Ignore,
+    /// Judged like any claim (agentchat 0.36): see [`Verdict::RegrantSelf`]
+    /// and [`Verdict::DenySelf`].
+    Rejudge,
+}
+
+/// When claims expire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expiry {
+    /// Exactly at the deadline (grant + TTL): expired when now >= deadline.
+    AtDeadline,
+    /// By a sweep at every multiple of `every_ms` of server time, which
+    /// removes the claims whose deadline is <= the sweep time.
+    Sweep { every_ms: u64 },
+}
+
+/// What a channel MSG releases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Release {
+    /// With `in_reply_to = m`: the sender's claim on m in that channel, if
+    /// it holds it. Without `in_reply_to`: all its claims in that channel.
+    Holder,
+    /// All of the sender's claims in that channel, whatever `in_reply_to`.
+    AllInChannel,
+}
+
+/// The YIELD form sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum YieldForm {
+    /// `{msg_id, winner, channel}`.
+    Winner,
+    /// `{msg_id, channel, holder, holder_started_at, reason}`.
+    HolderDetail,
+}
+
+/// The current state of one (channel, msg_id), as the judge sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Slot<'a> {
+    /// No claim (or it expired and was removed).
+    Free,
+    /// A live claim.
+    Held { holder: &'a str, order: i64 },
+    /// A tombstone marker: the holder `by` answered.
+    Answered { by: &'a str },
+}
+
+/// The outcome of one claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Free slot: the claimant becomes the holder.
+    Grant,
+    /// The claimant orders before the holder: it takes over, the displaced
+    /// holder gets a YIELD.
+    Displace,
+    /// The holder orders before the claimant: the claimant gets a YIELD.
+    Deny,
+    /// Repeated claim by the holder, ignored (`spec` family): nothing changes,
+    /// nothing is sent.
+    Repeat,
+    /// Repeated claim by the holder with an earlier `started_at`
+    /// (agentchat 0.36): granted again with a fresh deadline, announced, and
+    /// the holder gets a YIELD naming itself.
+    RegrantSelf,
+    /// Repeated claim by the holder with the same or a later `started_at`
+    /// (agentchat 0.36): denied with a YIELD naming itself.
+    DenySelf,
+    /// A tombstone marker denies the claim; the YIELD names the answerer.
+    DenyAnswered { answered_by: String },
 }
 
 impl fmt::Display for PolicyKind {
@@ -53,5 +374,87 @@ impl FromStr for PolicyKind {
             .ok_or_else(|| {
                 format!("unknown policy `{s}` (expected one of: none, spec, agentchat-0.36, tombstone, server-time)")
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_roundtrip() {
+        for p in PolicyKind::ALL {
+            assert_eq!(p.name().parse::<PolicyKind>(), Ok(p));
+            assert_eq!(p.to_string(), p.name());
+        }
+        assert!("Spec".parse::<PolicyKind>().is_err());
+    }
+
+    #[test]
+    fn rules_table() {
+        let r = PolicyKind::None.rules();
+        assert!(!r.tracks_claims && !r.clients_claim);
+        let s = PolicyKind::Spec.rules();
+        assert!(s.tracks_claims && s.clients_claim && s.membership_required);
+        assert_eq!(s.announce, Announce::RelayEvery);
+        assert_eq!(s.expiry, Expiry::AtDeadline);
+        assert_eq!(s.ttl_var, "AGENTCHAT_RESPOND_TTL_MS");
+        assert!(s.client_aborts_on_relayed_claim && !s.tombstone);
+        let a = PolicyKind::Agentchat036.rules();
+        assert_eq!(a.announce, Announce::FloorClaimedOnGrant);
+        assert_eq!(a.expiry, Expiry::Sweep { every_ms: 5000 });
+        assert_eq!(a.release, Release::AllInChannel);
+        assert_eq!(a.yield_form, YieldForm::HolderDetail);
+        assert_eq!(a.ttl_var, "AGENTCHAT_CLAIM_TTL_MS");
+        assert!(!a.membership_required && !a.client_aborts_on_relayed_claim);
+        let t = PolicyKind::Tombstone.rules();
+        assert!(t.tombstone && t.client_aborts_on_relayed_claim);
+        let st = PolicyKind::ServerTime.rules();
+        assert_eq!(st.order, ClaimOrder::ServerTime);
+        assert!(!st.client_aborts_on_relayed_claim);
+    }
+
+    #[test]
+    fn started_at_rules() {
+        assert!(StartedAtRule::NonNegative.check(0).is_ok());
+        assert!(StartedAtRule::NonNegative.check(-1).is_err());
+        assert!(StartedAtRule::NonZero.check(0).is_err());
+        assert!(StartedAtRule::NonZero.check(-1).is_ok());
+    }
+
+    #[test]
+    fn judge_spec() {
+        let p = PolicyKind::Spec;
+        assert_eq!(p.judge(Slot::Free, "a", 5), Verdict::Grant);
+        let held = Slot::Held {
+            holder: "b",
+            order: 5,
+        };
+        assert_eq!(p.judge(held, "a", 4), Verdict::Displace);
+        assert_eq!(p.judge(held, "a", 5), Verdict::Displace); // tie, smaller id
+        assert_eq!(p.judge(held, "c", 5), Verdict::Deny); // tie, larger id
+        assert_eq!(p.judge(held, "a", 6), Verdict::Deny);
+        assert_eq!(p.judge(held, "b", 1), Verdict::Repeat);
+        assert_eq!(p.judge(held, "b", 9), Verdict::Repeat);
+        assert_eq!(
+            p.judge(Slot::Answered { by: "b" }, "a", 0),
+            Verdict::DenyAnswered {
+                answered_by: "b".into()
+            }
+        );
+    }
+
+    #[test]
+    fn judge_agentchat_repeat() {
+        let p = PolicyKind::Agentchat036;
+        let held = Slot::Held {
+            holder: "b",
+            order: 5,
+        };
+        assert_eq!(p.judge(held, "b", 4), Verdict::RegrantSelf);
+        assert_eq!(p.judge(held, "b", 5), Verdict::DenySelf);
+        assert_eq!(p.judge(held, "b", 6), Verdict::DenySelf);
+        assert_eq!(p.judge(held, "a", 5), Verdict::Displace);
+        assert_eq!(p.judge(held, "c", 5), Verdict::Deny);
     }
 }

@@ -1,11 +1,45 @@
 //! Wire protocol types. JSON exactly as in `responding-to.md` / MODEL.md.
 //!
-//! TODO(helper): serde encoding/decoding with precise errors.
+//! Encoding: [`ClientMsg`] and [`ServerMsg`] implement [`serde::Serialize`]
+//! with the fields in the order the protocol text lists them, and
+//! `to_json()` gives the same object as a [`serde_json::Value`].
+//!
+//! Decoding is strict and never panics: [`ClientMsg::decode`] (bytes),
+//! [`ClientMsg::decode_str`] and [`ClientMsg::from_value`] (and the same for
+//! [`ServerMsg`]) return a [`DecodeError`] with a precise reason: not JSON,
+//! not an object, a missing field, a field of the wrong JSON type, an empty
+//! id, a bad channel name, an unknown `type`. Fields the protocol does not
+//! know are ignored (forward compatibility), `null` counts as absent for
+//! the optional fields (`id`, `in_reply_to`).
+//!
+//! `started_at` (documented choice): the decoder accepts any JSON integer
+//! that fits an `i64`, of either sign, and rejects everything else (a
+//! string, a float such as `1.5` or `1e3`, `null`, a number out of range).
+//! Whether a negative value or 0 is acceptable is a *policy* question:
+//! `spec` and its variants require a non-negative integer, as the protocol
+//! says, while `agentchat-0.36` rejects 0 and accepts negatives, as that
+//! server was observed to. The server answers a rejected value with an
+//! `ERROR` (see [`crate::floor::policy::StartedAtRule`]).
+//!
+//! Identifiers: a channel name is `#` followed by one or more of
+//! `[A-Za-z0-9_-]`; an agent id is a non-empty string without whitespace or
+//! control characters that does not start with `#` or `@`; a DM target is
+//! `@` followed by an agent id. Ids are carried bare everywhere (the public
+//! agentchat server prefixes `@` to ids in some fields; herdsim does not).
+
+use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
+use serde_json::{Map, Value};
+use std::fmt;
 
 /// A message an agent (or the operator) sends to the server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClientMsg {
     /// `{"type":"RESPONDING_TO","msg_id":..,"started_at":..,"channel":..}`
+    ///
+    /// `channel` is a channel name (`#general`) or a DM target
+    /// (`@agent-b`); a DM target creates no claim (the protocol does not
+    /// apply to DMs) and the server sends nothing back.
     RespondingTo {
         msg_id: String,
         started_at: i64,
@@ -47,7 +81,8 @@ pub enum ServerMsg {
         holder: String,
         started_at: i64,
     },
-    /// Relayed MSG: `{"type":"MSG","id","from","to","content","in_reply_to"}`.
+    /// Relayed MSG: `{"type":"MSG","id","from","to","content","in_reply_to"}`
+    /// (`in_reply_to` only when present).
     Msg {
         id: String,
         from: String,
@@ -64,4 +99,734 @@ pub enum ServerMsg {
 pub struct YieldDetail {
     pub holder_started_at: i64,
     pub reason: String,
+}
+
+/// Why a message could not be decoded. `Display` gives the reason as sent
+/// back to the client in an `ERROR`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// The bytes are not one JSON value (serde_json's reason attached).
+    #[error("not JSON: {0}")]
+    NotJson(String),
+    /// Valid JSON, but not an object.
+    #[error("message must be a JSON object")]
+    NotObject,
+    #[error("missing field `{0}`")]
+    MissingField(&'static str),
+    #[error("field `{0}` must be a string")]
+    NotString(&'static str),
+    #[error("field `{0}` must not be empty")]
+    Empty(&'static str),
+    /// Not a JSON integer that fits an `i64` (also floats such as `1e3`).
+    #[error("`{0}` must be an integer")]
+    NotInteger(&'static str),
+    /// Not `#` followed by `[A-Za-z0-9_-]+` (nor `@agent` where a DM target is allowed).
+    #[error("bad channel name `{value}` in field `{field}` (expected `#` followed by letters, digits, `_` or `-`{dm})", dm = dm_hint(.dm_allowed))]
+    BadChannel {
+        field: &'static str,
+        value: String,
+        dm_allowed: bool,
+    },
+    /// Not a valid agent id.
+    #[error("bad agent id `{value}` in field `{field}`")]
+    BadAgentId { field: &'static str, value: String },
+    #[error("unknown type `{0}`")]
+    UnknownType(String),
+}
+
+fn dm_hint(dm_allowed: &bool) -> &'static str {
+    if *dm_allowed {
+        ", or `@agent` for a DM"
+    } else {
+        ""
+    }
+}
+
+/// A parsed destination: a channel or a DM peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target<'a> {
+    /// `#name` (the whole string, `#` included).
+    Channel(&'a str),
+    /// `@id`: the agent id, without `@`.
+    Dm(&'a str),
+}
+
+/// `#` followed by one or more of `[A-Za-z0-9_-]`.
+pub fn is_channel_name(s: &str) -> bool {
+    match s.strip_prefix('#') {
+        Some(name) => {
+            !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        }
+        None => false,
+    }
+}
+
+/// Non-empty, no whitespace or control characters, not starting with `#` or `@`.
+pub fn is_agent_id(s: &str) -> bool {
+    !s.is_empty()
+        && !s.starts_with('#')
+        && !s.starts_with('@')
+        && !s.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+/// Parse a channel name or a DM target (`@id`).
+pub fn parse_target(s: &str) -> Option<Target<'_>> {
+    if is_channel_name(s) {
+        Some(Target::Channel(s))
+    } else {
+        match s.strip_prefix('@') {
+            Some(id) if is_agent_id(id) => Some(Target::Dm(id)),
+            _ => None,
+        }
+    }
+}
+
+/// At most 64 characters of an arbitrary input string, for error messages.
+pub(crate) fn clip(s: &str) -> String {
+    const MAX: usize = 64;
+    match s.char_indices().nth(MAX) {
+        Some((i, _)) => format!("{}...", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+// ---------------------------------------------------------------- encoding
+
+/// One JSON field value, for the single field list that both `Serialize`
+/// and `to_json` use (so they cannot disagree).
+enum F<'a> {
+    S(&'a str),
+    I(i64),
+}
+
+type Fields<'a> = Vec<(&'static str, F<'a>)>;
+
+fn fields_to_value(fields: Fields<'_>) -> Value {
+    let mut m = Map::new();
+    for (k, v) in fields {
+        let v = match v {
+            F::S(s) => Value::String(s.to_string()),
+            F::I(i) => Value::from(i),
+        };
+        m.insert(k.to_string(), v);
+    }
+    Value::Object(m)
+}
+
+fn serialize_fields<S: Serializer>(fields: Fields<'_>, s: S) -> Result<S::Ok, S::Error> {
+    let mut map = s.serialize_map(Some(fields.len()))?;
+    for (k, v) in fields {
+        match v {
+            F::S(x) => map.serialize_entry(k, x)?,
+            F::I(x) => map.serialize_entry(k, &x)?,
+        }
+    }
+    map.end()
+}
+
+impl ClientMsg {
+    /// The wire `type` of this message.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            ClientMsg::RespondingTo { .. } => "RESPONDING_TO",
+            ClientMsg::Msg { .. } => "MSG",
+        }
+    }
+
+    fn fields(&self) -> Fields<'_> {
+        let mut f: Fields<'_> = vec![("type", F::S(self.type_name()))];
+        match self {
+            ClientMsg::RespondingTo {
+                msg_id,
+                started_at,
+                channel,
+            } => {
+                f.push(("msg_id", F::S(msg_id)));
+                f.push(("started_at", F::I(*started_at)));
+                f.push(("channel", F::S(channel)));
+            }
+            ClientMsg::Msg {
+                id,
+                to,
+                content,
+                in_reply_to,
+            } => {
+                if let Some(id) = id {
+                    f.push(("id", F::S(id)));
+                }
+                f.push(("to", F::S(to)));
+                f.push(("content", F::S(content)));
+                if let Some(r) = in_reply_to {
+                    f.push(("in_reply_to", F::S(r)));
+                }
+            }
+        }
+        f
+    }
+
+    /// The message as a JSON object.
+    pub fn to_json(&self) -> Value {
+        fields_to_value(self.fields())
+    }
+
+    /// The message as one line of JSON (fields in protocol order).
+    pub fn to_json_string(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Decode from raw bytes (one JSON object).
+    pub fn decode(bytes: &[u8]) -> Result<ClientMsg, DecodeError> {
+        let v: Value =
+            serde_json::from_slice(bytes).map_err(|e| DecodeError::NotJson(e.to_string()))?;
+        ClientMsg::from_value(&v)
+    }
+
+    /// Decode from a string (one JSON object).
+    pub fn decode_str(s: &str) -> Result<ClientMsg, DecodeError> {
+        ClientMsg::decode(s.as_bytes())
+    }
+
+    /// Decode from an already parsed JSON value.
+    pub fn from_value(v: &Value) -> Result<ClientMsg, DecodeError> {
+        let m = v.as_object().ok_or(DecodeError::NotObject)?;
+        let ty = req_str(m, "type")?;
+        match ty {
+            "RESPONDING_TO" => Ok(ClientMsg::RespondingTo {
+                msg_id: req_id(m, "msg_id")?,
+                started_at: req_int(m, "started_at")?,
+                channel: req_target(m, "channel")?,
+            }),
+            "MSG" => Ok(ClientMsg::Msg {
+                id: opt_id(m, "id")?,
+                to: req_target(m, "to")?,
+                content: req_str(m, "content")?.to_string(),
+                in_reply_to: opt_id(m, "in_reply_to")?,
+            }),
+            other => Err(DecodeError::UnknownType(clip(other))),
+        }
+    }
+}
+
+impl Serialize for ClientMsg {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        serialize_fields(self.fields(), s)
+    }
+}
+
+impl fmt::Display for ClientMsg {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_json_string())
+    }
+}
+
+impl ServerMsg {
+    /// The wire `type` of this message.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            ServerMsg::RespondingTo { .. } => "RESPONDING_TO",
+            ServerMsg::Yield { .. } => "YIELD",
+            ServerMsg::FloorClaimed { .. } => "FLOOR_CLAIMED",
+            ServerMsg::Msg { .. } => "MSG",
+            ServerMsg::Error { .. } => "ERROR",
+        }
+    }
+
+    fn fields(&self) -> Fields<'_> {
+        let mut f: Fields<'_> = vec![("type", F::S(self.type_name()))];
+        match self {
+            ServerMsg::RespondingTo {
+                msg_id,
+                from,
+                started_at,
+                channel,
+            } => {
+                f.push(("msg_id", F::S(msg_id)));
+                f.push(("from", F::S(from)));
+                f.push(("started_at", F::I(*started_at)));
+                f.push(("channel", F::S(channel)));
+            }
+            ServerMsg::Yield {
+                msg_id,
+                winner,
+                channel,
+                detail: None,
+            } => {
+                f.push(("msg_id", F::S(msg_id)));
+                f.push(("winner", F::S(winner)));
+                f.push(("channel", F::S(channel)));
+            }
+            ServerMsg::Yield {
+                msg_id,
+                winner,
+                channel,
+                detail: Some(d),
+            } => {
+                f.push(("msg_id", F::S(msg_id)));
+                f.push(("channel", F::S(channel)));
+                f.push(("holder", F::S(winner)));
+                f.push(("holder_started_at", F::I(d.holder_started_at)));
+                f.push(("reason", F::S(&d.reason)));
+            }
+            ServerMsg::FloorClaimed {
+                msg_id,
+                channel,
+                holder,
+                started_at,
+            } => {
+                f.push(("msg_id", F::S(msg_id)));
+                f.push(("channel", F::S(channel)));
+                f.push(("holder", F::S(holder)));
+                f.push(("started_at", F::I(*started_at)));
+            }
+            ServerMsg::Msg {
+                id,
+                from,
+                to,
+                content,
+                in_reply_to,
+            } => {
+                f.push(("id", F::S(id)));
+                f.push(("from", F::S(from)));
+                f.push(("to", F::S(to)));
+                f.push(("content", F::S(content)));
+                if let Some(r) = in_reply_to {
+                    f.push(("in_reply_to", F::S(r)));
+                }
+            }
+            ServerMsg::Error { code, message } => {
+                f.push(("code", F::S(code)));
+                f.push(("message", F::S(message)));
+            }
+        }
+        f
+    }
+
+    /// The message as a JSON object.
+    pub fn to_json(&self) -> Value {
+        fields_to_value(self.fields())
+    }
+
+    /// The message as one line of JSON (fields in protocol order).
+    pub fn to_json_string(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Decode from raw bytes (one JSON object).
+    pub fn decode(bytes: &[u8]) -> Result<ServerMsg, DecodeError> {
+        let v: Value =
+            serde_json::from_slice(bytes).map_err(|e| DecodeError::NotJson(e.to_string()))?;
+        ServerMsg::from_value(&v)
+    }
+
+    /// Decode from a string (one JSON object).
+    pub fn decode_str(s: &str) -> Result<ServerMsg, DecodeError> {
+        ServerMsg::decode(s.as_bytes())
+    }
+
+    /// Decode from an already parsed JSON value. A YIELD with a `winner`
+    /// field is the spec form; one with `holder` (and then
+    /// `holder_started_at` and `reason`) is the `agentchat-0.36` form.
+    pub fn from_value(v: &Value) -> Result<ServerMsg, DecodeError> {
+        let m = v.as_object().ok_or(DecodeError::NotObject)?;
+        let ty = req_str(m, "type")?;
+        match ty {
+            "RESPONDING_TO" => Ok(ServerMsg::RespondingTo {
+                msg_id: req_id(m, "msg_id")?,
+                from: req_agent(m, "from")?,
+                started_at: req_int(m, "started_at")?,
+                channel: req_target(m, "channel")?,
+            }),
+            "YIELD" => {
+                let msg_id = req_id(m, "msg_id")?;
+                let channel = req_channel(m, "channel")?;
+                if m.get("winner").is_some_and(|w| !w.is_null()) {
+                    Ok(ServerMsg::Yield {
+                        msg_id,
+                        winner: req_agent(m, "winner")?,
+                        channel,
+                        detail: None,
+                    })
+                } else if m.get("holder").is_some_and(|w| !w.is_null()) {
+                    Ok(ServerMsg::Yield {
+                        msg_id,
+                        winner: req_agent(m, "holder")?,
+                        channel,
+                        detail: Some(YieldDetail {
+                            holder_started_at: req_int(m, "holder_started_at")?,
+                            reason: req_str(m, "reason")?.to_string(),
+                        }),
+                    })
+                } else {
+                    Err(DecodeError::MissingField("winner"))
+                }
+            }
+            "FLOOR_CLAIMED" => Ok(ServerMsg::FloorClaimed {
+                msg_id: req_id(m, "msg_id")?,
+                channel: req_channel(m, "channel")?,
+                holder: req_agent(m, "holder")?,
+                started_at: req_int(m, "started_at")?,
+            }),
+            "MSG" => Ok(ServerMsg::Msg {
+                id: req_id(m, "id")?,
+                from: req_agent(m, "from")?,
+                to: req_target(m, "to")?,
+                content: req_str(m, "content")?.to_string(),
+                in_reply_to: opt_id(m, "in_reply_to")?,
+            }),
+            "ERROR" => Ok(ServerMsg::Error {
+                code: req_str(m, "code")?.to_string(),
+                message: req_str(m, "message")?.to_string(),
+            }),
+            other => Err(DecodeError::UnknownType(clip(other))),
+        }
+    }
+}
+
+impl Serialize for ServerMsg {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        serialize_fields(self.fields(), s)
+    }
+}
+
+impl fmt::Display for ServerMsg {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_json_string())
+    }
+}
+
+// ---------------------------------------------------------------- decoding helpers
+
+fn req_str<'a>(m: &'a Map<String, Value>, k: &'static str) -> Result<&'a str, DecodeError> {
+    match m.get(k) {
+        None | Some(Value::Null) => Err(DecodeError::MissingField(k)),
+        Some(Value::String(s)) => Ok(s),
+        Some(_) => Err(DecodeError::NotString(k)),
+    }
+}
+
+/// A required, non-empty string (message ids).
+fn req_id(m: &Map<String, Value>, k: &'static str) -> Result<String, DecodeError> {
+    let s = req_str(m, k)?;
+    if s.is_empty() {
+        return Err(DecodeError::Empty(k));
+    }
+    Ok(s.to_string())
+}
+
+/// An optional, non-empty string; `null` counts as absent.
+fn opt_id(m: &Map<String, Value>, k: &'static str) -> Result<Option<String>, DecodeError> {
+    match m.get(k) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.is_empty() => Err(DecodeError::Empty(k)),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(DecodeError::NotString(k)),
+    }
+}
+
+fn req_int(m: &Map<String, Value>, k: &'static str) -> Result<i64, DecodeError> {
+    match m.get(k) {
+        None | Some(Value::Null) => Err(DecodeError::MissingField(k)),
+        Some(v) => v.as_i64().ok_or(DecodeError::NotInteger(k)),
+    }
+}
+
+fn req_agent(m: &Map<String, Value>, k: &'static str) -> Result<String, DecodeError> {
+    let s = req_str(m, k)?;
+    if !is_agent_id(s) {
+        return Err(DecodeError::BadAgentId {
+            field: k,
+            value: clip(s),
+        });
+    }
+    Ok(s.to_string())
+}
+
+/// A channel name or a DM target.
+fn req_target(m: &Map<String, Value>, k: &'static str) -> Result<String, DecodeError> {
+    let s = req_str(m, k)?;
+    if parse_target(s).is_none() {
+        return Err(DecodeError::BadChannel {
+            field: k,
+            value: clip(s),
+            dm_allowed: true,
+        });
+    }
+    Ok(s.to_string())
+}
+
+/// A channel name only.
+fn req_channel(m: &Map<String, Value>, k: &'static str) -> Result<String, DecodeError> {
+    let s = req_str(m, k)?;
+    if !is_channel_name(s) {
+        return Err(DecodeError::BadChannel {
+            field: k,
+            value: clip(s),
+            dm_allowed: false,
+        });
+    }
+    Ok(s.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn claim(msg_id: &str, started_at: i64, channel: &str) -> ClientMsg {
+        ClientMsg::RespondingTo {
+            msg_id: msg_id.into(),
+            started_at,
+            channel: channel.into(),
+        }
+    }
+
+    #[test]
+    fn channel_names() {
+        for ok in ["#general", "#a", "#A-b_9"] {
+            assert!(is_channel_name(ok), "{ok}");
+        }
+        for bad in ["", "#", "general", "# x", "#a.b", "#é", "@a", "##a"] {
+            assert!(!is_channel_name(bad), "{bad}");
+        }
+        assert_eq!(parse_target("#g"), Some(Target::Channel("#g")));
+        assert_eq!(parse_target("@agent-b"), Some(Target::Dm("agent-b")));
+        assert_eq!(parse_target("@"), None);
+        assert_eq!(parse_target("@a b"), None);
+        assert_eq!(parse_target("@#x"), None);
+    }
+
+    #[test]
+    fn client_responding_to_roundtrip_and_exact_json() {
+        let m = claim("m1", 1_700_000_000_000, "#general");
+        assert_eq!(
+            m.to_json_string(),
+            r##"{"type":"RESPONDING_TO","msg_id":"m1","started_at":1700000000000,"channel":"#general"}"##
+        );
+        assert_eq!(ClientMsg::decode_str(&m.to_json_string()), Ok(m.clone()));
+        assert_eq!(ClientMsg::from_value(&m.to_json()), Ok(m.clone()));
+        assert_eq!(serde_json::to_value(&m).ok(), Some(m.to_json()));
+    }
+
+    #[test]
+    fn client_msg_optional_fields() {
+        let m = ClientMsg::decode_str(r##"{"type":"MSG","to":"#general","content":"hi"}"##);
+        assert_eq!(
+            m,
+            Ok(ClientMsg::Msg {
+                id: None,
+                to: "#general".into(),
+                content: "hi".into(),
+                in_reply_to: None
+            })
+        );
+        let m = ClientMsg::decode_str(
+            r##"{"type":"MSG","id":null,"to":"@bob","content":"","in_reply_to":"m1","extra":1}"##,
+        );
+        assert_eq!(
+            m,
+            Ok(ClientMsg::Msg {
+                id: None,
+                to: "@bob".into(),
+                content: "".into(),
+                in_reply_to: Some("m1".into())
+            })
+        );
+        let full = ClientMsg::Msg {
+            id: Some("x".into()),
+            to: "#g".into(),
+            content: "c".into(),
+            in_reply_to: Some("m".into()),
+        };
+        assert_eq!(
+            full.to_json_string(),
+            r##"{"type":"MSG","id":"x","to":"#g","content":"c","in_reply_to":"m"}"##
+        );
+        assert_eq!(ClientMsg::decode_str(&full.to_json_string()), Ok(full));
+    }
+
+    #[test]
+    fn client_decode_errors_are_precise() {
+        let e = |s: &str| {
+            ClientMsg::decode_str(s)
+                .map(|_| String::new())
+                .unwrap_or_else(|e| e.to_string())
+        };
+        assert!(e("nope").starts_with("not JSON"));
+        assert!(e("").starts_with("not JSON"));
+        assert_eq!(e("[1]"), "message must be a JSON object");
+        assert_eq!(e("{}"), "missing field `type`");
+        assert_eq!(e(r#"{"type":3}"#), "field `type` must be a string");
+        assert_eq!(e(r#"{"type":"FOO"}"#), "unknown type `FOO`");
+        assert_eq!(
+            e(r##"{"type":"RESPONDING_TO","started_at":1,"channel":"#g"}"##),
+            "missing field `msg_id`"
+        );
+        assert_eq!(
+            e(r##"{"type":"RESPONDING_TO","msg_id":7,"started_at":1,"channel":"#g"}"##),
+            "field `msg_id` must be a string"
+        );
+        assert_eq!(
+            e(r##"{"type":"RESPONDING_TO","msg_id":"","started_at":1,"channel":"#g"}"##),
+            "field `msg_id` must not be empty"
+        );
+        assert_eq!(
+            e(r##"{"type":"RESPONDING_TO","msg_id":"m","channel":"#g"}"##),
+            "missing field `started_at`"
+        );
+        for bad in ["\"5\"", "1.5", "1e3", "true", "18446744073709551615", "{}"] {
+            assert_eq!(
+                e(&format!(
+                    r##"{{"type":"RESPONDING_TO","msg_id":"m","started_at":{bad},"channel":"#g"}}"##
+                )),
+                "`started_at` must be an integer",
+                "{bad}"
+            );
+        }
+        assert!(
+            e(r#"{"type":"RESPONDING_TO","msg_id":"m","started_at":1,"channel":"general"}"#)
+                .starts_with("bad channel name `general` in field `channel`")
+        );
+        assert_eq!(
+            e(r##"{"type":"MSG","to":"#g"}"##),
+            "missing field `content`"
+        );
+        assert!(e(r##"{"type":"MSG","to":"g","content":""}"##).starts_with("bad channel name"));
+        assert_eq!(
+            e(r##"{"type":"MSG","to":"#g","content":"","in_reply_to":5}"##),
+            "field `in_reply_to` must be a string"
+        );
+    }
+
+    #[test]
+    fn started_at_of_any_sign_decodes() {
+        // The policy decides about 0 and negatives, not the decoder.
+        for v in [-5_i64, 0, 7, i64::MAX, i64::MIN] {
+            let s = format!(
+                r##"{{"type":"RESPONDING_TO","msg_id":"m","started_at":{v},"channel":"#g"}}"##
+            );
+            assert_eq!(ClientMsg::decode_str(&s), Ok(claim("m", v, "#g")));
+        }
+    }
+
+    #[test]
+    fn long_bad_values_are_clipped_in_errors() {
+        let long = "x".repeat(1000);
+        let s = json!({"type": long}).to_string();
+        let msg = ClientMsg::decode_str(&s)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(msg.len() < 100, "{msg}");
+        assert_eq!(clip("ééé"), "ééé");
+    }
+
+    #[test]
+    fn server_messages_exact_json_and_roundtrip() {
+        let cases = [
+            (
+                ServerMsg::RespondingTo {
+                    msg_id: "m1".into(),
+                    from: "agent-a".into(),
+                    started_at: 5,
+                    channel: "#general".into(),
+                },
+                r##"{"type":"RESPONDING_TO","msg_id":"m1","from":"agent-a","started_at":5,"channel":"#general"}"##,
+            ),
+            (
+                ServerMsg::Yield {
+                    msg_id: "m1".into(),
+                    winner: "agent-a".into(),
+                    channel: "#general".into(),
+                    detail: None,
+                },
+                r##"{"type":"YIELD","msg_id":"m1","winner":"agent-a","channel":"#general"}"##,
+            ),
+            (
+                ServerMsg::Yield {
+                    msg_id: "m1".into(),
+                    winner: "agent-a".into(),
+                    channel: "#general".into(),
+                    detail: Some(YieldDetail {
+                        holder_started_at: 5,
+                        reason: "Another agent claimed first".into(),
+                    }),
+                },
+                r##"{"type":"YIELD","msg_id":"m1","channel":"#general","holder":"agent-a","holder_started_at":5,"reason":"Another agent claimed first"}"##,
+            ),
+            (
+                ServerMsg::FloorClaimed {
+                    msg_id: "m1".into(),
+                    channel: "#general".into(),
+                    holder: "agent-a".into(),
+                    started_at: -3,
+                },
+                r##"{"type":"FLOOR_CLAIMED","msg_id":"m1","channel":"#general","holder":"agent-a","started_at":-3}"##,
+            ),
+            (
+                ServerMsg::Msg {
+                    id: "s1".into(),
+                    from: "agent-a".into(),
+                    to: "#general".into(),
+                    content: "hi \"there\"".into(),
+                    in_reply_to: Some("m1".into()),
+                },
+                r##"{"type":"MSG","id":"s1","from":"agent-a","to":"#general","content":"hi \"there\"","in_reply_to":"m1"}"##,
+            ),
+            (
+                ServerMsg::Msg {
+                    id: "s1".into(),
+                    from: "operator".into(),
+                    to: "@agent-a".into(),
+                    content: "".into(),
+                    in_reply_to: None,
+                },
+                r##"{"type":"MSG","id":"s1","from":"operator","to":"@agent-a","content":""}"##,
+            ),
+            (
+                ServerMsg::Error {
+                    code: "not_member".into(),
+                    message: "x".into(),
+                },
+                r##"{"type":"ERROR","code":"not_member","message":"x"}"##,
+            ),
+        ];
+        for (m, want) in cases {
+            assert_eq!(m.to_json_string(), want);
+            assert_eq!(m.to_string(), want);
+            assert_eq!(ServerMsg::decode_str(want), Ok(m.clone()));
+            assert_eq!(ServerMsg::from_value(&m.to_json()), Ok(m.clone()));
+            assert_eq!(serde_json::to_value(&m).ok(), Some(m.to_json()));
+        }
+    }
+
+    #[test]
+    fn server_decode_errors() {
+        let e = |s: &str| {
+            ServerMsg::decode_str(s)
+                .map(|_| String::new())
+                .unwrap_or_else(|e| e.to_string())
+        };
+        assert_eq!(
+            e(r##"{"type":"YIELD","msg_id":"m","channel":"#g"}"##),
+            "missing field `winner`"
+        );
+        assert_eq!(
+            e(r##"{"type":"YIELD","msg_id":"m","channel":"#g","holder":"a","reason":"r"}"##),
+            "missing field `holder_started_at`"
+        );
+        assert!(
+            e(r#"{"type":"YIELD","msg_id":"m","channel":"@g","winner":"a"}"#)
+                .starts_with("bad channel name `@g`")
+        );
+        assert_eq!(
+            e(
+                r##"{"type":"RESPONDING_TO","msg_id":"m","from":"a b","started_at":1,"channel":"#g"}"##
+            ),
+            "bad agent id `a b` in field `from`"
+        );
+        assert_eq!(e(r#"{"type":"NOPE"}"#), "unknown type `NOPE`");
+    }
 }

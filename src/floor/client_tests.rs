@@ -1,0 +1,552 @@
+//! Unit tests of the client state machine.
+
+use super::*;
+use crate::floor::wire::YieldDetail;
+
+const G: &str = "#general";
+
+fn client(policy: PolicyKind) -> Client {
+    Client::new(ClientConfig {
+        id: "agent-b".into(),
+        policy,
+        ttl_ms: 45_000,
+        recheck_on_expiry: false,
+        max_rechecks: 1,
+    })
+}
+
+fn rechecking(max: u32) -> Client {
+    Client::new(ClientConfig {
+        id: "agent-b".into(),
+        policy: PolicyKind::Spec,
+        ttl_ms: 10_000,
+        recheck_on_expiry: true,
+        max_rechecks: max,
+    })
+}
+
+fn claim_from(from: &str, m: &str, s: i64) -> ServerMsg {
+    ServerMsg::RespondingTo {
+        msg_id: m.into(),
+        from: from.into(),
+        started_at: s,
+        channel: G.into(),
+    }
+}
+
+fn reply_from(from: &str, m: &str) -> ServerMsg {
+    ServerMsg::Msg {
+        id: "s9".into(),
+        from: from.into(),
+        to: G.into(),
+        content: "x".into(),
+        in_reply_to: Some(m.into()),
+    }
+}
+
+fn yield_to_me(m: &str, winner: &str) -> ServerMsg {
+    ServerMsg::Yield {
+        msg_id: m.into(),
+        winner: winner.into(),
+        channel: G.into(),
+        detail: None,
+    }
+}
+
+fn step(c: &mut Client, f: impl FnOnce(&mut Client, &mut Vec<Action>)) -> Vec<Action> {
+    let mut out = Vec::new();
+    f(c, &mut out);
+    out
+}
+
+fn start(c: &mut Client, t: i64, m: &str) -> Vec<Action> {
+    let out = step(c, |c, o| c.on_message(t, m, G, false, o));
+    assert_eq!(out, [Action::StartCsma { msg_id: m.into() }]);
+    step(c, |c, o| c.on_timer(t + 3000, m, o))
+}
+
+fn started(m: &str, s: i64) -> Vec<Action> {
+    vec![
+        Action::Send(ClientMsg::RespondingTo {
+            msg_id: m.into(),
+            started_at: s,
+            channel: G.into(),
+        }),
+        Action::StartInference {
+            msg_id: m.into(),
+            started_at: s,
+        },
+    ]
+}
+
+#[test]
+fn no_claim_seen_claims_and_infers_then_replies() {
+    let mut c = client(PolicyKind::Spec);
+    assert_eq!(start(&mut c, 1000, "m1"), started("m1", 4000));
+    assert!(c.is_inferring("m1"));
+    let out = step(&mut c, |c, o| {
+        c.on_inference_done(9000, "m1", Some("r1".into()), "answer".into(), o)
+    });
+    assert_eq!(
+        out,
+        [Action::Send(ClientMsg::Msg {
+            id: Some("r1".into()),
+            to: G.into(),
+            content: "answer".into(),
+            in_reply_to: Some("m1".into())
+        })]
+    );
+    assert_eq!(c.tracked(), 0);
+}
+
+#[test]
+fn seen_claim_during_csma_skips() {
+    let mut c = client(PolicyKind::Spec);
+    step(&mut c, |c, o| c.on_message(1000, "m1", G, false, o));
+    assert!(
+        step(&mut c, |c, o| c.on_server_msg(
+            2000,
+            &claim_from("agent-a", "m1", 1),
+            o
+        ))
+        .is_empty()
+    );
+    let out = step(&mut c, |c, o| c.on_timer(4000, "m1", o));
+    assert_eq!(
+        out,
+        [Action::Skip {
+            msg_id: "m1".into(),
+            reason: SkipReason::SeenClaim
+        }]
+    );
+    assert_eq!(c.tracked(), 0);
+}
+
+#[test]
+fn floor_claimed_counts_as_a_seen_claim_and_own_claims_do_not() {
+    let mut c = client(PolicyKind::Agentchat036);
+    step(&mut c, |c, o| c.on_message(1000, "m1", G, false, o));
+    let own = ServerMsg::FloorClaimed {
+        msg_id: "m1".into(),
+        channel: G.into(),
+        holder: "agent-b".into(),
+        started_at: 1,
+    };
+    step(&mut c, |c, o| c.on_server_msg(1500, &own, o));
+    step(&mut c, |c, o| {
+        c.on_server_msg(1500, &claim_from("agent-b", "m1", 1), o)
+    });
+    let fc = ServerMsg::FloorClaimed {
+        msg_id: "m1".into(),
+        channel: G.into(),
+        holder: "agent-a".into(),
+        started_at: 1,
+    };
+    step(&mut c, |c, o| c.on_server_msg(2000, &fc, o));
+    let out = step(&mut c, |c, o| c.on_timer(4000, "m1", o));
+    assert!(matches!(
+        &out[..],
+        [Action::Skip {
+            reason: SkipReason::SeenClaim,
+            ..
+        }]
+    ));
+}
+
+#[test]
+fn claims_for_other_channels_or_messages_are_not_counted() {
+    let mut c = client(PolicyKind::Spec);
+    step(&mut c, |c, o| c.on_message(1000, "m1", G, false, o));
+    let other_channel = ServerMsg::RespondingTo {
+        msg_id: "m1".into(),
+        from: "agent-a".into(),
+        started_at: 1,
+        channel: "#other".into(),
+    };
+    step(&mut c, |c, o| c.on_server_msg(2000, &other_channel, o));
+    step(&mut c, |c, o| {
+        c.on_server_msg(2000, &claim_from("agent-a", "m2", 1), o)
+    });
+    let out = step(&mut c, |c, o| c.on_timer(4000, "m1", o));
+    assert_eq!(out, started("m1", 4000));
+}
+
+#[test]
+fn a_claim_seen_longer_than_ttl_ago_is_believed_expired() {
+    let mut c = client(PolicyKind::Spec);
+    step(&mut c, |c, o| c.on_message(0, "m1", G, false, o));
+    step(&mut c, |c, o| {
+        c.on_server_msg(1000, &claim_from("agent-a", "m1", 1), o)
+    });
+    // seen 1000 + 45000 = 46000: live at 45999, expired at 46000.
+    let mut c2 = c.clone();
+    let out = step(&mut c2, |c, o| c.on_timer(45_999, "m1", o));
+    assert!(matches!(
+        &out[..],
+        [Action::Skip {
+            reason: SkipReason::SeenClaim,
+            ..
+        }]
+    ));
+    let out = step(&mut c, |c, o| c.on_timer(46_000, "m1", o));
+    assert_eq!(out, started("m1", 46_000));
+}
+
+#[test]
+fn seen_response_skips_even_without_claims_and_under_none() {
+    for p in PolicyKind::ALL {
+        let mut c = client(p);
+        step(&mut c, |c, o| c.on_message(1000, "m1", G, false, o));
+        step(&mut c, |c, o| {
+            c.on_server_msg(2000, &reply_from("agent-a", "m1"), o)
+        });
+        let out = step(&mut c, |c, o| c.on_timer(4000, "m1", o));
+        assert_eq!(
+            out,
+            [Action::Skip {
+                msg_id: "m1".into(),
+                reason: SkipReason::SeenResponse
+            }],
+            "{p}"
+        );
+    }
+}
+
+#[test]
+fn none_policy_sends_no_claim() {
+    let mut c = client(PolicyKind::None);
+    let out = start(&mut c, 1000, "m1");
+    assert_eq!(
+        out,
+        [Action::StartInference {
+            msg_id: "m1".into(),
+            started_at: 4000
+        }]
+    );
+}
+
+#[test]
+fn exempt_messages_infer_at_once_and_never_abort() {
+    let mut c = client(PolicyKind::Spec);
+    let out = step(&mut c, |c, o| c.on_message(1000, "m1", G, true, o));
+    assert_eq!(
+        out,
+        [Action::StartInference {
+            msg_id: "m1".into(),
+            started_at: 1000
+        }]
+    );
+    assert!(
+        step(&mut c, |c, o| c.on_server_msg(
+            1100,
+            &yield_to_me("m1", "agent-a"),
+            o
+        ))
+        .is_empty()
+    );
+    assert!(
+        step(&mut c, |c, o| c.on_server_msg(
+            1100,
+            &claim_from("agent-a", "m1", 1),
+            o
+        ))
+        .is_empty()
+    );
+    // A DM peer is always exempt.
+    let out = step(&mut c, |c, o| {
+        c.on_message(1000, "m2", "@operator", false, o)
+    });
+    assert!(matches!(&out[..], [Action::StartInference { .. }]));
+    let out = step(&mut c, |c, o| {
+        c.on_inference_done(2000, "m2", None, "hi".into(), o)
+    });
+    assert!(matches!(&out[..], [Action::Send(ClientMsg::Msg { to, .. })] if to == "@operator"));
+}
+
+#[test]
+fn yield_aborts_a_running_inference() {
+    for p in [
+        PolicyKind::Spec,
+        PolicyKind::Agentchat036,
+        PolicyKind::Tombstone,
+        PolicyKind::ServerTime,
+    ] {
+        let mut c = client(p);
+        start(&mut c, 1000, "m1");
+        let out = step(&mut c, |c, o| {
+            c.on_server_msg(4100, &yield_to_me("m1", "agent-a"), o)
+        });
+        assert_eq!(
+            out,
+            [Action::Abort {
+                msg_id: "m1".into(),
+                winner: "agent-a".into()
+            }],
+            "{p}"
+        );
+        assert_eq!(c.tracked(), 0);
+        // Later calls about it do nothing.
+        assert!(
+            step(&mut c, |c, o| c.on_inference_done(
+                9000,
+                "m1",
+                None,
+                "x".into(),
+                o
+            ))
+            .is_empty()
+        );
+    }
+}
+
+#[test]
+fn agentchat_yield_naming_myself_is_ignored() {
+    let mut c = client(PolicyKind::Agentchat036);
+    start(&mut c, 1000, "m1");
+    let y = ServerMsg::Yield {
+        msg_id: "m1".into(),
+        winner: "agent-b".into(),
+        channel: G.into(),
+        detail: Some(YieldDetail {
+            holder_started_at: 4000,
+            reason: "Another agent claimed first".into(),
+        }),
+    };
+    assert!(step(&mut c, |c, o| c.on_server_msg(4100, &y, o)).is_empty());
+    assert!(c.is_inferring("m1"));
+}
+
+#[test]
+fn earlier_relayed_claim_aborts_under_spec_and_tombstone_only() {
+    for (p, aborts) in [
+        (PolicyKind::Spec, true),
+        (PolicyKind::Tombstone, true),
+        (PolicyKind::ServerTime, false),
+        (PolicyKind::Agentchat036, false),
+    ] {
+        let mut c = client(p);
+        start(&mut c, 1000, "m1"); // started_at 4000
+        // Later one: never aborts.
+        assert!(
+            step(&mut c, |c, o| c.on_server_msg(
+                4100,
+                &claim_from("agent-a", "m1", 4001),
+                o
+            ))
+            .is_empty()
+        );
+        // Tie at 4000: agent-a < agent-b, so it is earlier.
+        let out = step(&mut c, |c, o| {
+            c.on_server_msg(4100, &claim_from("agent-a", "m1", 4000), o)
+        });
+        assert_eq!(!out.is_empty(), aborts, "{p}");
+        if aborts {
+            assert_eq!(
+                out,
+                [Action::Abort {
+                    msg_id: "m1".into(),
+                    winner: "agent-a".into()
+                }]
+            );
+        }
+    }
+    // Tie with a larger id: not earlier.
+    let mut c = client(PolicyKind::Spec);
+    start(&mut c, 1000, "m1");
+    assert!(
+        step(&mut c, |c, o| c.on_server_msg(
+            4100,
+            &claim_from("agent-c", "m1", 4000),
+            o
+        ))
+        .is_empty()
+    );
+}
+
+#[test]
+fn ignore_yield_disables_both_abort_paths_but_not_the_skip() {
+    let mut c = client(PolicyKind::Spec);
+    start(&mut c, 1000, "m1");
+    c.set_ignore_yield("m1", true);
+    assert!(
+        step(&mut c, |c, o| c.on_server_msg(
+            4100,
+            &yield_to_me("m1", "agent-a"),
+            o
+        ))
+        .is_empty()
+    );
+    assert!(
+        step(&mut c, |c, o| c.on_server_msg(
+            4100,
+            &claim_from("agent-a", "m1", 1),
+            o
+        ))
+        .is_empty()
+    );
+    let out = step(&mut c, |c, o| {
+        c.on_inference_done(9000, "m1", None, "x".into(), o)
+    });
+    assert_eq!(out.len(), 1);
+    // set_ignore_yield before inference has no effect.
+    step(&mut c, |c, o| c.on_message(1000, "m2", G, false, o));
+    c.set_ignore_yield("m2", true);
+    step(&mut c, |c, o| {
+        c.on_server_msg(2000, &claim_from("agent-a", "m2", 1), o)
+    });
+    let out = step(&mut c, |c, o| c.on_timer(4000, "m2", o));
+    assert!(matches!(&out[..], [Action::Skip { .. }]));
+}
+
+#[test]
+fn recheck_after_the_claim_is_believed_expired() {
+    let mut c = rechecking(1);
+    step(&mut c, |c, o| c.on_message(0, "m1", G, false, o));
+    step(&mut c, |c, o| {
+        c.on_server_msg(1000, &claim_from("agent-a", "m1", 1), o)
+    });
+    let out = step(&mut c, |c, o| c.on_timer(3000, "m1", o));
+    assert_eq!(
+        out,
+        [
+            Action::Skip {
+                msg_id: "m1".into(),
+                reason: SkipReason::SeenClaim
+            },
+            Action::WakeAt {
+                msg_id: "m1".into(),
+                at_ms: 11_000
+            }
+        ]
+    );
+    assert_eq!(c.tracked(), 1);
+    let out = step(&mut c, |c, o| c.on_timer(11_000, "m1", o));
+    assert_eq!(
+        out,
+        [Action::StartCsma {
+            msg_id: "m1".into()
+        }]
+    );
+    let out = step(&mut c, |c, o| c.on_timer(14_000, "m1", o));
+    assert_eq!(out, started("m1", 14_000));
+}
+
+#[test]
+fn recheck_limit_and_newer_claims() {
+    let mut c = rechecking(1);
+    step(&mut c, |c, o| c.on_message(0, "m1", G, false, o));
+    step(&mut c, |c, o| {
+        c.on_server_msg(1000, &claim_from("agent-a", "m1", 1), o)
+    });
+    step(&mut c, |c, o| c.on_timer(3000, "m1", o));
+    // A newer claim seen while waiting: wait for it too.
+    step(&mut c, |c, o| {
+        c.on_server_msg(5000, &claim_from("agent-c", "m1", 2), o)
+    });
+    let out = step(&mut c, |c, o| c.on_timer(11_000, "m1", o));
+    assert_eq!(
+        out,
+        [Action::WakeAt {
+            msg_id: "m1".into(),
+            at_ms: 15_000
+        }]
+    );
+    let out = step(&mut c, |c, o| c.on_timer(15_000, "m1", o));
+    assert_eq!(
+        out,
+        [Action::StartCsma {
+            msg_id: "m1".into()
+        }]
+    );
+    // Second decision: a claim again, but the recheck budget (1) is spent.
+    step(&mut c, |c, o| {
+        c.on_server_msg(16_000, &claim_from("agent-a", "m1", 3), o)
+    });
+    let out = step(&mut c, |c, o| c.on_timer(18_000, "m1", o));
+    assert_eq!(
+        out,
+        [Action::Skip {
+            msg_id: "m1".into(),
+            reason: SkipReason::SeenClaim
+        }]
+    );
+    assert_eq!(c.tracked(), 0);
+}
+
+#[test]
+fn response_during_recheck_wait_finishes_the_message() {
+    let mut c = rechecking(3);
+    step(&mut c, |c, o| c.on_message(0, "m1", G, false, o));
+    step(&mut c, |c, o| {
+        c.on_server_msg(1000, &claim_from("agent-a", "m1", 1), o)
+    });
+    step(&mut c, |c, o| c.on_timer(3000, "m1", o));
+    step(&mut c, |c, o| {
+        c.on_server_msg(6000, &reply_from("agent-a", "m1"), o)
+    });
+    assert_eq!(c.tracked(), 0);
+    assert!(step(&mut c, |c, o| c.on_timer(11_000, "m1", o)).is_empty());
+}
+
+#[test]
+fn no_recheck_without_the_flag_or_for_a_response_skip() {
+    let mut c = client(PolicyKind::Spec);
+    step(&mut c, |c, o| c.on_message(0, "m1", G, false, o));
+    step(&mut c, |c, o| {
+        c.on_server_msg(1000, &claim_from("agent-a", "m1", 1), o)
+    });
+    assert_eq!(step(&mut c, |c, o| c.on_timer(3000, "m1", o)).len(), 1);
+    let mut c = rechecking(1);
+    step(&mut c, |c, o| c.on_message(0, "m1", G, false, o));
+    step(&mut c, |c, o| {
+        c.on_server_msg(1000, &claim_from("agent-a", "m1", 1), o)
+    });
+    step(&mut c, |c, o| {
+        c.on_server_msg(1000, &reply_from("agent-a", "m1"), o)
+    });
+    assert_eq!(step(&mut c, |c, o| c.on_timer(3000, "m1", o)).len(), 1);
+    assert_eq!(c.tracked(), 0);
+}
+
+#[test]
+fn messages_are_independent_and_state_self_cleans() {
+    let mut c = client(PolicyKind::Spec);
+    for i in 0..100 {
+        let m = format!("m{i}");
+        step(&mut c, |c, o| c.on_message(i, &m, G, false, o));
+    }
+    assert_eq!(c.tracked(), 100);
+    for i in 0..100 {
+        let m = format!("m{i}");
+        step(&mut c, |c, o| c.on_timer(5000 + i, &m, o));
+        if i % 2 == 0 {
+            step(&mut c, |c, o| {
+                c.on_server_msg(6000, &yield_to_me(&m, "agent-a"), o)
+            });
+        } else {
+            step(&mut c, |c, o| {
+                c.on_inference_done(7000, &m, None, "x".into(), o)
+            });
+        }
+    }
+    assert_eq!(c.tracked(), 0);
+    // Duplicates and stale calls are ignored.
+    step(&mut c, |c, o| c.on_message(0, "x", G, false, o));
+    assert!(step(&mut c, |c, o| c.on_message(0, "x", G, false, o)).is_empty());
+    assert!(step(&mut c, |c, o| c.on_timer(0, "nope", o)).is_empty());
+    c.forget("x");
+    assert_eq!(c.tracked(), 0);
+}
+
+#[test]
+fn my_own_reply_is_not_a_seen_response() {
+    let mut c = client(PolicyKind::Spec);
+    step(&mut c, |c, o| c.on_message(0, "m1", G, false, o));
+    step(&mut c, |c, o| {
+        c.on_server_msg(10, &reply_from("agent-b", "m1"), o)
+    });
+    assert_eq!(
+        step(&mut c, |c, o| c.on_timer(3000, "m1", o)),
+        started("m1", 3000)
+    );
+}

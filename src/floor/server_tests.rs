@@ -1,0 +1,930 @@
+//! Unit tests of the server, one group per capability / policy bullet.
+
+use super::*;
+use crate::floor::wire::YieldDetail;
+
+const G: &str = "#general";
+
+struct H {
+    s: Server,
+}
+
+impl H {
+    fn with(cfg: Config) -> H {
+        H {
+            s: Server::new(cfg),
+        }
+    }
+    fn new(p: PolicyKind) -> H {
+        H::with(Config {
+            policy: p,
+            ..Config::default()
+        })
+    }
+    /// `agent-a`, `agent-b`, `agent-c` in #general, `agent-d` in #other.
+    fn abc(p: PolicyKind) -> H {
+        let mut h = H::new(p);
+        for a in ["agent-a", "agent-b", "agent-c"] {
+            h.join(0, a, G);
+        }
+        h.join(0, "agent-d", "#other");
+        h
+    }
+    fn run(&mut self, t: u64, input: Input) -> Vec<Outgoing> {
+        let mut out = Vec::new();
+        self.s.handle(t, input, &mut out);
+        out
+    }
+    fn join(&mut self, t: u64, a: &str, ch: &str) -> Vec<Outgoing> {
+        self.run(
+            t,
+            Input::Join {
+                agent: a.into(),
+                channel: ch.into(),
+            },
+        )
+    }
+    fn claim_as(
+        &mut self,
+        t: u64,
+        a: &str,
+        role: Role,
+        ch: &str,
+        m: &str,
+        s: i64,
+    ) -> Vec<Outgoing> {
+        self.run(
+            t,
+            Input::Client {
+                from: a.into(),
+                role,
+                msg: ClientMsg::RespondingTo {
+                    msg_id: m.into(),
+                    started_at: s,
+                    channel: ch.into(),
+                },
+            },
+        )
+    }
+    fn claim(&mut self, t: u64, a: &str, m: &str, s: i64) -> Vec<Outgoing> {
+        self.claim_as(t, a, Role::Agent, G, m, s)
+    }
+    fn msg(&mut self, t: u64, a: &str, to: &str, reply: Option<&str>) -> Vec<Outgoing> {
+        self.run(
+            t,
+            Input::Client {
+                from: a.into(),
+                role: Role::Agent,
+                msg: ClientMsg::Msg {
+                    id: None,
+                    to: to.into(),
+                    content: "hello".into(),
+                    in_reply_to: reply.map(String::from),
+                },
+            },
+        )
+    }
+    fn tick(&mut self, t: u64) {
+        assert!(self.run(t, Input::Tick).is_empty());
+    }
+}
+
+fn to(out: &[Outgoing]) -> Vec<(&str, &str)> {
+    out.iter()
+        .map(|o| (o.to.as_str(), o.msg.type_name()))
+        .collect()
+}
+
+fn relayed_claim(m: &str, from: &str, s: i64) -> ServerMsg {
+    ServerMsg::RespondingTo {
+        msg_id: m.into(),
+        from: from.into(),
+        started_at: s,
+        channel: G.into(),
+    }
+}
+
+fn yield_spec(m: &str, winner: &str) -> ServerMsg {
+    ServerMsg::Yield {
+        msg_id: m.into(),
+        winner: winner.into(),
+        channel: G.into(),
+        detail: None,
+    }
+}
+
+fn yield_ac(m: &str, holder: &str, s: i64, reason: &str) -> ServerMsg {
+    ServerMsg::Yield {
+        msg_id: m.into(),
+        winner: holder.into(),
+        channel: G.into(),
+        detail: Some(YieldDetail {
+            holder_started_at: s,
+            reason: reason.into(),
+        }),
+    }
+}
+
+fn error_code(out: &[Outgoing]) -> Option<(&str, &str)> {
+    match out {
+        [
+            Outgoing {
+                to,
+                msg: ServerMsg::Error { code, .. },
+            },
+        ] => Some((to.as_str(), code.as_str())),
+        _ => None,
+    }
+}
+
+// ------------------------------------------------------------ config
+
+#[test]
+fn config_default() {
+    let c = Config::default();
+    assert_eq!(
+        (c.policy, c.ttl_ms, c.enabled),
+        (PolicyKind::Spec, 45_000, true)
+    );
+}
+
+#[test]
+fn config_from_vars() {
+    let env = |pairs: &'static [(&'static str, &'static str)]| {
+        move |k: &str| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
+    };
+    let none: &[(&str, &str)] = &[];
+    assert_eq!(
+        Config::from_vars(PolicyKind::Spec, env(none)),
+        Ok(Config::default())
+    );
+    let c = Config::from_vars(
+        PolicyKind::Tombstone,
+        env(&[
+            ("AGENTCHAT_RESPOND_TTL_MS", " 1000 "),
+            ("AGENTCHAT_RESPOND_ENABLED", "FALSE"),
+        ]),
+    );
+    assert_eq!(
+        c,
+        Ok(Config {
+            policy: PolicyKind::Tombstone,
+            ttl_ms: 1000,
+            enabled: false
+        })
+    );
+    // agentchat-0.36 reads AGENTCHAT_CLAIM_TTL_MS, not the spec's variable.
+    let vars = env(&[
+        ("AGENTCHAT_RESPOND_TTL_MS", "1000"),
+        ("AGENTCHAT_CLAIM_TTL_MS", "2000"),
+    ]);
+    assert_eq!(
+        Config::from_vars(PolicyKind::Agentchat036, vars).map(|c| c.ttl_ms),
+        Ok(2000)
+    );
+    assert_eq!(
+        Config::from_vars(PolicyKind::Spec, vars).map(|c| c.ttl_ms),
+        Ok(1000)
+    );
+    // Empty counts as unset.
+    assert_eq!(
+        Config::from_vars(PolicyKind::Spec, env(&[("AGENTCHAT_RESPOND_TTL_MS", "")])),
+        Ok(Config::default())
+    );
+    for bad in ["abc", "0", "-5", "1.5", "45000ms"] {
+        let e = Config::from_vars(PolicyKind::Spec, move |k: &str| {
+            (k == "AGENTCHAT_RESPOND_TTL_MS").then(|| bad.to_string())
+        });
+        let msg = e.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            msg.starts_with(&format!("AGENTCHAT_RESPOND_TTL_MS=`{bad}` is invalid")),
+            "{msg}"
+        );
+    }
+    for (v, want) in [("true", true), ("0", false), ("On", true), ("no", false)] {
+        let c = Config::from_vars(PolicyKind::Spec, move |k: &str| {
+            (k == "AGENTCHAT_RESPOND_ENABLED").then(|| v.to_string())
+        });
+        assert_eq!(c.map(|c| c.enabled), Ok(want), "{v}");
+    }
+    let e = Config::from_vars(PolicyKind::Spec, |k: &str| {
+        (k == "AGENTCHAT_RESPOND_ENABLED").then(|| "maybe".to_string())
+    });
+    assert_eq!(
+        e.err().map(|e| e.to_string()).unwrap_or_default(),
+        "AGENTCHAT_RESPOND_ENABLED=`maybe` is invalid: expected true or false"
+    );
+}
+
+// ------------------------------------------------------------ spec
+
+#[test]
+fn spec_first_claim_is_granted_and_relayed_to_other_members_only() {
+    let mut h = H::abc(PolicyKind::Spec);
+    let out = h.claim(1000, "agent-a", "m1", 500);
+    assert_eq!(
+        to(&out),
+        [("agent-b", "RESPONDING_TO"), ("agent-c", "RESPONDING_TO")]
+    );
+    assert_eq!(out[0].msg, relayed_claim("m1", "agent-a", 500));
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", 500)));
+    assert_eq!(h.s.claim_count(), 1);
+    let info = h.s.claim_info(G, "m1");
+    assert_eq!(
+        info.map(|i| (i.granted_at, i.deadline)),
+        Some((1000, 46_000))
+    );
+    assert_eq!(h.s.stats().claims_received, 1);
+    assert_eq!(h.s.stats().relayed, 2);
+}
+
+#[test]
+fn spec_later_claim_gets_yield_after_the_relay() {
+    let mut h = H::abc(PolicyKind::Spec);
+    h.claim(1000, "agent-a", "m1", 500);
+    let out = h.claim(1100, "agent-b", "m1", 600);
+    assert_eq!(
+        to(&out),
+        [
+            ("agent-a", "RESPONDING_TO"),
+            ("agent-c", "RESPONDING_TO"),
+            ("agent-b", "YIELD")
+        ]
+    );
+    assert_eq!(out[2].msg, yield_spec("m1", "agent-a"));
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", 500)));
+    assert_eq!(h.s.stats().yields, 1);
+    assert_eq!(h.s.stats().overruled, 0);
+    assert_eq!(h.s.stats().relayed, 4);
+}
+
+#[test]
+fn spec_earlier_claim_displaces_holder_with_fresh_deadline() {
+    let mut h = H::abc(PolicyKind::Spec);
+    h.claim(1000, "agent-b", "m1", 600);
+    let out = h.claim(1200, "agent-c", "m1", 500);
+    assert_eq!(
+        to(&out),
+        [
+            ("agent-a", "RESPONDING_TO"),
+            ("agent-b", "RESPONDING_TO"),
+            ("agent-b", "YIELD")
+        ]
+    );
+    assert_eq!(out[2].msg, yield_spec("m1", "agent-c"));
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-c", 500)));
+    assert_eq!(h.s.claim_info(G, "m1").map(|i| i.deadline), Some(46_200));
+    assert_eq!(h.s.stats().overruled, 1);
+    assert_eq!(h.s.claim_count(), 1);
+}
+
+#[test]
+fn spec_ties_go_to_the_smaller_agent_id() {
+    let mut h = H::abc(PolicyKind::Spec);
+    h.claim(1000, "agent-b", "m1", 500);
+    let out = h.claim(1000, "agent-a", "m1", 500);
+    assert_eq!(
+        out.last().map(|o| (&*o.to, &o.msg)),
+        Some(("agent-b", &yield_spec("m1", "agent-a")))
+    );
+    let out = h.claim(1000, "agent-c", "m1", 500);
+    assert_eq!(
+        out.last().map(|o| (&*o.to, &o.msg)),
+        Some(("agent-c", &yield_spec("m1", "agent-a")))
+    );
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", 500)));
+}
+
+#[test]
+fn spec_repeated_claim_by_holder_changes_nothing() {
+    let mut h = H::abc(PolicyKind::Spec);
+    h.claim(1000, "agent-a", "m1", 500);
+    assert!(h.claim(2000, "agent-a", "m1", 400).is_empty());
+    assert!(h.claim(2000, "agent-a", "m1", 900).is_empty());
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", 500)));
+    assert_eq!(h.s.claim_info(G, "m1").map(|i| i.deadline), Some(46_000));
+    assert_eq!(h.s.stats().claims_received, 3);
+}
+
+#[test]
+fn spec_claims_are_per_channel_and_message() {
+    let mut h = H::abc(PolicyKind::Spec);
+    h.join(0, "agent-a", "#other");
+    h.claim(1000, "agent-a", "m1", 500);
+    assert!(
+        h.claim(1000, "agent-a", "m2", 500)
+            .iter()
+            .all(|o| o.msg.type_name() == "RESPONDING_TO")
+    );
+    let out = h.claim_as(1000, "agent-a", Role::Agent, "#other", "m1", 500);
+    assert_eq!(to(&out), [("agent-d", "RESPONDING_TO")]);
+    assert_eq!(h.s.claim_count(), 3);
+}
+
+#[test]
+fn spec_expiry_exactly_at_deadline() {
+    let mut h = H::with(Config {
+        ttl_ms: 3000,
+        ..Config::default()
+    });
+    h.join(0, "agent-a", G);
+    h.join(0, "agent-b", G);
+    assert_eq!(h.s.poll_timeout(), None);
+    h.claim(1000, "agent-a", "m1", 500);
+    assert_eq!(h.s.poll_timeout(), Some(4000));
+    h.tick(3999);
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", 500)));
+    assert_eq!(h.s.stats().expired, 0);
+    h.tick(4000);
+    assert_eq!(h.s.holder(G, "m1"), None);
+    assert_eq!(h.s.stats().expired, 1);
+    assert_eq!(h.s.poll_timeout(), None);
+    // Expired: a later claim is granted, no YIELD.
+    let out = h.claim(4000, "agent-b", "m1", 900);
+    assert_eq!(to(&out), [("agent-a", "RESPONDING_TO")]);
+}
+
+#[test]
+fn expiry_runs_before_the_input_at_the_same_instant() {
+    let mut h = H::with(Config {
+        ttl_ms: 3000,
+        ..Config::default()
+    });
+    h.join(0, "agent-a", G);
+    h.join(0, "agent-b", G);
+    h.claim(1000, "agent-a", "m1", 500);
+    let out = h.claim(4000, "agent-b", "m1", 900);
+    assert_eq!(to(&out), [("agent-a", "RESPONDING_TO")]);
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-b", 900)));
+    assert_eq!(h.s.stats().expired, 1);
+}
+
+#[test]
+fn spec_msg_from_holder_clears_its_claim_and_is_relayed() {
+    let mut h = H::abc(PolicyKind::Spec);
+    h.claim(1000, "agent-a", "m1", 500);
+    h.claim(1000, "agent-a", "m2", 500);
+    let out = h.msg(2000, "agent-a", G, Some("m1"));
+    assert_eq!(to(&out), [("agent-b", "MSG"), ("agent-c", "MSG")]);
+    assert_eq!(
+        out[0].msg,
+        ServerMsg::Msg {
+            id: "s1".into(),
+            from: "agent-a".into(),
+            to: G.into(),
+            content: "hello".into(),
+            in_reply_to: Some("m1".into())
+        }
+    );
+    assert_eq!(h.s.holder(G, "m1"), None);
+    assert_eq!(h.s.holder(G, "m2"), Some(("agent-a", 500)));
+    assert_eq!(h.s.poll_timeout(), Some(46_000));
+    // A MSG from a non-holder clears nothing.
+    h.msg(2000, "agent-b", G, Some("m2"));
+    assert_eq!(h.s.holder(G, "m2"), Some(("agent-a", 500)));
+    // Ids are assigned in order.
+    let out = h.msg(2000, "agent-b", G, None);
+    assert!(matches!(&out[0].msg, ServerMsg::Msg { id, .. } if id == "s3"));
+}
+
+#[test]
+fn spec_msg_without_in_reply_to_clears_all_claims_of_sender_in_that_channel() {
+    let mut h = H::abc(PolicyKind::Spec);
+    h.join(0, "agent-a", "#other");
+    h.claim(1000, "agent-a", "m1", 500);
+    h.claim(1000, "agent-a", "m2", 500);
+    h.claim(1000, "agent-b", "m3", 500);
+    h.claim_as(1000, "agent-a", Role::Agent, "#other", "m4", 500);
+    h.msg(2000, "agent-a", G, None);
+    assert_eq!(h.s.holder(G, "m1"), None);
+    assert_eq!(h.s.holder(G, "m2"), None);
+    assert_eq!(h.s.holder(G, "m3"), Some(("agent-b", 500)));
+    assert_eq!(h.s.holder("#other", "m4"), Some(("agent-a", 500)));
+    assert_eq!(h.s.claim_count(), 2);
+}
+
+#[test]
+fn client_supplied_msg_id_is_kept() {
+    let mut h = H::abc(PolicyKind::Spec);
+    let out = h.run(
+        5,
+        Input::Client {
+            from: "agent-a".into(),
+            role: Role::Agent,
+            msg: ClientMsg::Msg {
+                id: Some("mine".into()),
+                to: G.into(),
+                content: "x".into(),
+                in_reply_to: None,
+            },
+        },
+    );
+    assert!(matches!(&out[0].msg, ServerMsg::Msg { id, .. } if id == "mine"));
+}
+
+#[test]
+fn disconnect_clears_all_claims_and_memberships() {
+    let mut h = H::abc(PolicyKind::Spec);
+    h.join(0, "agent-a", "#other");
+    h.claim(1000, "agent-a", "m1", 500);
+    h.claim_as(1000, "agent-a", Role::Agent, "#other", "m2", 500);
+    h.claim(1000, "agent-b", "m3", 500);
+    assert!(
+        h.run(
+            1500,
+            Input::Disconnect {
+                agent: "agent-a".into()
+            }
+        )
+        .is_empty()
+    );
+    assert_eq!(h.s.holder(G, "m1"), None);
+    assert_eq!(h.s.holder("#other", "m2"), None);
+    assert_eq!(h.s.holder(G, "m3"), Some(("agent-b", 500)));
+    assert_eq!(h.s.claim_count(), 1);
+    assert!(!h.s.is_member("agent-a", G) && !h.s.is_member("agent-a", "#other"));
+    assert_eq!(h.s.stats().expired, 0);
+    // Relays no longer reach it.
+    let out = h.msg(1600, "agent-b", G, None);
+    assert_eq!(to(&out), [("agent-c", "MSG")]);
+}
+
+#[test]
+fn leave_releases_claims_in_that_channel_under_spec() {
+    let mut h = H::abc(PolicyKind::Spec);
+    h.claim(1000, "agent-a", "m1", 500);
+    h.run(
+        1100,
+        Input::Leave {
+            agent: "agent-a".into(),
+            channel: G.into(),
+        },
+    );
+    assert_eq!(h.s.holder(G, "m1"), None);
+    assert!(!h.s.is_member("agent-a", G));
+    assert_eq!(h.s.members(G).collect::<Vec<_>>(), ["agent-b", "agent-c"]);
+}
+
+#[test]
+fn dm_claims_create_nothing() {
+    for p in PolicyKind::ALL {
+        let mut h = H::abc(p);
+        let out = h.claim_as(1000, "agent-a", Role::Agent, "@agent-b", "m1", 500);
+        assert!(out.is_empty(), "{p}");
+        assert_eq!(h.s.claim_count(), 0);
+        assert_eq!(h.s.poll_timeout(), None);
+        assert_eq!(h.s.stats().claims_received, 1);
+    }
+}
+
+#[test]
+fn dm_msg_goes_to_the_target_only_and_clears_nothing() {
+    let mut h = H::abc(PolicyKind::Spec);
+    h.claim(1000, "agent-a", "m1", 500);
+    let out = h.msg(1100, "agent-a", "@agent-d", Some("m1"));
+    assert_eq!(to(&out), [("agent-d", "MSG")]);
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", 500)));
+}
+
+#[test]
+fn operator_never_claims_and_is_never_yielded() {
+    let mut h = H::abc(PolicyKind::Spec);
+    h.join(0, "operator", G);
+    let out = h.claim_as(1000, "operator", Role::Operator, G, "m1", 1);
+    // Relayed as is (spec relays raw claims), but not tracked.
+    assert_eq!(out.len(), 3);
+    assert!(out.iter().all(|o| o.msg.type_name() == "RESPONDING_TO"));
+    assert_eq!(h.s.claim_count(), 0);
+    let out = h.claim(1100, "agent-a", "m1", 500);
+    assert!(out.iter().all(|o| o.msg.type_name() == "RESPONDING_TO"));
+    let out = h.claim_as(1200, "operator", Role::Operator, G, "m1", 1);
+    assert!(out.iter().all(|o| o.msg.type_name() == "RESPONDING_TO"));
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", 500)));
+    assert_eq!(h.s.stats().yields, 0);
+    // agentchat-0.36 never relays raw claims: the operator's is dropped.
+    let mut h = H::abc(PolicyKind::Agentchat036);
+    h.join(0, "operator", G);
+    assert!(
+        h.claim_as(1000, "operator", Role::Operator, G, "m1", 1)
+            .is_empty()
+    );
+}
+
+#[test]
+fn disabled_tracking_still_relays_claims() {
+    for p in PolicyKind::ALL {
+        let mut h = H::with(Config {
+            policy: p,
+            enabled: false,
+            ..Config::default()
+        });
+        for a in ["agent-a", "agent-b"] {
+            h.join(0, a, G);
+        }
+        let out = h.claim(1000, "agent-a", "m1", 500);
+        assert_eq!(
+            out,
+            [Outgoing {
+                to: "agent-b".into(),
+                msg: relayed_claim("m1", "agent-a", 500)
+            }],
+            "{p}"
+        );
+        let out = h.claim(1000, "agent-b", "m1", 400);
+        assert_eq!(to(&out), [("agent-a", "RESPONDING_TO")]);
+        assert_eq!(h.s.claim_count(), 0);
+        assert_eq!(h.s.holder(G, "m1"), None);
+        assert_eq!(h.s.stats().yields, 0);
+        assert_eq!(h.s.poll_timeout(), None);
+    }
+}
+
+#[test]
+fn none_policy_is_a_plain_relay() {
+    let mut h = H::abc(PolicyKind::None);
+    h.claim(1000, "agent-a", "m1", 500);
+    let out = h.claim(1000, "agent-b", "m1", 400);
+    assert_eq!(
+        to(&out),
+        [("agent-a", "RESPONDING_TO"), ("agent-c", "RESPONDING_TO")]
+    );
+    assert_eq!(h.s.claim_count(), 0);
+}
+
+#[test]
+fn non_member_claim_gets_error_and_processing_goes_on() {
+    for p in [
+        PolicyKind::Spec,
+        PolicyKind::Tombstone,
+        PolicyKind::ServerTime,
+        PolicyKind::None,
+    ] {
+        let mut h = H::abc(p);
+        let out = h.claim(1000, "agent-d", "m1", 500);
+        assert_eq!(error_code(&out), Some(("agent-d", "not_member")), "{p}");
+        assert_eq!(h.s.claim_count(), 0);
+        let out = h.claim(1000, "agent-a", "m1", 500);
+        assert_eq!(out.len(), 2, "{p}");
+    }
+}
+
+#[test]
+fn started_at_rules_per_policy() {
+    let mut h = H::abc(PolicyKind::Spec);
+    let out = h.claim(1000, "agent-a", "m1", -1);
+    assert_eq!(error_code(&out), Some(("agent-a", "bad_started_at")));
+    assert!(
+        matches!(&out[0].msg, ServerMsg::Error { message, .. } if message == "`started_at` must be a non-negative integer")
+    );
+    assert_eq!(h.claim(1000, "agent-a", "m1", 0).len(), 2);
+    let mut h = H::abc(PolicyKind::Agentchat036);
+    let out = h.claim(1000, "agent-a", "m1", 0);
+    assert_eq!(error_code(&out), Some(("agent-a", "bad_started_at")));
+    assert_eq!(h.s.stats().claims_received, 1);
+    assert_eq!(h.claim(1000, "agent-a", "m1", -7).len(), 2);
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", -7)));
+}
+
+#[test]
+fn bad_channel_or_join_gets_error() {
+    let mut h = H::abc(PolicyKind::Spec);
+    let out = h.claim_as(1000, "agent-a", Role::Agent, "general", "m1", 5);
+    assert_eq!(error_code(&out), Some(("agent-a", "bad_message")));
+    let out = h.join(1000, "agent-a", "nope");
+    assert_eq!(error_code(&out), Some(("agent-a", "bad_channel")));
+    let out = h.msg(1000, "agent-a", "x", None);
+    assert_eq!(error_code(&out), Some(("agent-a", "bad_message")));
+    let out = h.msg(1000, "agent-d", G, None);
+    assert_eq!(error_code(&out), Some(("agent-d", "not_member")));
+    assert_eq!(h.s.stats().relayed, 4);
+}
+
+#[test]
+fn raw_input_is_decoded_strictly() {
+    let mut h = H::abc(PolicyKind::Spec);
+    let mut out = Vec::new();
+    h.s.handle_bytes(10, "agent-a", Role::Agent, b"{not json", &mut out);
+    assert_eq!(error_code(&out), Some(("agent-a", "bad_message")));
+    out.clear();
+    h.s.handle_bytes(
+        10,
+        "agent-a",
+        Role::Agent,
+        br##"{"type":"RESPONDING_TO","msg_id":"m1","started_at":"5","channel":"#general"}"##,
+        &mut out,
+    );
+    assert_eq!(
+        out[0].msg,
+        ServerMsg::Error {
+            code: "bad_message".into(),
+            message: "`started_at` must be an integer".into()
+        }
+    );
+    assert_eq!(h.s.stats().claims_received, 1);
+    out.clear();
+    h.s.handle_bytes(
+        10,
+        "agent-a",
+        Role::Agent,
+        br##"{"type":"RESPONDING_TO","msg_id":"m1","started_at":5,"channel":"#general"}"##,
+        &mut out,
+    );
+    assert_eq!(
+        to(&out),
+        [("agent-b", "RESPONDING_TO"), ("agent-c", "RESPONDING_TO")]
+    );
+}
+
+#[test]
+fn time_never_goes_backwards() {
+    let mut h = H::with(Config {
+        ttl_ms: 1000,
+        ..Config::default()
+    });
+    h.join(0, "agent-a", G);
+    h.claim(5000, "agent-a", "m1", 1);
+    h.tick(100);
+    assert_eq!(h.s.now(), 5000);
+    assert_eq!(h.s.claim_info(G, "m1").map(|i| i.deadline), Some(6000));
+}
+
+#[test]
+fn relayed_counts_every_send_but_yields() {
+    let mut h = H::abc(PolicyKind::Spec);
+    h.claim(1000, "agent-a", "m1", 500); // 2
+    h.claim(1000, "agent-b", "m1", 600); // 2 + yield
+    h.msg(1000, "agent-a", G, Some("m1")); // 2
+    h.msg(1000, "agent-a", "@agent-b", None); // 1
+    h.claim(1000, "agent-d", "m1", 1); // error: 1
+    let s = h.s.stats();
+    assert_eq!((s.relayed, s.yields), (8, 1));
+}
+
+// ------------------------------------------------------------ agentchat-0.36
+
+#[test]
+fn agentchat_grant_broadcasts_floor_claimed_and_winner_gets_nothing() {
+    let mut h = H::abc(PolicyKind::Agentchat036);
+    let out = h.claim(1000, "agent-a", "m1", 500);
+    assert_eq!(
+        to(&out),
+        [("agent-b", "FLOOR_CLAIMED"), ("agent-c", "FLOOR_CLAIMED")]
+    );
+    assert_eq!(
+        out[0].msg,
+        ServerMsg::FloorClaimed {
+            msg_id: "m1".into(),
+            channel: G.into(),
+            holder: "agent-a".into(),
+            started_at: 500
+        }
+    );
+}
+
+#[test]
+fn agentchat_takeover_tells_everyone_but_claimant_then_yields_displaced() {
+    let mut h = H::abc(PolicyKind::Agentchat036);
+    h.claim(1000, "agent-b", "m1", 600);
+    let out = h.claim(1100, "agent-c", "m1", 500);
+    assert_eq!(
+        to(&out),
+        [
+            ("agent-a", "FLOOR_CLAIMED"),
+            ("agent-b", "FLOOR_CLAIMED"),
+            ("agent-b", "YIELD")
+        ]
+    );
+    assert_eq!(
+        out[2].msg,
+        yield_ac("m1", "agent-c", 500, "Earlier started_at timestamp")
+    );
+    assert_eq!(
+        out[2].msg.to_json_string(),
+        r##"{"type":"YIELD","msg_id":"m1","channel":"#general","holder":"agent-c","holder_started_at":500,"reason":"Earlier started_at timestamp"}"##
+    );
+    assert_eq!(h.s.stats().overruled, 1);
+}
+
+#[test]
+fn agentchat_denied_claim_gets_yield_and_nothing_is_broadcast() {
+    let mut h = H::abc(PolicyKind::Agentchat036);
+    h.claim(1000, "agent-a", "m1", 500);
+    let out = h.claim(1100, "agent-b", "m1", 600);
+    assert_eq!(
+        out,
+        [Outgoing {
+            to: "agent-b".into(),
+            msg: yield_ac("m1", "agent-a", 500, "Another agent claimed first")
+        }]
+    );
+    // Tie on started_at, larger id: denied too.
+    let out = h.claim(1100, "agent-c", "m1", 500);
+    assert_eq!(to(&out), [("agent-c", "YIELD")]);
+}
+
+#[test]
+fn agentchat_repeated_claim_by_holder() {
+    let mut h = H::abc(PolicyKind::Agentchat036);
+    h.claim(1000, "agent-a", "m1", 500);
+    // Same or later started_at: denied, YIELD naming itself.
+    for s in [500, 700] {
+        let out = h.claim(1100, "agent-a", "m1", s);
+        assert_eq!(
+            out,
+            [Outgoing {
+                to: "agent-a".into(),
+                msg: yield_ac("m1", "agent-a", 500, "Another agent claimed first")
+            }]
+        );
+    }
+    // Earlier: granted again (rebroadcast, fresh deadline), still a YIELD naming itself.
+    let out = h.claim(2000, "agent-a", "m1", 400);
+    assert_eq!(
+        to(&out),
+        [
+            ("agent-b", "FLOOR_CLAIMED"),
+            ("agent-c", "FLOOR_CLAIMED"),
+            ("agent-a", "YIELD")
+        ]
+    );
+    assert_eq!(
+        out[2].msg,
+        yield_ac("m1", "agent-a", 400, "Earlier started_at timestamp")
+    );
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", 400)));
+    assert_eq!(h.s.claim_info(G, "m1").map(|i| i.deadline), Some(47_000));
+    assert_eq!(h.s.stats().overruled, 0);
+    assert_eq!(h.s.stats().yields, 3);
+}
+
+#[test]
+fn agentchat_non_members_may_claim_unknown_channels_are_ignored() {
+    let mut h = H::abc(PolicyKind::Agentchat036);
+    let out = h.claim(1000, "agent-d", "m1", 500);
+    assert_eq!(
+        to(&out),
+        [
+            ("agent-a", "FLOOR_CLAIMED"),
+            ("agent-b", "FLOOR_CLAIMED"),
+            ("agent-c", "FLOOR_CLAIMED")
+        ]
+    );
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-d", 500)));
+    let out = h.claim_as(1000, "agent-a", Role::Agent, "#nowhere", "m1", 500);
+    assert!(out.is_empty());
+    assert_eq!(h.s.claim_count(), 1);
+}
+
+#[test]
+fn agentchat_expired_claim_wins_until_the_sweep() {
+    let mut h = H::with(Config {
+        policy: PolicyKind::Agentchat036,
+        ttl_ms: 3000,
+        enabled: true,
+    });
+    h.join(0, "agent-a", G);
+    h.join(0, "agent-b", G);
+    h.claim(1000, "agent-a", "m1", 500); // deadline 4000
+    assert_eq!(h.s.poll_timeout(), Some(5000));
+    h.tick(4500);
+    // Past its deadline, not swept yet: still holds, and still wins.
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", 500)));
+    let out = h.claim(4500, "agent-b", "m1", 900);
+    assert_eq!(to(&out), [("agent-b", "YIELD")]);
+    assert_eq!(h.s.stats().expired, 0);
+    h.tick(4999);
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", 500)));
+    h.tick(5000);
+    assert_eq!(h.s.holder(G, "m1"), None);
+    assert_eq!(h.s.stats().expired, 1);
+    assert_eq!(h.s.poll_timeout(), None);
+}
+
+#[test]
+fn agentchat_sweep_due_with_a_claim_runs_first() {
+    let mut h = H::with(Config {
+        policy: PolicyKind::Agentchat036,
+        ttl_ms: 3000,
+        enabled: true,
+    });
+    h.join(0, "agent-a", G);
+    h.join(0, "agent-b", G);
+    h.claim(1000, "agent-a", "m1", 500);
+    let out = h.claim(5000, "agent-b", "m1", 900);
+    assert_eq!(to(&out), [("agent-a", "FLOOR_CLAIMED")]);
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-b", 900)));
+    // A claim whose deadline is exactly a sweep time goes at that sweep.
+    assert_eq!(h.s.poll_timeout(), Some(10_000));
+}
+
+#[test]
+fn agentchat_msg_releases_all_claims_in_channel_whatever_in_reply_to() {
+    let mut h = H::abc(PolicyKind::Agentchat036);
+    h.join(0, "agent-a", "#other");
+    h.claim(1000, "agent-a", "m1", 500);
+    h.claim(1000, "agent-a", "m2", 500);
+    h.claim_as(1000, "agent-a", Role::Agent, "#other", "m3", 500);
+    h.msg(2000, "agent-a", G, Some("unrelated"));
+    assert_eq!(h.s.holder(G, "m1"), None);
+    assert_eq!(h.s.holder(G, "m2"), None);
+    assert_eq!(h.s.holder("#other", "m3"), Some(("agent-a", 500)));
+    // Leaving releases nothing under agentchat-0.36.
+    h.run(
+        2100,
+        Input::Leave {
+            agent: "agent-a".into(),
+            channel: "#other".into(),
+        },
+    );
+    assert_eq!(h.s.holder("#other", "m3"), Some(("agent-a", 500)));
+}
+
+// ------------------------------------------------------------ tombstone
+
+#[test]
+fn tombstone_marker_denies_later_claims_until_the_deadline() {
+    let mut h = H::with(Config {
+        policy: PolicyKind::Tombstone,
+        ttl_ms: 10_000,
+        enabled: true,
+    });
+    for a in ["agent-a", "agent-b", "agent-c"] {
+        h.join(0, a, G);
+    }
+    h.claim(1000, "agent-b", "m1", 500); // deadline 11000
+    h.msg(3000, "agent-b", G, Some("m1"));
+    assert_eq!(h.s.holder(G, "m1"), None);
+    assert_eq!((h.s.claim_count(), h.s.marker_count()), (0, 1));
+    // Even an earlier started_at is denied; the claim is still relayed.
+    let out = h.claim(3100, "agent-a", "m1", 1);
+    assert_eq!(
+        to(&out),
+        [
+            ("agent-b", "RESPONDING_TO"),
+            ("agent-c", "RESPONDING_TO"),
+            ("agent-a", "YIELD")
+        ]
+    );
+    assert_eq!(out[2].msg, yield_spec("m1", "agent-b"));
+    assert_eq!(h.s.poll_timeout(), Some(11_000));
+    h.tick(11_000);
+    assert_eq!(h.s.marker_count(), 0);
+    assert_eq!(h.s.stats().expired, 0);
+    let out = h.claim(11_000, "agent-a", "m1", 1);
+    assert_eq!(out.len(), 2);
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", 1)));
+}
+
+#[test]
+fn tombstone_only_the_live_holders_reply_makes_a_marker() {
+    let mut h = H::abc(PolicyKind::Tombstone);
+    h.claim(1000, "agent-a", "m1", 500);
+    h.msg(2000, "agent-b", G, Some("m1")); // not the holder
+    assert_eq!((h.s.claim_count(), h.s.marker_count()), (1, 0));
+    h.msg(2000, "agent-a", G, None); // no in_reply_to: plain release
+    assert_eq!((h.s.claim_count(), h.s.marker_count()), (0, 0));
+    h.claim(3000, "agent-a", "m2", 500);
+    h.run(
+        3100,
+        Input::Disconnect {
+            agent: "agent-a".into(),
+        },
+    );
+    assert_eq!((h.s.claim_count(), h.s.marker_count()), (0, 0));
+}
+
+#[test]
+fn spec_grants_a_claim_arriving_just_after_the_winners_msg() {
+    let mut h = H::abc(PolicyKind::Spec);
+    h.claim(1000, "agent-b", "m1", 500);
+    h.msg(3000, "agent-b", G, Some("m1"));
+    let out = h.claim(3001, "agent-a", "m1", 1);
+    assert!(out.iter().all(|o| o.msg.type_name() == "RESPONDING_TO"));
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", 1)));
+}
+
+// ------------------------------------------------------------ server-time
+
+#[test]
+fn server_time_orders_by_receive_time() {
+    let mut h = H::abc(PolicyKind::ServerTime);
+    h.claim(1000, "agent-b", "m1", 9_999); // skewed clock, late started_at
+    let out = h.claim(1001, "agent-a", "m1", 1); // earlier started_at, later arrival
+    assert_eq!(
+        out.last().map(|o| (&*o.to, &o.msg)),
+        Some(("agent-a", &yield_spec("m1", "agent-b")))
+    );
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-b", 9_999)));
+    // Same receive millisecond: the smaller id wins.
+    h.claim(2000, "agent-c", "m2", 5);
+    let out = h.claim(2000, "agent-a", "m2", 50);
+    assert_eq!(
+        out.last().map(|o| (&*o.to, &o.msg)),
+        Some(("agent-c", &yield_spec("m2", "agent-a")))
+    );
+}
