@@ -404,6 +404,12 @@ impl Client {
         self.msgs.len()
     }
 
+    /// Whether `msg_id` is still being handled (waiting, rechecking or
+    /// inferring). A finished message is forgotten.
+    pub fn is_tracking(&self, msg_id: &str) -> bool {
+        self.msgs.contains_key(msg_id)
+    }
+
     /// Whether an inference is running for `msg_id`.
     pub fn is_inferring(&self, msg_id: &str) -> bool {
         self.msgs
