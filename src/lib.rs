@@ -12,7 +12,5 @@ pub mod floor;
 pub mod metrics;
 pub mod model;
 pub mod report;
-#[cfg(feature = "wip")]
 pub mod scenario;
-#[cfg(feature = "wip")]
 pub mod sweep;

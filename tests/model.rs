@@ -1,4 +1,3 @@
-#![cfg(feature = "wip")]
 //! The world model, each feature in isolation, through the library API.
 
 use herdsim::floor::PolicyKind;

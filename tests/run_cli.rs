@@ -1,4 +1,3 @@
-#![cfg(feature = "wip")]
 //! `herdsim run` end to end: output files, determinism, bad input.
 
 use assert_cmd::Command;

@@ -7,10 +7,6 @@ use std::process::ExitCode;
 pub mod arbitrate;
 pub mod merge;
 pub mod plot;
-#[cfg(feature = "wip")]
-pub mod run;
-#[cfg(not(feature = "wip"))]
-#[path = "run_stub.rs"]
 pub mod run;
 pub mod tune;
 pub mod validate;

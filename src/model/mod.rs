@@ -3,8 +3,6 @@
 
 pub mod dist;
 pub mod names;
-#[cfg(feature = "wip")]
 pub mod world;
 
-#[cfg(feature = "wip")]
 pub use world::{Prepared, TraceBuf, simulate};
