@@ -54,15 +54,16 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     out.flush()?;
     if args.stats {
         let s = &summary.stats;
-        let line = serde_json::json!({
-            "lines": summary.lines,
-            "bad_lines": summary.bad_lines,
-            "claims_received": s.claims_received,
-            "yields": s.yields,
-            "expired": s.expired,
-            "overruled": s.overruled,
-            "relayed": s.relayed,
-        });
+        let line = serde_json::to_string(&StatsLine {
+            lines: summary.lines,
+            bad_lines: summary.bad_lines,
+            claims_received: s.claims_received,
+            yields: s.yields,
+            expired: s.expired,
+            overruled: s.overruled,
+            relayed: s.relayed,
+        })
+        .map_err(io::Error::other)?;
         writeln!(err, "{line}")?;
     }
     Ok(if summary.bad_lines > 0 {
@@ -229,6 +230,17 @@ fn dispatch(server: &mut Server, line: Line, sends: &mut Vec<Outgoing>) {
         Ok(channel) if join => server.handle(at_ms, Input::Join { agent, channel }, sends),
         Ok(channel) => server.handle(at_ms, Input::Leave { agent, channel }, sends),
     }
+}
+
+#[derive(Serialize)]
+struct StatsLine {
+    lines: u64,
+    bad_lines: u64,
+    claims_received: u64,
+    yields: u64,
+    expired: u64,
+    overruled: u64,
+    relayed: u64,
 }
 
 #[derive(Serialize)]

@@ -22,3 +22,6 @@ pub use client::{Action, Client, ClientConfig, SkipReason};
 pub use policy::PolicyKind;
 pub use server::{ClaimInfo, Config, ConfigError, Input, Outgoing, Role, Server, Stats};
 pub use wire::{ClientMsg, DecodeError, ServerMsg, YieldDetail};
+
+#[cfg(test)]
+mod proptests;
