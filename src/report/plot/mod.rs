@@ -1,0 +1,98 @@
+//! Figures drawn from results: the standard comparison panel grid, plots of
+//! any metrics against a swept key, and the timeline of one message from a
+//! trace.
+//!
+//! Every figure is a PNG or an SVG, chosen by the output file's extension,
+//! and is written atomically (a temporary file in the same directory, then a
+//! rename). Text is drawn with an embedded font (Liberation Sans, see
+//! `assets/fonts/`), so a PNG renders the same on a machine with no system
+//! fonts; an SVG names the `sans-serif` family and leaves the glyphs to the
+//! viewer.
+//!
+//! Errors caused by the input (a missing file, an unknown column or metric,
+//! a malformed CSV or trace line, a message that is not in the trace) are
+//! [`InputError`]s inside the returned `anyhow::Error`; anything else (a
+//! failed write) is not. `herdsim plot` maps the first kind to exit status 2.
+
+mod draw;
+mod output;
+mod panels;
+mod summary;
+mod timeline;
+
+use std::path::Path;
+
+pub use panels::{PlotSpec, STANDARD_METRICS, figure_size};
+pub use summary::Summary;
+pub use timeline::{MAX_AGENT_LANES, TIMELINE_WIDTH, most_contested, timeline_height};
+
+/// A problem with the input of a figure: the message names the file and the
+/// line or field at fault.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct InputError(pub String);
+
+/// Wrap an input problem into an `anyhow::Error` that `herdsim plot` can tell
+/// apart from other failures.
+pub(crate) fn bad(msg: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(InputError(msg.into()))
+}
+
+/// True when `e` is (or wraps) an [`InputError`].
+pub fn is_input_error(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.is::<InputError>())
+}
+
+/// The standard comparison figure of a sweep: a 2x2 grid of duplicate rate,
+/// wasted-inference rate, p95 time to first response and unanswered rate
+/// against the swept key, one line per policy with its 95% confidence band.
+/// With no swept key (or none that varies) each panel shows one bar per
+/// policy with its 95% CI instead. `title` replaces the default title, which
+/// names the scenario. The image format follows `out`'s extension (`.png` or
+/// `.svg`).
+pub fn comparison_figure(
+    summary_csv: &Path,
+    out: &Path,
+    title: Option<&str>,
+) -> anyhow::Result<()> {
+    let spec = PlotSpec {
+        title: title.map(str::to_string),
+        ..PlotSpec::default()
+    };
+    metric_figure(summary_csv, out, &spec)
+}
+
+/// Plot the metrics of `spec` (the standard four when it names none) from a
+/// `summary.csv`: one panel per metric, a single panel for a single metric.
+/// See [`PlotSpec`] for the choice of x axis and series.
+pub fn metric_figure(summary_csv: &Path, out: &Path, spec: &PlotSpec) -> anyhow::Result<()> {
+    let format = output::Format::from_path(out)?;
+    let summary = Summary::load(summary_csv)?;
+    let figure = panels::PanelFigure::new(&summary, spec)?;
+    let size = spec
+        .size
+        .unwrap_or_else(|| figure_size(figure.metric_count()));
+    output::render(out, format, size, &figure)
+}
+
+/// Draw the timeline of one message from a trace (JSON Lines written by
+/// `herdsim run --trace`): one lane per agent that handled it, with CSMA
+/// waits, inferences and their ends, and the RESPONDING_TO, YIELD and MSG
+/// exchanges marked. With `msg_id` `None` the most contested message is
+/// drawn (the first with the most inferences). Returns the id drawn.
+pub fn timeline_figure(
+    trace: &Path,
+    msg_id: Option<&str>,
+    out: &Path,
+    title: Option<&str>,
+) -> anyhow::Result<String> {
+    let format = output::Format::from_path(out)?;
+    let tl = timeline::Timeline::load(trace, msg_id)?;
+    let fig = timeline::TimelineFigure {
+        timeline: &tl,
+        title: title.map(str::to_string),
+    };
+    let size = (TIMELINE_WIDTH, timeline_height(tl.lane_count()));
+    output::render(out, format, size, &fig)?;
+    Ok(tl.msg_id.clone())
+}
