@@ -232,3 +232,76 @@ fn lost_messages_are_counted() {
     let clean = run(BASE, "spec", 4);
     assert_eq!(get(&clean, "lost"), 0.0);
 }
+
+/// Who sent a reply MSG, per the trace.
+fn repliers(lines: &[serde_json::Value]) -> Vec<String> {
+    lines
+        .iter()
+        .filter(|l| l["ev"] == "send" && l["msg"]["type"] == "MSG")
+        .map(|l| l["agent"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+#[test]
+fn scripted_incident_replays_exactly_under_each_policy() {
+    let toml = std::fs::read_to_string("scenarios/incident-replay.toml").expect("scenario");
+    // spec trusts the skewed started_at: agent-002 wins, agent-001 yields.
+    let (r, lines) = traced(&toml, "spec", 1);
+    assert_eq!(repliers(&lines), vec!["agent-002"]);
+    assert_eq!(get(&r, "yields"), 1.0);
+    assert_eq!(get(&r, "overruled"), 1.0);
+    let yielded: Vec<_> = lines
+        .iter()
+        .filter(|l| l["ev"] == "recv" && l["msg"]["type"] == "YIELD")
+        .map(|l| l["agent"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(yielded, vec!["agent-001"]);
+    // server-time: the first claim to reach the server wins.
+    let (_, lines) = traced(&toml, "server-time", 1);
+    assert_eq!(repliers(&lines), vec!["agent-001"]);
+    // none: both answer.
+    let (r, lines) = traced(&toml, "none", 1);
+    assert_eq!(repliers(&lines), vec!["agent-002", "agent-001"]);
+    assert_eq!(get(&r, "duplicate_rate"), 1.0);
+    // The trace carries the script's id and started_at.
+    let (_, lines) = traced(&toml, "spec", 1);
+    assert!(lines.iter().any(|l| l["ev"] == "send"
+        && l["msg"]["type"] == "RESPONDING_TO"
+        && l["msg"]["msg_id"] == "q1"
+        && l["msg"]["started_at"] == 1_700_000_003_900_i64));
+}
+
+#[test]
+fn scripted_disconnect_clears_the_holders_claim() {
+    let toml = r#"
+reps = 1
+[network]
+base_ms = 40
+jitter = { kind = "fixed", ms = 0 }
+[[agents]]
+count = 2
+respond_p = 0.0
+clock_skew = { kind = "fixed", ms = 0 }
+[workload]
+count = 0
+[[script]]
+at_ms = 0
+post = { id = "q", content = "hello" }
+[[script]]
+at_ms = 1000
+infer = { agent = "agent-000", msg = "q", duration_ms = 60000 }
+[[script]]
+at_ms = 2000
+disconnect = "agent-000"
+[[script]]
+at_ms = 3000
+infer = { agent = "agent-001", msg = "q", duration_ms = 1000 }
+"#;
+    let (r, lines) = traced(toml, "spec", 1);
+    // agent-000's claim was cleared at its disconnect, so agent-001's later
+    // claim is granted without a YIELD and its answer is the only one.
+    assert_eq!(repliers(&lines), vec!["agent-001"]);
+    assert_eq!(get(&r, "yields"), 0.0);
+    assert_eq!(get(&r, "unanswered_rate"), 0.0);
+    assert_eq!(get(&r, "wasted_inference_count_rate"), 0.5);
+}

@@ -248,6 +248,48 @@ impl Client {
         }
     }
 
+    /// Start inference on `msg_id` now, whatever the agent has seen: the
+    /// claim (`RESPONDING_TO` with `started_at`, unless the policy sends no
+    /// claims, or `reply_to` is a DM peer) and `StartInference`. For
+    /// replaying an incident in which this agent is known to have started.
+    /// A message already tracked switches to inferring (a pending CSMA
+    /// timer then does nothing); one already inferring is left alone.
+    pub fn start_now(
+        &mut self,
+        msg_id: &str,
+        reply_to: &str,
+        started_at: i64,
+        out: &mut Vec<Action>,
+    ) {
+        if self.is_inferring(msg_id) {
+            return;
+        }
+        let exempt = reply_to.starts_with('@');
+        if self.rules.clients_claim && !exempt {
+            out.push(Action::Send(ClientMsg::RespondingTo {
+                msg_id: msg_id.to_string(),
+                started_at,
+                channel: reply_to.to_string(),
+            }));
+        }
+        out.push(Action::StartInference {
+            msg_id: msg_id.to_string(),
+            started_at,
+        });
+        let track = self.msgs.entry(msg_id.to_string()).or_insert_with(|| Track {
+            reply_to: reply_to.to_string(),
+            phase: Phase::Csma,
+            last_claim_seen: None,
+            response_seen: false,
+            rechecks: 0,
+        });
+        track.phase = Phase::Inferring {
+            started_at,
+            exempt,
+            ignore_yield: false,
+        };
+    }
+
     /// Any server message delivered to this agent.
     pub fn on_server_msg(&mut self, now_ms: i64, msg: &ServerMsg, out: &mut Vec<Action>) {
         match msg {

@@ -550,3 +550,40 @@ fn my_own_reply_is_not_a_seen_response() {
         started("m1", 3000)
     );
 }
+
+#[test]
+fn start_now_claims_with_the_given_started_at_even_after_a_seen_claim() {
+    let mut c = Client::new(ClientConfig {
+        id: "agent-b".into(),
+        policy: PolicyKind::Spec,
+        ttl_ms: 45_000,
+        recheck_on_expiry: false,
+        max_rechecks: 1,
+    });
+    let mut out = Vec::new();
+    c.on_message(0, "m1", "#general", false, &mut out);
+    out.clear();
+    c.start_now("m1", "#general", 1234, &mut out);
+    assert_eq!(
+        out,
+        vec![
+            Action::Send(ClientMsg::RespondingTo {
+                msg_id: "m1".into(),
+                started_at: 1234,
+                channel: "#general".into()
+            }),
+            Action::StartInference {
+                msg_id: "m1".into(),
+                started_at: 1234
+            }
+        ]
+    );
+    assert!(c.is_inferring("m1"));
+    // The CSMA timer that was pending now does nothing.
+    out.clear();
+    c.on_timer(5000, "m1", &mut out);
+    assert!(out.is_empty());
+    // Starting again while inferring changes nothing.
+    c.start_now("m1", "#general", 99, &mut out);
+    assert!(out.is_empty());
+}

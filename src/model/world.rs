@@ -23,7 +23,7 @@ use crate::floor::{self, Action, ClientConfig, ClientMsg, Input, PolicyKind, Rol
 use crate::metrics::run::{MessageOutcome, RunAccumulator, RunResult, ServerCounts};
 use crate::model::dist::{Dist, DistError, DistSpec};
 use crate::model::names;
-use crate::scenario::{Arrivals, Scenario};
+use crate::scenario::{Arrivals, Scenario, ScriptEvent};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, BTreeSet};
@@ -58,6 +58,7 @@ pub struct Prepared {
     dm_p: f64,
     reply_p: f64,
     max_depth: u32,
+    script: Vec<ScriptEvent>,
 }
 
 #[derive(Debug, Clone)]
@@ -130,6 +131,7 @@ impl Prepared {
             dm_p: w.dm_p,
             reply_p: w.reply_to_agent_p,
             max_depth: w.max_depth,
+            script: s.script.clone(),
         })
     }
 
@@ -165,6 +167,8 @@ enum Ev {
     Reconnect { agent: u32 },
     /// The server asked to be woken (expiry, sweeps).
     ServerWake,
+    /// Scripted event number `i`.
+    Script { i: usize },
 }
 
 struct Running {
@@ -226,6 +230,14 @@ struct World<'a> {
     actions: Vec<Action>,
     trace: Option<&'a mut TraceBuf>,
     posted: u64,
+    /// Scripted message ids and their numbers, both ways.
+    labels: BTreeMap<String, u32>,
+    label_of: BTreeMap<u32, String>,
+    /// Duration and ignore-yield of the next inference, set by a script.
+    forced: Option<(u64, bool)>,
+    /// Scripted inferences still to come, per scripted message: each keeps
+    /// the message open until it has fired.
+    script_holds: BTreeMap<u32, u32>,
 }
 
 /// Seed of component stream `stream` of a run.
@@ -286,6 +298,10 @@ pub fn simulate(
         actions: Vec::new(),
         trace,
         posted: 0,
+        labels: BTreeMap::new(),
+        label_of: BTreeMap::new(),
+        forced: None,
+        script_holds: BTreeMap::new(),
     };
     w.run()
 }
@@ -312,6 +328,7 @@ impl World<'_> {
             agent: OPERATOR.into(),
             channel: ch,
         });
+        self.schedule_script();
         self.schedule_next_post();
         while let Some((now, ev)) = self.eng.pop() {
             self.dispatch(now, ev);
@@ -365,12 +382,15 @@ impl World<'_> {
             Ev::AgentIn { agent, inc, msg } => self.agent_in(now, agent, inc, msg),
             Ev::Timer { agent, inc, msg } => {
                 if self.agents[agent as usize].inc == inc {
-                    let id = names::msg_id(msg);
+                    let id = self.id_of(msg);
                     self.with_client(agent, msg, |c, t, out| c.on_timer(t, &id, out));
                 }
             }
             Ev::InferDone { agent, msg } => self.infer_done(now, agent, msg),
-            Ev::Crash { agent } => self.crash(now, agent),
+            Ev::Crash { agent } => {
+                let d = self.p.detect.sample_us(&mut self.server_rng);
+                self.crash(now, agent, d);
+            }
             Ev::DisconnectSeen { agent } => {
                 let name = self.p.ids[agent as usize].clone();
                 self.server_input(Input::Disconnect { agent: name });
@@ -383,6 +403,7 @@ impl World<'_> {
                 self.trace_state(agent, None, "reconnect", serde_json::json!({}));
                 self.join(agent);
             }
+            Ev::Script { i } => self.script(now, i),
             Ev::ServerWake => {
                 self.wake = None;
                 self.server_input(Input::Tick);
@@ -394,24 +415,38 @@ impl World<'_> {
 
     fn post(&mut self, now: u64, _n: u64) {
         let m = self.new_msg();
+        let (to, content) = self.draw_post(m);
+        self.post_msg(now, m, to, content);
+        self.schedule_next_post();
+    }
+
+    /// Where a random post goes and what it says (a DM, an @mention or a
+    /// plain channel message).
+    fn draw_post(&mut self, m: u32) -> (String, String) {
         let n_agents = self.agents.len() as u32;
         let r: f64 = self.work_rng.random();
-        let (to, content, kind) = if r < self.p.dm_p {
+        if r < self.p.dm_p {
             let k = self.work_rng.random_range(0..n_agents);
-            (
-                format!("@{}", self.p.ids[k as usize]),
-                format!("question {m}"),
-                "dm",
-            )
+            (format!("@{}", self.p.ids[k as usize]), format!("question {m}"))
         } else if r < self.p.dm_p + self.p.mention_p {
             let k = self.work_rng.random_range(0..n_agents);
             (
                 self.p.channel.clone(),
                 format!("@{} question {m}", self.p.ids[k as usize]),
-                "mention",
             )
         } else {
-            (self.p.channel.clone(), format!("question {m}"), "channel")
+            (self.p.channel.clone(), format!("question {m}"))
+        }
+    }
+
+    /// The operator's message `m` reaches the server now.
+    fn post_msg(&mut self, now: u64, m: u32, to: String, content: String) {
+        let kind = if to.starts_with('@') {
+            "dm"
+        } else if content.split_whitespace().any(|w| w.starts_with('@')) {
+            "mention"
+        } else {
+            "channel"
         };
         self.msgs.insert(
             m,
@@ -424,10 +459,11 @@ impl World<'_> {
                 responses: 0,
                 first_us: None,
                 starters: 0,
-                pending: 1, // held until the relay is dispatched
+                // Held until the relay is dispatched, and by scripted inferences.
+                pending: 1 + self.script_holds.get(&m).copied().unwrap_or(0),
             },
         );
-        let id = names::msg_id(m);
+        let id = self.id_of(m);
         self.trace_line(serde_json::json!({
             "t_us": now, "ev": "post", "msg_id": id, "from": OPERATOR, "to": to, "kind": kind,
         }));
@@ -443,13 +479,111 @@ impl World<'_> {
             msg,
         });
         self.release(m);
-        self.schedule_next_post();
     }
 
     fn new_msg(&mut self) -> u32 {
         let m = self.next_msg;
         self.next_msg += 1;
         m
+    }
+
+    /// The wire id of message number `m`.
+    fn id_of(&self, m: u32) -> String {
+        match self.label_of.get(&m) {
+            Some(label) => label.clone(),
+            None => names::msg_id(m),
+        }
+    }
+
+    /// The number of a wire message id.
+    fn num_of(&self, id: &str) -> Option<u32> {
+        match names::parse_msg(id) {
+            Some(m) => Some(m),
+            None => self.labels.get(id).copied(),
+        }
+    }
+
+    // ----- the script ---------------------------------------------------
+
+    /// Number the scripted posts and schedule every scripted event.
+    fn schedule_script(&mut self) {
+        for e in &self.p.script {
+            if let Some(post) = &e.post {
+                let m = self.next_msg;
+                self.next_msg += 1;
+                self.labels.insert(post.id.clone(), m);
+                self.label_of.insert(m, post.id.clone());
+            }
+        }
+        for e in &self.p.script {
+            if let Some(m) = e.infer.as_ref().and_then(|i| self.labels.get(&i.msg)) {
+                *self.script_holds.entry(*m).or_insert(0) += 1;
+            }
+        }
+        for i in 0..self.p.script.len() {
+            let at = us(self.p.script[i].at_ms);
+            self.eng.schedule_at(at, Ev::Script { i });
+        }
+    }
+
+    fn script(&mut self, now: u64, i: usize) {
+        let e = &self.p.script[i];
+        if let Some(post) = &e.post {
+            let Some(&m) = self.labels.get(&post.id) else {
+                return;
+            };
+            let to = post.to.clone().unwrap_or_else(|| self.p.channel.clone());
+            let content = post.content.clone();
+            if post.from == OPERATOR {
+                self.post_msg(now, m, to, content);
+            } else if let Some(a) = names::parse_agent(&post.from, self.agents.len()) {
+                let id = self.id_of(m);
+                let msg = ClientMsg::Msg {
+                    id: Some(id),
+                    to,
+                    content,
+                    in_reply_to: None,
+                };
+                self.send_up(a, msg, None);
+            }
+        } else if let Some(inf) = &e.infer {
+            let (Some(a), Some(&m)) = (
+                names::parse_agent(&inf.agent, self.agents.len()),
+                self.labels.get(&inf.msg),
+            ) else {
+                return;
+            };
+            if !self.agents[a as usize].alive {
+                self.release(m);
+                return;
+            }
+            let reply_to = self
+                .p
+                .script
+                .iter()
+                .filter_map(|o| o.post.as_ref())
+                .find(|p| p.id == inf.msg)
+                .and_then(|p| p.to.clone())
+                .unwrap_or_else(|| self.p.channel.clone());
+            let started_at = inf.started_at.unwrap_or_else(|| self.local_ms(a));
+            self.forced = Some((us(inf.duration_ms), inf.ignore_yield));
+            if self.agents[a as usize].active.insert(m) {
+                if let Some(info) = self.msgs.get_mut(&m) {
+                    info.wanted += 1;
+                    info.pending += 1;
+                }
+            }
+            let id = self.id_of(m);
+            self.with_client(a, m, |c, _, out| c.start_now(&id, &reply_to, started_at, out));
+            self.forced = None;
+            self.release(m); // this event's hold
+        } else if let Some(agent) = &e.disconnect {
+            if let Some(a) = names::parse_agent(agent, self.agents.len()) {
+                if self.agents[a as usize].alive {
+                    self.crash(now, a, 0);
+                }
+            }
+        }
     }
 
     // ----- the server side ----------------------------------------------
@@ -497,7 +631,7 @@ impl World<'_> {
                 "t_us": now, "ev": "server_recv", "agent": self.p.ids[agent as usize], "msg": msg.to_json(),
             }));
         }
-        let mut reply_of = None;
+        let mut posted = None;
         if let ClientMsg::Msg {
             id: Some(id),
             in_reply_to,
@@ -505,13 +639,14 @@ impl World<'_> {
             ..
         } = &msg
         {
-            let parent = in_reply_to.as_deref().and_then(names::parse_msg);
-            if let (Some(m), Some(parent)) = (names::parse_msg(id), parent) {
-                reply_of = Some((m, parent, to.starts_with('#')));
+            let parent = in_reply_to.as_deref().and_then(|x| self.num_of(x));
+            if let Some(m) = self.num_of(id) {
+                posted = Some((m, parent, to.starts_with('#')));
             }
         }
-        if let Some((m, parent, to_channel)) = reply_of {
-            let depth = self.msgs.get(&parent).map_or(0, |i| i.depth) + 1;
+        if let Some((m, parent, to_channel)) = posted {
+            // A reply, or an agent's own (scripted) post.
+            let depth = parent.map_or(0, |p| self.msgs.get(&p).map_or(0, |i| i.depth) + 1);
             // The reply is a channel message of its own (cascades).
             self.msgs.insert(
                 m,
@@ -524,12 +659,12 @@ impl World<'_> {
                     responses: 0,
                     first_us: None,
                     starters: 0,
-                    pending: 1,
+                    pending: 1 + self.script_holds.get(&m).copied().unwrap_or(0),
                 },
             );
             let dur = infer_us.unwrap_or(0);
             let mut first = false;
-            if let Some(info) = self.msgs.get_mut(&parent) {
+            if let Some(info) = parent.and_then(|p| self.msgs.get_mut(&p)) {
                 info.responses += 1;
                 if info.first_us.is_none() {
                     info.first_us = Some(now);
@@ -547,7 +682,9 @@ impl World<'_> {
             let from = self.p.ids[agent as usize].clone();
             self.server_input(Input::Client { from, role, msg });
             self.release(m);
-            self.release(parent);
+            if let Some(parent) = parent {
+                self.release(parent);
+            }
             return;
         }
         let from = self.p.ids[agent as usize].clone();
@@ -570,7 +707,7 @@ impl World<'_> {
             return; // the operator (not simulated) or an unknown name
         };
         let relay_of = match &o.msg {
-            ServerMsg::Msg { id, .. } => names::parse_msg(id),
+            ServerMsg::Msg { id, .. } => self.num_of(id),
             _ => None,
         };
         let a = &mut self.agents[agent as usize];
@@ -635,7 +772,7 @@ impl World<'_> {
             }
             if let ClientMsg::Msg { in_reply_to, .. } = &msg {
                 // A lost reply is wasted inference.
-                let parent = in_reply_to.as_deref().and_then(names::parse_msg);
+                let parent = in_reply_to.as_deref().and_then(|x| self.num_of(x));
                 if let (Some(d), Some(p)) = (infer_us, parent) {
                     if self.msgs.get(&p).is_some_and(|i| i.channel_msg) {
                         self.acc.wasted(d);
@@ -665,7 +802,7 @@ impl World<'_> {
 
     fn agent_in(&mut self, now: u64, agent: u32, inc: u32, msg: ServerMsg) {
         let relay_of = match &msg {
-            ServerMsg::Msg { id, .. } => names::parse_msg(id),
+            ServerMsg::Msg { id, .. } => self.num_of(id),
             _ => None,
         };
         let a = &self.agents[agent as usize];
@@ -690,7 +827,15 @@ impl World<'_> {
             .on_server_msg(t, &msg, &mut actions);
         self.apply(agent, &mut actions);
         self.actions = actions;
-        for m in self.agents[agent as usize].active.clone() {
+        // Only the message this one is about can have changed state.
+        let subject = match &msg {
+            ServerMsg::RespondingTo { msg_id, .. }
+            | ServerMsg::Yield { msg_id, .. }
+            | ServerMsg::FloorClaimed { msg_id, .. } => Some(msg_id.as_str()),
+            ServerMsg::Msg { in_reply_to, .. } => in_reply_to.as_deref(),
+            ServerMsg::Error { .. } => None,
+        };
+        if let Some(m) = subject.and_then(|id| self.num_of(id)) {
             self.settle(agent, m);
         }
         if let (Some(m), ServerMsg::Msg { from, to, content, .. }) = (relay_of, &msg) {
@@ -713,7 +858,7 @@ impl World<'_> {
         let exempt = dm || mention || from == "@server";
         let depth = info.depth;
         let g = &self.p.groups[self.agents[agent as usize].group];
-        let p = if from == OPERATOR {
+        let p = if depth == 0 {
             g.respond_p
         } else if depth < self.p.max_depth {
             self.p.reply_p
@@ -734,7 +879,7 @@ impl World<'_> {
             info.pending += 1;
         }
         self.agents[agent as usize].active.insert(m);
-        let id = names::msg_id(m);
+        let id = self.id_of(m);
         self.with_client(agent, m, |c, t, out| {
             c.on_message(t, &id, &reply_to, exempt, out)
         });
@@ -760,7 +905,7 @@ impl World<'_> {
         for action in actions.drain(..) {
             match action {
                 Action::StartCsma { msg_id } => {
-                    let Some(m) = names::parse_msg(&msg_id) else {
+                    let Some(m) = self.num_of(&msg_id) else {
                         continue;
                     };
                     let now = self.eng.now();
@@ -775,7 +920,7 @@ impl World<'_> {
                     self.trace_state(agent, Some(m), "csma", serde_json::json!({"until_us": due}));
                 }
                 Action::WakeAt { msg_id, at_ms } => {
-                    let Some(m) = names::parse_msg(&msg_id) else {
+                    let Some(m) = self.num_of(&msg_id) else {
                         continue;
                     };
                     let a = &self.agents[agent as usize];
@@ -794,17 +939,17 @@ impl World<'_> {
                     self.send_up(agent, msg, None);
                 }
                 Action::StartInference { msg_id, started_at } => {
-                    if let Some(m) = names::parse_msg(&msg_id) {
+                    if let Some(m) = self.num_of(&msg_id) {
                         self.start_inference(agent, m, &msg_id, started_at);
                     }
                 }
                 Action::Abort { msg_id, winner } => {
-                    if let Some(m) = names::parse_msg(&msg_id) {
+                    if let Some(m) = self.num_of(&msg_id) {
                         self.abort(agent, m, &winner);
                     }
                 }
                 Action::Skip { msg_id, reason } => {
-                    if let Some(m) = names::parse_msg(&msg_id) {
+                    if let Some(m) = self.num_of(&msg_id) {
                         let reason = match reason {
                             floor::SkipReason::SeenClaim => "seen_claim",
                             floor::SkipReason::SeenResponse => "seen_response",
@@ -827,12 +972,18 @@ impl World<'_> {
         };
         let a = &mut self.agents[agent as usize];
         let g = &self.p.groups[a.group];
-        // Fixed draw order: duration, fault, ignore-yield.
-        let dur = g.inference.sample_us(&mut a.rng);
-        let fault: f64 = a.rng.random();
-        let ignore = g.ignore_yield_p > 0.0 && a.rng.random_bool(g.ignore_yield_p);
-        let hung = fault < g.hang_p;
-        let crash = !hung && fault < g.hang_p + g.crash_p;
+        // Fixed draw order: duration, fault, ignore-yield. A scripted
+        // inference draws nothing: its duration is given, it never faults.
+        let (dur, ignore, hung, crash) = match self.forced.take() {
+            Some((dur, ignore)) => (dur, ignore, false, false),
+            None => {
+                let dur = g.inference.sample_us(&mut a.rng);
+                let fault: f64 = a.rng.random();
+                let ignore = g.ignore_yield_p > 0.0 && a.rng.random_bool(g.ignore_yield_p);
+                let hung = fault < g.hang_p;
+                (dur, ignore, hung, !hung && fault < g.hang_p + g.crash_p)
+            }
+        };
         let key = if hung {
             None
         } else if crash {
@@ -896,8 +1047,8 @@ impl World<'_> {
         };
         self.trace_state(agent, Some(m), "done", serde_json::json!({}));
         let reply = self.new_msg();
-        let id = names::msg_id(m);
-        let reply_id = names::msg_id(reply);
+        let id = self.id_of(m);
+        let reply_id = self.id_of(reply);
         let content = format!("answer to {id} from {}", self.p.ids[agent as usize]);
         let t = self.local_ms(agent);
         let mut actions = std::mem::take(&mut self.actions);
@@ -927,7 +1078,8 @@ impl World<'_> {
         self.settle(agent, m);
     }
 
-    fn crash(&mut self, now: u64, agent: u32) {
+    /// The agent's process dies now; the server notices after `detect_us`.
+    fn crash(&mut self, now: u64, agent: u32, detect_us: u64) {
         let a = &mut self.agents[agent as usize];
         a.inc += 1;
         a.alive = false;
@@ -946,17 +1098,16 @@ impl World<'_> {
             self.release(m);
         }
         self.trace_state(agent, None, "crash", serde_json::json!({}));
-        let d = self.p.detect.sample_us(&mut self.server_rng);
-        self.eng.schedule_in(d, Ev::DisconnectSeen { agent });
+        self.eng.schedule_in(detect_us, Ev::DisconnectSeen { agent });
     }
 
     /// If `agent` is no longer busy with `m`, release its hold on `m`.
     fn settle(&mut self, agent: u32, m: u32) {
-        let a = &mut self.agents[agent as usize];
-        if !a.active.contains(&m) {
+        if !self.agents[agent as usize].active.contains(&m) {
             return;
         }
-        let id = names::msg_id(m);
+        let id = self.id_of(m);
+        let a = &mut self.agents[agent as usize];
         if a.client.is_tracking(&id) || a.running.contains_key(&m) {
             return;
         }
@@ -1011,7 +1162,7 @@ impl World<'_> {
             "agent": self.p.ids[agent as usize],
         });
         if let Some(m) = m {
-            line["msg_id"] = serde_json::Value::String(names::msg_id(m));
+            line["msg_id"] = serde_json::Value::String(self.id_of(m));
         }
         if let (Some(obj), serde_json::Value::Object(more)) = (line.as_object_mut(), extra) {
             obj.extend(more);

@@ -11,7 +11,10 @@
 pub mod schema;
 pub mod validate;
 
-pub use schema::{AgentGroup, Arrivals, NetworkSpec, Scenario, ServerSpec, WorkloadSpec};
+pub use schema::{
+    AgentGroup, Arrivals, NetworkSpec, Scenario, ScriptEvent, ScriptInfer, ScriptPost, ServerSpec,
+    WorkloadSpec,
+};
 
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -38,6 +38,10 @@ pub struct Scenario {
     pub agents: Vec<AgentGroup>,
     #[serde(default)]
     pub workload: WorkloadSpec,
+    /// Scripted events (`[[script]]`), replayed exactly, besides (or
+    /// instead of, with `workload.count = 0`) the random workload.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub script: Vec<ScriptEvent>,
     /// The `[sweep]` table: dotted key -> list of values or a range. The
     /// loader takes it out; a resolved point never has one.
     #[serde(default, skip_serializing)]
@@ -173,6 +177,63 @@ pub struct WorkloadSpec {
     pub max_depth: u32,
 }
 
+/// One scripted event: at `at_ms` of virtual time, exactly one of `post`,
+/// `infer` or `disconnect`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptEvent {
+    /// Virtual time of the event, ms.
+    pub at_ms: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub post: Option<ScriptPost>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub infer: Option<ScriptInfer>,
+    /// An agent id: its connection drops now (as a crash the server sees at
+    /// once); it rejoins after `server.restart`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disconnect: Option<String>,
+}
+
+/// A scripted post: reaches the server at `at_ms` (from the operator) or is
+/// sent then by an agent over its uplink.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptPost {
+    /// Message id on the wire, referred to by `infer.msg` (like `m<n>` ids
+    /// of random posts, but any id of letters, digits, `-`, `_`, `.`).
+    pub id: String,
+    /// `operator` or an agent id.
+    #[serde(default = "default_operator")]
+    pub from: String,
+    /// A channel (default: `workload.channel`) or `@agent-id` for a DM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    #[serde(default)]
+    pub content: String,
+}
+
+/// A scripted inference: `agent` starts inference on message `msg` at
+/// `at_ms`, claiming with `started_at`, whatever it has seen.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptInfer {
+    pub agent: String,
+    /// The `id` of a scripted post.
+    pub msg: String,
+    /// Unix ms the agent reports (default: its own clock at `at_ms`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<i64>,
+    /// Inference duration, ms.
+    pub duration_ms: f64,
+    /// The agent ignores YIELD and relayed claims for this inference.
+    #[serde(default)]
+    pub ignore_yield: bool,
+}
+
+fn default_operator() -> String {
+    "operator".into()
+}
+
 impl Default for ServerSpec {
     fn default() -> Self {
         ServerSpec {
@@ -245,6 +306,7 @@ impl Default for Scenario {
             network: NetworkSpec::default(),
             agents: default_agents(),
             workload: WorkloadSpec::default(),
+            script: Vec::new(),
             sweep: None,
         }
     }
@@ -257,6 +319,91 @@ impl Scenario {
             .iter()
             .filter_map(|p| p.parse().ok())
             .collect()
+    }
+
+    /// Check the script: one action per event, known agents and messages,
+    /// unique ids. The error is (dotted key, message).
+    pub fn check_script(&self) -> Result<(), (String, String)> {
+        let n = self.agent_count() as usize;
+        let known_agent = |id: &str| -> bool {
+            (0..n).any(|i| crate::model::names::agent_id(i, n) == id)
+        };
+        let mut ids: Vec<&str> = Vec::new();
+        for (i, e) in self.script.iter().enumerate() {
+            let k = |f: &str| format!("script.{i}.{f}");
+            if !e.at_ms.is_finite() || e.at_ms < 0.0 {
+                return Err((k("at_ms"), format!("must be a finite, non-negative number of ms, not {}", e.at_ms)));
+            }
+            let actions = usize::from(e.post.is_some())
+                + usize::from(e.infer.is_some())
+                + usize::from(e.disconnect.is_some());
+            if actions != 1 {
+                return Err((
+                    format!("script.{i}"),
+                    "needs exactly one of `post`, `infer`, `disconnect`".into(),
+                ));
+            }
+            if let Some(p) = &e.post {
+                let ok = !p.id.is_empty()
+                    && p.id
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+                if !ok {
+                    return Err((k("post.id"), format!("`{}` is not a message id (letters, digits, `-`, `_`, `.`)", p.id)));
+                }
+                if crate::model::names::parse_msg(&p.id).is_some() {
+                    return Err((k("post.id"), format!("`{}` looks like a generated id (m<number>); pick another", p.id)));
+                }
+                if ids.contains(&p.id.as_str()) {
+                    return Err((k("post.id"), format!("`{}` is used twice", p.id)));
+                }
+                ids.push(&p.id);
+                if p.from != "operator" && !known_agent(&p.from) {
+                    return Err((k("post.from"), format!("`{}` is neither `operator` nor an agent of this scenario", p.from)));
+                }
+                if let Some(to) = &p.to {
+                    let dm = to.strip_prefix('@').is_some_and(known_agent);
+                    let channel = to.len() > 1
+                        && to.starts_with('#')
+                        && to[1..].chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+                    if !dm && !channel {
+                        return Err((k("post.to"), format!("`{to}` is neither a channel nor `@` and an agent id")));
+                    }
+                }
+            }
+            if let Some(inf) = &e.infer {
+                if !known_agent(&inf.agent) {
+                    return Err((k("infer.agent"), format!("`{}` is not an agent of this scenario", inf.agent)));
+                }
+                let post = self.script[..i]
+                    .iter()
+                    .find(|o| o.post.as_ref().is_some_and(|p| p.id == inf.msg));
+                match post {
+                    None => {
+                        return Err((
+                            k("infer.msg"),
+                            format!("`{}` is not the id of a post listed earlier in the script", inf.msg),
+                        ));
+                    }
+                    Some(p) if p.at_ms > e.at_ms => {
+                        return Err((
+                            k("at_ms"),
+                            format!("{} is before the post `{}` at {}", e.at_ms, inf.msg, p.at_ms),
+                        ));
+                    }
+                    Some(_) => {}
+                }
+                if !inf.duration_ms.is_finite() || inf.duration_ms < 0.0 {
+                    return Err((k("infer.duration_ms"), format!("must be a finite, non-negative number of ms, not {}", inf.duration_ms)));
+                }
+            }
+            if let Some(a) = &e.disconnect {
+                if !known_agent(a) {
+                    return Err((k("disconnect"), format!("`{a}` is not an agent of this scenario")));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Total number of agents over all groups.

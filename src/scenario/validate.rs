@@ -101,7 +101,7 @@ pub fn check(s: &Scenario, base_dir: &Path) -> Result<(), (String, String)> {
     }
     if let Some(d) = w.duration_ms {
         duration("workload.duration_ms", d)?;
-    } else if w.count == 0 {
+    } else if w.count == 0 && s.script.is_empty() {
         return err(
             "workload.count",
             "must be at least 1 (or set workload.duration_ms)".into(),
@@ -120,6 +120,7 @@ pub fn check(s: &Scenario, base_dir: &Path) -> Result<(), (String, String)> {
         );
     }
     prob("workload.reply_to_agent_p", w.reply_to_agent_p)?;
+    s.check_script()?;
     Ok(())
 }
 
