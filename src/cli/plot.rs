@@ -2,7 +2,7 @@
 //! `summary.csv`, or the timeline of one message from a trace.
 
 use super::CliError;
-use crate::report::plot::{self, PlotSpec};
+use crate::report::plot::{self, PlotSpec, XScale};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -54,9 +54,23 @@ pub struct Args {
     #[arg(long)]
     pub title: Option<String>,
 
+    /// Spacing of a numeric x key: `linear`, `even` (one step per sweep
+    /// point), or `auto` (even when the points are very unevenly spaced).
+    #[arg(long, value_name = "auto|linear|even", default_value = "auto", value_parser = parse_scale, conflicts_with = "timeline")]
+    pub x_scale: XScale,
+
     /// Pixel size WIDTHxHEIGHT of a summary plot (e.g. 1600x1200).
     #[arg(long, value_name = "WxH", value_parser = parse_size, conflicts_with = "timeline")]
     pub size: Option<(u32, u32)>,
+}
+
+fn parse_scale(s: &str) -> Result<XScale, String> {
+    match s {
+        "auto" => Ok(XScale::Auto),
+        "linear" => Ok(XScale::Linear),
+        "even" => Ok(XScale::Even),
+        _ => Err(format!("`{s}`: expected auto, linear or even")),
+    }
 }
 
 fn parse_size(s: &str) -> Result<(u32, u32), String> {
@@ -163,6 +177,7 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         by: args.by.clone(),
         title: args.title.clone(),
         size: args.size,
+        x_scale: args.x_scale,
     };
     plot::metric_figure(&csv, &out, &spec).map_err(to_cli)?;
     println!("{}", out.display());

@@ -22,7 +22,7 @@ mod timeline;
 
 use std::path::Path;
 
-pub use panels::{PlotSpec, STANDARD_METRICS, figure_size};
+pub use panels::{PlotSpec, STANDARD_METRICS, XScale, figure_size};
 pub use summary::Summary;
 pub use timeline::{MAX_AGENT_LANES, TIMELINE_WIDTH, most_contested, timeline_height};
 

@@ -36,6 +36,21 @@ pub struct PlotSpec {
     pub title: Option<String>,
     /// Pixel size. Default: [`figure_size`] of the number of metrics.
     pub size: Option<(u32, u32)>,
+    /// How a numeric x key is spaced.
+    pub x_scale: XScale,
+}
+
+/// Spacing of a numeric x axis.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum XScale {
+    /// Linear, unless the sweep points are very unevenly spaced (the
+    /// largest gap at least 10 times the smallest, e.g. 0, 50, 500, 5000):
+    /// then evenly spaced.
+    #[default]
+    Auto,
+    Linear,
+    /// One equal step per sweep point, labelled with its value.
+    Even,
 }
 
 /// Default pixel size of a figure with `n` metric panels.
@@ -138,10 +153,23 @@ enum XAxis {
     Numeric {
         col: usize,
     },
+    /// Numeric sweep points drawn one equal step apart.
+    Even {
+        col: usize,
+        vals: Vec<f64>,
+        labels: Vec<String>,
+    },
     Categorical {
         col: usize,
         cats: Vec<String>,
     },
+}
+
+impl XAxis {
+    /// Series are lines with bands (a numeric key), not points with whiskers.
+    fn lines(&self) -> bool {
+        matches!(self, XAxis::Numeric { .. } | XAxis::Even { .. })
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -240,7 +268,35 @@ impl<'a> PanelFigure<'a> {
         }
         let x = match x_col {
             None => XAxis::Bars,
-            Some(c) if summary.is_numeric(c) => XAxis::Numeric { col: c },
+            Some(c) if summary.is_numeric(c) => {
+                // Distinct values in order, with the text of their first row.
+                let mut pts: Vec<(f64, String)> = Vec::new();
+                for r in &summary.rows {
+                    let v = r.keys[c].parse::<f64>().unwrap_or(f64::NAN);
+                    if !pts.iter().any(|p| p.0 == v) {
+                        pts.push((v, r.keys[c].clone()));
+                    }
+                }
+                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                let gaps: Vec<f64> = pts.windows(2).map(|w| w[1].0 - w[0].0).collect();
+                let min_gap = gaps.iter().copied().fold(f64::INFINITY, f64::min);
+                let max_gap = gaps.iter().copied().fold(0.0, f64::max);
+                let uneven = gaps.len() >= 2 && max_gap >= 10.0 * min_gap;
+                let even = match spec.x_scale {
+                    XScale::Even => true,
+                    XScale::Linear => false,
+                    XScale::Auto => uneven,
+                };
+                if even {
+                    XAxis::Even {
+                        col: c,
+                        vals: pts.iter().map(|p| p.0).collect(),
+                        labels: pts.into_iter().map(|p| p.1).collect(),
+                    }
+                } else {
+                    XAxis::Numeric { col: c }
+                }
+            }
             Some(c) => XAxis::Categorical {
                 col: c,
                 cats: summary.distinct(c),
@@ -321,9 +377,10 @@ impl<'a> PanelFigure<'a> {
             (None, Some(s)) => format!("{s}: {what}"),
             (None, None) => capitalize(&what),
         };
-        let interval = match x {
-            XAxis::Numeric { .. } => "shaded bands: 95% confidence interval of the mean",
-            _ => "whiskers: 95% confidence interval of the mean",
+        let interval = if x.lines() {
+            "shaded bands: 95% confidence interval of the mean"
+        } else {
+            "whiskers: 95% confidence interval of the mean"
         };
         let subtitle = match summary.reps_label() {
             Some(r) => format!("Mean over {r} replications per point; {interval}"),
@@ -364,6 +421,12 @@ impl<'a> PanelFigure<'a> {
         match &self.x {
             XAxis::Bars => series_index as f64,
             XAxis::Numeric { col } => keys[*col].parse::<f64>().unwrap_or(f64::NAN),
+            XAxis::Even { col, vals, .. } => {
+                let v = keys[*col].parse::<f64>().unwrap_or(f64::NAN);
+                vals.iter()
+                    .position(|&u| u == v)
+                    .map_or(f64::NAN, |i| i as f64)
+            }
             XAxis::Categorical { col, cats } => {
                 let k = cats.iter().position(|c| *c == keys[*col]).unwrap_or(0) as f64;
                 let n = self.series.len() as f64;
@@ -381,6 +444,10 @@ impl<'a> PanelFigure<'a> {
         match &self.x {
             XAxis::Bars => (-0.6, self.series.len() as f64 - 0.4),
             XAxis::Categorical { cats, .. } => (-0.5, cats.len() as f64 - 0.5),
+            XAxis::Even { vals, .. } => {
+                let pad = if vals.len() > 1 { 0.25 } else { 0.5 };
+                (-pad, vals.len() as f64 - 1.0 + pad)
+            }
             XAxis::Numeric { col } => {
                 let vals: Vec<f64> = self
                     .summary
@@ -425,6 +492,9 @@ impl<'a> PanelFigure<'a> {
     fn x_desc(&self) -> String {
         match &self.x {
             XAxis::Bars => String::new(),
+            XAxis::Even { .. } => {
+                format!("{}, sweep points evenly spaced", with_unit(&self.x_name))
+            }
             _ => with_unit(&self.x_name),
         }
     }
@@ -501,13 +571,16 @@ impl<'a> PanelFigure<'a> {
             (y0, y1)
         };
         let (x0, x1) = self.x_range();
+        // Ticks drawn by hand at each category or sweep point.
         let categorical = !matches!(self.x, XAxis::Numeric { .. });
+        let lines = self.x.lines();
 
         let tick_font = draw::font(16.0 * s).color(&draw::MUTED);
         let desc_font = draw::font(18.0 * s);
         let cat_labels: Vec<String> = match &self.x {
             XAxis::Bars => self.series.iter().map(|s| s.label.clone()).collect(),
             XAxis::Categorical { cats, .. } => cats.clone(),
+            XAxis::Even { labels, .. } => labels.clone(),
             XAxis::Numeric { .. } => Vec::new(),
         };
         // Category labels stagger over two rows when they would collide,
@@ -654,7 +727,7 @@ impl<'a> PanelFigure<'a> {
         }
 
         // Bands first, then lines, then markers, so nothing hides a line.
-        if !categorical {
+        if lines {
             for (si, pts) in all.iter().enumerate() {
                 if pts.len() < 2 || pts.iter().all(|p| p.2 == 0.0) {
                     continue;
@@ -688,7 +761,7 @@ impl<'a> PanelFigure<'a> {
         for (si, pts) in all.iter().enumerate() {
             let sr = &self.series[si];
             for &(x, mean, ci) in pts {
-                if categorical || pts.len() < 2 {
+                if !lines || pts.len() < 2 {
                     error_bar(
                         &mut chart,
                         x,
@@ -889,6 +962,35 @@ mod tests {
         assert_eq!(f.x_name, "ttl_ms");
         assert_eq!(f.series.len(), 3);
         assert_eq!(f.series[0].label, "agents.0.csma.max_ms=2000");
+    }
+
+    #[test]
+    fn uneven_sweeps_are_spaced_evenly() {
+        let rows: String = [0, 50, 500, 5000]
+            .iter()
+            .map(|v| format!("d,spec,{v},45000,20,0.1,0.01,0.1,0.01,9000,100,0,0\n"))
+            .collect();
+        let s = summary(&format!("{HEAD}{rows}"));
+        let f = PanelFigure::new(&s, &PlotSpec::default()).expect("figure");
+        assert!(
+            matches!(&f.x, XAxis::Even { labels, .. } if labels == &["0", "50", "500", "5000"])
+        );
+        assert_eq!(f.x_of(2, 0), 2.0);
+        assert!(f.x_desc().ends_with("evenly spaced"));
+        let spec = PlotSpec {
+            x_scale: XScale::Linear,
+            ..PlotSpec::default()
+        };
+        let f = PanelFigure::new(&s, &spec).expect("figure");
+        assert!(matches!(f.x, XAxis::Numeric { .. }));
+        // Near-even steps stay linear.
+        let rows: String = [1000, 2000, 4000, 8000, 12000, 16000]
+            .iter()
+            .map(|v| format!("d,spec,{v},45000,20,0.1,0.01,0.1,0.01,9000,100,0,0\n"))
+            .collect();
+        let s = summary(&format!("{HEAD}{rows}"));
+        let f = PanelFigure::new(&s, &PlotSpec::default()).expect("figure");
+        assert!(matches!(f.x, XAxis::Numeric { .. }));
     }
 
     #[test]
