@@ -18,17 +18,26 @@
 //!   cancel a later event that happens to reuse the same storage slot.
 //!
 //! # Implementation
-//! A binary min-heap of `(time, seq, slot)` entries plus a slab of slots
-//! holding the payloads. Cancelling frees the slot at once (it is reused by
-//! later events) and leaves its heap entry behind as a *stale* entry,
-//! recognised by a sequence-number mismatch and skipped. The heap top is
-//! kept live at all times, so [`Engine::peek_time`] is exact, and the heap
-//! is compacted whenever stale entries outnumber live ones, so memory stays
-//! bounded by a constant factor of the number of pending events however
+//! A monotone radix queue (a hierarchical timing wheel over the bits of the
+//! time), which beats a binary heap because event times never go below
+//! `now`. Times are split into 6-bit digits; a stored event sits in level
+//! `L` (the highest digit in which its time differs from a base time, the
+//! base never exceeding `now`) at the slot given by its digit `L`. Level 0
+//! slots hold exactly one instant each. Popping takes from the first
+//! non-empty level-0 slot; when level 0 is empty, the first slot of the
+//! lowest non-empty level is redistributed into the (empty) lower levels.
+//! Each event moves at most 10 times, typically once or twice. Events
+//! only ever enter empty slots or are appended, so every slot is in
+//! scheduling order: ties need no sequence comparison.
+//!
+//! Payloads live in a slab of slots reused through a free list; each slot
+//! has a generation counter, and a key or stored entry whose generation no
+//! longer matches is stale. Cancelling frees the slot at once and leaves a
+//! stale entry behind, skipped when reached; the entries are compacted
+//! whenever stale ones outnumber live ones (and number at least 1024), so
+//! memory stays bounded by a constant factor of the pending events however
 //! long the run.
 
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
 use std::fmt;
 
 #[cfg(test)]
@@ -44,65 +53,79 @@ pub type Time = u64;
 /// then is a no-op returning `false`, even if the storage slot was reused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct EventKey {
-    seq: u64,
     slot: u32,
+    generation: u32,
 }
 
-/// Sequence number marking a free slot (real sequence numbers start at 0
-/// and would need 2^64 schedules to reach it).
-const FREE: u64 = u64::MAX;
+/// Bits per digit of the radix queue.
+const BITS: u32 = 8;
+/// Slots per level.
+const SLOTS: usize = 1 << BITS;
+/// Levels needed to cover 64-bit times.
+const LEVELS: usize = 64_usize.div_ceil(BITS as usize);
+const DIGIT_MASK: u64 = SLOTS as u64 - 1;
+/// Buckets in all, indexed `level * SLOTS + digit`: index order is time
+/// order.
+const BUCKETS: usize = LEVELS * SLOTS;
+/// Words of the occupancy bitmap.
+const WORDS: usize = BUCKETS / 64;
+const _: () = assert!(SLOTS.is_multiple_of(64) && WORDS <= 64);
 
-/// Compaction is not worth it for tiny heaps.
+/// Compaction is not worth it for a handful of stale entries.
 const COMPACT_MIN_STALE: usize = 1024;
 
 struct Slot<E> {
-    /// Sequence number of the event held, or [`FREE`].
-    seq: u64,
+    /// Generation: bumped each time the slot is freed.
+    generation: u32,
     ev: Option<E>,
 }
 
+/// A stored reference to a scheduled event.
 #[derive(Clone, Copy)]
 struct Entry {
     time: Time,
-    seq: u64,
     slot: u32,
+    generation: u32,
 }
 
-impl PartialEq for Entry {
-    fn eq(&self, other: &Self) -> bool {
-        self.time == other.time && self.seq == other.seq
-    }
+#[inline]
+fn is_live<E>(slots: &[Slot<E>], e: &Entry) -> bool {
+    let s = &slots[e.slot as usize];
+    s.generation == e.generation && s.ev.is_some()
 }
 
-impl Eq for Entry {}
-
-impl PartialOrd for Entry {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Entry {
-    /// Reversed, so that `BinaryHeap` (a max-heap) yields the earliest
-    /// `(time, seq)` first.
-    #[inline]
-    fn cmp(&self, other: &Self) -> Ordering {
-        other
-            .time
-            .cmp(&self.time)
-            .then_with(|| other.seq.cmp(&self.seq))
-    }
+/// Index of the bucket (level * SLOTS + digit) for `time` given `base`.
+#[inline]
+fn locate(base: Time, time: Time) -> usize {
+    let x = time ^ base;
+    let level = if x == 0 {
+        0
+    } else {
+        (63 - x.leading_zeros()) / BITS
+    };
+    let digit = (time >> (level * BITS)) & DIGIT_MASK;
+    level as usize * SLOTS + digit as usize
 }
 
 /// A discrete-event queue over events of type `E`.
 pub struct Engine<E> {
     now: Time,
-    next_seq: u64,
+    /// Radix base: `base <= now` between calls, and every stored entry is
+    /// bucketed by the highest digit in which its time differs from `base`.
+    base: Time,
     popped: u64,
-    /// Number of live (scheduled, neither fired nor cancelled) events.
+    /// Pending (scheduled, neither fired nor cancelled) events.
     live: usize,
-    /// Live and stale entries; the top is always live (or the heap empty).
-    heap: BinaryHeap<Entry>,
+    /// Entries held in buckets, live or stale (level-0 entries already
+    /// consumed are not counted).
+    stored: usize,
+    /// Bit `b % 64` of word `b / 64`: bucket `b` holds entries.
+    occupied: [u64; WORDS],
+    /// Bit `w`: `occupied[w] != 0`.
+    summary: u64,
+    /// Level-0 buckets are consumed from the front: index of the next entry.
+    head0: [u32; SLOTS],
+    buckets: Box<[Vec<Entry>]>,
     slots: Vec<Slot<E>>,
     free: Vec<u32>,
 }
@@ -119,7 +142,6 @@ impl<E> fmt::Debug for Engine<E> {
             .field("now", &self.now)
             .field("pending", &self.live)
             .field("popped", &self.popped)
-            .field("next_seq", &self.next_seq)
             .finish_non_exhaustive()
     }
 }
@@ -131,14 +153,18 @@ impl<E> Engine<E> {
     }
 
     /// An empty engine at time 0 with room for `n` pending events before
-    /// it reallocates.
+    /// its payload storage reallocates.
     pub fn with_capacity(n: usize) -> Self {
         Engine {
             now: 0,
-            next_seq: 0,
+            base: 0,
             popped: 0,
             live: 0,
-            heap: BinaryHeap::with_capacity(n),
+            stored: 0,
+            occupied: [0; WORDS],
+            summary: 0,
+            head0: [0; SLOTS],
+            buckets: (0..BUCKETS).map(|_| Vec::new()).collect(),
             slots: Vec::with_capacity(n),
             free: Vec::with_capacity(n),
         }
@@ -158,30 +184,31 @@ impl<E> Engine<E> {
     /// scheduled for that instant. This never panics (except when more than
     /// `u32::MAX` events are pending at once).
     pub fn schedule_at(&mut self, at: Time, ev: E) -> EventKey {
-        let at = at.max(self.now);
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        let slot = match self.free.pop() {
-            Some(s) => {
-                let cell = &mut self.slots[s as usize];
-                cell.seq = seq;
-                cell.ev = Some(ev);
-                s
+        let time = at.max(self.now);
+        let (slot, generation) = match self.free.pop() {
+            Some(i) => {
+                let s = &mut self.slots[i as usize];
+                s.ev = Some(ev);
+                (i, s.generation)
             }
             None => {
-                let s = u32::try_from(self.slots.len())
+                let i = u32::try_from(self.slots.len())
                     .expect("herdsim engine: more than u32::MAX pending events");
-                self.slots.push(Slot { seq, ev: Some(ev) });
-                s
+                self.slots.push(Slot {
+                    generation: 0,
+                    ev: Some(ev),
+                });
+                (i, 0)
             }
         };
-        self.heap.push(Entry {
-            time: at,
-            seq,
+        self.insert(Entry {
+            time,
             slot,
+            generation,
         });
+        self.stored += 1;
         self.live += 1;
-        EventKey { seq, slot }
+        EventKey { slot, generation }
     }
 
     /// Schedule `ev` at `now + delay` (saturating at `Time::MAX`).
@@ -194,24 +221,20 @@ impl<E> Engine<E> {
     ///
     /// Returns `true` if the event was pending. Cancelling an event that
     /// already fired or was already cancelled is a no-op returning `false`.
-    /// O(1) amortised (plus O(log n) when the cancelled event was the next
-    /// one due).
+    /// O(1) amortised.
     pub fn cancel(&mut self, key: EventKey) -> bool {
-        let Some(cell) = self.slots.get_mut(key.slot as usize) else {
+        let Some(s) = self.slots.get_mut(key.slot as usize) else {
             return false;
         };
-        if cell.seq != key.seq {
+        if s.generation != key.generation || s.ev.is_none() {
             return false;
         }
-        cell.seq = FREE;
-        cell.ev = None;
-        self.free.push(key.slot);
+        s.ev = None;
+        self.release(key.slot);
         self.live -= 1;
-        self.drop_stale_top();
-        let stale = self.heap.len() - self.live;
+        let stale = self.stored - self.live;
         if stale >= COMPACT_MIN_STALE && stale > self.live {
-            let slots = &self.slots;
-            self.heap.retain(|e| slots[e.slot as usize].seq == e.seq);
+            self.compact();
         }
         true
     }
@@ -221,33 +244,83 @@ impl<E> Engine<E> {
     pub fn is_pending(&self, key: EventKey) -> bool {
         self.slots
             .get(key.slot as usize)
-            .is_some_and(|c| c.seq == key.seq)
+            .is_some_and(|s| s.generation == key.generation && s.ev.is_some())
     }
 
     /// Remove and return the next event: earliest time first, equal times
     /// in scheduling order. Advances [`now`](Self::now) to its time.
     pub fn pop(&mut self) -> Option<(Time, E)> {
-        let e = self.heap.pop()?;
-        let cell = &mut self.slots[e.slot as usize];
-        debug_assert_eq!(cell.seq, e.seq, "heap top must be live");
-        let ev = cell
-            .ev
-            .take()
-            .expect("herdsim engine invariant: the heap top is a live event");
-        cell.seq = FREE;
-        self.free.push(e.slot);
-        self.live -= 1;
-        self.popped += 1;
-        self.now = e.time;
-        self.drop_stale_top();
-        Some((e.time, ev))
+        if self.live == 0 {
+            return None;
+        }
+        loop {
+            // `live > 0`, so some bucket holds a live entry.
+            let w = self.summary.trailing_zeros() as usize;
+            let b = w * 64 + self.occupied[w].trailing_zeros() as usize;
+            if b >= SLOTS {
+                self.refill(b);
+                continue;
+            }
+            let h = self.head0[b] as usize;
+            let bucket = &mut self.buckets[b];
+            let e = bucket[h];
+            if h + 1 == bucket.len() {
+                bucket.clear();
+                self.head0[b] = 0;
+                self.unmark(b);
+            } else {
+                self.head0[b] = (h + 1) as u32;
+            }
+            self.stored -= 1;
+            let s = &mut self.slots[e.slot as usize];
+            if s.generation != e.generation {
+                continue; // stale: cancelled, slot possibly reused
+            }
+            let Some(ev) = s.ev.take() else {
+                continue; // stale: cancelled in a retired slot
+            };
+            self.release(e.slot);
+            self.live -= 1;
+            self.popped += 1;
+            self.now = e.time;
+            return Some((e.time, ev));
+        }
     }
 
     /// Time of the next event, if any (exact: cancelled events are never
-    /// reported).
-    #[inline]
+    /// reported). O(1) when the next event is within the current 256 µs
+    /// window, otherwise a scan of one bucket.
     pub fn peek_time(&self) -> Option<Time> {
-        self.heap.peek().map(|e| e.time)
+        if self.live == 0 {
+            return None;
+        }
+        let mut summary = self.summary;
+        while summary != 0 {
+            let w = summary.trailing_zeros() as usize;
+            summary &= summary - 1;
+            let mut occ = self.occupied[w];
+            while occ != 0 {
+                let b = w * 64 + occ.trailing_zeros() as usize;
+                occ &= occ - 1;
+                let bucket = &self.buckets[b];
+                let found = if b < SLOTS {
+                    bucket[self.head0[b] as usize..]
+                        .iter()
+                        .find(|e| is_live(&self.slots, e))
+                        .map(|e| e.time)
+                } else {
+                    bucket
+                        .iter()
+                        .filter(|e| is_live(&self.slots, e))
+                        .map(|e| e.time)
+                        .min()
+                };
+                if found.is_some() {
+                    return found;
+                }
+            }
+        }
+        None
     }
 
     /// Number of pending (live, non-cancelled) events.
@@ -268,21 +341,90 @@ impl<E> Engine<E> {
         self.popped
     }
 
-    /// Restore the invariant that the heap top is live.
+    /// File an entry into its bucket (does not count it in `stored`).
     #[inline]
-    fn drop_stale_top(&mut self) {
-        while let Some(top) = self.heap.peek() {
-            if self.slots[top.slot as usize].seq == top.seq {
-                break;
-            }
-            self.heap.pop();
+    fn insert(&mut self, e: Entry) {
+        let b = locate(self.base, e.time);
+        self.buckets[b].push(e);
+        self.occupied[b / 64] |= 1 << (b % 64);
+        self.summary |= 1 << (b / 64);
+    }
+
+    /// Mark bucket `b` empty.
+    #[inline]
+    fn unmark(&mut self, b: usize) {
+        let w = b / 64;
+        self.occupied[w] &= !(1 << (b % 64));
+        if self.occupied[w] == 0 {
+            self.summary &= !(1 << w);
         }
     }
 
-    /// Heap entries held (live + stale); for tests of the memory bound.
+    /// Free a slot whose payload was taken: bump its generation so stale
+    /// keys and entries no longer match, and make it reusable. A slot whose
+    /// generation would wrap is retired instead (16 bytes per 2^32 reuses).
+    #[inline]
+    fn release(&mut self, slot: u32) {
+        let s = &mut self.slots[slot as usize];
+        if s.generation != u32::MAX {
+            s.generation += 1;
+            self.free.push(slot);
+        }
+    }
+
+    /// Level 0 is empty and `b` (above level 0) is the first non-empty
+    /// bucket: redistribute it into the (empty) levels below. Stale entries
+    /// move along; they are dropped when reached or by compaction.
+    #[inline(never)]
+    fn refill(&mut self, b: usize) {
+        let level = (b / SLOTS) as u32;
+        debug_assert!(level >= 1);
+        let mut items = std::mem::take(&mut self.buckets[b]);
+        self.unmark(b);
+        // Every entry of the bucket shares the digits from `level` up; the
+        // new base keeps them and zeroes the rest, so it is <= all of them
+        // and leaves every other bucket's classification unchanged.
+        let shift = level * BITS;
+        self.base = (items[0].time >> shift) << shift;
+        for e in &items {
+            self.insert(*e);
+        }
+        items.clear();
+        self.buckets[b] = items; // keep the allocation
+    }
+
+    /// Drop every stale entry.
+    #[cold]
+    fn compact(&mut self) {
+        let slots = &self.slots;
+        let mut stored = 0;
+        for w in 0..WORDS {
+            let mut occ = self.occupied[w];
+            while occ != 0 {
+                let b = w * 64 + occ.trailing_zeros() as usize;
+                occ &= occ - 1;
+                let bucket = &mut self.buckets[b];
+                if b < SLOTS {
+                    bucket.drain(..self.head0[b] as usize);
+                    self.head0[b] = 0;
+                }
+                bucket.retain(|e| is_live(slots, e));
+                if bucket.is_empty() {
+                    self.occupied[w] &= !(1 << (b % 64));
+                }
+                stored += bucket.len();
+            }
+            if self.occupied[w] == 0 {
+                self.summary &= !(1 << w);
+            }
+        }
+        self.stored = stored;
+    }
+
+    /// Entries held (live + stale); for tests of the memory bound.
     #[cfg(test)]
     fn heap_entries(&self) -> usize {
-        self.heap.len()
+        self.stored
     }
 
     /// Slots allocated; for tests of slot reuse.

@@ -227,16 +227,27 @@ impl Naive {
 
 #[derive(Debug, Clone)]
 enum Op {
-    At { back: bool, d: u8 },
-    In(u8),
+    At { back: bool, d: u64 },
+    In(u64),
     Cancel(usize),
     Pop,
 }
 
+/// Delays: mostly tiny (many ties, level 0), some spanning several radix
+/// levels, a few huge or saturating.
+fn delay() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        6 => 0u64..20,
+        3 => 0u64..100_000,
+        1 => 0u64..(1 << 40),
+        1 => prop_oneof![Just(u64::MAX), Just(u64::MAX - 1), any::<u64>()],
+    ]
+}
+
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        3 => (any::<bool>(), 0u8..20).prop_map(|(back, d)| Op::At { back, d }),
-        3 => (0u8..20).prop_map(Op::In),
+        3 => (any::<bool>(), delay()).prop_map(|(back, d)| Op::At { back, d }),
+        3 => delay().prop_map(Op::In),
         2 => any::<usize>().prop_map(Op::Cancel),
         3 => Just(Op::Pop),
     ]
@@ -254,14 +265,14 @@ proptest! {
         for op in ops {
             match op {
                 Op::At { back, d } => {
-                    let at = if back { m.now.saturating_sub(d.into()) } else { m.now + Time::from(d) };
+                    let at = if back { m.now.saturating_sub(d) } else { m.now.saturating_add(d) };
                     let k = e.schedule_at(at, next_payload);
                     keys.push((k, m.schedule_at(at, next_payload)));
                     next_payload += 1;
                 }
                 Op::In(d) => {
-                    let k = e.schedule_in(d.into(), next_payload);
-                    keys.push((k, m.schedule_at(m.now + Time::from(d), next_payload)));
+                    let k = e.schedule_in(d, next_payload);
+                    keys.push((k, m.schedule_at(m.now.saturating_add(d), next_payload)));
                     next_payload += 1;
                 }
                 Op::Cancel(i) => {
@@ -286,4 +297,101 @@ proptest! {
         }
         prop_assert_eq!(e.pop(), None);
     }
+}
+
+#[test]
+fn generation_wrap_retires_the_slot() {
+    let mut e = Engine::new();
+    let k0 = e.schedule_at(1, 'a');
+    assert!(e.cancel(k0));
+    e.slots[0].generation = u32::MAX; // as after 2^32 - 1 reuses
+    let k1 = e.schedule_at(2, 'b');
+    assert_eq!(k1.slot, 0);
+    assert_eq!(e.pop(), Some((2, 'b')));
+    // Slot 0 is retired: the next event gets a fresh slot and the old
+    // keys stay inert.
+    let k2 = e.schedule_at(3, 'c');
+    assert_eq!(k2.slot, 1);
+    assert!(!e.cancel(k1));
+    assert!(!e.cancel(k0));
+    assert!(!e.is_pending(k1));
+    assert_eq!(e.pop(), Some((3, 'c')));
+    // A stale entry in a retired slot is skipped.
+    e.slots[1].generation = u32::MAX;
+    let k3 = e.schedule_at(5, 'd');
+    e.schedule_at(6, 'e');
+    assert!(e.cancel(k3));
+    assert_eq!(e.peek_time(), Some(6));
+    assert_eq!(e.pop(), Some((6, 'e')));
+    assert_eq!(e.pop(), None);
+}
+
+/// Long randomised run against an ordered-map model, in phases that grow
+/// the queue, cancel heavily (forcing compactions) and drain, with delays
+/// spanning every radix level.
+#[test]
+fn long_run_matches_ordered_map_model() {
+    use std::collections::BTreeMap;
+    let mut rng = 0x1234_5678_9abc_def0_u64;
+    let mut next = move || {
+        // SplitMix64
+        rng = rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    let mut e: Engine<u64> = Engine::new();
+    let mut model: BTreeMap<(Time, u64), u64> = BTreeMap::new();
+    let mut now: Time = 0;
+    let mut keys: Vec<(EventKey, Time, u64)> = Vec::new();
+    let mut seq = 0u64;
+    let mut max_entries = 0usize;
+    for phase in 0..12u64 {
+        // (schedule, cancel, pop) weights out of 100
+        let (ws, wc) = match phase % 4 {
+            0 => (70, 5),
+            1 => (40, 45),
+            2 => (30, 10),
+            _ => (5, 5),
+        };
+        for _ in 0..20_000 {
+            let r = next() % 100;
+            if r < ws {
+                let d = match next() % 10 {
+                    0..=4 => next() % 50,
+                    5..=7 => next() % 1_000_000,
+                    8 => next() % (1 << 45),
+                    _ => next(),
+                };
+                let at = now.saturating_add(d);
+                let k = e.schedule_at(at, seq);
+                model.insert((at, seq), seq);
+                keys.push((k, at, seq));
+                seq += 1;
+            } else if r < ws + wc {
+                if !keys.is_empty() {
+                    let i = (next() % keys.len() as u64) as usize;
+                    let (k, at, s) = keys.swap_remove(i);
+                    assert_eq!(e.cancel(k), model.remove(&(at, s)).is_some());
+                }
+            } else {
+                let want = model.pop_first().map(|((t, _), v)| (t, v));
+                assert_eq!(e.pop(), want);
+                if let Some((t, _)) = want {
+                    now = t;
+                }
+            }
+            assert_eq!(e.len(), model.len());
+            max_entries = max_entries.max(e.heap_entries());
+            assert!(e.heap_entries() <= 2 * e.len() + COMPACT_MIN_STALE);
+        }
+        assert_eq!(e.peek_time(), model.keys().next().map(|k| k.0));
+        assert_eq!(e.now(), now);
+    }
+    while let Some(((t, _), v)) = model.pop_first() {
+        assert_eq!(e.pop(), Some((t, v)));
+    }
+    assert_eq!(e.pop(), None);
+    assert!(max_entries > 0);
 }
