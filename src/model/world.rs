@@ -400,7 +400,7 @@ impl World<'_> {
             Ev::Reconnect { agent } => {
                 let a = &mut self.agents[agent as usize];
                 a.alive = true;
-                self.trace_state(agent, None, "reconnect", serde_json::json!({}));
+                self.trace_state(agent, None, "reconnect", || serde_json::json!({}));
                 self.join(agent);
             }
             Ev::Script { i } => self.script(now, i),
@@ -917,7 +917,7 @@ impl World<'_> {
                     }
                     let inc = a.inc;
                     self.eng.schedule_at(due, Ev::Timer { agent, inc, msg: m });
-                    self.trace_state(agent, Some(m), "csma", serde_json::json!({"until_us": due}));
+                    self.trace_state(agent, Some(m), "csma", || serde_json::json!({"until_us": due}));
                 }
                 Action::WakeAt { msg_id, at_ms } => {
                     let Some(m) = self.num_of(&msg_id) else {
@@ -930,7 +930,7 @@ impl World<'_> {
                     let at = u64::try_from(virt).unwrap_or(0).max(self.eng.now());
                     let inc = a.inc;
                     self.eng.schedule_at(at, Ev::Timer { agent, inc, msg: m });
-                    self.trace_state(agent, Some(m), "recheck_wait", serde_json::json!({"until_us": at}));
+                    self.trace_state(agent, Some(m), "recheck_wait", || serde_json::json!({"until_us": at}));
                 }
                 Action::Send(msg) => {
                     if matches!(msg, ClientMsg::RespondingTo { .. }) {
@@ -954,7 +954,7 @@ impl World<'_> {
                             floor::SkipReason::SeenClaim => "seen_claim",
                             floor::SkipReason::SeenResponse => "seen_response",
                         };
-                        self.trace_state(agent, Some(m), "skip", serde_json::json!({"reason": reason}));
+                        self.trace_state(agent, Some(m), "skip", || serde_json::json!({"reason": reason}));
                     }
                 }
             }
@@ -1016,7 +1016,7 @@ impl World<'_> {
             agent,
             Some(m),
             "infer",
-            serde_json::json!({"started_at": started_at, "until_us": until, "ignore_yield": ignore, "hung": hung, "crash": crash}),
+            || serde_json::json!({"started_at": started_at, "until_us": until, "ignore_yield": ignore, "hung": hung, "crash": crash}),
         );
     }
 
@@ -1038,14 +1038,14 @@ impl World<'_> {
         if r.counted {
             self.acc.wasted(now - r.start_us);
         }
-        self.trace_state(agent, Some(m), "abort", serde_json::json!({"winner": winner}));
+        self.trace_state(agent, Some(m), "abort", || serde_json::json!({"winner": winner}));
     }
 
     fn infer_done(&mut self, now: u64, agent: u32, m: u32) {
         let Some(r) = self.agents[agent as usize].running.remove(&m) else {
             return;
         };
-        self.trace_state(agent, Some(m), "done", serde_json::json!({}));
+        self.trace_state(agent, Some(m), "done", || serde_json::json!({}));
         let reply = self.new_msg();
         let id = self.id_of(m);
         let reply_id = self.id_of(reply);
@@ -1097,7 +1097,7 @@ impl World<'_> {
         for m in active {
             self.release(m);
         }
-        self.trace_state(agent, None, "crash", serde_json::json!({}));
+        self.trace_state(agent, None, "crash", || serde_json::json!({}));
         self.eng.schedule_in(detect_us, Ev::DisconnectSeen { agent });
     }
 
@@ -1152,10 +1152,19 @@ impl World<'_> {
         }
     }
 
-    fn trace_state(&mut self, agent: u32, m: Option<u32>, ev: &str, extra: serde_json::Value) {
+    /// An agent state change; `extra` builds the event's own fields (only
+    /// when tracing, so untraced runs allocate nothing here).
+    fn trace_state(
+        &mut self,
+        agent: u32,
+        m: Option<u32>,
+        ev: &str,
+        extra: impl FnOnce() -> serde_json::Value,
+    ) {
         if self.trace.is_none() {
             return;
         }
+        let extra = extra();
         let mut line = serde_json::json!({
             "t_us": self.eng.now(),
             "ev": ev,
@@ -1173,6 +1182,9 @@ impl World<'_> {
 
 /// Does `content` @mention `id` (as a whole word)?
 fn mentions(content: &str, id: &str) -> bool {
+    if !content.contains('@') {
+        return false;
+    }
     content.split_whitespace().any(|w| {
         w.strip_prefix('@')
             .map(|rest| rest.trim_end_matches(|c: char| !c.is_ascii_alphanumeric() && c != '-' && c != '_'))
