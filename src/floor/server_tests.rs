@@ -928,3 +928,23 @@ fn server_time_orders_by_receive_time() {
         Some(("agent-c", &yield_spec("m2", "agent-a")))
     );
 }
+
+#[test]
+fn tombstone_marker_reaching_its_deadline_with_an_input_is_removed_silently() {
+    // Found by the property test: a marker due at the same instant as a
+    // (DM) claim is removed first, counted neither as expired nor as a claim.
+    let mut h = H::with(Config {
+        policy: PolicyKind::Tombstone,
+        ttl_ms: 827,
+        enabled: true,
+    });
+    h.join(0, "agent-a", G);
+    h.claim(0, "agent-a", "m1", 0);
+    h.msg(355, "agent-a", G, Some("m1"));
+    assert_eq!((h.s.claim_count(), h.s.marker_count()), (0, 1));
+    let out = h.claim_as(827, "agent-a", Role::Agent, "@agent-a", "m1", 0);
+    assert!(out.is_empty());
+    assert_eq!((h.s.claim_count(), h.s.marker_count()), (0, 0));
+    assert_eq!(h.s.stats().expired, 0);
+    assert_eq!(h.s.poll_timeout(), None);
+}
