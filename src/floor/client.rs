@@ -276,13 +276,16 @@ impl Client {
             msg_id: msg_id.to_string(),
             started_at,
         });
-        let track = self.msgs.entry(msg_id.to_string()).or_insert_with(|| Track {
-            reply_to: reply_to.to_string(),
-            phase: Phase::Csma,
-            last_claim_seen: None,
-            response_seen: false,
-            rechecks: 0,
-        });
+        let track = self
+            .msgs
+            .entry(msg_id.to_string())
+            .or_insert_with(|| Track {
+                reply_to: reply_to.to_string(),
+                phase: Phase::Csma,
+                last_claim_seen: None,
+                response_seen: false,
+                rechecks: 0,
+            });
         track.phase = Phase::Inferring {
             started_at,
             exempt,
