@@ -14,7 +14,12 @@ fn prepare(toml: &str) -> Prepared {
 
 fn run(toml: &str, policy: &str, seed: u64) -> RunResult {
     let p = prepare(toml);
-    simulate(&p, policy.parse::<PolicyKind>().expect("policy"), seed, None)
+    simulate(
+        &p,
+        policy.parse::<PolicyKind>().expect("policy"),
+        seed,
+        None,
+    )
 }
 
 fn traced(toml: &str, policy: &str, seed: u64) -> (RunResult, Vec<serde_json::Value>) {
@@ -105,7 +110,10 @@ count = 300
 fn ignoring_yield_produces_duplicates() {
     let polite = run(BASE, "spec", 3);
     assert_eq!(get(&polite, "duplicate_rate"), 0.0);
-    assert!(get(&polite, "yields") > 0.0, "the narrow window must collide");
+    assert!(
+        get(&polite, "yields") > 0.0,
+        "the narrow window must collide"
+    );
     let rude = run(
         &BASE.replace("respond_p = 1.0", "respond_p = 1.0\nignore_yield_p = 1.0"),
         "spec",
@@ -166,7 +174,10 @@ count = 20
     // 1120 + 20000 -> +3000 CSMA -> +5000 inference -> +40 to the server.
     let expect = 1120.0 + 20000.0 + 3000.0 + 5000.0 + 40.0;
     let p50 = get(&r, "ttfr_p50_ms");
-    assert!((p50 - expect).abs() <= expect * 0.001 + 1.0, "ttfr p50 {p50}, expected {expect}");
+    assert!(
+        (p50 - expect).abs() <= expect * 0.001 + 1.0,
+        "ttfr p50 {p50}, expected {expect}"
+    );
     assert_eq!(get(&r, "unanswered_rate"), 0.0);
     assert_eq!(get(&r, "expired_claims"), 20.0);
     // Without the recheck nobody answers.
@@ -201,8 +212,16 @@ fn fifo_links_never_reorder() {
         let mut bad = 0;
         for agent in 0..5 {
             let name = format!("\"agent-{agent:03}\"");
-            let s: Vec<_> = sent.iter().filter(|(a, _)| *a == name).map(|(_, m)| m).collect();
-            let g: Vec<_> = got.iter().filter(|(a, _)| *a == name).map(|(_, m)| m).collect();
+            let s: Vec<_> = sent
+                .iter()
+                .filter(|(a, _)| *a == name)
+                .map(|(_, m)| m)
+                .collect();
+            let g: Vec<_> = got
+                .iter()
+                .filter(|(a, _)| *a == name)
+                .map(|(_, m)| m)
+                .collect();
             assert_eq!(s.len(), g.len(), "every send to {name} arrives");
             bad += s.iter().zip(&g).filter(|(a, b)| a != b).count();
         }
@@ -210,8 +229,15 @@ fn fifo_links_never_reorder() {
     };
     let (_, lines) = traced(&toml, "spec", 9);
     assert_eq!(reordered(&lines), 0);
-    let (_, lines) = traced(&toml.replace("[network]", "[network]\nfifo = false"), "spec", 9);
-    assert!(reordered(&lines) > 0, "non-FIFO links with big jitter must reorder");
+    let (_, lines) = traced(
+        &toml.replace("[network]", "[network]\nfifo = false"),
+        "spec",
+        9,
+    );
+    assert!(
+        reordered(&lines) > 0,
+        "non-FIFO links with big jitter must reorder"
+    );
 }
 
 #[test]
