@@ -1,13 +1,21 @@
 //! `herdsim run`: simulate a scenario and write its results.
+//!
+//! Every check of the input (scenario, `--set`, flags, a journal to resume)
+//! happens before anything is written, so bad input never leaves a partial
+//! results folder. Then each finished replication is appended to
+//! `<out>/<name>/runs.journal` ([`sweep::journal`]); `summary.csv` and
+//! `runs.csv` are written atomically at the end and the journal removed.
 
 use super::CliError;
 use crate::floor::PolicyKind;
 use crate::metrics::METRICS;
 use crate::model::{Prepared, TraceBuf, simulate};
 use crate::report::{atomic, csv_out, table};
-use crate::scenario::{Loaded, Point};
-use crate::sweep;
-use std::path::PathBuf;
+use crate::scenario::{Loaded, Point, ScenarioError};
+use crate::sweep::journal::{self, Header, JOURNAL_FILE};
+use crate::sweep::shard::{SHARD_FILE, SHARD_FORMAT, ShardMeta};
+use crate::sweep::{self, Job, Progress, Row, Shard};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -36,6 +44,17 @@ pub struct Args {
     /// Worker threads (default: all cores).
     #[arg(long)]
     pub jobs: Option<usize>,
+    /// Run only the sweep points p with p % N == K (K counts from 0), for
+    /// array jobs; join the shards with `herdsim merge`.
+    #[arg(long, value_name = "K/N", value_parser = |s: &str| s.parse::<Shard>())]
+    pub shard: Option<Shard>,
+    /// Complete an interrupted run from the journal in its results folder
+    /// (runs from the start when there is none).
+    #[arg(long, conflicts_with = "fresh")]
+    pub resume: bool,
+    /// Discard the journal of an interrupted run and start over.
+    #[arg(long)]
+    pub fresh: bool,
     /// No progress bar and no timing line on stderr.
     #[arg(long, short)]
     pub quiet: bool,
@@ -45,11 +64,14 @@ pub struct Args {
 pub struct Plan {
     pub loaded: Loaded,
     pub points: Vec<Point>,
-    pub prepared: Vec<(usize, Prepared)>,
     pub policies: Vec<PolicyKind>,
     pub reps: u32,
     pub seed: u64,
     pub name: String,
+}
+
+fn bad(e: ScenarioError) -> CliError {
+    CliError::bad(e.to_string())
 }
 
 /// Load, override and check a scenario; any problem is bad input.
@@ -63,30 +85,22 @@ pub fn load_plan(
         Some(p) => Loaded::from_file(p),
         None => Loaded::builtin_default(),
     }
-    .map_err(|e| CliError::bad(e.to_string()))?;
+    .map_err(bad)?;
     for s in sets {
-        loaded
-            .apply_set(s)
-            .map_err(|e| CliError::bad(e.to_string()))?;
+        loaded.apply_set(s).map_err(bad)?;
     }
     if let Some(seed) = seed {
         loaded
-            .apply_set(&format!("seed={seed}"))
-            .map_err(|e| CliError::bad(format!("--seed: {e}")))?;
+            .apply_as(&format!("seed={seed}"), &format!("--seed {seed}"))
+            .map_err(bad)?;
     }
     if let Some(reps) = reps {
         loaded
-            .apply_set(&format!("reps={reps}"))
-            .map_err(|e| CliError::bad(format!("--reps: {e}")))?;
+            .apply_as(&format!("reps={reps}"), &format!("--reps {reps}"))
+            .map_err(bad)?;
     }
-    let points = loaded.points().map_err(|e| CliError::bad(e.to_string()))?;
-    let base = loaded.base().map_err(|e| CliError::bad(e.to_string()))?;
-    let mut prepared = Vec::with_capacity(points.len());
-    for p in &points {
-        let w = Prepared::new(&p.scenario, &loaded.base_dir)
-            .map_err(|e| CliError::bad(format!("{}: {e}", loaded.file)))?;
-        prepared.push((p.index, w));
-    }
+    let points = loaded.points().map_err(bad)?;
+    let base = loaded.base().map_err(bad)?;
     Ok(Plan {
         policies: base.policy_kinds(),
         reps: base.reps,
@@ -94,7 +108,6 @@ pub fn load_plan(
         name: base.name.clone(),
         loaded,
         points,
-        prepared,
     })
 }
 
@@ -103,32 +116,143 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     let trace_policy = match &args.trace_policy {
         Some(p) => Some(
             p.parse::<PolicyKind>()
-                .map_err(|e| CliError::bad(format!("--trace-policy: {e}")))?,
+                .map_err(|e| CliError::bad(format!("--trace-policy {p}: {e}")))?,
         ),
         None => None,
     };
     let threads = args.jobs.unwrap_or_else(default_jobs);
     if threads == 0 {
-        return Err(CliError::bad("--jobs: must be at least 1"));
+        return Err(CliError::bad("--jobs 0: must be at least 1"));
     }
-    let point_ids: Vec<usize> = plan.points.iter().map(|p| p.index).collect();
-    let jobs = sweep::plan(plan.seed, &point_ids, &plan.policies, plan.reps);
-    let bar = sweep::progress(jobs.len() as u64, args.quiet);
-    let started = Instant::now();
-    let rows = sweep::execute(&jobs, &plan.prepared, threads, &bar)?;
-    bar.finish_and_clear();
-    let elapsed = started.elapsed().as_secs_f64();
+    let total_points = plan.points.len();
+    let run_points: Vec<usize> = match args.shard {
+        Some(s) => s.points(total_points),
+        None => (0..total_points).collect(),
+    };
+    if args.trace.is_some() && run_points.is_empty() {
+        return Err(CliError::bad(format!(
+            "--trace: shard {} has no points (the sweep has {total_points})",
+            args.shard.map_or_else(String::new, |s| s.to_string())
+        )));
+    }
+    let mut prepared: Vec<(usize, Prepared)> = Vec::with_capacity(run_points.len());
+    for &p in &run_points {
+        let w = Prepared::new(&plan.points[p].scenario, &plan.loaded.base_dir)
+            .map_err(|e| CliError::bad(format!("{}: {e}", plan.loaded.file)))?;
+        prepared.push((p, w));
+    }
+    let jobs = sweep::plan(plan.seed, &run_points, &plan.policies, plan.reps);
 
-    let keys: Vec<String> = plan.loaded.sweep.iter().map(|(k, _)| k.clone()).collect();
+    // What this run is, for the journal and shard metadata.
+    let scenario_toml = plan.loaded.resolved_toml().map_err(bad)?;
+    let data = journal::data_hash(&plan.loaded.resolved_table(), &plan.loaded.base_dir)
+        .map_err(|m| CliError::bad(format!("{}: {m}", plan.loaded.file)))?;
+    let header = Header {
+        herdsim: env!("CARGO_PKG_VERSION").to_string(),
+        fingerprint: journal::fingerprint(&scenario_toml, &data),
+        shard: args.shard,
+        jobs: jobs.len(),
+        data,
+        scenario: scenario_toml,
+    };
+    let dir = args.out.join(&plan.name);
+    let jpath = dir.join(JOURNAL_FILE);
+
+    // Replications an interrupted run already finished.
+    let mut finished: Vec<Row> = Vec::new();
+    if jpath.exists() {
+        if args.resume {
+            let old = journal::read(&jpath)
+                .map_err(|m| CliError::bad(format!("{}: {m}", jpath.display())))?;
+            check_resumable(&old.header, &header, &plan.loaded, &jpath)?;
+            for row in old.rows {
+                if job_index(&row.job, &run_points, &plan, &jobs).is_none() {
+                    return Err(CliError::bad(format!(
+                        "{}: a row (point {}, {}, rep {}) is not a job of this run; \
+                         add --fresh to discard the journal and start over",
+                        jpath.display(),
+                        row.job.point,
+                        row.job.policy.name(),
+                        row.job.rep
+                    )));
+                }
+                finished.push(row);
+            }
+            if !args.quiet {
+                eprintln!(
+                    "herdsim: resuming {}: {} of {} replications already done{}",
+                    dir.display(),
+                    finished.len(),
+                    jobs.len(),
+                    if old.dropped > 0 {
+                        format!(" ({} torn or repeated journal lines dropped)", old.dropped)
+                    } else {
+                        String::new()
+                    }
+                );
+            }
+        } else if !args.fresh {
+            let n = journal::read(&jpath).map_or(0, |c| c.rows.len());
+            return Err(CliError::bad(format!(
+                "{}: an interrupted run left its journal here ({n} replications finished); \
+                 add --resume to complete it, or --fresh to discard it and start over",
+                jpath.display()
+            )));
+        }
+    } else if args.resume && !args.quiet {
+        eprintln!(
+            "herdsim: no journal in {}: nothing to resume, running from the start",
+            dir.display()
+        );
+    }
+    let mut done = vec![false; jobs.len()];
+    for row in &finished {
+        if let Some(i) = job_index(&row.job, &run_points, &plan, &jobs) {
+            done[i] = true;
+        }
+    }
+    let remaining: Vec<Job> = jobs
+        .iter()
+        .zip(&done)
+        .filter(|(_, d)| !**d)
+        .map(|(j, _)| *j)
+        .collect();
+
+    // From here on, files are written.
+    let writer = journal::Writer::create(&jpath, &header, &finished)
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", jpath.display()))?;
+    let meta_path = dir.join(SHARD_FILE);
+    if meta_path.exists() {
+        // A stale one would let `merge` take unfinished results for finished.
+        std::fs::remove_file(&meta_path)?;
+    }
+    let finished_jobs: Vec<Job> = finished.iter().map(|r| r.job).collect();
+    let per_point = plan.policies.len() as u32 * plan.reps;
+    let progress = Progress::new(&run_points, per_point, &finished_jobs, args.quiet);
+    let started = Instant::now();
+    let record = |row: &Row| {
+        writer
+            .record(row)
+            .map_err(|e| anyhow::anyhow!("cannot append to {}: {e}", jpath.display()))
+    };
+    let new_rows = sweep::execute(&remaining, &prepared, threads, &progress, &record)?;
+    progress.finish();
+    let elapsed = started.elapsed().as_secs_f64();
+    drop(writer);
+
+    let resumed = finished.len();
+    let mut rows = finished;
+    rows.extend(new_rows.iter().cloned());
+    sweep::sort_rows(&mut rows, &plan.policies);
+
+    let keys = plan.loaded.sweep_keys();
     let params = |point: usize| -> Vec<(String, String)> {
         plan.points
-            .iter()
-            .find(|p| p.index == point)
+            .get(point)
             .map(|p| p.params.clone())
             .unwrap_or_default()
     };
     let summary = csv_out::summarise(&rows, &params);
-    let dir = args.out.join(&plan.name);
     atomic::write(
         &dir.join("runs.csv"),
         &csv_out::runs_csv(&plan.name, &keys, &rows, &params)?,
@@ -137,20 +261,47 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         &dir.join("summary.csv"),
         &csv_out::summary_csv(&plan.name, &keys, &summary)?,
     )?;
+    if let Some(shard) = args.shard {
+        let meta = ShardMeta {
+            format: SHARD_FORMAT,
+            herdsim: env!("CARGO_PKG_VERSION").to_string(),
+            scenario: plan.name.clone(),
+            fingerprint: header.fingerprint.clone(),
+            shard: shard.index,
+            shards: shard.count,
+            points_total: total_points,
+            points: run_points.clone(),
+            policies: plan.policies.iter().map(|p| p.name().to_string()).collect(),
+            reps: plan.reps,
+            sweep_keys: keys.clone(),
+        };
+        atomic::write(&meta_path, meta.to_toml()?.as_bytes())?;
+    }
     if let Some(path) = &args.trace {
         let policy = trace_policy.unwrap_or(plan.policies[0]);
-        let (point, world) = &plan.prepared[0];
+        let (point, world) = &prepared[0];
         let mut buf = TraceBuf::new();
-        simulate(world, policy, sweep::rep_seed(plan.seed, *point, 0), Some(&mut buf));
+        simulate(
+            world,
+            policy,
+            sweep::rep_seed(plan.seed, *point, 0),
+            Some(&mut buf),
+        );
         atomic::write(path, &buf)?;
     }
+    std::fs::remove_file(&jpath)?;
     print!("{}", table::render(&keys, &summary));
     if !args.quiet {
         let ev = METRICS.iter().position(|m| *m == "events").unwrap_or(0);
-        let events: f64 = rows.iter().map(|r| r.result.values[ev]).sum();
+        let events: f64 = new_rows.iter().map(|r| r.result.values[ev]).sum();
+        let resumed_note = if resumed > 0 {
+            format!(" (+{resumed} resumed from the journal)")
+        } else {
+            String::new()
+        };
         eprintln!(
-            "herdsim: {} runs, {:.0} events in {:.2} s ({:.1} M events/s on {} threads); wrote {}",
-            rows.len(),
+            "herdsim: {} runs{resumed_note}, {:.0} events in {:.2} s ({:.1} M events/s on {} threads); wrote {}",
+            new_rows.len(),
             events,
             elapsed,
             events / elapsed.max(1e-9) / 1e6,
@@ -159,6 +310,74 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Index of `job` in `jobs` (the plan over `run_points`), if it is one of
+/// them with the right seed.
+fn job_index(job: &Job, run_points: &[usize], plan: &Plan, jobs: &[Job]) -> Option<usize> {
+    let slot = run_points.binary_search(&job.point).ok()?;
+    let pol = plan.policies.iter().position(|p| *p == job.policy)?;
+    if job.rep >= plan.reps {
+        return None;
+    }
+    let i = (slot * plan.policies.len() + pol) * plan.reps as usize + job.rep as usize;
+    (jobs.get(i) == Some(job)).then_some(i)
+}
+
+/// Refuse to resume a journal written for another scenario, plan or shard,
+/// naming what changed.
+fn check_resumable(
+    old: &Header,
+    new: &Header,
+    loaded: &Loaded,
+    jpath: &Path,
+) -> Result<(), CliError> {
+    if old.fingerprint == new.fingerprint && old.shard == new.shard {
+        return Ok(());
+    }
+    let hint = "resume with the same scenario and options, or add --fresh to discard the journal and start over";
+    let j = jpath.display();
+    let shard_name =
+        |s: Option<Shard>| s.map_or_else(|| "not sharded".to_string(), |s| format!("--shard {s}"));
+    if old.shard != new.shard {
+        return Err(CliError::bad(format!(
+            "{j}: key `--shard`: the interrupted run was {}, this one is {}; {hint}",
+            shard_name(old.shard),
+            shard_name(new.shard)
+        )));
+    }
+    let parsed = (
+        toml::from_str::<toml::Table>(&old.scenario),
+        toml::from_str::<toml::Table>(&new.scenario),
+    );
+    let difference = match parsed {
+        (Ok(a), Ok(b)) => journal::first_difference(&a, &b),
+        _ => None,
+    };
+    if let Some((key, was, now)) = difference {
+        let e = loaded.error_at(
+            &key,
+            format!(
+                "differs from the interrupted run whose journal is {j} (there {was}, now {now}); {hint}"
+            ),
+        );
+        return Err(bad(e));
+    }
+    if old.data != new.data {
+        return Err(CliError::bad(format!(
+            "{j}: an empirical data file the scenario reads changed since the interrupted run; {hint}"
+        )));
+    }
+    if old.herdsim != new.herdsim {
+        return Err(CliError::bad(format!(
+            "{j}: written by herdsim {}, this is herdsim {}; {hint}",
+            old.herdsim, new.herdsim
+        )));
+    }
+    Err(CliError::bad(format!(
+        "{j}: the run changed since it was interrupted (fingerprint {}, now {}); {hint}",
+        old.fingerprint, new.fingerprint
+    )))
 }
 
 /// All cores.

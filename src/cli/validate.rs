@@ -1,7 +1,7 @@
 //! `herdsim validate`: check a scenario and print it resolved.
 
 use super::CliError;
-use crate::scenario::Loaded;
+use super::run::load_plan;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -12,24 +12,38 @@ pub struct Args {
     /// Override any key, as for `run` (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
+    /// Master seed, as for `run`.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Replications, as for `run`.
+    #[arg(long)]
+    pub reps: Option<u32>,
 }
 
+/// Check the file, the overrides and every sweep point (as `run` does
+/// before it starts), then print the resolved scenario on stdout: every
+/// default filled in, overrides applied, sweep ranges expanded. The output
+/// is itself a valid scenario file that resolves to the same run.
 pub fn run(args: Args) -> Result<ExitCode, CliError> {
-    let mut loaded = Loaded::from_file(&args.scenario).map_err(|e| CliError::bad(e.to_string()))?;
-    for s in &args.set {
-        loaded.apply_set(s).map_err(|e| CliError::bad(e.to_string()))?;
+    let plan = load_plan(Some(&args.scenario), &args.set, args.seed, args.reps)?;
+    let text = plan
+        .loaded
+        .resolved_toml()
+        .map_err(|e| CliError::bad(e.to_string()))?;
+    print!("{text}");
+    if !text.ends_with('\n') {
+        println!();
     }
-    // Every sweep point must be valid too.
-    let points = loaded.points().map_err(|e| CliError::bad(e.to_string()))?;
-    print!(
-        "{}",
-        loaded.resolved_toml().map_err(|e| CliError::bad(e.to_string()))?
-    );
+    let n = plan.points.len();
     eprintln!(
-        "herdsim: {} is valid ({} sweep point{})",
-        loaded.file,
-        points.len(),
-        if points.len() == 1 { "" } else { "s" }
+        "herdsim: {} is valid: {} sweep point{} x {} polic{} x {} replication{}",
+        plan.loaded.file,
+        n,
+        if n == 1 { "" } else { "s" },
+        plan.policies.len(),
+        if plan.policies.len() == 1 { "y" } else { "ies" },
+        plan.reps,
+        if plan.reps == 1 { "" } else { "s" },
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -37,7 +37,9 @@ mod tests {
         super::write(&p, b"one").expect("write");
         super::write(&p, b"two").expect("write");
         assert_eq!(std::fs::read(&p).expect("read"), b"two");
-        let names: Vec<_> = std::fs::read_dir(dir.path().join("a")).expect("dir").collect();
+        let names: Vec<_> = std::fs::read_dir(dir.path().join("a"))
+            .expect("dir")
+            .collect();
         assert_eq!(names.len(), 1, "no temp file left behind");
     }
 }

@@ -50,7 +50,10 @@ pub fn summarise(rows: &[Row], params: &dyn Fn(usize) -> Vec<(String, String)>) 
     out
 }
 
-/// Format a number the same way on every machine (shortest round trip).
+/// Format a number the same way on every machine: the shortest decimal
+/// that parses back to the same `f64` (Rust's `Display`), so CSV and
+/// journal values re-read bit for bit (`-0` is written `0`; NaN `NaN`).
+/// `--resume` and `herdsim merge` rely on this: keep it so.
 pub fn num(x: f64) -> String {
     if x.is_nan() {
         "NaN".into()
@@ -68,15 +71,31 @@ fn header(keys: &[String], tail: &[String]) -> Vec<String> {
     h
 }
 
-/// The summary CSV text.
-pub fn summary_csv(scenario: &str, keys: &[String], rows: &[SummaryRow]) -> anyhow::Result<Vec<u8>> {
+/// The header of `summary.csv` for sweep keys `keys`.
+pub fn summary_header(keys: &[String]) -> Vec<String> {
     let mut tail = vec!["reps".to_string()];
     for m in METRICS {
         tail.push(format!("{m}_mean"));
         tail.push(format!("{m}_ci95"));
     }
+    header(keys, &tail)
+}
+
+/// The header of `runs.csv` for sweep keys `keys`.
+pub fn runs_header(keys: &[String]) -> Vec<String> {
+    let mut tail = vec!["rep".to_string(), "seed".to_string()];
+    tail.extend(METRICS.iter().map(|m| m.to_string()));
+    header(keys, &tail)
+}
+
+/// The summary CSV text.
+pub fn summary_csv(
+    scenario: &str,
+    keys: &[String],
+    rows: &[SummaryRow],
+) -> anyhow::Result<Vec<u8>> {
     let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record(header(keys, &tail))?;
+    w.write_record(summary_header(keys))?;
     for r in rows {
         let mut rec = vec![scenario.to_string(), r.policy.clone()];
         rec.extend(r.params.iter().map(|(_, v)| v.clone()));
@@ -87,7 +106,7 @@ pub fn summary_csv(scenario: &str, keys: &[String], rows: &[SummaryRow]) -> anyh
         }
         w.write_record(rec)?;
     }
-    Ok(w.into_inner().map_err(|e| anyhow::anyhow!("{e}"))?)
+    w.into_inner().map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// The per-replication CSV text.
@@ -97,10 +116,8 @@ pub fn runs_csv(
     rows: &[Row],
     params: &dyn Fn(usize) -> Vec<(String, String)>,
 ) -> anyhow::Result<Vec<u8>> {
-    let mut tail = vec!["rep".to_string(), "seed".to_string()];
-    tail.extend(METRICS.iter().map(|m| m.to_string()));
     let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record(header(keys, &tail))?;
+    w.write_record(runs_header(keys))?;
     for r in rows {
         let mut rec = vec![scenario.to_string(), r.job.policy.name().to_string()];
         rec.extend(params(r.job.point).into_iter().map(|(_, v)| v));
@@ -109,5 +126,38 @@ pub fn runs_csv(
         rec.extend(r.result.values.iter().map(|x| num(*x)));
         w.write_record(rec)?;
     }
-    Ok(w.into_inner().map_err(|e| anyhow::anyhow!("{e}"))?)
+    w.into_inner().map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::num;
+
+    #[test]
+    fn num_round_trips_bit_for_bit() {
+        let mut x: f64 = 0.1;
+        let mut cases = vec![
+            0.0,
+            1.0,
+            0.1 + 0.2,
+            1.0 / 3.0,
+            5e-324,
+            f64::MIN_POSITIVE,
+            f64::MAX,
+            1e21,
+            123_456_789.123_456_78,
+            f64::INFINITY,
+        ];
+        for _ in 0..200 {
+            x = x * 1.618_033_988_749_895 + 0.000_123;
+            cases.push(x);
+            cases.push(1.0 / x);
+        }
+        for c in cases {
+            let back: f64 = num(c).parse().expect("parses");
+            assert_eq!(back.to_bits(), c.to_bits(), "{c} -> {}", num(c));
+        }
+        assert!(num(f64::NAN).parse::<f64>().expect("NaN").is_nan());
+        assert_eq!(num(-0.0), "0");
+    }
 }

@@ -47,6 +47,15 @@ impl fmt::Display for ScenarioError {
 
 impl std::error::Error for ScenarioError {}
 
+/// One sweep axis: a dotted key and the values it takes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Axis {
+    pub key: String,
+    pub values: Vec<Value>,
+    /// The `--set` assignment that defined it (`None`: the file).
+    pub set: Option<String>,
+}
+
 /// A loaded scenario file: its text (for locating keys), the resolved tree
 /// and the sweep axes.
 #[derive(Debug, Clone)]
@@ -58,8 +67,11 @@ pub struct Loaded {
     text: String,
     /// The resolved scenario (defaults filled, overrides applied), as TOML.
     resolved: toml::Table,
-    /// Sweep axes in file order: dotted key and its values.
-    pub sweep: Vec<(String, Vec<Value>)>,
+    /// Sweep axes in file order (then `--set` order).
+    pub sweep: Vec<Axis>,
+    /// `--set` assignments applied so far, as (key, assignment), so that
+    /// errors about a key a `--set` touched name the `--set`.
+    sets: Vec<(String, String)>,
 }
 
 /// One point of the sweep grid: its parameter values and its scenario.
@@ -76,11 +88,21 @@ impl Loaded {
     /// Read and resolve a scenario file.
     pub fn from_file(path: &Path) -> Result<Loaded, ScenarioError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+        let bytes = std::fs::read(path).map_err(|e| ScenarioError {
             file: file.clone(),
             key: None,
             pos: None,
             message: format!("cannot read: {e}"),
+        })?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            let offset = e.utf8_error().valid_up_to();
+            let prefix = String::from_utf8_lossy(&e.as_bytes()[..offset]).into_owned();
+            ScenarioError {
+                file: file.clone(),
+                key: validate::syntax_key(&prefix, offset),
+                pos: Some(line_col(&prefix, offset)),
+                message: "not valid UTF-8 text".into(),
+            }
         })?;
         let base_dir = path
             .parent()
@@ -96,11 +118,30 @@ impl Loaded {
 
     /// Parse and resolve scenario text.
     pub fn from_text(file: &str, text: &str, base_dir: &Path) -> Result<Loaded, ScenarioError> {
-        let err_at = |e: toml::de::Error| ScenarioError {
-            file: file.to_string(),
-            key: e.span().and_then(|s| validate::key_at(text, s.start)),
-            pos: e.span().map(|s| line_col(text, s.start)),
-            message: e.message().trim().to_string(),
+        let err_at = |e: toml::de::Error| {
+            let message = e.message().trim().to_string();
+            let Some(span) = e.span() else {
+                return ScenarioError {
+                    file: file.to_string(),
+                    key: None,
+                    pos: None,
+                    message,
+                };
+            };
+            let (key, offset) = match validate::key_at(text, span.start) {
+                Some(key) => match validate::refine(text, &key, &message) {
+                    Some((k, off)) => (Some(k), off),
+                    None => (Some(key), span.start),
+                },
+                // No parse tree: a syntax error.
+                None => (validate::syntax_key(text, span.start), span.start),
+            };
+            ScenarioError {
+                file: file.to_string(),
+                key,
+                pos: Some(line_col(text, offset)),
+                message,
+            }
         };
         let mut scenario: Scenario = toml::from_str(text).map_err(err_at)?;
         let sweep_value = scenario.sweep.take().map(Value::Table);
@@ -116,20 +157,31 @@ impl Loaded {
             text: text.to_string(),
             resolved,
             sweep: Vec::new(),
+            sets: Vec::new(),
         };
         if let Some(sweep) = sweep_value {
-            loaded.sweep = validate::sweep_axes(&loaded, sweep)?;
+            loaded.sweep = validate::sweep_axes(&loaded, sweep, None)?;
         }
         // Validate the unswept scenario now, so errors point at the file.
-        loaded.check(&scenario, &[])?;
+        loaded.check_base(&scenario)?;
         Ok(loaded)
     }
 
-    /// Apply `key=value` (repeatable). A key under `sweep.` replaces that
-    /// sweep axis (value must be a list or a range table).
+    /// Apply `key=value` (repeatable). The value is TOML (a number, `true`,
+    /// `[1, 2]`, `{ kind = "fixed", ms = 3 }`, `"text"`), or else taken as a
+    /// bare string. A key under `sweep.` sets (or replaces) that sweep axis;
+    /// any other key that a sweep axis sets pins it: the axis is dropped
+    /// and the value applies to every point.
     pub fn apply_set(&mut self, assignment: &str) -> Result<(), ScenarioError> {
+        self.apply_as(assignment, &format!("--set {assignment}"))
+    }
+
+    /// [`Loaded::apply_set`], with errors naming `origin` (e.g. `--reps 0`)
+    /// instead of `--set KEY=VALUE`.
+    pub fn apply_as(&mut self, assignment: &str, origin: &str) -> Result<(), ScenarioError> {
+        let file = origin.to_string();
         let bad = |key: Option<String>, message: String| ScenarioError {
-            file: "--set".into(),
+            file: file.clone(),
             key,
             pos: None,
             message,
@@ -137,29 +189,44 @@ impl Loaded {
         let Some((key, raw)) = assignment.split_once('=') else {
             return Err(bad(
                 None,
-                format!("`{assignment}` is not of the form key=value"),
+                "is not of the form KEY=VALUE (e.g. --set server.ttl_ms=30000)".into(),
             ));
         };
         let key = key.trim();
         if key.is_empty() {
-            return Err(bad(None, format!("`{assignment}` has an empty key")));
+            return Err(bad(None, "has an empty key".into()));
+        }
+        if key.split('.').any(str::is_empty) {
+            return Err(bad(
+                Some(key.to_string()),
+                format!("`{key}` is not a valid dotted key"),
+            ));
         }
         let value = parse_value(raw.trim());
+        if key == "sweep" {
+            let axes = validate::sweep_axes(self, value, Some(origin))?;
+            return self.add_axes(axes, origin);
+        }
         if let Some(axis) = key.strip_prefix("sweep.") {
             let mut t = toml::Table::new();
             t.insert(axis.to_string(), value);
-            let axes = validate::sweep_axes(self, Value::Table(t)).map_err(|mut e| {
-                e.file = "--set".into();
-                e
-            })?;
-            for (k, vs) in axes {
-                if let Some(slot) = self.sweep.iter_mut().find(|(a, _)| *a == k) {
-                    slot.1 = vs;
-                } else {
-                    self.sweep.push((k, vs));
-                }
-            }
-            return Ok(());
+            let axes = validate::sweep_axes(self, Value::Table(t), Some(origin))?;
+            return self.add_axes(axes, origin);
+        }
+        // A value inside a swept one cannot be set: the axis would overwrite it.
+        if let Some(a) = self.sweep.iter().find(|a| {
+            a.key != key
+                && validate::path_within(key, &a.key)
+                && !validate::path_within(&a.key, key)
+        }) {
+            return Err(bad(
+                Some(key.to_string()),
+                format!(
+                    "lies inside the sweep axis `sweep.{}`, which sets it at every point; \
+                     set `sweep.{}` instead",
+                    a.key, a.key
+                ),
+            ));
         }
         let mut tree = Value::Table(self.resolved.clone());
         set_path(&mut tree, key, value).map_err(|m| bad(Some(key.to_string()), m))?;
@@ -167,12 +234,38 @@ impl Loaded {
             .clone()
             .try_into()
             .map_err(|e: toml::de::Error| bad(Some(key.to_string()), e.message().trim().into()))?;
-        self.check(&scenario, &[]).map_err(|mut e| {
-            e.file = "--set".into();
-            e.pos = None;
-            e
-        })?;
+        self.sets.push((key.to_string(), origin.to_string()));
+        self.check_base(&scenario)?;
         self.resolved = to_table(&scenario).map_err(|m| bad(Some(key.to_string()), m))?;
+        // Pin the axes this key sets.
+        self.sweep.retain(|a| !validate::path_within(&a.key, key));
+        Ok(())
+    }
+
+    fn add_axes(&mut self, axes: Vec<Axis>, origin: &str) -> Result<(), ScenarioError> {
+        for axis in axes {
+            if let Some(slot) = self.sweep.iter_mut().find(|a| a.key == axis.key) {
+                *slot = axis;
+                continue;
+            }
+            if let Some(other) = self
+                .sweep
+                .iter()
+                .find(|a| validate::paths_overlap(&a.key, &axis.key))
+            {
+                return Err(ScenarioError {
+                    file: origin.to_string(),
+                    key: Some(format!("sweep.{}", axis.key)),
+                    pos: None,
+                    message: format!(
+                        "overlaps the sweep axis `sweep.{}`: both would set the same value",
+                        other.key
+                    ),
+                });
+            }
+            self.sweep.push(axis);
+        }
+        // Every point must still be valid; checked by `points()`.
         Ok(())
     }
 
@@ -188,17 +281,28 @@ impl Loaded {
             })
     }
 
-    /// The resolved scenario as TOML text, sweep included.
-    pub fn resolved_toml(&self) -> Result<String, ScenarioError> {
+    /// The dotted keys of the sweep axes, in grid order.
+    pub fn sweep_keys(&self) -> Vec<String> {
+        self.sweep.iter().map(|a| a.key.clone()).collect()
+    }
+
+    /// The resolved scenario as a TOML table, sweep included (ranges
+    /// expanded to lists).
+    pub fn resolved_table(&self) -> toml::Table {
         let mut t = self.resolved.clone();
         if !self.sweep.is_empty() {
             let mut s = toml::Table::new();
-            for (k, vs) in &self.sweep {
-                s.insert(k.clone(), Value::Array(vs.clone()));
+            for a in &self.sweep {
+                s.insert(a.key.clone(), Value::Array(a.values.clone()));
             }
             t.insert("sweep".into(), Value::Table(s));
         }
-        toml::to_string(&t).map_err(|e| ScenarioError {
+        t
+    }
+
+    /// The resolved scenario as TOML text, sweep included.
+    pub fn resolved_toml(&self) -> Result<String, ScenarioError> {
+        toml::to_string(&self.resolved_table()).map_err(|e| ScenarioError {
             file: self.file.clone(),
             key: None,
             pos: None,
@@ -206,15 +310,33 @@ impl Loaded {
         })
     }
 
-    /// Number of grid points.
+    /// Where a dotted key is written in the scenario file, if it is.
+    pub fn locate(&self, key: &str) -> Option<(usize, usize)> {
+        validate::locate(&self.text, key)
+    }
+
+    /// Number of grid points (saturating).
     pub fn point_count(&self) -> usize {
-        self.sweep.iter().map(|(_, v)| v.len()).product()
+        self.sweep
+            .iter()
+            .fold(1usize, |n, a| n.saturating_mul(a.values.len()))
     }
 
     /// Every point of the sweep grid (one point when there is no sweep),
     /// each validated.
     pub fn points(&self) -> Result<Vec<Point>, ScenarioError> {
         let n = self.point_count();
+        if n > MAX_POINTS {
+            let key = self.sweep.last().map(|a| format!("sweep.{}", a.key));
+            return Err(ScenarioError {
+                file: self.file.clone(),
+                pos: key.as_deref().and_then(|k| self.locate(k)),
+                key,
+                message: format!(
+                    "the sweep grid has {n} points, more than the {MAX_POINTS} supported"
+                ),
+            });
+        }
         let mut out = Vec::with_capacity(n);
         for index in 0..n {
             out.push(self.point(index)?);
@@ -228,18 +350,43 @@ impl Loaded {
         let mut params = Vec::with_capacity(self.sweep.len());
         let mut rest = index;
         let mut picks = vec![0usize; self.sweep.len()];
-        for (i, (_, values)) in self.sweep.iter().enumerate().rev() {
-            picks[i] = rest % values.len();
-            rest /= values.len();
+        for (i, a) in self.sweep.iter().enumerate().rev() {
+            picks[i] = rest % a.values.len();
+            rest /= a.values.len();
         }
-        for ((key, values), pick) in self.sweep.iter().zip(&picks) {
-            let v = values[*pick].clone();
-            params.push((key.clone(), csv_value(&v)));
-            set_path(&mut tree, key, v).map_err(|m| self.sweep_error(key, m))?;
+        for (a, pick) in self.sweep.iter().zip(&picks) {
+            let v = a.values[*pick].clone();
+            params.push((a.key.clone(), csv_value(&v)));
+            let shown = csv_value(&v);
+            set_path(&mut tree, &a.key, v)
+                .map_err(|m| self.sweep_error(a, format!("{m} (sweep value {shown})")))?;
         }
-        let scenario: Scenario = tree
-            .try_into()
-            .map_err(|e: toml::de::Error| self.sweep_error("sweep", e.message().trim().into()))?;
+        let scenario: Scenario = tree.try_into().map_err(|e: toml::de::Error| {
+            let message = e.message().trim().to_string();
+            // Name the axis whose value does not fit, when it is clear.
+            let axis = self
+                .sweep
+                .iter()
+                .zip(&picks)
+                .find(|(a, pick)| {
+                    let mut t = Value::Table(self.resolved.clone());
+                    set_path(&mut t, &a.key, a.values[**pick].clone()).is_ok()
+                        && t.try_into::<Scenario>().is_err()
+                })
+                .or_else(|| self.sweep.iter().zip(&picks).next());
+            match axis {
+                Some((a, pick)) => self.sweep_error(
+                    a,
+                    format!("{message} (sweep value {})", csv_value(&a.values[*pick])),
+                ),
+                None => ScenarioError {
+                    file: self.file.clone(),
+                    key: None,
+                    pos: None,
+                    message,
+                },
+            }
+        })?;
         self.check(&scenario, &params)?;
         Ok(Point {
             index,
@@ -248,32 +395,96 @@ impl Loaded {
         })
     }
 
-    fn sweep_error(&self, key: &str, message: String) -> ScenarioError {
+    fn sweep_error(&self, axis: &Axis, message: String) -> ScenarioError {
+        let key = format!("sweep.{}", axis.key);
+        match &axis.set {
+            Some(origin) => ScenarioError {
+                file: origin.clone(),
+                pos: None,
+                key: Some(key),
+                message,
+            },
+            None => ScenarioError {
+                file: self.file.clone(),
+                pos: self.locate(&key),
+                key: Some(key),
+                message,
+            },
+        }
+    }
+
+    /// An error about `key`, named the way validation names it: the sweep
+    /// axis or `--set` that set the key, else its place in the file.
+    pub fn error_at(&self, key: &str, message: String) -> ScenarioError {
+        if let Some(axis) = self
+            .sweep
+            .iter()
+            .find(|a| key.starts_with("sweep.") && a.key == key["sweep.".len()..])
+        {
+            return self.sweep_error(axis, message);
+        }
+        if let Some((_, origin)) = self
+            .sets
+            .iter()
+            .rev()
+            .find(|(k, _)| validate::paths_overlap(k, key))
+        {
+            return ScenarioError {
+                file: origin.clone(),
+                pos: None,
+                key: Some(key.to_string()),
+                message,
+            };
+        }
         ScenarioError {
             file: self.file.clone(),
-            pos: validate::locate(&self.text, &format!("sweep.{key}")),
-            key: Some(format!("sweep.{key}")),
+            pos: self.locate(key),
+            key: Some(key.to_string()),
             message,
         }
     }
 
-    /// Semantic validation; errors are located in the file text.
+    /// Validate the unswept scenario. A bad value that a sweep axis
+    /// replaces at every point is left to the check of each point.
+    fn check_base(&self, s: &Scenario) -> Result<(), ScenarioError> {
+        match self.check(s, &[]) {
+            Err(e)
+                if e.key.as_deref().is_some_and(|k| {
+                    self.sweep
+                        .iter()
+                        .any(|a| validate::paths_overlap(&a.key, k))
+                }) =>
+            {
+                Ok(())
+            }
+            other => other,
+        }
+    }
+
+    /// Semantic validation; errors are located in the file text, or name
+    /// the sweep axis or `--set` that gave the bad value.
     fn check(&self, s: &Scenario, params: &[(String, String)]) -> Result<(), ScenarioError> {
         validate::check(s, &self.base_dir).map_err(|(key, message)| {
-            let swept = params.iter().find(|(k, _)| *k == key);
-            let (key, message) = match swept {
-                Some((k, v)) => (format!("sweep.{k}"), format!("{message} (sweep value {v})")),
-                None => (key, message),
-            };
-            ScenarioError {
-                file: self.file.clone(),
-                pos: validate::locate(&self.text, &key),
-                key: Some(key),
-                message,
+            let swept = self
+                .sweep
+                .iter()
+                .zip(params)
+                .find(|(a, _)| validate::paths_overlap(&a.key, &key));
+            if let Some((axis, (_, v))) = swept {
+                let message = if axis.key == key {
+                    format!("{message} (sweep value {v})")
+                } else {
+                    format!("`{key}` {message} (sweep value {v})")
+                };
+                return self.sweep_error(axis, message);
             }
+            self.error_at(&key, message)
         })
     }
 }
+
+/// Most points a sweep grid may have.
+pub const MAX_POINTS: usize = 1_000_000;
 
 /// Serialize a scenario into a TOML table.
 fn to_table(s: &Scenario) -> Result<toml::Table, String> {
@@ -343,7 +554,8 @@ fn set_segs(node: &mut Value, segs: &[&str], value: Value, path: &str) -> Result
             if let Ok(i) = first.parse::<usize>() {
                 let len = items.len();
                 let item = items.get_mut(i).ok_or_else(|| {
-                    format!("index {i} is out of range in `{path}` (the list has {len} entries)")
+                    let entries = if len == 1 { "entry" } else { "entries" };
+                    format!("index {i} is out of range in `{path}` (the list has {len} {entries})")
                 })?;
                 set_segs(item, rest, value, path)
             } else {
@@ -353,14 +565,25 @@ fn set_segs(node: &mut Value, segs: &[&str], value: Value, path: &str) -> Result
                 Ok(())
             }
         }
-        _ => Err(format!("`{path}` goes through `{first}`, which is not a table")),
+        _ => Err(format!(
+            "`{path}` goes through `{first}`, which is not a table"
+        )),
     }
+}
+
+/// The largest char boundary at or before byte `i` (clamped to the text).
+pub fn floor_boundary(text: &str, i: usize) -> usize {
+    let mut i = i.min(text.len());
+    while !text.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
 }
 
 /// 1-based line and column of a byte offset.
 pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let offset = offset.min(text.len());
-    let before = &text[..text.floor_char_boundary(offset)];
+    let before = &text[..floor_boundary(text, offset)];
     let line = before.matches('\n').count() + 1;
     let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
     (line, col)
@@ -393,7 +616,8 @@ mod tests {
 
     #[test]
     fn sweep_grid_is_row_major() {
-        let text = "reps = 1\n[sweep]\n\"server.ttl_ms\" = [1000, 2000]\n\"agents.0.count\" = [2, 3, 4]\n";
+        let text =
+            "reps = 1\n[sweep]\n\"server.ttl_ms\" = [1000, 2000]\n\"agents.0.count\" = [2, 3, 4]\n";
         let l = Loaded::from_text("t.toml", text, Path::new(".")).expect("ok");
         let pts = l.points().expect("points");
         assert_eq!(pts.len(), 6);
@@ -405,8 +629,12 @@ mod tests {
 
     #[test]
     fn unknown_key_names_line() {
-        let e = Loaded::from_text("t.toml", "reps = 3\n[network]\nbse_ms = 4\n", Path::new("."))
-            .expect_err("unknown key");
+        let e = Loaded::from_text(
+            "t.toml",
+            "reps = 3\n[network]\nbse_ms = 4\n",
+            Path::new("."),
+        )
+        .expect_err("unknown key");
         assert_eq!(e.pos.map(|p| p.0), Some(3), "{e}");
         assert!(e.to_string().contains("bse_ms"), "{e}");
     }

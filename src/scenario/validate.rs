@@ -1,10 +1,11 @@
 //! Semantic checks of a resolved scenario, sweep axes, and locating a
 //! dotted key in the file text (for line:column in messages).
 
-use super::{Loaded, Scenario, ScenarioError, line_col, set_path};
+use super::{Axis, Loaded, Scenario, ScenarioError, floor_boundary, line_col, set_path};
 use crate::floor::PolicyKind;
-use crate::model::dist::DistSpec;
+use crate::model::dist::{DistError, DistSpec};
 use std::path::Path;
+use toml::Spanned;
 use toml::Value;
 use toml::de::{DeTable, DeValue};
 
@@ -50,7 +51,11 @@ pub fn check(s: &Scenario, base_dir: &Path) -> Result<(), (String, String)> {
         return err("server.ttl_ms", "must be positive".into());
     }
     dist("server.processing", &s.server.processing, base_dir)?;
-    dist("server.disconnect_detect", &s.server.disconnect_detect, base_dir)?;
+    dist(
+        "server.disconnect_detect",
+        &s.server.disconnect_detect,
+        base_dir,
+    )?;
     dist("server.restart", &s.server.restart, base_dir)?;
     duration("network.base_ms", s.network.base_ms)?;
     dist("network.jitter", &s.network.jitter, base_dir)?;
@@ -60,7 +65,10 @@ pub fn check(s: &Scenario, base_dir: &Path) -> Result<(), (String, String)> {
     }
     let total = s.agent_count();
     if total == 0 {
-        return err("agents", "the scenario has zero agents".into());
+        return err(
+            "agents.0.count",
+            "the scenario has zero agents (every group's count is 0)".into(),
+        );
     }
     if total > MAX_AGENTS {
         return err(
@@ -147,15 +155,34 @@ fn prob(key: &str, v: f64) -> Result<(), (String, String)> {
 fn dist(key: &str, d: &DistSpec, base_dir: &Path) -> Result<(), (String, String)> {
     d.prepare(base_dir)
         .map(|_| ())
-        .map_err(|e| (key.to_string(), e.to_string()))
+        .map_err(|e| (dist_field(key, &e), e.to_string()))
+}
+
+/// The dotted key of the field a distribution error is about, so the
+/// message points at `max_ms` or `path` rather than the whole table.
+fn dist_field(key: &str, e: &DistError) -> String {
+    match e {
+        DistError::Invalid { field, .. } => format!("{key}.{field}"),
+        DistError::File { message, .. } | DistError::Data { message, .. }
+            if message.contains("`column`") || message.starts_with("no column named") =>
+        {
+            format!("{key}.column")
+        }
+        _ => format!("{key}.path"),
+    }
 }
 
 /// Clock skew may be negative: only its shape is checked.
 fn signed_dist(key: &str, d: &DistSpec, base_dir: &Path) -> Result<(), (String, String)> {
     if let DistSpec::Normal { mean_ms, sd_ms } = d {
         if !mean_ms.is_finite() || !sd_ms.is_finite() || *sd_ms < 0.0 {
+            let field = if mean_ms.is_finite() {
+                "sd_ms"
+            } else {
+                "mean_ms"
+            };
             return Err((
-                key.to_string(),
+                format!("{key}.{field}"),
                 format!("needs a finite mean_ms and a finite sd_ms >= 0 (got {mean_ms}, {sd_ms})"),
             ));
         }
@@ -179,71 +206,164 @@ fn channel(key: &str, c: &str) -> Result<(), (String, String)> {
     Ok(())
 }
 
+/// Top-level keys that shape the plan rather than one run: they cannot be
+/// swept (list several policies instead, or use `--reps`/`--seed`).
+pub const PLAN_KEYS: [&str; 6] = ["name", "description", "seed", "reps", "policies", "sweep"];
+
 /// Flatten a `[sweep]` table into axes: dotted key -> values. A leaf is a
 /// non-empty array, or a range table `{ from, to, step }` (inclusive of
-/// `to` when it falls on a step). Every axis must name a known key.
-pub fn sweep_axes(loaded: &Loaded, sweep: Value) -> Result<Vec<(String, Vec<Value>)>, ScenarioError> {
+/// `to` when it falls on a step). Every axis must name a known key, and no
+/// two axes may set the same value. `set` names the `--set` the table came
+/// from (errors then name it instead of the file).
+pub fn sweep_axes(
+    loaded: &Loaded,
+    sweep: Value,
+    set: Option<&str>,
+) -> Result<Vec<Axis>, ScenarioError> {
+    let err = |key: &str, message: String| match set {
+        Some(origin) => ScenarioError {
+            file: origin.to_string(),
+            pos: None,
+            key: Some(key.to_string()),
+            message,
+        },
+        None => sweep_err(loaded, key, message),
+    };
     let mut axes = Vec::new();
     let Value::Table(t) = sweep else {
-        return Err(sweep_err(loaded, "sweep", "must be a table".into()));
+        return Err(err("sweep", "must be a table".into()));
     };
-    flatten(loaded, "", t, &mut axes)?;
-    for (key, values) in &axes {
+    flatten("", t, &mut axes).map_err(|(k, m)| err(&k, m))?;
+    let mut out: Vec<Axis> = Vec::with_capacity(axes.len());
+    for (key, values) in axes {
+        let skey = format!("sweep.{key}");
+        let first_seg = key.split('.').next().unwrap_or("");
+        if PLAN_KEYS.contains(&first_seg) {
+            return Err(err(
+                &skey,
+                format!(
+                    "`{first_seg}` cannot be swept: it shapes the whole run (list policies in \
+                     `policies`, set `reps` and `seed` once)"
+                ),
+            ));
+        }
+        if let Some(other) = out.iter().find(|a| paths_overlap(&a.key, &key)) {
+            return Err(err(
+                &skey,
+                format!(
+                    "overlaps the sweep axis `{}`: both would set the same value",
+                    other.key
+                ),
+            ));
+        }
         // The key must be known: apply the first value and deserialize.
         let mut tree = Value::Table(loaded.resolved.clone());
-        let first = values[0].clone();
-        set_path(&mut tree, key, first)
-            .map_err(|m| sweep_err(loaded, &format!("sweep.{key}"), m))?;
+        set_path(&mut tree, &key, values[0].clone()).map_err(|m| err(&skey, m))?;
         if let Err(e) = tree.try_into::<Scenario>() {
-            return Err(sweep_err(
-                loaded,
-                &format!("sweep.{key}"),
+            return Err(err(
+                &skey,
                 format!("cannot sweep `{key}`: {}", e.message().trim()),
             ));
         }
+        out.push(Axis {
+            key,
+            values,
+            set: set.map(str::to_string),
+        });
     }
-    Ok(axes)
+    Ok(out)
 }
 
-fn flatten(
-    loaded: &Loaded,
-    prefix: &str,
-    t: toml::Table,
-    axes: &mut Vec<(String, Vec<Value>)>,
-) -> Result<(), ScenarioError> {
+/// Whether two dotted keys set (part of) the same value: one is a prefix
+/// of the other, where a name segment applied to a list (`agents.count`)
+/// matches any index (`agents.0.count`).
+pub fn paths_overlap(a: &str, b: &str) -> bool {
+    fn go(a: &[&str], b: &[&str]) -> bool {
+        match (a.split_first(), b.split_first()) {
+            (None, _) | (_, None) => true,
+            (Some((x, ra)), Some((y, rb))) => {
+                if x == y {
+                    return go(ra, rb);
+                }
+                let xn = x.parse::<usize>().is_ok();
+                let yn = y.parse::<usize>().is_ok();
+                match (xn, yn) {
+                    (true, false) => go(ra, b),
+                    (false, true) => go(a, rb),
+                    _ => false,
+                }
+            }
+        }
+    }
+    let a: Vec<&str> = a.split('.').collect();
+    let b: Vec<&str> = b.split('.').collect();
+    go(&a, &b)
+}
+
+/// Whether `inner` is `outer` or lies inside it (`agents.0.csma.max_ms`
+/// inside `agents.csma`), with the same index matching as [`paths_overlap`].
+pub fn path_within(inner: &str, outer: &str) -> bool {
+    fn go(i: &[&str], o: &[&str]) -> bool {
+        match (i.split_first(), o.split_first()) {
+            (_, None) => true,
+            (None, Some(_)) => false,
+            (Some((x, ri)), Some((y, ro))) => {
+                if x == y {
+                    return go(ri, ro);
+                }
+                let xn = x.parse::<usize>().is_ok();
+                let yn = y.parse::<usize>().is_ok();
+                match (xn, yn) {
+                    (true, false) => go(ri, o),
+                    (false, true) => go(i, ro),
+                    _ => false,
+                }
+            }
+        }
+    }
+    let i: Vec<&str> = inner.split('.').collect();
+    let o: Vec<&str> = outer.split('.').collect();
+    go(&i, &o)
+}
+
+type Flat = Vec<(String, Vec<Value>)>;
+
+fn flatten(prefix: &str, t: toml::Table, axes: &mut Flat) -> Result<(), (String, String)> {
     for (k, v) in t {
         let key = if prefix.is_empty() {
             k
         } else {
             format!("{prefix}.{k}")
         };
+        let skey = format!("sweep.{key}");
+        if key.split('.').any(str::is_empty) {
+            return Err((skey, format!("`{key}` is not a valid dotted key")));
+        }
         match v {
             Value::Array(vs) => {
                 if vs.is_empty() {
-                    return Err(sweep_err(
-                        loaded,
-                        &format!("sweep.{key}"),
-                        "lists no values".into(),
-                    ));
+                    return Err((skey, "lists no values".into()));
                 }
                 if vs.len() > MAX_AXIS_VALUES {
-                    return Err(sweep_err(
-                        loaded,
-                        &format!("sweep.{key}"),
-                        format!("has more than {MAX_AXIS_VALUES} values"),
-                    ));
+                    return Err((skey, format!("has more than {MAX_AXIS_VALUES} values")));
                 }
                 axes.push((key, vs));
             }
-            Value::Table(inner) if inner.contains_key("from") || inner.contains_key("to") => {
-                let vs = range(&inner).map_err(|m| sweep_err(loaded, &format!("sweep.{key}"), m))?;
+            Value::Table(inner)
+                if inner.contains_key("from")
+                    || inner.contains_key("to")
+                    || inner.contains_key("step") =>
+            {
+                let vs = range(&inner).map_err(|m| (skey, m))?;
                 axes.push((key, vs));
             }
-            Value::Table(inner) => flatten(loaded, &key, inner, axes)?,
+            Value::Table(inner) if inner.is_empty() => {
+                return Err((skey, "lists no values".into()));
+            }
+            Value::Table(inner) => flatten(&key, inner, axes)?,
             _ => {
-                return Err(sweep_err(
-                    loaded,
-                    &format!("sweep.{key}"),
+                return Err((
+                    skey,
                     "must be a list of values or a range table { from, to, step }".into(),
                 ));
             }
@@ -252,23 +372,51 @@ fn flatten(
     Ok(())
 }
 
+/// Expand `{ from, to, step }`: `from`, `from + step`, ... up to `to`
+/// (included when it falls on a step, within 1e-9 of a step). All three
+/// integers give integers; otherwise floats, each rounded to the shortest
+/// decimal within 1e-9 steps of `from + i * step` (so 0.1 steps give 0.3,
+/// not 0.30000000000000004).
 fn range(t: &toml::Table) -> Result<Vec<Value>, String> {
     for k in t.keys() {
         if !matches!(k.as_str(), "from" | "to" | "step") {
             return Err(format!("unknown range key `{k}` (expected from, to, step)"));
         }
     }
-    let num = |k: &str| -> Result<(f64, bool), String> {
-        match t.get(k) {
-            Some(Value::Integer(i)) => Ok((*i as f64, true)),
-            Some(Value::Float(f)) => Ok((*f, false)),
-            Some(_) => Err(format!("range `{k}` must be a number")),
-            None => Err(format!("range needs `{k}`")),
+    let get = |k: &str| -> Result<&Value, String> {
+        t.get(k).ok_or_else(|| format!("range needs `{k}`"))
+    };
+    let (from, to, step) = (get("from")?, get("to")?, get("step")?);
+    if let (Value::Integer(from), Value::Integer(to), Value::Integer(step)) = (from, to, step) {
+        let (from, to, step) = (i128::from(*from), i128::from(*to), i128::from(*step));
+        if step <= 0 {
+            return Err(format!("range `step` must be positive, not {step}"));
+        }
+        if to < from {
+            return Err(format!("range `to` ({to}) must be >= `from` ({from})"));
+        }
+        let n = (to - from) / step + 1;
+        if n > MAX_AXIS_VALUES as i128 {
+            return Err(format!(
+                "range expands to more than {MAX_AXIS_VALUES} values"
+            ));
+        }
+        return (0..n)
+            .map(|i| {
+                i64::try_from(from + step * i)
+                    .map(Value::Integer)
+                    .map_err(|_| "range value out of the 64-bit range".to_string())
+            })
+            .collect();
+    }
+    let num = |k: &str, v: &Value| -> Result<f64, String> {
+        match v {
+            Value::Integer(i) => Ok(*i as f64),
+            Value::Float(f) => Ok(*f),
+            _ => Err(format!("range `{k}` must be a number")),
         }
     };
-    let (from, fi) = num("from")?;
-    let (to, ti) = num("to")?;
-    let (step, si) = num("step")?;
+    let (from, to, step) = (num("from", from)?, num("to", to)?, num("step", step)?);
     if !(from.is_finite() && to.is_finite() && step.is_finite()) {
         return Err("range values must be finite".into());
     }
@@ -278,21 +426,25 @@ fn range(t: &toml::Table) -> Result<Vec<Value>, String> {
     if to < from {
         return Err(format!("range `to` ({to}) must be >= `from` ({from})"));
     }
-    let n = ((to - from) / step + 1e-9).floor() as usize + 1;
-    if n > MAX_AXIS_VALUES {
-        return Err(format!("range expands to more than {MAX_AXIS_VALUES} values"));
+    let q = (to - from) / step;
+    if q >= MAX_AXIS_VALUES as f64 {
+        return Err(format!(
+            "range expands to more than {MAX_AXIS_VALUES} values"
+        ));
     }
-    let ints = fi && ti && si;
+    let n = (q + 1e-9 * q.max(1.0)).floor() as usize + 1;
     Ok((0..n)
-        .map(|i| {
-            let v = from + step * i as f64;
-            if ints {
-                Value::Integer(v.round() as i64)
-            } else {
-                Value::Float(v)
-            }
-        })
+        .map(|i| Value::Float(snap(from + step * i as f64, step)))
         .collect())
+}
+
+/// The shortest decimal within `1e-9 * step` of `v`.
+fn snap(v: f64, step: f64) -> f64 {
+    let tol = step * 1e-9;
+    (0..=17)
+        .filter_map(|digits| format!("{v:.digits$}").parse::<f64>().ok())
+        .find(|x| (x - v).abs() <= tol)
+        .unwrap_or(v)
 }
 
 fn sweep_err(loaded: &Loaded, key: &str, message: String) -> ScenarioError {
@@ -309,40 +461,125 @@ fn sweep_err(loaded: &Loaded, key: &str, message: String) -> ScenarioError {
 pub fn locate(text: &str, dotted: &str) -> Option<(usize, usize)> {
     let doc = DeTable::parse(text).ok()?;
     let mut best = None;
-    find_table(doc.get_ref(), dotted, &mut best);
+    walk(doc.get_ref(), dotted, &mut best);
     best.map(|off| line_col(text, off))
 }
 
-fn find_table(t: &DeTable<'_>, path: &str, best: &mut Option<usize>) {
+/// Follow `path` from table `t`. `best` is the offset of the deepest key
+/// (or array item) found on the way; the result is the value at the whole
+/// path, if it is written in the file. A name segment applied to an array
+/// of tables follows the first element that has it.
+fn walk<'a, 'i>(
+    t: &'a DeTable<'i>,
+    path: &str,
+    best: &mut Option<usize>,
+) -> Option<&'a Spanned<DeValue<'i>>> {
     for (k, v) in t.iter() {
         let name: &str = k.get_ref();
         if path == name {
             *best = Some(k.span().start);
-            return;
+            return Some(v);
         }
         if let Some(rest) = path.strip_prefix(name).and_then(|r| r.strip_prefix('.')) {
             *best = Some(k.span().start);
-            find_value(v.get_ref(), rest, best);
-            return;
+            return walk_value(v, rest, best);
         }
     }
+    None
 }
 
-fn find_value(v: &DeValue<'_>, path: &str, best: &mut Option<usize>) {
-    match v {
-        DeValue::Table(t) => find_table(t, path, best),
+fn walk_value<'a, 'i>(
+    v: &'a Spanned<DeValue<'i>>,
+    path: &str,
+    best: &mut Option<usize>,
+) -> Option<&'a Spanned<DeValue<'i>>> {
+    match v.get_ref() {
+        DeValue::Table(t) => walk(t, path, best),
         DeValue::Array(items) => {
             let (first, rest) = path.split_once('.').unwrap_or((path, ""));
             if let Ok(i) = first.parse::<usize>() {
-                if let Some(item) = items.get(i) {
-                    *best = Some(item.span().start);
-                    if !rest.is_empty() {
-                        find_value(item.get_ref(), rest, best);
+                let item = items.get(i)?;
+                *best = Some(item.span().start);
+                if rest.is_empty() {
+                    Some(item)
+                } else {
+                    walk_value(item, rest, best)
+                }
+            } else {
+                for item in items.iter() {
+                    let mut b = None;
+                    if let Some(found) = walk_value(item, path, &mut b) {
+                        *best = b;
+                        return Some(found);
                     }
                 }
+                None
             }
         }
-        _ => {}
+        _ => None,
+    }
+}
+
+/// Sharpen a deserialization error whose span covers a whole table (as
+/// for a distribution, an internally tagged enum, whose errors carry the
+/// table's span): for `unknown field `x`` or `invalid type/value: ...`,
+/// find the offending entry in the table at `key`. Returns the entry's
+/// dotted key and byte offset.
+pub fn refine(text: &str, key: &str, message: &str) -> Option<(String, usize)> {
+    let doc = DeTable::parse(text).ok()?;
+    let mut best = None;
+    let node = walk(doc.get_ref(), key, &mut best)?;
+    let DeValue::Table(t) = node.get_ref() else {
+        return None;
+    };
+    if let Some(rest) = message.strip_prefix("unknown field `") {
+        let field = rest.split('`').next()?;
+        return t
+            .iter()
+            .find(|(k, _)| {
+                let name: &str = k.get_ref();
+                name == field
+            })
+            .map(|(k, _)| (format!("{key}.{field}"), k.span().start));
+    }
+    let desc = message
+        .strip_prefix("invalid type: ")
+        .or_else(|| message.strip_prefix("invalid value: "))?;
+    let unexpected = desc.split(", expected").next()?;
+    t.iter()
+        .find(|(_, v)| is_unexpected(v.get_ref(), unexpected))
+        .map(|(k, v)| {
+            let name: &str = k.get_ref();
+            (format!("{key}.{name}"), v.span().start)
+        })
+}
+
+/// Whether a value is the one serde describes as `unexpected`
+/// (`string "x"`, `integer `3``, `floating point `1.5``, `boolean `true``,
+/// `sequence`, `map`).
+fn is_unexpected(v: &DeValue<'_>, unexpected: &str) -> bool {
+    let literal = |prefix: &str| {
+        unexpected
+            .strip_prefix(prefix)
+            .and_then(|r| r.strip_prefix('`'))
+            .and_then(|r| r.strip_suffix('`'))
+            .map(str::to_string)
+    };
+    match v {
+        DeValue::String(s) => unexpected == format!("string {:?}", s.as_ref()),
+        DeValue::Integer(i) => literal("integer ").is_some_and(|lit| {
+            let raw: String = i
+                .as_str()
+                .chars()
+                .filter(|c| *c != '_' && *c != '+')
+                .collect();
+            raw == lit
+        }),
+        DeValue::Float(_) => unexpected.starts_with("floating point"),
+        DeValue::Boolean(b) => literal("boolean ").is_some_and(|lit| lit == b.to_string()),
+        DeValue::Array(_) => unexpected == "sequence",
+        DeValue::Table(_) => unexpected == "map",
+        DeValue::Datetime(_) => unexpected.contains("date"),
     }
 }
 
@@ -357,6 +594,47 @@ pub fn key_at(text: &str, offset: usize) -> Option<String> {
     }
 }
 
+/// For a syntax error (no parse tree): the key being written on the
+/// error's line, from the text alone: the table header it is in, plus the
+/// key before `=` on that line.
+pub fn syntax_key(text: &str, offset: usize) -> Option<String> {
+    let offset = floor_boundary(text, offset);
+    let line_start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[offset..].find('\n').map_or(text.len(), |i| offset + i);
+    let line = text[line_start..line_end].trim();
+    let header_of = |l: &str| -> Option<String> {
+        let l = l.trim();
+        let inner = l.strip_prefix("[[").or_else(|| l.strip_prefix('['))?;
+        let name = inner.split(']').next().unwrap_or(inner).trim();
+        (!name.is_empty()).then(|| unquote_key(name))
+    };
+    if line.starts_with('[') {
+        return header_of(line);
+    }
+    let table = text[..line_start]
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('['))
+        .and_then(header_of);
+    let lhs = line
+        .split_once('=')
+        .map(|(k, _)| unquote_key(k.trim()))
+        .filter(|k| !k.is_empty() && !k.starts_with('#'));
+    match (table, lhs) {
+        (Some(t), Some(k)) => Some(format!("{t}.{k}")),
+        (None, Some(k)) => Some(k),
+        (Some(t), None) => Some(t),
+        (None, None) => None,
+    }
+}
+
+fn unquote_key(k: &str) -> String {
+    k.split('.')
+        .map(|s| s.trim().trim_matches('"').trim_matches('\''))
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
 fn key_in_table(t: &DeTable<'_>, offset: usize, path: &mut Vec<String>) -> bool {
     for (k, v) in t.iter() {
         let name: &str = k.get_ref();
@@ -364,7 +642,9 @@ fn key_in_table(t: &DeTable<'_>, offset: usize, path: &mut Vec<String>) -> bool 
             path.push(name.to_string());
             return true;
         }
-        if v.span().contains(&offset) || matches!(v.get_ref(), DeValue::Table(_) | DeValue::Array(_)) {
+        if v.span().contains(&offset)
+            || matches!(v.get_ref(), DeValue::Table(_) | DeValue::Array(_))
+        {
             path.push(name.to_string());
             if key_in_value(v.get_ref(), offset, path) || v.span().contains(&offset) {
                 return true;
@@ -404,6 +684,23 @@ mod tests {
         let text = "reps = 2\n\n[[agents]]\ncount = 3\n\n[[agents]]\ncount = 4\nrespond_p = 2\n";
         assert_eq!(locate(text, "reps"), Some((1, 1)));
         assert_eq!(locate(text, "agents.1.respond_p"), Some((8, 1)));
+        assert_eq!(
+            locate(text, "agents.respond_p"),
+            Some((8, 1)),
+            "name segment: first group that has it"
+        );
+        assert_eq!(
+            locate(text, "agents.1.csma"),
+            Some((6, 1)),
+            "nearest written parent"
+        );
+    }
+
+    #[test]
+    fn locate_finds_quoted_and_nested_sweep_keys() {
+        let text = "[sweep]\n\"server.ttl_ms\" = [1, 2]\n[sweep.agents.0]\ncount = [1, 2]\n";
+        assert_eq!(locate(text, "sweep.server.ttl_ms"), Some((2, 1)));
+        assert_eq!(locate(text, "sweep.agents.0.count"), Some((4, 1)));
     }
 
     #[test]
@@ -414,12 +711,76 @@ mod tests {
     }
 
     #[test]
+    fn refine_finds_the_field_inside_a_distribution() {
+        let text = "[[agents]]\ncsma = { kind = \"uniform\", min_ms = \"x\", maxms = 3 }\n";
+        let (k, off) = refine(
+            text,
+            "agents.0.csma",
+            "unknown field `maxms`, expected `min_ms` or `max_ms`",
+        )
+        .expect("found");
+        assert_eq!(k, "agents.0.csma.maxms");
+        assert_eq!(line_col(text, off), (2, 42));
+        let (k, _) = refine(
+            text,
+            "agents.0.csma",
+            "invalid type: string \"x\", expected f64",
+        )
+        .expect("found");
+        assert_eq!(k, "agents.0.csma.min_ms");
+        assert_eq!(
+            refine(text, "agents.0.csma", "missing field `max_ms`"),
+            None
+        );
+    }
+
+    #[test]
+    fn syntax_key_reads_the_line() {
+        let text = "reps = 2\n[network]\nbase_ms = = 3\n";
+        let off = text.find("= 3").expect("present");
+        assert_eq!(syntax_key(text, off).as_deref(), Some("network.base_ms"));
+        assert_eq!(syntax_key("[netw\n", 2).as_deref(), Some("netw"));
+    }
+
+    #[test]
+    fn overlap_matches_indices_and_name_segments() {
+        assert!(paths_overlap("agents.count", "agents.0.count"));
+        assert!(paths_overlap("agents.0.csma", "agents.0.csma.max_ms"));
+        assert!(!paths_overlap("agents.0.count", "agents.1.count"));
+        assert!(!paths_overlap("server.ttl_ms", "server.enabled"));
+        assert!(path_within("agents.0.csma.max_ms", "agents.csma"));
+        assert!(!path_within("agents.0.csma", "agents.0.csma.max_ms"));
+    }
+
+    #[test]
     fn ranges_expand_inclusively() {
         let mut t = toml::Table::new();
         t.insert("from".into(), Value::Integer(1000));
         t.insert("to".into(), Value::Integer(3000));
         t.insert("step".into(), Value::Integer(1000));
         let v = range(&t).expect("range");
-        assert_eq!(v, vec![Value::Integer(1000), Value::Integer(2000), Value::Integer(3000)]);
+        assert_eq!(
+            v,
+            vec![
+                Value::Integer(1000),
+                Value::Integer(2000),
+                Value::Integer(3000)
+            ]
+        );
+        t.insert("from".into(), Value::Float(0.0));
+        t.insert("to".into(), Value::Float(0.3));
+        t.insert("step".into(), Value::Float(0.1));
+        let v = range(&t).expect("range");
+        assert_eq!(
+            v,
+            vec![
+                Value::Float(0.0),
+                Value::Float(0.1),
+                Value::Float(0.2),
+                Value::Float(0.3)
+            ]
+        );
+        t.insert("step".into(), Value::Float(0.0));
+        assert!(range(&t).is_err());
     }
 }
