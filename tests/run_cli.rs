@@ -44,11 +44,19 @@ fn run_writes_summary_and_runs_with_the_documented_columns() {
         "lost",
         "events",
     ] {
-        assert!(header.contains(&format!(",{m}_mean,{m}_ci95")), "{m} in {header}");
+        assert!(
+            header.contains(&format!(",{m}_mean,{m}_ci95")),
+            "{m} in {header}"
+        );
     }
     assert_eq!(summary.lines().count(), 1 + 5, "one row per policy");
     let runs = std::fs::read_to_string(dir.path().join("default/runs.csv")).expect("runs");
-    assert!(runs.lines().next().expect("header").starts_with("scenario,policy,rep,seed,"));
+    assert!(
+        runs.lines()
+            .next()
+            .expect("header")
+            .starts_with("scenario,policy,rep,seed,")
+    );
     assert_eq!(runs.lines().count(), 1 + 5 * 3, "one row per replication");
 }
 
@@ -59,13 +67,24 @@ fn same_seed_gives_identical_bytes_for_any_jobs() {
     let c = tempfile::tempdir().expect("tempdir");
     let ta = a.path().join("trace.jsonl");
     let tb = b.path().join("trace.jsonl");
-    small_run(a.path(), &["--jobs", "1", "--trace", ta.to_str().expect("utf8")]).success();
-    small_run(b.path(), &["--jobs", "2", "--trace", tb.to_str().expect("utf8")]).success();
+    small_run(
+        a.path(),
+        &["--jobs", "1", "--trace", ta.to_str().expect("utf8")],
+    )
+    .success();
+    small_run(
+        b.path(),
+        &["--jobs", "2", "--trace", tb.to_str().expect("utf8")],
+    )
+    .success();
     small_run(c.path(), &["--seed", "2"]).success();
     let read = |d: &Path, f: &str| std::fs::read(d.join("default").join(f)).expect("file");
     assert_eq!(read(a.path(), "summary.csv"), read(b.path(), "summary.csv"));
     assert_eq!(read(a.path(), "runs.csv"), read(b.path(), "runs.csv"));
-    assert_eq!(std::fs::read(&ta).expect("trace"), std::fs::read(&tb).expect("trace"));
+    assert_eq!(
+        std::fs::read(&ta).expect("trace"),
+        std::fs::read(&tb).expect("trace")
+    );
     assert!(!std::fs::read(&ta).expect("trace").is_empty());
     assert_ne!(read(a.path(), "runs.csv"), read(c.path(), "runs.csv"));
 }
@@ -75,14 +94,34 @@ fn sweep_adds_parameter_columns() {
     let dir = tempfile::tempdir().expect("tempdir");
     small_run(
         dir.path(),
-        &["--set", "policies=[\"spec\"]", "--set", "sweep.server.ttl_ms=[10000, 45000]"],
+        &[
+            "--set",
+            "policies=[\"spec\"]",
+            "--set",
+            "sweep.server.ttl_ms=[10000, 45000]",
+        ],
     )
     .success();
     let summary = std::fs::read_to_string(dir.path().join("default/summary.csv")).expect("summary");
     let mut lines = summary.lines();
-    assert!(lines.next().expect("header").starts_with("scenario,policy,server.ttl_ms,reps,"));
-    assert!(lines.next().expect("row").starts_with("default,spec,10000,3,"));
-    assert!(lines.next().expect("row").starts_with("default,spec,45000,3,"));
+    assert!(
+        lines
+            .next()
+            .expect("header")
+            .starts_with("scenario,policy,server.ttl_ms,reps,")
+    );
+    assert!(
+        lines
+            .next()
+            .expect("row")
+            .starts_with("default,spec,10000,3,")
+    );
+    assert!(
+        lines
+            .next()
+            .expect("row")
+            .starts_with("default,spec,45000,3,")
+    );
 }
 
 #[test]
