@@ -188,7 +188,7 @@ impl<E> Engine<E> {
     /// event fires at the current instant, after every event already
     /// scheduled for that instant. This never panics (except when more than
     /// `u32::MAX` events are pending at once).
-    #[inline]
+    #[inline(always)]
     pub fn schedule_at(&mut self, at: Time, ev: E) -> EventKey {
         let time = at.max(self.now);
         let (slot, generation) = match self.free.pop() {
