@@ -70,7 +70,7 @@ const DIGIT_MASK: u64 = SLOTS as u64 - 1;
 const BUCKETS: usize = LEVELS * SLOTS;
 /// Words of the occupancy bitmap.
 const WORDS: usize = BUCKETS / 64;
-const _: () = assert!(SLOTS % 64 == 0 && WORDS <= 64);
+const _: () = assert!(SLOTS.is_multiple_of(64) && WORDS <= 64);
 
 /// Compaction is not worth it for a handful of stale entries.
 const COMPACT_MIN_STALE: usize = 1024;
@@ -188,7 +188,7 @@ impl<E> Engine<E> {
     /// event fires at the current instant, after every event already
     /// scheduled for that instant. This never panics (except when more than
     /// `u32::MAX` events are pending at once).
-    #[inline(always)]
+    #[inline]
     pub fn schedule_at(&mut self, at: Time, ev: E) -> EventKey {
         let time = at.max(self.now);
         let (slot, generation) = match self.free.pop() {
@@ -254,10 +254,10 @@ impl<E> Engine<E> {
         }
         // Fast path: the first bucket is at level 0 and its front is live.
         let b = self.first_bucket();
-        if b < SLOTS {
-            if let Some(x) = self.take_front0(b) {
-                return Some(x);
-            }
+        if b < SLOTS
+            && let Some(x) = self.take_front0(b)
+        {
+            return Some(x);
         }
         self.pop_slow()
     }

@@ -154,7 +154,11 @@ enum Ev {
         infer_us: Option<u64>,
     },
     /// A server message reaches an agent.
-    AgentIn { agent: u32, inc: u32, msg: ServerMsg },
+    AgentIn {
+        agent: u32,
+        inc: u32,
+        msg: ServerMsg,
+    },
     /// A CSMA timer or a recheck wake fires.
     Timer { agent: u32, inc: u32, msg: u32 },
     /// An inference completes.
@@ -362,10 +366,10 @@ impl World<'_> {
         }
         let gap = self.p.gap.sample_us(&mut self.work_rng);
         let at = self.eng.now() + gap;
-        if let Some(d) = self.p.duration_us {
-            if at > d {
-                return;
-            }
+        if let Some(d) = self.p.duration_us
+            && at > d
+        {
+            return;
         }
         self.eng.schedule_at(at, Ev::Post { n: self.posted });
         self.posted += 1;
@@ -427,7 +431,10 @@ impl World<'_> {
         let r: f64 = self.work_rng.random();
         if r < self.p.dm_p {
             let k = self.work_rng.random_range(0..n_agents);
-            (format!("@{}", self.p.ids[k as usize]), format!("question {m}"))
+            (
+                format!("@{}", self.p.ids[k as usize]),
+                format!("question {m}"),
+            )
         } else if r < self.p.dm_p + self.p.mention_p {
             let k = self.work_rng.random_range(0..n_agents);
             (
@@ -567,22 +574,23 @@ impl World<'_> {
                 .unwrap_or_else(|| self.p.channel.clone());
             let started_at = inf.started_at.unwrap_or_else(|| self.local_ms(a));
             self.forced = Some((us(inf.duration_ms), inf.ignore_yield));
-            if self.agents[a as usize].active.insert(m) {
-                if let Some(info) = self.msgs.get_mut(&m) {
-                    info.wanted += 1;
-                    info.pending += 1;
-                }
+            if self.agents[a as usize].active.insert(m)
+                && let Some(info) = self.msgs.get_mut(&m)
+            {
+                info.wanted += 1;
+                info.pending += 1;
             }
             let id = self.id_of(m);
-            self.with_client(a, m, |c, _, out| c.start_now(&id, &reply_to, started_at, out));
+            self.with_client(a, m, |c, _, out| {
+                c.start_now(&id, &reply_to, started_at, out)
+            });
             self.forced = None;
             self.release(m); // this event's hold
-        } else if let Some(agent) = &e.disconnect {
-            if let Some(a) = names::parse_agent(agent, self.agents.len()) {
-                if self.agents[a as usize].alive {
-                    self.crash(now, a, 0);
-                }
-            }
+        } else if let Some(agent) = &e.disconnect
+            && let Some(a) = names::parse_agent(agent, self.agents.len())
+            && self.agents[a as usize].alive
+        {
+            self.crash(now, a, 0);
         }
     }
 
@@ -728,10 +736,10 @@ impl World<'_> {
             a.down_last = at;
         }
         let inc = a.inc;
-        if let Some(m) = relay_of {
-            if let Some(info) = self.msgs.get_mut(&m) {
-                info.pending += 1;
-            }
+        if let Some(m) = relay_of
+            && let Some(info) = self.msgs.get_mut(&m)
+        {
+            info.pending += 1;
         }
         self.eng.schedule_at(
             at,
@@ -838,7 +846,13 @@ impl World<'_> {
         if let Some(m) = subject.and_then(|id| self.num_of(id)) {
             self.settle(agent, m);
         }
-        if let (Some(m), ServerMsg::Msg { from, to, content, .. }) = (relay_of, &msg) {
+        if let (
+            Some(m),
+            ServerMsg::Msg {
+                from, to, content, ..
+            },
+        ) = (relay_of, &msg)
+        {
             self.consider(agent, m, from, to, content);
             self.release(m);
         }
@@ -917,7 +931,12 @@ impl World<'_> {
                     }
                     let inc = a.inc;
                     self.eng.schedule_at(due, Ev::Timer { agent, inc, msg: m });
-                    self.trace_state(agent, Some(m), "csma", || serde_json::json!({"until_us": due}));
+                    self.trace_state(
+                        agent,
+                        Some(m),
+                        "csma",
+                        || serde_json::json!({"until_us": due}),
+                    );
                 }
                 Action::WakeAt { msg_id, at_ms } => {
                     let Some(m) = self.num_of(&msg_id) else {
@@ -930,7 +949,12 @@ impl World<'_> {
                     let at = u64::try_from(virt).unwrap_or(0).max(self.eng.now());
                     let inc = a.inc;
                     self.eng.schedule_at(at, Ev::Timer { agent, inc, msg: m });
-                    self.trace_state(agent, Some(m), "recheck_wait", || serde_json::json!({"until_us": at}));
+                    self.trace_state(
+                        agent,
+                        Some(m),
+                        "recheck_wait",
+                        || serde_json::json!({"until_us": at}),
+                    );
                 }
                 Action::Send(msg) => {
                     if matches!(msg, ClientMsg::RespondingTo { .. }) {
@@ -954,7 +978,12 @@ impl World<'_> {
                             floor::SkipReason::SeenClaim => "seen_claim",
                             floor::SkipReason::SeenResponse => "seen_response",
                         };
-                        self.trace_state(agent, Some(m), "skip", || serde_json::json!({"reason": reason}));
+                        self.trace_state(
+                            agent,
+                            Some(m),
+                            "skip",
+                            || serde_json::json!({"reason": reason}),
+                        );
                     }
                 }
             }
@@ -990,7 +1019,10 @@ impl World<'_> {
             let at = now + (dur as f64 * a.rng.random::<f64>()).round() as u64;
             Some(self.eng.schedule_at(at, Ev::Crash { agent }))
         } else {
-            Some(self.eng.schedule_at(now + dur, Ev::InferDone { agent, msg: m }))
+            Some(
+                self.eng
+                    .schedule_at(now + dur, Ev::InferDone { agent, msg: m }),
+            )
         };
         if ignore || hung {
             a.client.set_ignore_yield(msg_id, true);
@@ -1038,7 +1070,12 @@ impl World<'_> {
         if r.counted {
             self.acc.wasted(now - r.start_us);
         }
-        self.trace_state(agent, Some(m), "abort", || serde_json::json!({"winner": winner}));
+        self.trace_state(
+            agent,
+            Some(m),
+            "abort",
+            || serde_json::json!({"winner": winner}),
+        );
     }
 
     fn infer_done(&mut self, now: u64, agent: u32, m: u32) {
@@ -1053,9 +1090,13 @@ impl World<'_> {
         let t = self.local_ms(agent);
         let mut actions = std::mem::take(&mut self.actions);
         actions.clear();
-        self.agents[agent as usize]
-            .client
-            .on_inference_done(t, &id, Some(reply_id), content, &mut actions);
+        self.agents[agent as usize].client.on_inference_done(
+            t,
+            &id,
+            Some(reply_id),
+            content,
+            &mut actions,
+        );
         // The reply carries its inference time for the wasted-time count;
         // it keeps the parent open until it reaches the server (or is lost).
         let dur = if r.counted { Some(r.dur_us) } else { None };
@@ -1098,7 +1139,8 @@ impl World<'_> {
             self.release(m);
         }
         self.trace_state(agent, None, "crash", || serde_json::json!({}));
-        self.eng.schedule_in(detect_us, Ev::DisconnectSeen { agent });
+        self.eng
+            .schedule_in(detect_us, Ev::DisconnectSeen { agent });
     }
 
     /// If `agent` is no longer busy with `m`, release its hold on `m`.
@@ -1130,15 +1172,15 @@ impl World<'_> {
     }
 
     fn finish_msg(&mut self, m: u32) {
-        if let Some(info) = self.msgs.remove(&m) {
-            if info.channel_msg {
-                self.acc.message(MessageOutcome {
-                    wanted: info.wanted,
-                    responses: info.responses,
-                    ttfr_us: info.first_us.map(|f| f - info.post_us),
-                    starters: info.starters,
-                });
-            }
+        if let Some(info) = self.msgs.remove(&m)
+            && info.channel_msg
+        {
+            self.acc.message(MessageOutcome {
+                wanted: info.wanted,
+                responses: info.responses,
+                ttfr_us: info.first_us.map(|f| f - info.post_us),
+                starters: info.starters,
+            });
         }
     }
 
@@ -1186,9 +1228,9 @@ fn mentions(content: &str, id: &str) -> bool {
         return false;
     }
     content.split_whitespace().any(|w| {
-        w.strip_prefix('@')
-            .map(|rest| rest.trim_end_matches(|c: char| !c.is_ascii_alphanumeric() && c != '-' && c != '_'))
-            == Some(id)
+        w.strip_prefix('@').map(|rest| {
+            rest.trim_end_matches(|c: char| !c.is_ascii_alphanumeric() && c != '-' && c != '_')
+        }) == Some(id)
     })
 }
 

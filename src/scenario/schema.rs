@@ -325,14 +325,19 @@ impl Scenario {
     /// unique ids. The error is (dotted key, message).
     pub fn check_script(&self) -> Result<(), (String, String)> {
         let n = self.agent_count() as usize;
-        let known_agent = |id: &str| -> bool {
-            (0..n).any(|i| crate::model::names::agent_id(i, n) == id)
-        };
+        let known_agent =
+            |id: &str| -> bool { (0..n).any(|i| crate::model::names::agent_id(i, n) == id) };
         let mut ids: Vec<&str> = Vec::new();
         for (i, e) in self.script.iter().enumerate() {
             let k = |f: &str| format!("script.{i}.{f}");
             if !e.at_ms.is_finite() || e.at_ms < 0.0 {
-                return Err((k("at_ms"), format!("must be a finite, non-negative number of ms, not {}", e.at_ms)));
+                return Err((
+                    k("at_ms"),
+                    format!(
+                        "must be a finite, non-negative number of ms, not {}",
+                        e.at_ms
+                    ),
+                ));
             }
             let actions = usize::from(e.post.is_some())
                 + usize::from(e.infer.is_some())
@@ -349,31 +354,57 @@ impl Scenario {
                         .chars()
                         .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
                 if !ok {
-                    return Err((k("post.id"), format!("`{}` is not a message id (letters, digits, `-`, `_`, `.`)", p.id)));
+                    return Err((
+                        k("post.id"),
+                        format!(
+                            "`{}` is not a message id (letters, digits, `-`, `_`, `.`)",
+                            p.id
+                        ),
+                    ));
                 }
                 if crate::model::names::parse_msg(&p.id).is_some() {
-                    return Err((k("post.id"), format!("`{}` looks like a generated id (m<number>); pick another", p.id)));
+                    return Err((
+                        k("post.id"),
+                        format!(
+                            "`{}` looks like a generated id (m<number>); pick another",
+                            p.id
+                        ),
+                    ));
                 }
                 if ids.contains(&p.id.as_str()) {
                     return Err((k("post.id"), format!("`{}` is used twice", p.id)));
                 }
                 ids.push(&p.id);
                 if p.from != "operator" && !known_agent(&p.from) {
-                    return Err((k("post.from"), format!("`{}` is neither `operator` nor an agent of this scenario", p.from)));
+                    return Err((
+                        k("post.from"),
+                        format!(
+                            "`{}` is neither `operator` nor an agent of this scenario",
+                            p.from
+                        ),
+                    ));
                 }
                 if let Some(to) = &p.to {
                     let dm = to.strip_prefix('@').is_some_and(known_agent);
                     let channel = to.len() > 1
                         && to.starts_with('#')
-                        && to[1..].chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+                        && to[1..]
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
                     if !dm && !channel {
-                        return Err((k("post.to"), format!("`{to}` is neither a channel nor `@` and an agent id")));
+                        return Err((
+                            k("post.to"),
+                            format!("`{to}` is neither a channel nor `@` and an agent id"),
+                        ));
                     }
                 }
             }
             if let Some(inf) = &e.infer {
                 if !known_agent(&inf.agent) {
-                    return Err((k("infer.agent"), format!("`{}` is not an agent of this scenario", inf.agent)));
+                    return Err((
+                        k("infer.agent"),
+                        format!("`{}` is not an agent of this scenario", inf.agent),
+                    ));
                 }
                 let post = self.script[..i]
                     .iter()
@@ -382,25 +413,40 @@ impl Scenario {
                     None => {
                         return Err((
                             k("infer.msg"),
-                            format!("`{}` is not the id of a post listed earlier in the script", inf.msg),
+                            format!(
+                                "`{}` is not the id of a post listed earlier in the script",
+                                inf.msg
+                            ),
                         ));
                     }
                     Some(p) if p.at_ms > e.at_ms => {
                         return Err((
                             k("at_ms"),
-                            format!("{} is before the post `{}` at {}", e.at_ms, inf.msg, p.at_ms),
+                            format!(
+                                "{} is before the post `{}` at {}",
+                                e.at_ms, inf.msg, p.at_ms
+                            ),
                         ));
                     }
                     Some(_) => {}
                 }
                 if !inf.duration_ms.is_finite() || inf.duration_ms < 0.0 {
-                    return Err((k("infer.duration_ms"), format!("must be a finite, non-negative number of ms, not {}", inf.duration_ms)));
+                    return Err((
+                        k("infer.duration_ms"),
+                        format!(
+                            "must be a finite, non-negative number of ms, not {}",
+                            inf.duration_ms
+                        ),
+                    ));
                 }
             }
-            if let Some(a) = &e.disconnect {
-                if !known_agent(a) {
-                    return Err((k("disconnect"), format!("`{a}` is not an agent of this scenario")));
-                }
+            if let Some(a) = &e.disconnect
+                && !known_agent(a)
+            {
+                return Err((
+                    k("disconnect"),
+                    format!("`{a}` is not an agent of this scenario"),
+                ));
             }
         }
         Ok(())

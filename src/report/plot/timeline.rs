@@ -480,10 +480,10 @@ impl Timeline {
                         kind: MarkKind::Lost,
                     });
                     if str_of(&l.v, "dir") == Some("down") {
-                        if mtype == Some("YIELD") {
-                            if let Some(q) = agent.as_ref().and_then(|a| pending_down.get_mut(a)) {
-                                q.pop_front();
-                            }
+                        if mtype == Some("YIELD")
+                            && let Some(q) = agent.as_ref().and_then(|a| pending_down.get_mut(a))
+                        {
+                            q.pop_front();
                         }
                     } else if let Some(a) = &agent {
                         let ty = match mtype {
