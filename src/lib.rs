@@ -14,3 +14,4 @@ pub mod model;
 pub mod report;
 pub mod scenario;
 pub mod sweep;
+pub mod tune;

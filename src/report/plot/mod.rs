@@ -17,6 +17,7 @@
 mod draw;
 mod output;
 mod panels;
+pub mod pareto;
 mod summary;
 mod timeline;
 

@@ -1,0 +1,567 @@
+//! `herdsim tune`: search the CSMA window and the claim TTL (and any other
+//! numeric keys) for the settings that minimise a weighted sum of the
+//! duplicate, wasted-inference and unanswered rates, subject to a budget on
+//! the mean p95 time to first response.
+//!
+//! The method, in four steps, all on **common random numbers**: every
+//! candidate runs replication `r` with the seed `sweep::rep_seed(master, 0,
+//! r)`, so two candidates differ only by their settings, and they are
+//! compared on per-replication (paired) differences.
+//!
+//! 1. **Current settings**: the scenario as it is, for reference (and as a
+//!    candidate when its values lie in the searched ranges).
+//! 2. **Grid**: a coarse full-factorial grid over the searched ranges
+//!    (windows with min > max left out).
+//! 3. **Refinement**: a compass (pattern) search from the best grid point:
+//!    try one step up and down in every parameter, move to the best if it
+//!    beats the incumbent, else halve the steps, down to the resolution of
+//!    each parameter. On fixed seeds this is a deterministic search of the
+//!    sample-average problem.
+//! 4. **Duel**: while the best two feasible candidates are too close to
+//!    call (the 95% CI of their paired objective difference includes 0),
+//!    both get twice the replications, up to `max_reps`.
+//!
+//! Ranking: feasible (mean p95 within the budget) before infeasible; then
+//! the mean objective (infeasible ones: the mean p95, so that a search that
+//! starts outside the budget walks into it); then the mean p95; then the
+//! distance to the scenario's own values (a parameter the objective cannot
+//! see stays where the user had it); then evaluation order.
+//!
+//! Runs go to a rayon pool of `threads` threads in batches; results are
+//! stored by (candidate, replication), and every decision depends on
+//! results only, so the outcome is the same for any thread count.
+
+pub mod report;
+pub mod space;
+pub mod stats;
+
+use crate::floor::PolicyKind;
+use crate::metrics::stats::Summary;
+use crate::metrics::{METRICS, RunResult};
+use crate::model::{Prepared, simulate};
+use crate::scenario::Loaded;
+use crate::sweep::rep_seed;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use rayon::prelude::*;
+use space::Space;
+use stats::Paired;
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+/// Weights of the objective. Each rate is a fraction in 0..1.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Weights {
+    pub duplicate: f64,
+    pub wasted: f64,
+    pub unanswered: f64,
+}
+
+impl Default for Weights {
+    /// Equal weights: one duplicate answer, one wasted inference (as a share
+    /// of inference time) and one unanswered message count the same.
+    fn default() -> Self {
+        Weights {
+            duplicate: 1.0,
+            wasted: 1.0,
+            unanswered: 1.0,
+        }
+    }
+}
+
+/// The metrics the objective weighs, in [`Weights`] order.
+pub const OBJECTIVE_METRICS: [&str; 3] =
+    ["duplicate_rate", "wasted_inference_rate", "unanswered_rate"];
+
+/// The latency metric the budget bounds.
+pub const BUDGET_METRIC: &str = "ttfr_p95_ms";
+
+fn metric_index(name: &str) -> usize {
+    METRICS.iter().position(|m| *m == name).unwrap_or(0)
+}
+
+impl Weights {
+    /// The objective of one replication.
+    pub fn objective(&self, r: &RunResult) -> f64 {
+        let v = |m: &str| r.values[metric_index(m)];
+        self.duplicate * v(OBJECTIVE_METRICS[0])
+            + self.wasted * v(OBJECTIVE_METRICS[1])
+            + self.unanswered * v(OBJECTIVE_METRICS[2])
+    }
+
+    /// `1 x duplicate_rate + 0.5 x wasted_inference_rate + ...`, zero
+    /// weights left out.
+    pub fn describe(&self) -> String {
+        let parts: Vec<String> = [self.duplicate, self.wasted, self.unanswered]
+            .iter()
+            .zip(OBJECTIVE_METRICS)
+            .filter(|(w, _)| **w != 0.0)
+            .map(|(w, m)| format!("{w} x {m}"))
+            .collect();
+        parts.join(" + ")
+    }
+}
+
+/// How to tune.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub policy: PolicyKind,
+    /// Master seed: replication `r` of every candidate uses `rep_seed(seed, 0, r)`.
+    pub seed: u64,
+    /// Replications of every candidate.
+    pub reps: u32,
+    /// Most replications the duel may give the best two.
+    pub max_reps: u32,
+    /// Grid levels per searched parameter.
+    pub levels: usize,
+    pub weights: Weights,
+    /// Bound on the mean `ttfr_p95_ms` (none: unconstrained).
+    pub budget_ms: Option<f64>,
+    pub threads: usize,
+    /// No progress bar.
+    pub quiet: bool,
+}
+
+/// Where a candidate came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// The scenario's own settings.
+    Current,
+    Grid,
+    Refine,
+}
+
+impl Source {
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::Current => "current",
+            Source::Grid => "grid",
+            Source::Refine => "refine",
+        }
+    }
+}
+
+/// One evaluated setting.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    /// Evaluation order (0-based).
+    pub id: usize,
+    pub source: Source,
+    /// One value per parameter of the space; `None` for current settings
+    /// that the space cannot express (a non-uniform or per-group window).
+    pub values: Option<Vec<f64>>,
+    /// May be recommended (in the searched ranges).
+    pub eligible: bool,
+    /// One result per replication, in replication order.
+    pub runs: Vec<RunResult>,
+    prepared: Prepared,
+}
+
+impl Candidate {
+    /// Replications run.
+    pub fn reps(&self) -> usize {
+        self.runs.len()
+    }
+
+    /// A metric's value in every replication.
+    pub fn metric(&self, name: &str) -> Vec<f64> {
+        let i = metric_index(name);
+        self.runs.iter().map(|r| r.values[i]).collect()
+    }
+
+    /// A metric's mean and CI over replications (NaN values left out, as in
+    /// `summary.csv`).
+    pub fn summary(&self, name: &str) -> Summary {
+        let xs: Vec<f64> = self
+            .metric(name)
+            .into_iter()
+            .filter(|x| !x.is_nan())
+            .collect();
+        Summary::of(&xs)
+    }
+
+    /// The objective in every replication.
+    pub fn objective(&self, w: &Weights) -> Vec<f64> {
+        self.runs.iter().map(|r| w.objective(r)).collect()
+    }
+
+    /// The objective's mean and CI.
+    pub fn objective_summary(&self, w: &Weights) -> Summary {
+        Summary::of(&self.objective(w))
+    }
+
+    /// Mean p95 within the budget (always, with no budget).
+    pub fn feasible(&self, budget: Option<f64>) -> bool {
+        match budget {
+            None => true,
+            Some(b) => {
+                let m = self.summary(BUDGET_METRIC).mean;
+                m.is_finite() && m <= b
+            }
+        }
+    }
+}
+
+/// Why tuning stopped.
+#[derive(Debug)]
+pub enum TuneError {
+    /// Bad input (a parameter value the scenario rejects): exit 2.
+    Input(String),
+    Failure(anyhow::Error),
+}
+
+/// Everything tuning found.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Every candidate, in evaluation order.
+    pub candidates: Vec<Candidate>,
+    /// The recommendation: the best feasible eligible candidate.
+    pub chosen: Option<usize>,
+    /// The best feasible candidate that is not a tie with the chosen one,
+    /// and the paired objective difference chosen - runner-up on their
+    /// common replications.
+    pub runner_up: Option<(usize, Paired)>,
+    /// Feasible candidates ranked between the chosen one and the runner-up:
+    /// the same objective as the chosen one on every common replication
+    /// (they lost on the tie-breaks: p95, then distance to the current
+    /// settings).
+    pub ties: Vec<usize>,
+    /// The scenario's own settings.
+    pub current: usize,
+    /// Candidates by source.
+    pub grid_count: usize,
+    pub refine_count: usize,
+    /// Simulations run.
+    pub runs: u64,
+}
+
+impl Outcome {
+    /// The candidate nearest to the budget when none meets it (lowest mean p95).
+    pub fn fastest(&self) -> Option<usize> {
+        self.candidates
+            .iter()
+            .filter(|c| c.eligible)
+            .min_by(|a, b| {
+                let (x, y) = (a.summary(BUDGET_METRIC).mean, b.summary(BUDGET_METRIC).mean);
+                nan_last(x).total_cmp(&nan_last(y)).then(a.id.cmp(&b.id))
+            })
+            .map(|c| c.id)
+    }
+}
+
+fn nan_last(x: f64) -> f64 {
+    if x.is_nan() { f64::INFINITY } else { x }
+}
+
+/// Search `space` over `loaded` (the scenario with `--set` applied).
+pub fn tune(loaded: &Loaded, space: &Space, s: &Settings) -> Result<Outcome, TuneError> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(s.threads.max(1))
+        .build()
+        .map_err(|e| TuneError::Failure(e.into()))?;
+    let target = if s.quiet {
+        ProgressDrawTarget::hidden()
+    } else {
+        ProgressDrawTarget::stderr()
+    };
+    let bar = ProgressBar::with_draw_target(Some(0), target);
+    if let Ok(style) = ProgressStyle::with_template(
+        "{spinner} {elapsed_precise} {wide_bar} {msg}, runs {pos}/{len}",
+    ) {
+        bar.set_style(style);
+    }
+    let mut t = Tuner {
+        loaded,
+        space,
+        s,
+        pool,
+        bar,
+        cands: Vec::new(),
+        seen: BTreeMap::new(),
+        runs: 0,
+    };
+    let result = t.search();
+    t.bar.finish_and_clear();
+    result
+}
+
+struct Tuner<'a> {
+    loaded: &'a Loaded,
+    space: &'a Space,
+    s: &'a Settings,
+    pool: rayon::ThreadPool,
+    bar: ProgressBar,
+    cands: Vec<Candidate>,
+    /// Snapped values (as bits) -> candidate id.
+    seen: BTreeMap<Vec<u64>, usize>,
+    runs: u64,
+}
+
+type RankKey = (u8, f64, f64, f64, usize);
+
+impl Tuner<'_> {
+    fn search(&mut self) -> Result<Outcome, TuneError> {
+        let reps = self.s.reps;
+        // 1. The scenario as it is.
+        let current = self.add_current()?;
+        // 2. The grid.
+        let grid = self.space.grid(self.s.levels);
+        self.bar
+            .set_message(format!("grid of {} candidates", grid.len()));
+        let mut batch = vec![current];
+        for v in grid {
+            batch.push(self.add(v, Source::Grid)?);
+        }
+        self.ensure(&batch, reps)?;
+        // 3. Compass search from the best.
+        let Some(mut inc) = self.ranked(false).first().copied() else {
+            return Err(TuneError::Input(
+                "no candidate in the searched ranges is a valid window (min <= max)".into(),
+            ));
+        };
+        let free: Vec<usize> = (0..self.space.dims.len())
+            .filter(|&d| self.space.dims[d].free())
+            .collect();
+        let levels = self.s.levels.max(2) as f64;
+        let mut steps: Vec<u64> = self
+            .space
+            .dims
+            .iter()
+            .map(|d| {
+                let spacing = (d.hi - d.lo) / (levels - 1.0);
+                ((spacing / 2.0 / d.step).round() as u64).max(1)
+            })
+            .collect();
+        for round in 1..=200 {
+            let Some(base) = self.cands[inc].values.clone() else {
+                break;
+            };
+            self.bar.set_message(format!("refining, round {round}"));
+            let mut polls = Vec::new();
+            for &d in &free {
+                let dim = &self.space.dims[d];
+                for sign in [-1.0, 1.0] {
+                    let mut v = base.clone();
+                    v[d] = dim.snap(base[d] + sign * steps[d] as f64 * dim.step);
+                    if v[d] != base[d] && self.space.valid(&v) {
+                        polls.push(self.add(v, Source::Refine)?);
+                    }
+                }
+            }
+            self.ensure(&polls, reps)?;
+            let best = polls
+                .iter()
+                .copied()
+                .min_by(|a, b| cmp_key(&self.key(*a), &self.key(*b)));
+            match best {
+                Some(b) if cmp_key(&self.key(b), &self.key(inc)) == Ordering::Less => inc = b,
+                _ => {
+                    if free.iter().all(|&d| steps[d] <= 1) {
+                        break;
+                    }
+                    for &d in &free {
+                        steps[d] = (steps[d] / 2).max(1);
+                    }
+                }
+            }
+        }
+        // 4. The duel: the best against the best candidate that is not an
+        // exact tie with it (a tie is the same objective on every common
+        // replication: more replications of it would be wasted).
+        self.bar.set_message("comparing the best two");
+        loop {
+            let ranked = self.ranked(true);
+            let Some(&a) = ranked.first() else { break };
+            let Some(b) = ranked[1..].iter().copied().find(|&b| !self.tied(a, b)) else {
+                break;
+            };
+            let (na, nb) = (self.cands[a].reps(), self.cands[b].reps());
+            let n = na.max(nb) as u32;
+            if na != nb {
+                self.ensure(&[a, b], n)?;
+                continue;
+            }
+            let p = Paired::of(
+                &self.cands[a].objective(&self.s.weights),
+                &self.cands[b].objective(&self.s.weights),
+            );
+            if p.resolved() || n >= self.s.max_reps {
+                break;
+            }
+            self.ensure(&[a, b], (2 * n).min(self.s.max_reps))?;
+        }
+        let ranked = self.ranked(true);
+        let chosen = ranked.first().copied();
+        let (mut ties, mut runner_up) = (Vec::new(), None);
+        if let Some(a) = chosen {
+            for &b in &ranked[1..] {
+                if self.tied(a, b) {
+                    ties.push(b);
+                } else {
+                    let p = Paired::of(
+                        &self.cands[a].objective(&self.s.weights),
+                        &self.cands[b].objective(&self.s.weights),
+                    );
+                    runner_up = Some((b, p));
+                    break;
+                }
+            }
+        }
+        // The current settings on the recommendation's replications.
+        if let Some(c) = chosen {
+            let n = self.cands[c].reps() as u32;
+            self.bar.set_message("current settings");
+            self.ensure(&[current], n)?;
+        }
+        let count = |src: Source| self.cands.iter().filter(|c| c.source == src).count();
+        Ok(Outcome {
+            grid_count: count(Source::Grid),
+            refine_count: count(Source::Refine),
+            candidates: std::mem::take(&mut self.cands),
+            chosen,
+            runner_up,
+            ties,
+            current,
+            runs: self.runs,
+        })
+    }
+
+    /// The scenario's own settings as candidate 0.
+    fn add_current(&mut self) -> Result<usize, TuneError> {
+        let scenario = self
+            .loaded
+            .base()
+            .map_err(|e| TuneError::Input(e.to_string()))?;
+        let prepared = Prepared::new(&scenario, &self.loaded.base_dir)
+            .map_err(|e| TuneError::Input(format!("{}: {e}", self.loaded.file)))?;
+        let values = self.space.current();
+        let eligible = values
+            .as_ref()
+            .is_some_and(|v| self.space.valid(v) && self.space.contains(v));
+        let id = self.cands.len();
+        if let Some(v) = &values {
+            // Only an exact match on the lattice is the same candidate.
+            if self.space.snap(v) == *v {
+                self.seen.insert(bits(v), id);
+            }
+        }
+        self.cands.push(Candidate {
+            id,
+            source: Source::Current,
+            values,
+            eligible,
+            runs: Vec::new(),
+            prepared,
+        });
+        Ok(id)
+    }
+
+    /// The candidate with values `v` (snapped), added if new.
+    fn add(&mut self, v: Vec<f64>, source: Source) -> Result<usize, TuneError> {
+        let v = self.space.snap(&v);
+        let key = bits(&v);
+        if let Some(&id) = self.seen.get(&key) {
+            return Ok(id);
+        }
+        let l = self
+            .space
+            .apply(self.loaded, &v)
+            .map_err(|e| TuneError::Input(e.to_string()))?;
+        let scenario = l.base().map_err(|e| TuneError::Input(e.to_string()))?;
+        let prepared = Prepared::new(&scenario, &l.base_dir)
+            .map_err(|e| TuneError::Input(format!("{}: {e}", l.file)))?;
+        let id = self.cands.len();
+        self.seen.insert(key, id);
+        self.cands.push(Candidate {
+            id,
+            source,
+            values: Some(v),
+            eligible: true,
+            runs: Vec::new(),
+            prepared,
+        });
+        Ok(id)
+    }
+
+    /// Run candidates `ids` up to `n` replications each, in parallel.
+    fn ensure(&mut self, ids: &[usize], n: u32) -> Result<(), TuneError> {
+        let mut ids = ids.to_vec();
+        ids.sort_unstable();
+        ids.dedup();
+        let jobs: Vec<(usize, u32)> = ids
+            .iter()
+            .flat_map(|&id| (self.cands[id].reps() as u32..n).map(move |r| (id, r)))
+            .collect();
+        if jobs.is_empty() {
+            return Ok(());
+        }
+        self.bar.inc_length(jobs.len() as u64);
+        let (cands, policy, seed, bar) = (&self.cands, self.s.policy, self.s.seed, &self.bar);
+        let results: Vec<RunResult> = self.pool.install(|| {
+            jobs.par_iter()
+                .map(|&(id, r)| {
+                    let res = simulate(&cands[id].prepared, policy, rep_seed(seed, 0, r), None);
+                    bar.inc(1);
+                    res
+                })
+                .collect()
+        });
+        // Jobs of one candidate are in replication order.
+        for (&(id, _), res) in jobs.iter().zip(results) {
+            self.cands[id].runs.push(res);
+        }
+        self.runs += jobs.len() as u64;
+        Ok(())
+    }
+
+    /// True when `a` and `b` have the same objective on every replication
+    /// both have run.
+    fn tied(&self, a: usize, b: usize) -> bool {
+        let w = &self.s.weights;
+        let (x, y) = (self.cands[a].objective(w), self.cands[b].objective(w));
+        x.iter().zip(&y).all(|(p, q)| p == q)
+    }
+
+    fn key(&self, id: usize) -> RankKey {
+        let c = &self.cands[id];
+        let p95 = nan_last(c.summary(BUDGET_METRIC).mean);
+        let dist = c
+            .values
+            .as_ref()
+            .map_or(f64::INFINITY, |v| self.space.distance_to_current(v));
+        if !c.eligible {
+            return (2, 0.0, p95, dist, id);
+        }
+        if c.feasible(self.s.budget_ms) {
+            let obj = nan_last(c.objective_summary(&self.s.weights).mean);
+            (0, obj, p95, dist, id)
+        } else {
+            (1, p95, p95, dist, id)
+        }
+    }
+
+    /// Eligible candidates with runs, best first (`feasible_only`: those
+    /// within the budget).
+    fn ranked(&self, feasible_only: bool) -> Vec<usize> {
+        let mut ids: Vec<(RankKey, usize)> = self
+            .cands
+            .iter()
+            .filter(|c| c.eligible && c.reps() > 0)
+            .filter(|c| !feasible_only || c.feasible(self.s.budget_ms))
+            .map(|c| (self.key(c.id), c.id))
+            .collect();
+        ids.sort_by(|a, b| cmp_key(&a.0, &b.0));
+        ids.into_iter().map(|(_, id)| id).collect()
+    }
+}
+
+fn bits(v: &[f64]) -> Vec<u64> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+fn cmp_key(a: &RankKey, b: &RankKey) -> Ordering {
+    a.0.cmp(&b.0)
+        .then(a.1.total_cmp(&b.1))
+        .then(a.2.total_cmp(&b.2))
+        .then(a.3.total_cmp(&b.3))
+        .then(a.4.cmp(&b.4))
+}

@@ -1,0 +1,558 @@
+//! What `herdsim tune` writes: `candidates.csv` (every evaluated
+//! candidate), the recommendation as paste-able environment lines with the
+//! metrics they achieve, and the data of the Pareto figure. Everything here
+//! is a pure function of the [`Outcome`]: no clock, no paths that vary.
+
+use super::space::{Dim, Role, Space};
+use super::stats::{Paired, confidence_below};
+use super::{BUDGET_METRIC, Candidate, Outcome, Settings, Source};
+use crate::metrics::METRICS;
+use crate::metrics::stats::Summary;
+use crate::report::csv_out::num;
+use crate::report::plot::pareto::{Mark, ParetoAxis, ParetoChart, ParetoPoint};
+use std::fmt::Write as _;
+
+/// Environment variable of a built-in parameter under `policy`'s rules.
+pub fn env_var(role: Role, s: &Settings) -> Option<&'static str> {
+    match role {
+        Role::CsmaMin => Some("AGENTCHAT_CSMA_MIN_MS"),
+        Role::CsmaMax => Some("AGENTCHAT_CSMA_MAX_MS"),
+        Role::Ttl => Some(s.policy.rules().ttl_var),
+        Role::Extra => None,
+    }
+}
+
+/// A candidate's value of `dim` as written in the CSV and on stdout.
+fn value_text(dim: &Dim, v: f64) -> String {
+    let shown = dim.format(v);
+    if shown.parse::<f64>().ok() == Some(v) {
+        shown
+    } else {
+        num(v)
+    }
+}
+
+/// `candidates.csv`: one row per candidate in evaluation order: `scenario`,
+/// `policy`, `candidate`, `source` (current, grid, refine), one column per
+/// parameter (empty when the current settings cannot be expressed), `reps`,
+/// `objective_mean`, `objective_ci95`, `feasible`, `chosen`, then
+/// `<metric>_mean` and `<metric>_ci95` for every metric of `summary.csv`.
+pub fn candidates_csv(
+    scenario: &str,
+    space: &Space,
+    out: &Outcome,
+    s: &Settings,
+) -> anyhow::Result<Vec<u8>> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let mut header: Vec<String> = ["scenario", "policy", "candidate", "source"]
+        .iter()
+        .map(|x| x.to_string())
+        .collect();
+    header.extend(space.dims.iter().map(|d| d.key.clone()));
+    for h in [
+        "reps",
+        "objective_mean",
+        "objective_ci95",
+        "feasible",
+        "chosen",
+    ] {
+        header.push(h.to_string());
+    }
+    for m in METRICS {
+        header.push(format!("{m}_mean"));
+        header.push(format!("{m}_ci95"));
+    }
+    w.write_record(&header)?;
+    for c in &out.candidates {
+        let mut rec = vec![
+            scenario.to_string(),
+            s.policy.name().to_string(),
+            c.id.to_string(),
+            c.source.name().to_string(),
+        ];
+        match &c.values {
+            Some(v) => rec.extend(space.dims.iter().zip(v).map(|(d, x)| value_text(d, *x))),
+            None => rec.extend(space.dims.iter().map(|_| String::new())),
+        }
+        let obj = c.objective_summary(&s.weights);
+        rec.push(c.reps().to_string());
+        rec.push(num(obj.mean));
+        rec.push(num(obj.ci95));
+        rec.push(c.feasible(s.budget_ms).to_string());
+        rec.push((out.chosen == Some(c.id)).to_string());
+        for m in METRICS {
+            let sm = c.summary(m);
+            rec.push(num(sm.mean));
+            rec.push(num(sm.ci95));
+        }
+        w.write_record(rec)?;
+    }
+    w.into_inner().map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// Decimals that show `ci` to two significant digits (or `mean` to three
+/// when there is no spread), at most 6.
+fn decimals(mean: f64, ci: f64) -> usize {
+    let basis = if ci.is_finite() && ci > 0.0 {
+        (ci, 2)
+    } else if mean.is_finite() && mean != 0.0 {
+        (mean.abs(), 3)
+    } else {
+        return 0;
+    };
+    let mag = basis.0.log10().floor() as i32;
+    (basis.1 - 1 - mag).clamp(0, 6) as usize
+}
+
+/// `mean ± ci` scaled by `scale` with `unit`.
+fn pm(sm: (f64, f64), scale: f64, unit: &str) -> String {
+    let (m, c) = (sm.0 * scale, sm.1 * scale);
+    if m.is_nan() {
+        return "n/a".into();
+    }
+    let d = decimals(m, c);
+    format!("{m:.d$} ± {c:.d$}{unit}")
+}
+
+/// A signed change, `+x ± ci`.
+fn change(p: &Paired, scale: f64, unit: &str) -> String {
+    if p.n == 0 || p.mean.is_nan() {
+        return "n/a".into();
+    }
+    let (m, c) = (p.mean * scale, p.ci95 * scale);
+    let d = decimals(m, c);
+    let s = format!("{m:+.d$} ± {c:.d$}{unit}");
+    s.replace("+-", "-")
+}
+
+/// A short description of a candidate's settings: `CSMA 0..9800 ms, TTL
+/// 45000 ms, agents.respond_p 0.45`.
+pub fn describe(space: &Space, c: &Candidate) -> String {
+    let Some(v) = &c.values else {
+        return "the scenario as written".into();
+    };
+    let mut parts = vec![
+        format!(
+            "CSMA {}..{} ms",
+            value_text(&space.dims[0], v[0]),
+            value_text(&space.dims[1], v[1])
+        ),
+        format!("TTL {} ms", value_text(&space.dims[2], v[2])),
+    ];
+    for (d, x) in space.dims.iter().zip(v).skip(3) {
+        parts.push(format!("{} {}", d.key, value_text(d, *x)));
+    }
+    parts.join(", ")
+}
+
+/// `` (they span server.ttl_ms 31000..120000)``: the parameters that vary
+/// among the chosen candidate and its ties, with their ranges.
+fn tie_ranges(space: &Space, out: &Outcome) -> String {
+    let group: Vec<&Vec<f64>> = out
+        .chosen
+        .iter()
+        .chain(&out.ties)
+        .filter_map(|&i| out.candidates[i].values.as_ref())
+        .collect();
+    let mut parts = Vec::new();
+    for (d, dim) in space.dims.iter().enumerate() {
+        let lo = group.iter().map(|v| v[d]).fold(f64::INFINITY, f64::min);
+        let hi = group.iter().map(|v| v[d]).fold(f64::NEG_INFINITY, f64::max);
+        if lo < hi {
+            parts.push(format!(
+                "{} {}..{}",
+                dim.key,
+                value_text(dim, lo),
+                value_text(dim, hi)
+            ));
+        }
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" (together they span {})", parts.join(", "))
+    }
+}
+
+fn percent(conf: f64) -> String {
+    if conf.is_nan() {
+        return "n/a".into();
+    }
+    let p = conf * 100.0;
+    if p > 99.9 && p < 100.0 {
+        ">99.9%".into()
+    } else if p < 0.1 && p > 0.0 {
+        "<0.1%".into()
+    } else {
+        format!("{p:.1}%")
+    }
+}
+
+/// Rows of the metrics table: (label, metric or None for the objective,
+/// scale, unit).
+const ROWS: [(&str, Option<&str>, f64, &str); 7] = [
+    ("objective", None, 1.0, ""),
+    ("duplicate_rate", Some("duplicate_rate"), 100.0, "%"),
+    (
+        "wasted_inference_rate",
+        Some("wasted_inference_rate"),
+        100.0,
+        "%",
+    ),
+    ("unanswered_rate", Some("unanswered_rate"), 100.0, "%"),
+    ("ttfr_p50_ms", Some("ttfr_p50_ms"), 1.0, ""),
+    ("ttfr_p95_ms", Some("ttfr_p95_ms"), 1.0, ""),
+    ("ttfr_p99_ms", Some("ttfr_p99_ms"), 1.0, ""),
+];
+
+fn values(c: &Candidate, metric: Option<&str>, s: &Settings) -> Vec<f64> {
+    match metric {
+        Some(m) => c.metric(m),
+        None => c.objective(&s.weights),
+    }
+}
+
+fn summary(c: &Candidate, metric: Option<&str>, s: &Settings) -> Summary {
+    match metric {
+        Some(m) => c.summary(m),
+        None => c.objective_summary(&s.weights),
+    }
+}
+
+/// Header lines shared by the success and failure texts.
+fn preamble(name: &str, space: &Space, out: &Outcome, s: &Settings) -> String {
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "# herdsim tune: scenario `{name}`, policy {}, seed {}",
+        s.policy.name(),
+        s.seed
+    );
+    let _ = writeln!(t, "# objective (lower is better): {}", s.weights.describe());
+    match s.budget_ms {
+        Some(b) => {
+            let _ = writeln!(t, "# constraint: mean {BUDGET_METRIC} <= {}", num(b));
+        }
+        None => {
+            let _ = writeln!(t, "# constraint: none (no --max-ttfr-p95-ms)");
+        }
+    }
+    let ranges: Vec<String> = space
+        .dims
+        .iter()
+        .map(|d| {
+            if d.free() {
+                format!(
+                    "{} {}..{} (step {})",
+                    d.key,
+                    d.format(d.lo),
+                    d.format(d.hi),
+                    num(d.step)
+                )
+            } else {
+                format!("{} = {} (fixed)", d.key, d.format(d.lo))
+            }
+        })
+        .collect();
+    let _ = writeln!(t, "# searched: {}", ranges.join(", "));
+    let most = out
+        .candidates
+        .iter()
+        .map(Candidate::reps)
+        .max()
+        .unwrap_or(0);
+    let more = if most > s.reps as usize {
+        format!(", up to {most} for the closest contenders")
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        t,
+        "# evaluated: {} candidates (current settings, {} on the grid, {} in refinement), \
+         {} replications each on common seeds{more}; {} runs",
+        out.candidates.len(),
+        out.grid_count,
+        out.refine_count,
+        s.reps,
+        out.runs
+    );
+    t
+}
+
+/// The text `herdsim tune` prints: comment lines (`#`) around the
+/// environment lines, so that the whole output can be saved as an env file.
+pub fn recommendation(name: &str, space: &Space, out: &Outcome, s: &Settings) -> String {
+    let mut t = preamble(name, space, out, s);
+    let Some(best) = out.chosen.map(|i| &out.candidates[i]) else {
+        let _ = writeln!(t, "#");
+        match out.fastest().map(|i| &out.candidates[i]) {
+            Some(f) => {
+                let _ = writeln!(
+                    t,
+                    "# no setting in the searched ranges meets the budget: the fastest \
+                     ({}) has mean {BUDGET_METRIC} {} ms",
+                    describe(space, f),
+                    pm(
+                        (f.summary(BUDGET_METRIC).mean, f.summary(BUDGET_METRIC).ci95),
+                        1.0,
+                        ""
+                    )
+                );
+            }
+            None => {
+                let _ = writeln!(t, "# no setting in the searched ranges meets the budget");
+            }
+        }
+        let _ = writeln!(
+            t,
+            "# raise --max-ttfr-p95-ms or widen the ranges (--param KEY=LO..HI)"
+        );
+        return t;
+    };
+    let Some(v) = &best.values else {
+        return t;
+    };
+    let current = &out.candidates[out.current];
+    let _ = writeln!(t, "#");
+    if best.source == Source::Current {
+        let _ = writeln!(
+            t,
+            "# recommended settings (the current ones: nothing searched did better):"
+        );
+    } else {
+        let _ = writeln!(t, "# recommended settings:");
+    }
+    for (d, x) in space.dims.iter().zip(v) {
+        if let Some(var) = env_var(d.role, s) {
+            let _ = writeln!(t, "{var}={}", value_text(d, *x));
+        }
+    }
+    for (d, x) in space
+        .dims
+        .iter()
+        .zip(v)
+        .filter(|(d, _)| d.role == Role::Extra)
+    {
+        let _ = writeln!(
+            t,
+            "# {} = {} (a scenario key, no environment variable)",
+            d.key,
+            value_text(d, *x)
+        );
+    }
+    let n = best.reps();
+    let _ = writeln!(t, "#");
+    let _ = writeln!(
+        t,
+        "# what they achieve (mean ± 95% CI over {n} replications), and the current settings \
+         ({}) on the same seeds:",
+        describe(space, current)
+    );
+    let show_current = current.id != best.id;
+    let _ = writeln!(
+        t,
+        "#   {:<24}{:<26}{:<26}{}",
+        "metric",
+        "recommended",
+        if show_current { "current" } else { "" },
+        if show_current { "change (paired)" } else { "" }
+    );
+    for (label, metric, scale, unit) in ROWS {
+        let b = summary(best, metric, s);
+        let mut line = format!("#   {label:<24}{:<26}", pm((b.mean, b.ci95), scale, unit));
+        if show_current {
+            let c = summary(current, metric, s);
+            let p = Paired::of(&values(best, metric, s), &values(current, metric, s));
+            let _ = write!(
+                line,
+                "{:<26}{}",
+                pm((c.mean, c.ci95), scale, unit),
+                change(&p, scale, unit)
+            );
+        }
+        let _ = writeln!(t, "{}", line.trim_end());
+    }
+    let _ = writeln!(t, "#");
+    // How sure: ties, the runner-up, the budget, the current settings.
+    if !out.ties.is_empty() {
+        let _ = writeln!(
+            t,
+            "# ties: {} other candidate{} scored exactly the same objective on every common \
+             replication{}; the recommendation is the one with the lowest p95, then the one \
+             nearest the current settings",
+            out.ties.len(),
+            if out.ties.len() == 1 { "" } else { "s" },
+            tie_ranges(space, out)
+        );
+    }
+    match &out.runner_up {
+        Some((r, p)) => {
+            let r = &out.candidates[*r];
+            let who = format!("the runner-up ({})", describe(space, r));
+            if p.resolved() {
+                let _ = writeln!(
+                    t,
+                    "# confidence: better than {who} by {} in the objective (paired, {} \
+                     replications; one-sided confidence {})",
+                    change(p, 1.0, "").trim_start_matches('-'),
+                    p.n,
+                    percent(p.conf_lower)
+                );
+            } else {
+                let _ = writeln!(
+                    t,
+                    "# confidence: too close to call: {who} differs by {} in the objective after \
+                     {} replications (one-sided confidence that the recommendation is better: \
+                     {}); within this noise either is as good",
+                    change(p, 1.0, ""),
+                    p.n,
+                    percent(p.conf_lower)
+                );
+            }
+        }
+        None => {
+            let _ = writeln!(
+                t,
+                "# confidence: the only candidate {}",
+                if s.budget_ms.is_some() {
+                    "within the budget"
+                } else {
+                    "evaluated"
+                }
+            );
+        }
+    }
+    if let Some(b) = s.budget_ms {
+        let xs: Vec<f64> = best
+            .metric(BUDGET_METRIC)
+            .into_iter()
+            .filter(|x| !x.is_nan())
+            .collect();
+        let sm = best.summary(BUDGET_METRIC);
+        let _ = writeln!(
+            t,
+            "# budget: mean {BUDGET_METRIC} {} ms against {} ms (within it with {} confidence)",
+            pm((sm.mean, sm.ci95), 1.0, ""),
+            num(b),
+            percent(confidence_below(&xs, b))
+        );
+    }
+    if show_current {
+        let p = Paired::of(&best.objective(&s.weights), &current.objective(&s.weights));
+        let _ = writeln!(
+            t,
+            "# against the current settings: objective {} (paired, {} replications; one-sided \
+             confidence that the recommendation is better: {})",
+            change(&p, 1.0, ""),
+            p.n,
+            percent(p.conf_lower)
+        );
+    }
+    t
+}
+
+/// The data of the Pareto figure: objective, duplicate and wasted rates
+/// (and the unanswered rate when it weighs and varies) against p95 TTFR.
+pub fn pareto_chart(name: &str, out: &Outcome, s: &Settings) -> ParetoChart {
+    let mut panels: Vec<(ParetoAxis, Option<&str>)> = vec![
+        (
+            ParetoAxis {
+                label: "objective".into(),
+                percent: false,
+            },
+            None,
+        ),
+        (
+            ParetoAxis {
+                label: "duplicate rate".into(),
+                percent: true,
+            },
+            Some("duplicate_rate"),
+        ),
+        (
+            ParetoAxis {
+                label: "wasted inference rate".into(),
+                percent: true,
+            },
+            Some("wasted_inference_rate"),
+        ),
+    ];
+    let unanswered_varies = out
+        .candidates
+        .iter()
+        .any(|c| c.summary("unanswered_rate").mean > 0.0);
+    if s.weights.unanswered > 0.0 && unanswered_varies {
+        panels.push((
+            ParetoAxis {
+                label: "unanswered rate".into(),
+                percent: true,
+            },
+            Some("unanswered_rate"),
+        ));
+    }
+    let points = out
+        .candidates
+        .iter()
+        .filter(|c| c.reps() > 0)
+        .map(|c| {
+            let x = c.summary(BUDGET_METRIC);
+            ParetoPoint {
+                x_ms: (x.mean, x.ci95),
+                ys: panels
+                    .iter()
+                    .map(|(_, m)| {
+                        let sm = summary(c, *m, s);
+                        (sm.mean, sm.ci95)
+                    })
+                    .collect(),
+                feasible: c.feasible(s.budget_ms),
+                mark: if out.chosen == Some(c.id) {
+                    Mark::Chosen
+                } else if c.id == out.current {
+                    Mark::Current
+                } else {
+                    Mark::Candidate
+                },
+            }
+        })
+        .collect();
+    let budget = s.budget_ms.map_or_else(
+        || "no latency budget".to_string(),
+        |b| format!("budget: mean p95 <= {} ms", num(b)),
+    );
+    ParetoChart {
+        title: format!("herdsim tune: {name} ({})", s.policy.name()),
+        subtitle: format!(
+            "objective = {}; {budget}; {} candidates, {} replications each on common seeds",
+            s.weights.describe(),
+            out.candidates.len(),
+            s.reps
+        ),
+        budget_ms: s.budget_ms,
+        panels: panels.into_iter().map(|(a, _)| a).collect(),
+        points,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_show_the_digits_the_ci_supports() {
+        assert_eq!(pm((0.000_412_3, 0.000_031), 1.0, ""), "0.000412 ± 0.000031");
+        assert_eq!(pm((16_424.14, 300.72), 1.0, ""), "16424 ± 301");
+        assert_eq!(pm((0.0, 0.0), 100.0, "%"), "0 ± 0%");
+        assert_eq!(pm((0.25, 0.0), 100.0, "%"), "25.0 ± 0.0%");
+        assert_eq!(pm((f64::NAN, 0.0), 1.0, ""), "n/a");
+        let p = Paired {
+            n: 3,
+            mean: -0.5,
+            ci95: 0.25,
+            conf_lower: 0.99,
+        };
+        assert_eq!(change(&p, 1.0, ""), "-0.50 ± 0.25");
+        assert_eq!(percent(0.9996), ">99.9%");
+        assert_eq!(percent(0.5), "50.0%");
+    }
+}
