@@ -21,6 +21,10 @@ fn small_run(out: &Path, extra: &[&str]) -> assert_cmd::assert::Assert {
 fn run_writes_summary_and_runs_with_the_documented_columns() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = small_run(dir.path(), &[]).success();
+    assert!(
+        !dir.path().join("default/comparison.png").exists(),
+        "no sweep, no comparison figure"
+    );
     let stdout = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
     for p in ["none", "spec", "agentchat-0.36", "tombstone", "server-time"] {
         assert!(stdout.contains(p), "table lists {p}:\n{stdout}");
@@ -102,6 +106,9 @@ fn sweep_adds_parameter_columns() {
         ],
     )
     .success();
+    // A sweep draws the standard comparison figure next to the CSVs.
+    let png = std::fs::metadata(dir.path().join("default/comparison.png")).expect("comparison.png");
+    assert!(png.len() > 10_000, "a real figure, not an empty file");
     let summary = std::fs::read_to_string(dir.path().join("default/summary.csv")).expect("summary");
     let mut lines = summary.lines();
     assert!(

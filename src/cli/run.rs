@@ -55,6 +55,9 @@ pub struct Args {
     /// Discard the journal of an interrupted run and start over.
     #[arg(long)]
     pub fresh: bool,
+    /// Do not draw `comparison.png` for a sweep.
+    #[arg(long)]
+    pub no_plot: bool,
     /// No progress bar and no timing line on stderr.
     #[arg(long, short)]
     pub quiet: bool,
@@ -288,6 +291,16 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
             Some(&mut buf),
         );
         atomic::write(path, &buf)?;
+    }
+    // The standard comparison figure of a sweep, next to the CSVs (a shard
+    // draws none: plot the merged result). A drawing failure loses no
+    // results, so it is a warning.
+    if !keys.is_empty() && args.shard.is_none() && !args.no_plot {
+        let png = dir.join("comparison.png");
+        if let Err(e) = crate::report::plot::comparison_figure(&dir.join("summary.csv"), &png, None)
+        {
+            eprintln!("herdsim: warning: could not draw {}: {e:#}", png.display());
+        }
     }
     std::fs::remove_file(&jpath)?;
     print!("{}", table::render(&keys, &summary));
