@@ -32,6 +32,7 @@ use super::{Fnv, Job, Row, Shard};
 use crate::floor::PolicyKind;
 use crate::metrics::{METRICS, RunResult};
 use crate::report::{atomic, csv_out};
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::Path;
 use std::sync::Mutex;
@@ -206,6 +207,7 @@ pub fn read(path: &Path) -> Result<Contents, String> {
     let mut fields: Vec<(String, String)> = Vec::new();
     let mut scenario = String::new();
     let mut rows: Vec<Row> = Vec::new();
+    let mut seen: BTreeSet<(usize, PolicyKind, u32)> = BTreeSet::new();
     let mut dropped = 0;
     let complete = match text.rfind('\n') {
         Some(i) => {
@@ -227,10 +229,10 @@ pub fn read(path: &Path) -> Result<Contents, String> {
                 fields.push((k.to_string(), v.to_string()));
             }
         } else if let Some(row) = parse_line(line) {
-            if rows.iter().any(|r| r.job == row.job) {
-                dropped += 1;
-            } else {
+            if seen.insert((row.job.point, row.job.policy, row.job.rep)) {
                 rows.push(row);
+            } else {
+                dropped += 1;
             }
         } else {
             dropped += 1;
