@@ -368,12 +368,21 @@ impl Tuner<'_> {
         // exact tie with it (a tie is the same objective on every common
         // replication: more replications of it would be wasted).
         self.bar.set_message("comparing the best two");
+        // Candidates already given more replications stand for their clones
+        // (tied on the clone's fewer replications): a clone is not extended
+        // in turn.
+        let mut dueled: Vec<usize> = Vec::new();
         loop {
-            let ranked = self.ranked(true);
+            let ranked = self.representatives(&dueled);
             let Some(&a) = ranked.first() else { break };
             let Some(b) = ranked[1..].iter().copied().find(|&b| !self.tied(a, b)) else {
                 break;
             };
+            for id in [a, b] {
+                if !dueled.contains(&id) {
+                    dueled.push(id);
+                }
+            }
             let (na, nb) = (self.cands[a].reps(), self.cands[b].reps());
             let n = na.max(nb) as u32;
             if na != nb {
@@ -389,14 +398,18 @@ impl Tuner<'_> {
             }
             self.ensure(&[a, b], (2 * n).min(self.s.max_reps))?;
         }
-        let ranked = self.ranked(true);
+        let ranked = self.representatives(&dueled);
         let chosen = ranked.first().copied();
         let (mut ties, mut runner_up) = (Vec::new(), None);
         if let Some(a) = chosen {
+            // Every feasible candidate tied with the chosen one, clones included.
+            ties = self
+                .ranked(true)
+                .into_iter()
+                .filter(|&b| b != a && self.tied(a, b))
+                .collect();
             for &b in &ranked[1..] {
-                if self.tied(a, b) {
-                    ties.push(b);
-                } else {
+                if !self.tied(a, b) {
                     let p = Paired::of(
                         &self.cands[a].objective(&self.s.weights),
                         &self.cands[b].objective(&self.s.weights),
@@ -511,6 +524,20 @@ impl Tuner<'_> {
         }
         self.runs += jobs.len() as u64;
         Ok(())
+    }
+
+    /// Feasible candidates best first, leaving out those that a candidate
+    /// of `dueled` with more replications stands for (tied with it on the
+    /// fewer replications they have): their means rest on less data.
+    fn representatives(&self, dueled: &[usize]) -> Vec<usize> {
+        self.ranked(true)
+            .into_iter()
+            .filter(|&c| {
+                !dueled.iter().any(|&d| {
+                    d != c && self.cands[d].reps() > self.cands[c].reps() && self.tied(d, c)
+                })
+            })
+            .collect()
     }
 
     /// True when `a` and `b` have the same objective on every replication

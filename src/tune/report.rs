@@ -378,8 +378,9 @@ pub fn recommendation(name: &str, space: &Space, out: &Outcome, s: &Settings) ->
         let _ = writeln!(
             t,
             "# ties: {} other candidate{} scored exactly the same objective on every common \
-             replication{}; the recommendation is the one with the lowest p95, then the one \
-             nearest the current settings",
+             replication{}; the objective cannot tell them apart, and the recommendation is \
+             the one with the most replications, then the lowest p95, then the one nearest the \
+             current settings",
             out.ties.len(),
             if out.ties.len() == 1 { "" } else { "s" },
             tie_ranges(space, out)

@@ -1,0 +1,414 @@
+//! `herdsim tune` end to end: optima known by construction, determinism
+//! across thread counts, output files, bad input.
+//!
+//! `tests/data/tune/collide.toml`: five agents all answer every message over
+//! a slow link, so a wider CSMA window means strictly fewer collisions (less
+//! wasted inference) and a later first answer; inference (2 s) is far below
+//! any TTL tried, so the TTL changes nothing.
+
+use assert_cmd::Command;
+use std::path::Path;
+
+const COLLIDE: &str = "tests/data/tune/collide.toml";
+
+fn herdsim() -> Command {
+    Command::cargo_bin("herdsim").expect("binary builds")
+}
+
+/// Run `tune` on `scenario` with `args`, output under `out`.
+fn tune(scenario: &str, out: &Path, args: &[&str]) -> assert_cmd::assert::Assert {
+    herdsim()
+        .args(["tune", scenario, "--quiet", "--out"])
+        .arg(out)
+        .args(args)
+        .assert()
+}
+
+fn stdout(a: &assert_cmd::assert::Assert) -> String {
+    String::from_utf8_lossy(&a.get_output().stdout).into_owned()
+}
+
+fn stderr(a: &assert_cmd::assert::Assert) -> String {
+    String::from_utf8_lossy(&a.get_output().stderr).into_owned()
+}
+
+/// candidates.csv as (header, rows of fields).
+fn candidates(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
+    let mut r = csv::Reader::from_path(path).expect("candidates.csv reads");
+    let header: Vec<String> = r
+        .headers()
+        .expect("header")
+        .iter()
+        .map(str::to_string)
+        .collect();
+    let rows = r
+        .records()
+        .map(|rec| rec.expect("row").iter().map(str::to_string).collect())
+        .collect();
+    (header, rows)
+}
+
+fn col(header: &[String], name: &str) -> usize {
+    header
+        .iter()
+        .position(|h| h == name)
+        .unwrap_or_else(|| panic!("column {name} in {header:?}"))
+}
+
+fn num(s: &str) -> f64 {
+    s.parse().unwrap_or_else(|_| panic!("`{s}` is a number"))
+}
+
+/// The value of `VAR=...` on stdout.
+fn env_line(text: &str, var: &str) -> String {
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{var}=")))
+        .unwrap_or_else(|| panic!("{var} in:\n{text}"))
+        .to_string()
+}
+
+#[test]
+fn with_no_budget_the_widest_window_wins() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = tune(
+        COLLIDE,
+        dir.path(),
+        &[
+            "--param",
+            "agents.csma.min_ms=0",
+            "--param",
+            "agents.csma.max_ms=500..4000:500",
+            "--param",
+            "server.ttl_ms=60000",
+        ],
+    )
+    .success();
+    let text = stdout(&a);
+    assert_eq!(env_line(&text, "AGENTCHAT_CSMA_MIN_MS"), "0");
+    assert_eq!(env_line(&text, "AGENTCHAT_CSMA_MAX_MS"), "4000", "{text}");
+    assert_eq!(env_line(&text, "AGENTCHAT_RESPOND_TTL_MS"), "60000");
+    assert!(text.contains("constraint: none"), "{text}");
+    // Every non-env line is a comment: the output is a valid env file.
+    for l in text.lines() {
+        assert!(l.starts_with('#') || l.starts_with("AGENTCHAT_"), "{l}");
+    }
+
+    let tune_dir = dir.path().join("collide/tune");
+    let (h, rows) = candidates(&tune_dir.join("candidates.csv"));
+    assert_eq!(
+        &h[..7],
+        [
+            "scenario",
+            "policy",
+            "candidate",
+            "source",
+            "agents.csma.min_ms",
+            "agents.csma.max_ms",
+            "server.ttl_ms"
+        ]
+    );
+    for c in [
+        "reps",
+        "objective_mean",
+        "objective_ci95",
+        "feasible",
+        "chosen",
+        "duplicate_rate_mean",
+        "wasted_inference_rate_ci95",
+        "ttfr_p95_ms_mean",
+    ] {
+        col(&h, c);
+    }
+    // The current settings (0..2000 ms) plus the 8 windows of the lattice.
+    assert_eq!(rows.len(), 8, "{rows:?}");
+    assert_eq!(rows[0][col(&h, "source")], "current");
+    let chosen: Vec<&Vec<String>> = rows
+        .iter()
+        .filter(|r| r[col(&h, "chosen")] == "true")
+        .collect();
+    assert_eq!(chosen.len(), 1);
+    assert_eq!(chosen[0][col(&h, "agents.csma.max_ms")], "4000");
+    // Wider is better, all the way: the objective falls along the lattice.
+    let mut by_width: Vec<(f64, f64)> = rows
+        .iter()
+        .map(|r| {
+            (
+                num(&r[col(&h, "agents.csma.max_ms")]),
+                num(&r[col(&h, "objective_mean")]),
+            )
+        })
+        .collect();
+    by_width.sort_by(|a, b| a.0.total_cmp(&b.0));
+    assert!(by_width.windows(2).all(|w| w[1].1 < w[0].1), "{by_width:?}");
+
+    // The figure and the env file.
+    let png = image::open(tune_dir.join("pareto.png")).expect("pareto.png decodes");
+    assert_eq!((png.width(), png.height()), (1900, 700));
+    let env = std::fs::read_to_string(tune_dir.join("recommended.env")).expect("env file");
+    assert_eq!(env, text);
+}
+
+#[test]
+fn with_a_tight_budget_the_answer_sits_on_the_budget() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let budget = 3500.0;
+    let a = tune(
+        COLLIDE,
+        dir.path(),
+        &[
+            "--param",
+            "agents.csma.min_ms=0",
+            "--param",
+            "agents.csma.max_ms=500..4000:100",
+            "--param",
+            "server.ttl_ms=10000..60000",
+            "--max-ttfr-p95-ms",
+            "3500",
+        ],
+    )
+    .success();
+    let text = stdout(&a);
+    let (h, rows) = candidates(&dir.path().join("collide/tune/candidates.csv"));
+    let (max_c, ttl_c, p95_c, feas_c) = (
+        col(&h, "agents.csma.max_ms"),
+        col(&h, "server.ttl_ms"),
+        col(&h, "ttfr_p95_ms_mean"),
+        col(&h, "feasible"),
+    );
+    let chosen = rows
+        .iter()
+        .find(|r| r[col(&h, "chosen")] == "true")
+        .expect("a chosen row");
+    let max = num(&chosen[max_c]);
+    assert_eq!(env_line(&text, "AGENTCHAT_CSMA_MAX_MS"), chosen[max_c]);
+    // Within the budget, close to it, and one step wider is over it.
+    let p95 = num(&chosen[p95_c]);
+    assert!(p95 <= budget && p95 >= 0.95 * budget, "p95 {p95}");
+    let wider: Vec<&Vec<String>> = rows
+        .iter()
+        .filter(|r| num(&r[max_c]) == max + 100.0)
+        .collect();
+    assert!(!wider.is_empty(), "the next wider window was tried");
+    assert!(wider.iter().all(|r| r[feas_c] == "false"), "{wider:?}");
+    assert!(max > 500.0 && max < 4000.0, "inside the range: {max}");
+    // The TTL makes no difference here, so it stays where the user had it.
+    assert_eq!(chosen[ttl_c], "60000");
+    assert!(text.contains("# budget: mean ttfr_p95_ms"), "{text}");
+    assert!(text.contains("# confidence: "), "{text}");
+}
+
+#[test]
+fn results_do_not_depend_on_the_thread_count() {
+    let one = tempfile::tempdir().expect("tempdir");
+    let two = tempfile::tempdir().expect("tempdir");
+    let args = [
+        "--param",
+        "agents.csma.max_ms=500..4000",
+        "--param",
+        "server.ttl_ms=20000..60000",
+        "--grid",
+        "3",
+        "--reps",
+        "3",
+        "--set",
+        "workload.count=60",
+        "--max-ttfr-p95-ms",
+        "4000",
+    ];
+    let a = tune(COLLIDE, one.path(), &[&args[..], &["--jobs", "1"]].concat()).success();
+    let b = tune(COLLIDE, two.path(), &[&args[..], &["--jobs", "2"]].concat()).success();
+    assert_eq!(stdout(&a), stdout(&b));
+    let read = |d: &Path| std::fs::read(d.join("collide/tune/candidates.csv")).expect("csv");
+    let (x, y) = (read(one.path()), read(two.path()));
+    assert!(x.len() > 1000);
+    assert!(
+        x == y,
+        "candidates.csv differs between --jobs 1 and --jobs 2"
+    );
+    // A second run with the same seed writes the same bytes again.
+    tune(COLLIDE, one.path(), &[&args[..], &["--jobs", "2"]].concat()).success();
+    assert!(read(one.path()) == y);
+}
+
+#[test]
+fn policy_and_extra_parameters_show_in_the_output() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = tune(
+        COLLIDE,
+        dir.path(),
+        &[
+            "--policy",
+            "agentchat-0.36",
+            "--param",
+            "agents.csma.min_ms=0..500",
+            "--param",
+            "agents.csma.max_ms=1000..3000",
+            "--param",
+            "server.ttl_ms=60000",
+            "--param",
+            "agents.respond_p=0.5..1.0",
+            "--objective",
+            "dup=1,waste=2",
+            "--grid",
+            "3",
+            "--reps",
+            "2",
+            "--set",
+            "workload.count=40",
+        ],
+    )
+    .success();
+    let text = stdout(&a);
+    // agentchat 0.36 reads its own TTL variable.
+    assert_eq!(env_line(&text, "AGENTCHAT_CLAIM_TTL_MS"), "60000");
+    assert!(!text.contains("AGENTCHAT_RESPOND_TTL_MS"), "{text}");
+    assert!(text.contains("# agents.respond_p = "), "{text}");
+    assert!(
+        text.contains("1 x duplicate_rate + 2 x wasted_inference_rate + 1 x unanswered_rate"),
+        "{text}"
+    );
+    let (h, rows) = candidates(&dir.path().join("collide/tune/candidates.csv"));
+    let p = col(&h, "agents.respond_p");
+    assert!(
+        rows.iter()
+            .all(|r| r[col(&h, "policy")] == "agentchat-0.36")
+    );
+    // A float range prints with the decimals of its step.
+    assert!(rows.iter().skip(1).all(|r| r[p].len() == 5), "{rows:?}");
+}
+
+#[test]
+fn measured_latencies_example_runs() {
+    // The README's worked example, shrunk.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = tune(
+        "tests/data/tune/measured.toml",
+        dir.path(),
+        &[
+            "--reps",
+            "2",
+            "--max-reps",
+            "2",
+            "--grid",
+            "3",
+            "--set",
+            "workload.count=40",
+            "--max-ttfr-p95-ms",
+            "20000",
+        ],
+    )
+    .success();
+    let text = stdout(&a);
+    assert!(
+        text.contains("current settings (CSMA 2000..8000 ms, TTL 45000 ms)"),
+        "{text}"
+    );
+    for var in [
+        "AGENTCHAT_CSMA_MIN_MS",
+        "AGENTCHAT_CSMA_MAX_MS",
+        "AGENTCHAT_RESPOND_TTL_MS",
+    ] {
+        let v = env_line(&text, var);
+        assert!(v.parse::<u64>().is_ok(), "{var}={v}");
+    }
+}
+
+#[test]
+fn an_impossible_budget_exits_1_and_names_the_fastest() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = tune(
+        COLLIDE,
+        dir.path(),
+        &[
+            "--param",
+            "agents.csma.max_ms=1000..4000",
+            "--param",
+            "server.ttl_ms=60000",
+            "--grid",
+            "3",
+            "--reps",
+            "2",
+            "--set",
+            "workload.count=30",
+            "--max-ttfr-p95-ms",
+            "100",
+        ],
+    )
+    .code(1);
+    let text = stdout(&a);
+    assert!(
+        text.contains("no setting in the searched ranges meets the budget"),
+        "{text}"
+    );
+    assert!(!text.contains("AGENTCHAT_"), "{text}");
+    assert!(
+        stderr(&a).contains("--max-ttfr-p95-ms 100"),
+        "{}",
+        stderr(&a)
+    );
+    let tune_dir = dir.path().join("collide/tune");
+    assert!(tune_dir.join("candidates.csv").exists());
+    assert!(!tune_dir.join("recommended.env").exists());
+}
+
+#[test]
+fn bad_input_exits_2_naming_the_flag_and_writes_nothing() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--param", "server.ttl_ms"], "--param server.ttl_ms"),
+        (
+            &["--param", "server.ttl_ms=9000..3000"],
+            "--param server.ttl_ms=9000..3000",
+        ),
+        (&["--param", "server.ttl_ms=0..3000"], "at least 1"),
+        (&["--param", "server.ttl_ms=1000..a"], "upper bound `a`"),
+        (&["--param", "nosuch.key=1..2"], "nosuch"),
+        (
+            &["--param", "agents.respond_p=0..2"],
+            "--param agents.respond_p=0..2",
+        ),
+        (
+            &["--param", "agents.0.csma.max_ms=1..2"],
+            "--param agents.0.csma.max_ms=1..2",
+        ),
+        (&["--param", "seed=1..2"], "--param seed=1..2"),
+        (
+            &[
+                "--param",
+                "agents.csma.min_ms=5000..6000",
+                "--param",
+                "agents.csma.max_ms=1000..2000",
+            ],
+            "min <= max",
+        ),
+        (&["--objective", "1,2"], "--objective 1,2"),
+        (&["--objective", "speed=1"], "--objective speed=1"),
+        (&["--objective", "0,0,0"], "--objective 0,0,0"),
+        (&["--max-ttfr-p95-ms", "0"], "--max-ttfr-p95-ms"),
+        (&["--max-ttfr-p95-ms", "abc"], "--max-ttfr-p95-ms"),
+        (&["--policy", "bogus"], "--policy bogus"),
+        (&["--reps", "1"], "--reps 1"),
+        (&["--reps", "4", "--max-reps", "2"], "--max-reps 2"),
+        (&["--jobs", "0"], "--jobs 0"),
+        (&["--grid", "1"], "--grid 1"),
+        (&["--grid", "1000"], "--grid 1000"),
+        (&["--set", "network.bse_ms=3"], "bse_ms"),
+        (
+            &["--set", "sweep.server.ttl_ms=[1000, 2000]"],
+            "sweep.server.ttl_ms",
+        ),
+    ];
+    for (args, want) in cases {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let a = tune(COLLIDE, dir.path(), args).code(2);
+        let err = stderr(&a);
+        assert!(err.contains(want), "{args:?}: want `{want}` in:\n{err}");
+        assert!(
+            std::fs::read_dir(dir.path()).expect("dir").next().is_none(),
+            "{args:?} wrote files"
+        );
+    }
+    // A missing scenario names the file.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = tune("tests/data/tune/nosuch.toml", dir.path(), &[]).code(2);
+    assert!(stderr(&a).contains("nosuch.toml"), "{}", stderr(&a));
+}
