@@ -23,7 +23,29 @@ pub fn parse_agent(name: &str, n: usize) -> Option<u32> {
 
 /// The wire id of message number `m`.
 pub fn msg_id(m: u32) -> String {
-    format!("m{m}")
+    let mut s = String::with_capacity(11);
+    push_msg_id(&mut s, m);
+    s
+}
+
+/// Append the wire id of message number `m` to `out` (no formatting
+/// machinery: this runs for almost every simulated event).
+pub fn push_msg_id(out: &mut String, m: u32) {
+    out.push('m');
+    let mut digits = [0u8; 10];
+    let mut n = m;
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &d in &digits[i..] {
+        out.push(char::from(d));
+    }
 }
 
 /// Parse a message id back to its number.
@@ -53,6 +75,9 @@ mod tests {
         assert_eq!(parse_agent("agent-007", 5), None);
         assert_eq!(parse_agent("operator", 5), None);
         assert_eq!(parse_msg(&msg_id(42)), Some(42));
+        assert_eq!(msg_id(0), "m0");
+        assert_eq!(msg_id(u32::MAX), format!("m{}", u32::MAX));
+        assert_eq!(msg_id(1_000_000), "m1000000");
         assert_eq!(parse_msg("x1"), None);
         assert_eq!(parse_msg("m"), None);
     }

@@ -242,6 +242,8 @@ struct World<'a> {
     /// Scripted inferences still to come, per scripted message: each keeps
     /// the message open until it has fired.
     script_holds: BTreeMap<u32, u32>,
+    /// Reused buffer for message ids looked up on the hot path.
+    scratch: String,
 }
 
 /// Seed of component stream `stream` of a run.
@@ -306,6 +308,7 @@ pub fn simulate(
         label_of: BTreeMap::new(),
         forced: None,
         script_holds: BTreeMap::new(),
+        scratch: String::new(),
     };
     w.run()
 }
@@ -1148,9 +1151,19 @@ impl World<'_> {
         if !self.agents[agent as usize].active.contains(&m) {
             return;
         }
-        let id = self.id_of(m);
         let a = &mut self.agents[agent as usize];
-        if a.client.is_tracking(&id) || a.running.contains_key(&m) {
+        if a.running.contains_key(&m) {
+            return;
+        }
+        let tracking = match self.label_of.get(&m) {
+            Some(label) => a.client.is_tracking(label),
+            None => {
+                self.scratch.clear();
+                names::push_msg_id(&mut self.scratch, m);
+                a.client.is_tracking(&self.scratch)
+            }
+        };
+        if tracking {
             return;
         }
         a.active.remove(&m);
