@@ -325,6 +325,7 @@ fn shards_merge_into_the_single_run_bytes() {
             "{n} shards"
         );
         assert!(!merged.join(NAME).join("shard.toml").exists());
+        assert!(merged.join(NAME).join("comparison.png").exists());
     }
     let shard0 = dir.path().join("n3-shard-0");
     let shard1 = dir.path().join("n3-shard-1");

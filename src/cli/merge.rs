@@ -26,6 +26,9 @@ pub struct Args {
     /// Output directory; the merged files go to `<out>/<scenario name>/`.
     #[arg(long, default_value = "results")]
     pub out: PathBuf,
+    /// Do not draw `comparison.png` for a sweep (as `run` does).
+    #[arg(long)]
+    pub no_plot: bool,
     /// No table on stdout and no note on stderr.
     #[arg(long, short)]
     pub quiet: bool,
@@ -299,6 +302,15 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         .map_err(|e| CliError::Failure(anyhow::anyhow!("{e}")))?;
     atomic::write(&out_dir.join("runs.csv"), &runs)?;
     atomic::write(&out_dir.join("summary.csv"), &summary)?;
+    // The comparison figure an unsharded run draws next to its CSVs.
+    if !keys.is_empty() && !args.no_plot {
+        let png = out_dir.join("comparison.png");
+        if let Err(e) =
+            crate::report::plot::comparison_figure(&out_dir.join("summary.csv"), &png, None)
+        {
+            eprintln!("herdsim: warning: could not draw {}: {e:#}", png.display());
+        }
+    }
     if !args.quiet {
         print!("{}", table::render(&keys, &table_rows));
         eprintln!(
