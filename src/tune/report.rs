@@ -179,7 +179,7 @@ fn percent(conf: f64) -> String {
         return "n/a".into();
     }
     let p = conf * 100.0;
-    if p > 99.9 && p < 100.0 {
+    if p > 99.9 {
         ">99.9%".into()
     } else if p < 0.1 && p > 0.0 {
         "<0.1%".into()
