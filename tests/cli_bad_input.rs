@@ -331,6 +331,14 @@ const CASES: &[Case] = &[
     ),
     flag("--reps 0", &["--reps", "0"], &["--reps 0", "key `reps`"]),
     Case {
+        what: "more runs than one invocation holds",
+        toml: None,
+        files: &[],
+        args: &["--reps", "4000000000"],
+        expect: &["--reps 4000000000", "key `reps`", "--shard"],
+        validate: false,
+    },
+    Case {
         what: "bad --shard",
         toml: None,
         files: &[],

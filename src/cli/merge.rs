@@ -166,6 +166,12 @@ fn read_shard(dir: &Path) -> Result<ShardData, CliError> {
         }
         Ok(())
     };
+    if meta.shards == 0 || meta.points_total > crate::scenario::MAX_POINTS {
+        return Err(bad(format!(
+            "{}: key `shards` or `points_total` out of range",
+            meta_path.display()
+        )));
+    }
     if p == 0 || reps == 0 {
         return Err(bad(format!(
             "{}: lists no policies or no replications",

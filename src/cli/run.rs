@@ -63,6 +63,9 @@ pub struct Args {
     pub quiet: bool,
 }
 
+/// Most replications one invocation runs (its plan is held in memory).
+pub const MAX_JOBS: usize = 100_000_000;
+
 /// Everything a run needs once the input is checked.
 pub struct Plan {
     pub loaded: Loaded,
@@ -136,6 +139,20 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         return Err(CliError::bad(format!(
             "--trace: shard {} has no points (the sweep has {total_points})",
             args.shard.map_or_else(String::new, |s| s.to_string())
+        )));
+    }
+    let job_count =
+        (run_points.len() as u128) * plan.policies.len() as u128 * u128::from(plan.reps);
+    if job_count > MAX_JOBS as u128 {
+        return Err(bad(plan.loaded.error_at(
+            "reps",
+            format!(
+                "{} points x {} policies x {} replications is {job_count} runs, more than the \
+                 {MAX_JOBS} one invocation supports (use --shard)",
+                run_points.len(),
+                plan.policies.len(),
+                plan.reps
+            ),
         )));
     }
     let mut prepared: Vec<(usize, Prepared)> = Vec::with_capacity(run_points.len());
