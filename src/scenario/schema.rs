@@ -386,11 +386,7 @@ impl Scenario {
                 }
                 if let Some(to) = &p.to {
                     let dm = to.strip_prefix('@').is_some_and(known_agent);
-                    let channel = to.len() > 1
-                        && to.starts_with('#')
-                        && to[1..]
-                            .chars()
-                            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+                    let channel = crate::floor::wire::is_channel_name(to);
                     if !dm && !channel {
                         return Err((
                             k("post.to"),

@@ -192,12 +192,8 @@ fn signed_dist(key: &str, d: &DistSpec, base_dir: &Path) -> Result<(), (String, 
 }
 
 fn channel(key: &str, c: &str) -> Result<(), (String, String)> {
-    let ok = c.len() > 1
-        && c.starts_with('#')
-        && c[1..]
-            .chars()
-            .all(|ch| ch.is_ascii_alphanumeric() || ch == '-' || ch == '_');
-    if !ok {
+    // The same rule the server applies on the wire.
+    if !crate::floor::wire::is_channel_name(c) {
         return Err((
             key.to_string(),
             format!("`{c}` is not a channel name (`#` then letters, digits, `-`, `_`)"),
