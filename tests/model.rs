@@ -1,41 +1,13 @@
 //! The world model, each feature in isolation, through the library API.
 
+mod common;
+
+use common::{get, traced};
 use herdsim::floor::PolicyKind;
 use herdsim::metrics::RunResult;
-use herdsim::model::{Prepared, TraceBuf, simulate};
-use herdsim::scenario::Loaded;
-use std::path::Path;
-
-fn prepare(toml: &str) -> Prepared {
-    let l = Loaded::from_text("test.toml", toml, Path::new(".")).expect("valid scenario");
-    let s = l.base().expect("resolves");
-    Prepared::new(&s, Path::new(".")).expect("prepares")
-}
 
 fn run(toml: &str, policy: &str, seed: u64) -> RunResult {
-    let p = prepare(toml);
-    simulate(
-        &p,
-        policy.parse::<PolicyKind>().expect("policy"),
-        seed,
-        None,
-    )
-}
-
-fn traced(toml: &str, policy: &str, seed: u64) -> (RunResult, Vec<serde_json::Value>) {
-    let p = prepare(toml);
-    let mut buf = TraceBuf::new();
-    let r = simulate(&p, policy.parse().expect("policy"), seed, Some(&mut buf));
-    let lines = buf
-        .split(|b| *b == b'\n')
-        .filter(|l| !l.is_empty())
-        .map(|l| serde_json::from_slice(l).expect("trace line is JSON"))
-        .collect();
-    (r, lines)
-}
-
-fn get(r: &RunResult, m: &str) -> f64 {
-    r.get(m).unwrap_or_else(|| panic!("no metric {m}"))
+    common::run(toml, policy.parse::<PolicyKind>().expect("policy"), seed)
 }
 
 /// Zero jitter and skew, no tick, respond_p = 1, one-way delay d, uniform
@@ -227,11 +199,11 @@ fn fifo_links_never_reorder() {
         }
         bad
     };
-    let (_, lines) = traced(&toml, "spec", 9);
+    let (_, lines) = traced(&toml, PolicyKind::Spec, 9);
     assert_eq!(reordered(&lines), 0);
     let (_, lines) = traced(
         &toml.replace("[network]", "[network]\nfifo = false"),
-        "spec",
+        PolicyKind::Spec,
         9,
     );
     assert!(
@@ -242,8 +214,8 @@ fn fifo_links_never_reorder() {
 
 #[test]
 fn same_seed_same_bytes_other_seed_other_numbers() {
-    let (a, ta) = traced(BASE, "spec", 42);
-    let (b, tb) = traced(BASE, "spec", 42);
+    let (a, ta) = traced(BASE, PolicyKind::Spec, 42);
+    let (b, tb) = traced(BASE, PolicyKind::Spec, 42);
     assert_eq!(a, b);
     assert_eq!(ta, tb);
     let c = run(BASE, "spec", 43);
@@ -272,7 +244,7 @@ fn repliers(lines: &[serde_json::Value]) -> Vec<String> {
 fn scripted_incident_replays_exactly_under_each_policy() {
     let toml = std::fs::read_to_string("scenarios/incident-replay.toml").expect("scenario");
     // spec trusts the skewed started_at: agent-002 wins, agent-001 yields.
-    let (r, lines) = traced(&toml, "spec", 1);
+    let (r, lines) = traced(&toml, PolicyKind::Spec, 1);
     assert_eq!(repliers(&lines), vec!["agent-002"]);
     assert_eq!(get(&r, "yields"), 1.0);
     assert_eq!(get(&r, "overruled"), 1.0);
@@ -283,14 +255,14 @@ fn scripted_incident_replays_exactly_under_each_policy() {
         .collect();
     assert_eq!(yielded, vec!["agent-001"]);
     // server-time: the first claim to reach the server wins.
-    let (_, lines) = traced(&toml, "server-time", 1);
+    let (_, lines) = traced(&toml, PolicyKind::ServerTime, 1);
     assert_eq!(repliers(&lines), vec!["agent-001"]);
     // none: both answer.
-    let (r, lines) = traced(&toml, "none", 1);
+    let (r, lines) = traced(&toml, PolicyKind::None, 1);
     assert_eq!(repliers(&lines), vec!["agent-002", "agent-001"]);
     assert_eq!(get(&r, "duplicate_rate"), 1.0);
     // The trace carries the script's id and started_at.
-    let (_, lines) = traced(&toml, "spec", 1);
+    let (_, lines) = traced(&toml, PolicyKind::Spec, 1);
     assert!(lines.iter().any(|l| l["ev"] == "send"
         && l["msg"]["type"] == "RESPONDING_TO"
         && l["msg"]["msg_id"] == "q1"
@@ -323,7 +295,7 @@ disconnect = "agent-000"
 at_ms = 3000
 infer = { agent = "agent-001", msg = "q", duration_ms = 1000 }
 "#;
-    let (r, lines) = traced(toml, "spec", 1);
+    let (r, lines) = traced(toml, PolicyKind::Spec, 1);
     // agent-000's claim was cleared at its disconnect, so agent-001's later
     // claim is granted without a YIELD and its answer is the only one.
     assert_eq!(repliers(&lines), vec!["agent-001"]);

@@ -7,24 +7,11 @@
 //! Each test prints what it measured (`cargo test --release --test
 //! validation -- --nocapture`).
 
+mod common;
+
+use common::{get, prepare, run, trace_lines};
 use herdsim::floor::PolicyKind;
-use herdsim::metrics::RunResult;
-use herdsim::model::{Prepared, TraceBuf, simulate};
-use herdsim::scenario::Loaded;
-use std::path::Path;
-
-fn prepare(toml: &str) -> Prepared {
-    let l = Loaded::from_text("validation.toml", toml, Path::new(".")).expect("valid scenario");
-    Prepared::new(&l.base().expect("resolves"), Path::new(".")).expect("prepares")
-}
-
-fn run(toml: &str, policy: PolicyKind, seed: u64) -> RunResult {
-    simulate(&prepare(toml), policy, seed, None)
-}
-
-fn get(r: &RunResult, m: &str) -> f64 {
-    r.get(m).unwrap_or_else(|| panic!("no metric {m}"))
-}
+use herdsim::model::{TraceBuf, simulate};
 
 /// Standard normal quantiles used below: two-sided false-failure
 /// probabilities 1e-4 (3.89) and 1e-6 (4.89).
@@ -138,8 +125,7 @@ count = {posts}
     let mut buf = TraceBuf::new();
     simulate(&p, PolicyKind::Spec, 23, Some(&mut buf));
     let mut times = Vec::with_capacity(posts);
-    for line in buf.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-        let v: serde_json::Value = serde_json::from_slice(line).expect("json");
+    for v in trace_lines(&buf) {
         if v["ev"] == "post" {
             times.push(v["t_us"].as_f64().expect("t_us") / 1000.0);
         }
