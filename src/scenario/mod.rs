@@ -640,6 +640,22 @@ mod tests {
     }
 
     #[test]
+    fn script_agents_must_be_spelled_as_their_ids() {
+        let text = |agent: &str| {
+            format!(
+                "[[agents]]\ncount = 3\n[workload]\ncount = 0\n\
+                 [[script]]\nat_ms = 0\npost = {{ id = \"q\" }}\n\
+                 [[script]]\nat_ms = 1\ninfer = {{ agent = \"{agent}\", msg = \"q\", duration_ms = 5 }}\n"
+            )
+        };
+        assert!(Loaded::from_text("t.toml", &text("agent-002"), Path::new(".")).is_ok());
+        for bad in ["agent-2", "agent-003", "agent-0002", "operator"] {
+            let e = Loaded::from_text("t.toml", &text(bad), Path::new(".")).expect_err(bad);
+            assert!(e.to_string().contains("script.1.infer.agent"), "{e}");
+        }
+    }
+
+    #[test]
     fn line_col_counts_from_one() {
         assert_eq!(line_col("ab\ncd", 0), (1, 1));
         assert_eq!(line_col("ab\ncd", 4), (2, 2));

@@ -325,8 +325,12 @@ impl Scenario {
     /// unique ids. The error is (dotted key, message).
     pub fn check_script(&self) -> Result<(), (String, String)> {
         let n = self.agent_count() as usize;
-        let known_agent =
-            |id: &str| -> bool { (0..n).any(|i| crate::model::names::agent_id(i, n) == id) };
+        // An id names an agent when it parses to an index and is spelled
+        // exactly as that agent's id (zero padding included).
+        let known_agent = |id: &str| -> bool {
+            use crate::model::names::{agent_id, parse_agent};
+            parse_agent(id, n).is_some_and(|i| agent_id(i as usize, n) == id)
+        };
         let mut ids: Vec<&str> = Vec::new();
         for (i, e) in self.script.iter().enumerate() {
             let k = |f: &str| format!("script.{i}.{f}");
