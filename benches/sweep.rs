@@ -1,5 +1,5 @@
 //! Parallel scaling of a sweep: the same plan (the csma-window scenario
-//! at 500 messages: 6 points x 2 policies x 4 replications = 48 runs)
+//! at 1000 messages: 6 points x 2 policies x 4 replications = 48 runs)
 //! executed by `sweep::execute` on a pool of 1 and of 2 threads, without
 //! process start-up, scenario parsing or output writing.
 //!
@@ -37,7 +37,7 @@ struct Plan {
 impl Plan {
     fn new() -> Plan {
         let mut l = Loaded::from_file(Path::new("scenarios/csma-window.toml")).expect("scenario");
-        l.apply_set("workload.count=500").expect("valid override");
+        l.apply_set("workload.count=1000").expect("valid override");
         let prepared: Vec<(usize, Prepared)> = l
             .points()
             .expect("resolves")
@@ -68,7 +68,7 @@ impl Plan {
 fn sweep_threads(c: &mut Criterion) {
     let plan = Plan::new();
     let mut g = c.benchmark_group(format!("sweep_{}_runs", plan.jobs.len()));
-    g.sample_size(10).measurement_time(Duration::from_secs(10));
+    g.sample_size(10).measurement_time(Duration::from_secs(15));
     g.throughput(Throughput::Elements(plan.jobs.len() as u64));
     for threads in [1usize, 2] {
         g.bench_with_input(BenchmarkId::new("jobs", threads), &threads, |b, &t| {
