@@ -477,3 +477,42 @@ fn library_api_writes_figures_and_flags_input_errors() {
     assert!(plot::is_input_error(&e));
     no_temp_files(tmp.path());
 }
+
+#[test]
+fn out_dir_keeps_the_default_names() {
+    // `--out DIR`, as for every subcommand: missing directories are
+    // created and the figure keeps its default name; nothing lands beside
+    // the input.
+    let (_tmp, dir) = staged("sweep");
+    let figs = dir.join("figs/nested");
+    herdsim()
+        .args(["plot"])
+        .arg(&dir)
+        .arg("--out")
+        .arg(&figs)
+        .assert()
+        .success()
+        .stdout(contains("comparison.png"));
+    assert!(load_png(&figs.join("comparison.png")).width() > 0);
+    assert!(!dir.join("comparison.png").exists());
+    herdsim()
+        .args(["plot"])
+        .arg(&dir)
+        .args(["--metrics", "ttfr_p95_ms_mean", "--out"])
+        .arg(&figs)
+        .assert()
+        .success();
+    assert!(figs.join("ttfr_p95_ms.png").is_file());
+    no_temp_files(&figs);
+
+    let (_tmp2, trace) = staged("trace.jsonl");
+    let tl = trace.parent().expect("dir").join("timelines");
+    herdsim()
+        .args(["plot", "--timeline"])
+        .arg(&trace)
+        .args(["--msg", "m1", "--out"])
+        .arg(&tl)
+        .assert()
+        .success();
+    assert!(load_png(&tl.join("timeline-m1.png")).width() > 0);
+}

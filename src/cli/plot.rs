@@ -45,9 +45,11 @@ pub struct Args {
     #[arg(long, value_name = "ID", requires = "timeline")]
     pub msg: Option<String>,
 
-    /// Output file, .png or .svg. Default: next to the input
-    /// (comparison.png, <metrics>.png or timeline-<msg>.png).
-    #[arg(short = 'o', long = "out", value_name = "FILE")]
+    /// Output directory, as for every subcommand (created if missing; the
+    /// figure keeps its default name: comparison.png, <metrics>.png or
+    /// timeline-<msg>.png), or a file ending in .png or .svg. Default: the
+    /// input's directory.
+    #[arg(short = 'o', long = "out", value_name = "DIR|FILE")]
     pub out: Option<PathBuf>,
 
     /// Figure title (default: names the scenario or the message).
@@ -110,6 +112,25 @@ fn beside(path: &Path, name: &str) -> PathBuf {
     }
 }
 
+/// Whether `path` names a figure file (by its extension) rather than a
+/// directory.
+fn names_file(path: &Path) -> bool {
+    !path.is_dir() && path.extension().is_some()
+}
+
+/// Where the figure goes: `--out` as a file (its extension decides the
+/// format; an unsupported one is rejected by the figure writer, naming
+/// .png and .svg), `--out` as a directory holding the default name (the
+/// atomic writer creates missing directories), or the default name beside
+/// `input`.
+fn target(out: Option<&Path>, input: &Path, default_name: &str) -> PathBuf {
+    match out {
+        None => beside(input, default_name),
+        Some(o) if names_file(o) => o.to_path_buf(),
+        Some(dir) => dir.join(default_name),
+    }
+}
+
 pub fn run(args: Args) -> Result<ExitCode, CliError> {
     if let Some(trace) = &args.timeline {
         if !trace.is_file() {
@@ -123,10 +144,8 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
                 id
             }
         };
-        let out = match &args.out {
-            Some(o) => o.clone(),
-            None => beside(trace, &format!("timeline-{}.png", file_safe(&id))),
-        };
+        let name = format!("timeline-{}.png", file_safe(&id));
+        let out = target(args.out.as_deref(), trace, &name);
         plot::timeline_figure(trace, Some(&id), &out, args.title.as_deref()).map_err(to_cli)?;
         println!("{}", out.display());
         return Ok(ExitCode::SUCCESS);
@@ -160,17 +179,16 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         .map(|m| m.trim().to_string())
         .filter(|m| !m.is_empty())
         .collect();
-    let out = match &args.out {
-        Some(o) => o.clone(),
-        None if metrics.is_empty() => beside(&csv, "comparison.png"),
-        None => {
-            let names: Vec<String> = metrics
-                .iter()
-                .map(|m| file_safe(m.strip_suffix("_mean").unwrap_or(m)))
-                .collect();
-            beside(&csv, &format!("{}.png", names.join("-")))
-        }
+    let name = if metrics.is_empty() {
+        "comparison.png".to_string()
+    } else {
+        let names: Vec<String> = metrics
+            .iter()
+            .map(|m| file_safe(m.strip_suffix("_mean").unwrap_or(m)))
+            .collect();
+        format!("{}.png", names.join("-"))
     };
+    let out = target(args.out.as_deref(), &csv, &name);
     let spec = PlotSpec {
         x: args.x.clone(),
         metrics,
