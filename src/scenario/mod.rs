@@ -208,6 +208,12 @@ impl Loaded {
             return self.add_axes(axes, origin);
         }
         if let Some(axis) = key.strip_prefix("sweep.") {
+            // The file spells an axis as a quoted TOML key
+            // (`"agents.0.count" = [..]`); accept that spelling here too.
+            let axis = axis
+                .strip_prefix('"')
+                .and_then(|a| a.strip_suffix('"'))
+                .unwrap_or(axis);
             let mut t = toml::Table::new();
             t.insert(axis.to_string(), value);
             let axes = validate::sweep_axes(self, Value::Table(t), Some(origin))?;
@@ -625,6 +631,20 @@ mod tests {
         assert_eq!(pts[1].params[1].1, "3");
         assert_eq!(pts[3].params[0].1, "2000");
         assert_eq!(pts[5].scenario.agents[0].count, 4);
+    }
+
+    #[test]
+    fn sweep_axis_set_quoted_or_bare() {
+        let text = "reps = 1\n";
+        for set in [
+            "sweep.agents.0.count=[2, 3]",
+            "sweep.\"agents.0.count\"=[2, 3]",
+        ] {
+            let mut l = Loaded::from_text("t.toml", text, Path::new(".")).expect("ok");
+            l.apply_set(set).expect(set);
+            assert_eq!(l.sweep_keys(), vec!["agents.0.count".to_string()], "{set}");
+            assert_eq!(l.points().expect("points").len(), 2);
+        }
     }
 
     #[test]
