@@ -13,12 +13,29 @@ pub fn agent_id(i: usize, n: usize) -> String {
 
 /// Parse an agent id back to its index, if it names one of `n` agents.
 pub fn parse_agent(name: &str, n: usize) -> Option<u32> {
-    let digits = name.strip_prefix("agent-")?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+    let i = digits(name.strip_prefix("agent-")?)?;
+    (i < n as u64).then_some(i as u32)
+}
+
+/// A non-empty run of ASCII digits (leading zeros allowed) as a number
+/// that fits a `u32`, like `str::parse::<u32>` without a sign, in one pass
+/// (this runs for every simulated delivery).
+fn digits(s: &str) -> Option<u64> {
+    if s.is_empty() {
         return None;
     }
-    let i: usize = digits.parse().ok()?;
-    (i < n).then_some(i as u32)
+    let mut v: u64 = 0;
+    for b in s.bytes() {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        v = v * 10 + u64::from(d);
+        if v > u64::from(u32::MAX) {
+            return None;
+        }
+    }
+    Some(v)
 }
 
 /// The wire id of message number `m`.
@@ -50,11 +67,7 @@ pub fn push_msg_id(out: &mut String, m: u32) {
 
 /// Parse a message id back to its number.
 pub fn parse_msg(id: &str) -> Option<u32> {
-    let digits = id.strip_prefix('m')?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
+    digits(id.strip_prefix('m')?).map(|v| v as u32)
 }
 
 #[cfg(test)]
@@ -80,5 +93,39 @@ mod tests {
         assert_eq!(msg_id(1_000_000), "m1000000");
         assert_eq!(parse_msg("x1"), None);
         assert_eq!(parse_msg("m"), None);
+        assert_eq!(parse_msg("m+1"), None);
+        assert_eq!(parse_msg("m1a"), None);
+        assert_eq!(parse_msg("m4294967296"), None);
+        assert_eq!(parse_msg("m00000000000042"), Some(42));
+        assert_eq!(parse_agent("agent-", 5), None);
+        assert_eq!(parse_agent("agent-99999999999", 5), None);
+    }
+
+    #[test]
+    fn parsers_agree_with_str_parse() {
+        for s in [
+            "0",
+            "7",
+            "007",
+            "42",
+            "4294967295",
+            "4294967296",
+            "99999999999",
+            "",
+            "-1",
+            "+1",
+            "1 ",
+            " 1",
+            "1_0",
+            "\u{661}",
+        ] {
+            let want = s
+                .parse::<u32>()
+                .ok()
+                .filter(|_| s.bytes().all(|b| b.is_ascii_digit()));
+            assert_eq!(parse_msg(&format!("m{s}")), want, "m{s}");
+            let n = usize::MAX;
+            assert_eq!(parse_agent(&format!("agent-{s}"), n), want, "agent-{s}");
+        }
     }
 }
