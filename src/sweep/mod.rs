@@ -171,7 +171,7 @@ pub fn execute(
         .num_threads(threads.max(1))
         .build()?;
     // One job per task: rayon's adaptive splitting would otherwise leave
-    // sequential chunks of about jobs / (4 x threads) that an idle thread
+    // sequential chunks of about jobs / (2 x threads) that an idle thread
     // cannot steal, and on 2 threads one sat idle for up to a fifth of the
     // sweep. A job (a whole replication) dwarfs the cost of a task.
     pool.install(|| jobs.par_iter().with_max_len(1).map(run_one).collect())
