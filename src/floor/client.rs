@@ -38,7 +38,7 @@
 use std::collections::BTreeMap;
 
 use crate::floor::policy::{PolicyKind, Rules};
-use crate::floor::wire::{ClientMsg, ServerMsg};
+use crate::floor::wire::{ClientMsg, ServerMsg, Stamp};
 
 /// Per-agent client configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -235,7 +235,7 @@ impl Client {
                     if self.rules.clients_claim {
                         out.push(Action::Send(ClientMsg::RespondingTo {
                             msg_id: msg_id.to_string(),
-                            started_at: now_ms,
+                            started_at: now_ms.into(),
                             channel: t.reply_to.clone(),
                         }));
                     }
@@ -268,7 +268,7 @@ impl Client {
         if self.rules.clients_claim && !exempt {
             out.push(Action::Send(ClientMsg::RespondingTo {
                 msg_id: msg_id.to_string(),
-                started_at,
+                started_at: started_at.into(),
                 channel: reply_to.to_string(),
             }));
         }
@@ -318,7 +318,7 @@ impl Client {
                     ignore_yield: false,
                 } = t.phase
                     && self.rules.client_aborts_on_relayed_claim
-                    && (*started_at, from.as_str()) < (own, self.cfg.id.as_str())
+                    && (*started_at, from.as_str()) < (Stamp::Int(own), self.cfg.id.as_str())
                 {
                     out.push(Action::Abort {
                         msg_id: msg_id.clone(),

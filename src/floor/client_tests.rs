@@ -29,7 +29,7 @@ fn claim_from(from: &str, m: &str, s: i64) -> ServerMsg {
     ServerMsg::RespondingTo {
         msg_id: m.into(),
         from: from.into(),
-        started_at: s,
+        started_at: (s).into(),
         channel: G.into(),
     }
 }
@@ -69,7 +69,7 @@ fn started(m: &str, s: i64) -> Vec<Action> {
     vec![
         Action::Send(ClientMsg::RespondingTo {
             msg_id: m.into(),
-            started_at: s,
+            started_at: (s).into(),
             channel: G.into(),
         }),
         Action::StartInference {
@@ -130,7 +130,7 @@ fn floor_claimed_counts_as_a_seen_claim_and_own_claims_do_not() {
         msg_id: "m1".into(),
         channel: G.into(),
         holder: "agent-b".into(),
-        started_at: 1,
+        started_at: 1.into(),
     };
     step(&mut c, |c, o| c.on_server_msg(1500, &own, o));
     step(&mut c, |c, o| {
@@ -140,7 +140,7 @@ fn floor_claimed_counts_as_a_seen_claim_and_own_claims_do_not() {
         msg_id: "m1".into(),
         channel: G.into(),
         holder: "agent-a".into(),
-        started_at: 1,
+        started_at: 1.into(),
     };
     step(&mut c, |c, o| c.on_server_msg(2000, &fc, o));
     let out = step(&mut c, |c, o| c.on_timer(4000, "m1", o));
@@ -160,7 +160,7 @@ fn claims_for_other_channels_or_messages_are_not_counted() {
     let other_channel = ServerMsg::RespondingTo {
         msg_id: "m1".into(),
         from: "agent-a".into(),
-        started_at: 1,
+        started_at: 1.into(),
         channel: "#other".into(),
     };
     step(&mut c, |c, o| c.on_server_msg(2000, &other_channel, o));
@@ -308,7 +308,7 @@ fn agentchat_yield_naming_myself_is_ignored() {
         winner: "agent-b".into(),
         channel: G.into(),
         detail: Some(YieldDetail {
-            holder_started_at: 4000,
+            holder_started_at: 4000.into(),
             reason: "Another agent claimed first".into(),
         }),
     };
@@ -569,7 +569,7 @@ fn start_now_claims_with_the_given_started_at_even_after_a_seen_claim() {
         vec![
             Action::Send(ClientMsg::RespondingTo {
                 msg_id: "m1".into(),
-                started_at: 1234,
+                started_at: 1234.into(),
                 channel: "#general".into()
             }),
             Action::StartInference {

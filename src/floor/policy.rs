@@ -18,16 +18,23 @@
 //! | order by | - | (`started_at`, id) | (`started_at`, id) | (`started_at`, id) | (server receive ms, id) |
 //! | announce | raw relay | raw relay of every claim | `FLOOR_CLAIMED` on grant only | raw relay | raw relay |
 //! | claimant must be a member | yes | yes | no | yes | yes |
-//! | `started_at` accepted | >= 0 | >= 0 | != 0 | >= 0 | >= 0 |
+//! | a channel exists | while it has members | same | always for the defaults; once joined, forever | same as `spec` | same as `spec` |
+//! | `started_at` accepted | integer >= 0 | integer >= 0 | any number != 0 | integer >= 0 | integer >= 0 |
+//! | `started_at` compared | exactly | exactly | as IEEE doubles | exactly | - |
 //! | repeated claim by holder | - | ignored, nothing sent | re-judged, YIELD naming itself | ignored | ignored |
-//! | expiry | - | at deadline | 5 s sweeps | at deadline | at deadline |
-//! | a channel MSG releases | - | the holder's claim on `in_reply_to` (all its claims in the channel without `in_reply_to`) | all the sender's claims in the channel | as `spec`, leaving an "answered" marker | as `spec` |
+//! | expiry | - | at deadline | 5 s sweeps at a phase | at deadline | at deadline |
+//! | a channel MSG releases | - | the holder's claim on `in_reply_to` (all its claims in the channel without `in_reply_to`) | all the sender's claims in the channel, if the server accepts the MSG | as `spec`, leaving an "answered" marker | as `spec` |
+//! | MSG refused (rate limit, lurk, not identified), DMs | no (DMs relayed) | no | yes (DMs disabled) | no | no |
+//! | error codes | protocol (`bad_message`, ...) | same | agentchat's (`INVALID_MSG`, ...) | same as `spec` | same as `spec` |
 //! | YIELD form | - | `winner` | `holder` + `holder_started_at` + `reason` | `winner` | `winner` |
 //! | client aborts on a relayed earlier claim | - | yes | no | yes | no |
 //! | TTL variable | `AGENTCHAT_RESPOND_TTL_MS` | same | `AGENTCHAT_CLAIM_TTL_MS` | same | same |
 
+use std::cmp::Ordering;
 use std::fmt;
 use std::str::FromStr;
+
+use crate::floor::wire::Stamp;
 
 /// Which arbitration behaviour the server (and the matching client) follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -48,8 +55,13 @@ pub enum PolicyKind {
     /// sender's claims in that channel); only channel members may claim;
     /// `started_at` must be a non-negative integer.
     Spec,
-    /// The observed behaviour of the public agentchat server 0.36, quirks
-    /// included. It differs from `spec` in that:
+    /// The behaviour of the public agentchat server 0.36, quirks included,
+    /// as its source shows it (`FloorControl` in `lib/floor-control.ts`; the
+    /// `RESPONDING_TO` case of `AgentChatServer._handleMessage` in
+    /// `lib/server.ts`; `handleMsg`, `handleJoin` and `handleLeave` in
+    /// `lib/server/handlers/message.ts`; `validateClientMessage` and
+    /// `isValidChannel` in `lib/protocol.ts`) and as a differential test
+    /// against a running instance confirmed. It differs from `spec` in that:
     /// - a granted claim (first, or a takeover) is announced as
     ///   `FLOOR_CLAIMED` to every member but the claimant, the displaced
     ///   holder included; the raw RESPONDING_TO is never relayed; a denied
@@ -62,15 +74,37 @@ pub enum PolicyKind {
     ///   holder itself; with an earlier one it is granted again
     ///   (`FLOOR_CLAIMED` rebroadcast, fresh deadline) and the holder, as the
     ///   "displaced" one, still gets a YIELD naming itself;
-    /// - claimants need not be channel members (a claim on a channel nobody
-    ///   is in is silently ignored, as the server drops claims for unknown
-    ///   channels); `started_at` 0 is rejected, negatives are accepted;
-    /// - expiry is a sweep at every multiple of 5000 ms of server time, so
-    ///   an expired claim keeps winning until the next sweep; a sweep due
-    ///   at the same instant as a claim runs first; nobody is told;
-    /// - a channel MSG releases all of the sender's claims in that channel,
-    ///   whatever its `in_reply_to`; leaving a channel releases nothing;
-    /// - its TTL variable is `AGENTCHAT_CLAIM_TTL_MS`.
+    /// - channels exist independently of members: the server's default
+    ///   channels ([`AGENTCHAT_DEFAULT_CHANNELS`]) always exist, a JOIN to
+    ///   another valid name creates it (herdsim's JOIN stands for
+    ///   `CREATE_CHANNEL` + `JOIN` there), and no channel is ever deleted. A
+    ///   claim on an existing channel is tracked whoever sends it, member or
+    ///   not, even when the channel has no members; a claim on a channel
+    ///   that does not exist is dropped silently;
+    /// - a channel name is `#` plus 1 to 31 of `[A-Za-z0-9_-]`; a claim
+    ///   whose `channel` is anything else (a DM target `@id`, a longer
+    ///   name) gets `ERROR INVALID_MSG "Missing or invalid channel"`;
+    /// - `started_at` may be any JSON number but 0 (floats, `1e3`, beyond
+    ///   `i64`), and claims are ordered by it as IEEE doubles, so two values
+    ///   above 2^53 that round to the same double tie (the smaller id wins);
+    /// - errors use agentchat's codes and texts (`INVALID_MSG`,
+    ///   `RATE_LIMITED`, `LURK_MODE`, `AUTH_REQUIRED`, `CHANNEL_NOT_FOUND`,
+    ///   `NOT_INVITED`);
+    /// - a claim from a connection that has not identified is dropped
+    ///   silently (see [`crate::floor::Input::Connect`]);
+    /// - a MSG is refused with an ERROR, and releases nothing, when its
+    ///   sender has not identified, is lurking, sent a MSG less than the rate
+    ///   limit ago (`Config::rate_limit_ms`, default 1000), or is not a
+    ///   member of the channel; every DM is refused ("Direct messages are
+    ///   disabled"). An accepted channel MSG releases all of the sender's
+    ///   claims in that channel, whatever its `in_reply_to`; leaving a
+    ///   channel releases nothing;
+    /// - expiry is a sweep every 5000 ms at a phase (and optional drift)
+    ///   set in [`crate::floor::Config`], so an expired claim keeps winning
+    ///   until the next sweep; a sweep due at the same instant as a claim
+    ///   runs first; nobody is told;
+    /// - its TTL variable is `AGENTCHAT_CLAIM_TTL_MS`, read leniently as the
+    ///   server's `parseInt` does (see [`crate::floor::server::agentchat_ttl`]).
     Agentchat036,
     /// Like `spec`, but a MSG from the live holder in reply to the message
     /// turns its claim into an "answered" marker that keeps the claim's
@@ -124,6 +158,9 @@ impl PolicyKind {
             yield_form: YieldForm::Winner,
             client_aborts_on_relayed_claim: true,
             ttl_var: TTL_VAR,
+            channels: Channels::Membership,
+            errors: ErrorStyle::Protocol,
+            msg_gate: MsgGate::Open,
         };
         match self {
             PolicyKind::None => Rules {
@@ -136,7 +173,8 @@ impl PolicyKind {
             PolicyKind::Agentchat036 => Rules {
                 announce: Announce::FloorClaimedOnGrant,
                 membership_required: false,
-                started_at: StartedAtRule::NonZero,
+                order: ClaimOrder::StartedAtDouble,
+                started_at: StartedAtRule::NonZeroNumber,
                 repeat: RepeatClaim::Rejudge,
                 expiry: Expiry::Sweep {
                     every_ms: AGENTCHAT_SWEEP_MS,
@@ -146,6 +184,9 @@ impl PolicyKind {
                 yield_form: YieldForm::HolderDetail,
                 client_aborts_on_relayed_claim: false,
                 ttl_var: AGENTCHAT_TTL_VAR,
+                channels: Channels::Registry,
+                errors: ErrorStyle::Agentchat,
+                msg_gate: MsgGate::Agentchat,
                 ..SPEC
             },
             PolicyKind::Tombstone => Rules {
@@ -164,7 +205,8 @@ impl PolicyKind {
     /// (channel, msg_id). `order` is the claimant's ordering value: its
     /// `started_at` or, under `server-time`, the server receive time (see
     /// [`Rules::order`]). Only meaningful for policies that track claims.
-    pub fn judge(self, slot: Slot<'_>, claimant: &str, order: i64) -> Verdict {
+    pub fn judge(self, slot: Slot<'_>, claimant: &str, order: Stamp) -> Verdict {
+        let rules = self.rules();
         match slot {
             Slot::Free => Verdict::Grant,
             Slot::Answered { by } => Verdict::DenyAnswered {
@@ -173,16 +215,23 @@ impl PolicyKind {
             Slot::Held {
                 holder,
                 order: held,
-            } if holder == claimant => match self.rules().repeat {
+            } if holder == claimant => match rules.repeat {
                 RepeatClaim::Ignore => Verdict::Repeat,
-                RepeatClaim::Rejudge if order < held => Verdict::RegrantSelf,
+                RepeatClaim::Rejudge if rules.order.cmp(order, held).is_lt() => {
+                    Verdict::RegrantSelf
+                }
                 RepeatClaim::Rejudge => Verdict::DenySelf,
             },
             Slot::Held {
                 holder,
                 order: held,
             } => {
-                if (order, claimant) < (held, holder) {
+                if rules
+                    .order
+                    .cmp(order, held)
+                    .then(claimant.cmp(holder))
+                    .is_lt()
+                {
                     Verdict::Displace
                 } else {
                     Verdict::Deny
@@ -200,8 +249,31 @@ pub const TTL_VAR: &str = "AGENTCHAT_RESPOND_TTL_MS";
 pub const AGENTCHAT_TTL_VAR: &str = "AGENTCHAT_CLAIM_TTL_MS";
 /// The enable switch.
 pub const ENABLED_VAR: &str = "AGENTCHAT_RESPOND_ENABLED";
-/// Period of the agentchat 0.36 expiry sweep.
+/// Period of the agentchat 0.36 expiry sweep (`CLEANUP_INTERVAL_MS` in
+/// `lib/floor-control.ts`).
 pub const AGENTCHAT_SWEEP_MS: u64 = 5_000;
+/// The agentchat 0.36 MSG rate limit: one MSG per this many ms per
+/// connection (`rateLimitMs`: `options.rateLimitMs || 1000` in the
+/// `AgentChatServer` constructor, `lib/server.ts`).
+pub const AGENTCHAT_RATE_LIMIT_MS: u64 = 1_000;
+/// The channels an agentchat server creates at start (`AgentChatServer`
+/// constructor, `lib/server.ts`; `#ops` is verified-only there, which
+/// herdsim does not model).
+pub const AGENTCHAT_DEFAULT_CHANNELS: [&str; 9] = [
+    "#general",
+    "#engineering",
+    "#pull-requests",
+    "#help",
+    "#love",
+    "#agents",
+    "#discovery",
+    "#bounties",
+    "#ops",
+];
+/// Longest agentchat channel name after the `#` (`isValidChannel`,
+/// `lib/protocol.ts`).
+pub const AGENTCHAT_CHANNEL_MAX: usize = 31;
+
 /// YIELD reason (agentchat form) sent to a displaced holder.
 pub const REASON_DISPLACED: &str = "Earlier started_at timestamp";
 /// YIELD reason (agentchat form) sent to a denied claimant.
@@ -239,15 +311,76 @@ pub struct Rules {
     pub client_aborts_on_relayed_claim: bool,
     /// The environment variable holding the TTL in ms.
     pub ttl_var: &'static str,
+    /// When a channel exists.
+    pub channels: Channels,
+    /// Which error codes and texts the server sends.
+    pub errors: ErrorStyle,
+    /// Which MSGs the server refuses.
+    pub msg_gate: MsgGate,
+}
+
+/// When a channel exists. A claim on a channel that does not exist is
+/// dropped silently by the policies that let non-members claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Channels {
+    /// While it has members (the protocol has no channel list).
+    Membership,
+    /// agentchat 0.36: the default channels always exist, a JOIN creates
+    /// the channel, none is ever deleted; names are at most
+    /// [`AGENTCHAT_CHANNEL_MAX`] characters after the `#`.
+    Registry,
+}
+
+/// Which error codes and texts the server sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorStyle {
+    /// herdsim's protocol codes: `bad_message`, `bad_channel`,
+    /// `bad_started_at`, `not_member`.
+    Protocol,
+    /// agentchat 0.36's codes and texts (`ErrorCode` in `lib/protocol.ts`).
+    Agentchat,
+}
+
+/// Which MSGs the server refuses (with an ERROR; a refused MSG is not
+/// relayed and releases no claim).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MsgGate {
+    /// Only a channel MSG from a non-member.
+    Open,
+    /// agentchat 0.36 (`handleMsg`, `lib/server/handlers/message.ts`): also
+    /// a MSG from a connection that has not identified (`AUTH_REQUIRED`),
+    /// from a lurking identity (`LURK_MODE`), within the rate limit of the
+    /// sender's previous MSG that passed it (`RATE_LIMITED`), to a channel
+    /// that does not exist (`CHANNEL_NOT_FOUND`), and every DM. The
+    /// operator ([`crate::floor::Role::Operator`]) is exempt from the
+    /// identification, lurk and rate-limit checks.
+    Agentchat,
 }
 
 /// What a claim is ordered by (ties always go to the smaller agent id).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClaimOrder {
-    /// The self-reported `started_at`.
+    /// The self-reported `started_at`, compared exactly.
     StartedAt,
+    /// The self-reported `started_at`, compared as IEEE doubles as
+    /// JavaScript compares numbers (`FloorControl.claim`,
+    /// `lib/floor-control.ts`): 9007199254740993 and 9007199254740992 tie.
+    StartedAtDouble,
     /// The server time (ms) at which the claim was received.
     ServerTime,
+}
+
+impl ClaimOrder {
+    /// Compare two ordering values.
+    pub fn cmp(self, a: Stamp, b: Stamp) -> Ordering {
+        match self {
+            ClaimOrder::StartedAtDouble => a
+                .as_f64()
+                .partial_cmp(&b.as_f64())
+                .unwrap_or(Ordering::Equal),
+            ClaimOrder::StartedAt | ClaimOrder::ServerTime => a.cmp(&b),
+        }
+    }
 }
 
 /// What the other channel members are told of a claim.
@@ -266,19 +399,26 @@ pub enum Announce {
 pub enum StartedAtRule {
     /// A non-negative integer (the protocol).
     NonNegative,
-    /// Any integer but 0 (agentchat 0.36 treats 0 as missing).
-    NonZero,
+    /// Any number but 0 (agentchat 0.36: `!msg.started_at || typeof
+    /// msg.started_at !== 'number'` in `validateClientMessage`,
+    /// `lib/protocol.ts`, so 0 counts as missing).
+    NonZeroNumber,
 }
 
 impl StartedAtRule {
-    /// `Err(reason)` if the value is not accepted.
-    pub fn check(self, started_at: i64) -> Result<(), &'static str> {
-        match self {
-            StartedAtRule::NonNegative if started_at < 0 => {
-                Err("`started_at` must be a non-negative integer")
+    /// `Err((code, message))`, the ERROR the server answers with, if the
+    /// value is not accepted.
+    pub fn check(self, started_at: Stamp) -> Result<(), (&'static str, &'static str)> {
+        match (self, started_at) {
+            (StartedAtRule::NonNegative, Stamp::Float(_)) => {
+                Err(("bad_message", "`started_at` must be an integer"))
             }
-            StartedAtRule::NonZero if started_at == 0 => {
-                Err("`started_at` must be a non-zero number")
+            (StartedAtRule::NonNegative, Stamp::Int(i)) if i < 0 => Err((
+                "bad_started_at",
+                "`started_at` must be a non-negative integer",
+            )),
+            (StartedAtRule::NonZeroNumber, Stamp::Int(0)) => {
+                Err(("INVALID_MSG", "Missing or invalid started_at timestamp"))
             }
             _ => Ok(()),
         }
@@ -330,7 +470,7 @@ pub enum Slot<'a> {
     /// No claim (or it expired and was removed).
     Free,
     /// A live claim.
-    Held { holder: &'a str, order: i64 },
+    Held { holder: &'a str, order: Stamp },
     /// A tombstone marker: the holder `by` answered.
     Answered { by: &'a str },
 }
@@ -416,28 +556,43 @@ mod tests {
 
     #[test]
     fn started_at_rules() {
-        assert!(StartedAtRule::NonNegative.check(0).is_ok());
-        assert!(StartedAtRule::NonNegative.check(-1).is_err());
-        assert!(StartedAtRule::NonZero.check(0).is_err());
-        assert!(StartedAtRule::NonZero.check(-1).is_ok());
+        let i = Stamp::Int;
+        assert!(StartedAtRule::NonNegative.check(i(0)).is_ok());
+        assert!(StartedAtRule::NonNegative.check(i(-1)).is_err());
+        assert_eq!(
+            StartedAtRule::NonNegative.check(Stamp::Float(1.5)),
+            Err(("bad_message", "`started_at` must be an integer"))
+        );
+        assert!(StartedAtRule::NonZeroNumber.check(i(0)).is_err());
+        assert!(StartedAtRule::NonZeroNumber.check(i(-1)).is_ok());
+        assert!(
+            StartedAtRule::NonZeroNumber
+                .check(Stamp::Float(0.001))
+                .is_ok()
+        );
+        assert!(
+            StartedAtRule::NonZeroNumber
+                .check(Stamp::Float(-1e20))
+                .is_ok()
+        );
     }
 
     #[test]
     fn judge_spec() {
         let p = PolicyKind::Spec;
-        assert_eq!(p.judge(Slot::Free, "a", 5), Verdict::Grant);
+        assert_eq!(p.judge(Slot::Free, "a", Stamp::Int(5)), Verdict::Grant);
         let held = Slot::Held {
             holder: "b",
-            order: 5,
+            order: Stamp::Int(5),
         };
-        assert_eq!(p.judge(held, "a", 4), Verdict::Displace);
-        assert_eq!(p.judge(held, "a", 5), Verdict::Displace); // tie, smaller id
-        assert_eq!(p.judge(held, "c", 5), Verdict::Deny); // tie, larger id
-        assert_eq!(p.judge(held, "a", 6), Verdict::Deny);
-        assert_eq!(p.judge(held, "b", 1), Verdict::Repeat);
-        assert_eq!(p.judge(held, "b", 9), Verdict::Repeat);
+        assert_eq!(p.judge(held, "a", Stamp::Int(4)), Verdict::Displace);
+        assert_eq!(p.judge(held, "a", Stamp::Int(5)), Verdict::Displace); // tie, smaller id
+        assert_eq!(p.judge(held, "c", Stamp::Int(5)), Verdict::Deny); // tie, larger id
+        assert_eq!(p.judge(held, "a", Stamp::Int(6)), Verdict::Deny);
+        assert_eq!(p.judge(held, "b", Stamp::Int(1)), Verdict::Repeat);
+        assert_eq!(p.judge(held, "b", Stamp::Int(9)), Verdict::Repeat);
         assert_eq!(
-            p.judge(Slot::Answered { by: "b" }, "a", 0),
+            p.judge(Slot::Answered { by: "b" }, "a", Stamp::Int(0)),
             Verdict::DenyAnswered {
                 answered_by: "b".into()
             }
@@ -449,12 +604,12 @@ mod tests {
         let p = PolicyKind::Agentchat036;
         let held = Slot::Held {
             holder: "b",
-            order: 5,
+            order: Stamp::Int(5),
         };
-        assert_eq!(p.judge(held, "b", 4), Verdict::RegrantSelf);
-        assert_eq!(p.judge(held, "b", 5), Verdict::DenySelf);
-        assert_eq!(p.judge(held, "b", 6), Verdict::DenySelf);
-        assert_eq!(p.judge(held, "a", 5), Verdict::Displace);
-        assert_eq!(p.judge(held, "c", 5), Verdict::Deny);
+        assert_eq!(p.judge(held, "b", Stamp::Int(4)), Verdict::RegrantSelf);
+        assert_eq!(p.judge(held, "b", Stamp::Int(5)), Verdict::DenySelf);
+        assert_eq!(p.judge(held, "b", Stamp::Int(6)), Verdict::DenySelf);
+        assert_eq!(p.judge(held, "a", Stamp::Int(5)), Verdict::Displace);
+        assert_eq!(p.judge(held, "c", Stamp::Int(5)), Verdict::Deny);
     }
 }

@@ -41,39 +41,93 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use crate::floor::policy::{
-    Announce, ClaimOrder, DEFAULT_TTL_MS, ENABLED_VAR, Expiry, PolicyKind, REASON_DENIED,
-    REASON_DISPLACED, Release, Rules, Slot, Verdict, YieldForm,
+    AGENTCHAT_CHANNEL_MAX, AGENTCHAT_DEFAULT_CHANNELS, AGENTCHAT_RATE_LIMIT_MS, Announce, Channels,
+    ClaimOrder, DEFAULT_TTL_MS, ENABLED_VAR, ErrorStyle, Expiry, MsgGate, PolicyKind,
+    REASON_DENIED, REASON_DISPLACED, Release, Rules, Slot, Verdict, YieldForm,
 };
 use crate::floor::wire::{
-    ClientMsg, DecodeError, ServerMsg, Target, YieldDetail, clip, is_channel_name, parse_target,
+    ClientMsg, DecodeError, ServerMsg, Stamp, Target, YieldDetail, clip, is_channel_name,
+    parse_target,
 };
 
 /// Server configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     pub policy: PolicyKind,
-    /// Claim TTL in milliseconds (default 45000).
+    /// Claim TTL in milliseconds (default 45000). [`NEVER`] (`u64::MAX`):
+    /// claims never expire.
     pub ttl_ms: u64,
     /// `false` turns claim tracking off; messages are still relayed.
     pub enabled: bool,
+    /// `agentchat-0.36` only: a MSG less than this many ms after the
+    /// sender's previous one (that passed this check) is refused with
+    /// `RATE_LIMITED` (default 1000, the server's `rateLimitMs`); 0 turns
+    /// the limit off (the real server cannot: `options.rateLimitMs || 1000`).
+    pub rate_limit_ms: u64,
+    /// Sweep expiry (`agentchat-0.36`) only: sweep number k runs at server
+    /// time `sweep_phase_ms + k x (5000 ms + sweep_drift_us)`, k = 0, 1, ...
+    /// (the real server's `setInterval` starts with the server, at an
+    /// arbitrary phase relative to anything else). Default 0.
+    pub sweep_phase_ms: u64,
+    /// Sweep expiry only: how much later than 5000 ms each sweep comes, in
+    /// microseconds (the real timer drifts by about 300-1100 us per sweep
+    /// under load). Default 0.
+    pub sweep_drift_us: u64,
 }
 
+/// A TTL that never expires (what `agentchat-0.36` does with a TTL
+/// variable that is not a number).
+pub const NEVER: u64 = u64::MAX;
+
 impl Default for Config {
-    /// Policy `spec`, TTL 45000 ms, tracking on.
+    /// Policy `spec`, TTL 45000 ms, tracking on, rate limit 1000 ms, sweep
+    /// phase 0, no drift.
     fn default() -> Self {
         Config {
             policy: PolicyKind::Spec,
             ttl_ms: DEFAULT_TTL_MS,
             enabled: true,
+            rate_limit_ms: AGENTCHAT_RATE_LIMIT_MS,
+            sweep_phase_ms: 0,
+            sweep_drift_us: 0,
         }
     }
 }
 
+/// `agentchat-0.36`'s reading of its TTL variable: JavaScript's
+/// `parseInt(value || '45000', 10)` (`CLAIM_TTL_MS`, `lib/floor-control.ts`):
+/// leading whitespace and a sign, then the leading digits; anything after
+/// them is ignored (`"30s"` is 30, `"1e3"` is 1). A negative number counts
+/// as 0 (a claim is expired as soon as it is granted, and removed at the
+/// next sweep); no digits at all (`"soon"`) gives NaN on the server, whose
+/// claims then never expire: [`NEVER`]. An empty value is the default.
+pub fn agentchat_ttl(raw: &str) -> u64 {
+    let t = raw.trim_start();
+    if t.is_empty() {
+        return DEFAULT_TTL_MS;
+    }
+    let (neg, rest) = match t.as_bytes()[0] {
+        b'-' => (true, &t[1..]),
+        b'+' => (false, &t[1..]),
+        _ => (false, t),
+    };
+    let digits: &str = &rest[..rest.bytes().take_while(u8::is_ascii_digit).count()];
+    if digits.is_empty() {
+        return NEVER;
+    }
+    if neg {
+        return 0;
+    }
+    // Beyond u64: far beyond any run (and beyond JavaScript's exact integers).
+    digits.parse::<u64>().unwrap_or(NEVER - 1)
+}
+
 impl Config {
     /// The configuration of `policy` from variables read through `get`:
-    /// the TTL from `AGENTCHAT_RESPOND_TTL_MS` (`agentchat-0.36` reads
-    /// `AGENTCHAT_CLAIM_TTL_MS` instead), a positive integer of ms, default
-    /// 45000; `AGENTCHAT_RESPOND_ENABLED`: `true`/`false` (also `1`/`0`,
+    /// the TTL from `AGENTCHAT_RESPOND_TTL_MS`, a positive integer of ms,
+    /// default 45000 (`agentchat-0.36` reads `AGENTCHAT_CLAIM_TTL_MS`
+    /// instead, leniently as the real server does: see [`agentchat_ttl`];
+    /// no value is an error there); `AGENTCHAT_RESPOND_ENABLED`: `true`/`false` (also `1`/`0`,
     /// `yes`/`no`, `on`/`off`, any case), default true. Surrounding
     /// whitespace is ignored and an empty value counts as unset. Any other
     /// value is an error naming the variable and the value.
@@ -86,7 +140,11 @@ impl Config {
             policy,
             ..Config::default()
         };
-        if let Some(raw) = get(ttl_var) {
+        if let Some(raw) = get(ttl_var)
+            && policy == PolicyKind::Agentchat036
+        {
+            cfg.ttl_ms = agentchat_ttl(&raw);
+        } else if let Some(raw) = get(ttl_var) {
             let v = raw.trim();
             if !v.is_empty() {
                 cfg.ttl_ms = match v.parse::<u64>() {
@@ -167,6 +225,16 @@ pub enum Input {
     Disconnect { agent: String },
     /// Only "time is now T": run due timers (expiry, sweeps).
     Tick,
+    /// A new connection for `agent` that has not identified yet. Agents
+    /// herdsim has never seen count as identified (the simulator's agents
+    /// always are); this input makes one that is not. Under `agentchat-0.36`
+    /// its claims are dropped silently and its MSGs and JOINs get
+    /// `AUTH_REQUIRED`, until `Identify`. Other policies ignore it.
+    Connect { agent: String },
+    /// The agent identifies; `lurk`: as a new identity in agentchat's lurk
+    /// window (it may claim, but its MSGs get `LURK_MODE`). Under other
+    /// policies it changes nothing.
+    Identify { agent: String, lurk: bool },
 }
 
 /// One message to send.
@@ -191,6 +259,10 @@ pub struct Stats {
     pub overruled: u64,
     /// Every server-to-agent send except YIELDs.
     pub relayed: u64,
+    /// MSGs refused with an ERROR (not relayed, releasing nothing).
+    pub refused_msgs: u64,
+    /// Of those, refused by the `agentchat-0.36` rate limit.
+    pub rate_limited: u64,
 }
 
 /// A read-only view of one entry of the claim table.
@@ -198,7 +270,7 @@ pub struct Stats {
 pub struct ClaimInfo<'a> {
     pub holder: &'a str,
     /// As sent by the holder.
-    pub started_at: i64,
+    pub started_at: Stamp,
     /// Server time of the grant (the deadline is this plus the TTL).
     pub granted_at: u64,
     pub deadline: u64,
@@ -209,9 +281,9 @@ pub struct ClaimInfo<'a> {
 #[derive(Debug, Clone)]
 struct Claim {
     holder: String,
-    started_at: i64,
+    started_at: Stamp,
     /// Ordering value: `started_at`, or the receive time under `server-time`.
-    order: i64,
+    order: Stamp,
     granted_at: u64,
     deadline: u64,
     /// Key in the deadline index, with `deadline`.
@@ -241,12 +313,32 @@ pub struct Server {
     next_seq: u64,
     next_msg_id: u64,
     stats: Stats,
+    /// `Channels::Registry`: every channel that exists.
+    channels: BTreeSet<String>,
+    /// Connections that have not identified (`Input::Connect`).
+    unidentified: BTreeSet<String>,
+    /// Identities in agentchat's lurk window.
+    lurking: BTreeSet<String>,
+    /// agent -> server time of its last MSG that passed the rate limit.
+    last_msg: BTreeMap<String, u64>,
 }
 
 impl Server {
     pub fn new(cfg: Config) -> Server {
+        let rules = cfg.policy.rules();
+        let channels = match rules.channels {
+            Channels::Registry => AGENTCHAT_DEFAULT_CHANNELS
+                .iter()
+                .map(|c| c.to_string())
+                .collect(),
+            Channels::Membership => BTreeSet::new(),
+        };
         Server {
-            rules: cfg.policy.rules(),
+            channels,
+            unidentified: BTreeSet::new(),
+            lurking: BTreeSet::new(),
+            last_msg: BTreeMap::new(),
+            rules,
             cfg,
             now: 0,
             members: BTreeMap::new(),
@@ -268,6 +360,18 @@ impl Server {
         let now = self.advance(now_ms);
         match input {
             Input::Tick => {}
+            Input::Connect { agent } => {
+                self.lurking.remove(&agent);
+                self.unidentified.insert(agent);
+            }
+            Input::Identify { agent, lurk } => {
+                self.unidentified.remove(&agent);
+                if lurk {
+                    self.lurking.insert(agent);
+                } else {
+                    self.lurking.remove(&agent);
+                }
+            }
             Input::Join { agent, channel } => self.join(agent, channel, out),
             Input::Leave { agent, channel } => self.leave(&agent, &channel),
             Input::Disconnect { agent } => self.disconnect(&agent),
@@ -282,7 +386,7 @@ impl Server {
                     to,
                     content,
                     in_reply_to,
-                } => self.on_msg(from, id, to, content, in_reply_to, out),
+                } => self.on_msg(now, from, role, id, to, content, in_reply_to, out),
             },
         }
     }
@@ -331,6 +435,27 @@ impl Server {
             ),
             Err(e) => {
                 let claim = value.get("type").and_then(|t| t.as_str()) == Some("RESPONDING_TO");
+                if claim && self.rules.errors == ErrorStyle::Agentchat {
+                    // `validateClientMessage` (`lib/protocol.ts`) names the field.
+                    let message = match &e {
+                        DecodeError::MissingField(f)
+                        | DecodeError::NotString(f)
+                        | DecodeError::Empty(f)
+                        | DecodeError::NotInteger(f)
+                        | DecodeError::BadChannel { field: f, .. } => match *f {
+                            "msg_id" => Some("Missing or invalid msg_id"),
+                            "channel" => Some("Missing or invalid channel"),
+                            "started_at" => Some("Missing or invalid started_at timestamp"),
+                            _ => None,
+                        },
+                        _ => None,
+                    };
+                    if let Some(message) = message {
+                        self.advance(now_ms);
+                        self.stats.claims_received += 1;
+                        return self.error(from, "INVALID_MSG", message.to_string(), out);
+                    }
+                }
                 self.reject(now_ms, from, &e, claim, out)
             }
         }
@@ -351,7 +476,11 @@ impl Server {
         if was_claim {
             self.stats.claims_received += 1;
         }
-        self.error(from, "bad_message", reason.to_string(), out);
+        let code = match self.rules.errors {
+            ErrorStyle::Protocol => "bad_message",
+            ErrorStyle::Agentchat => "INVALID_MSG",
+        };
+        self.error(from, code, reason.to_string(), out);
     }
 
     /// The next server time (ms) at which `handle(_, Input::Tick, _)` would
@@ -362,10 +491,23 @@ impl Server {
         let (&(deadline, _), _) = self.deadlines.first_key_value()?;
         match self.rules.expiry {
             Expiry::Sweep { every_ms } if every_ms > 0 => {
-                Some(deadline.div_ceil(every_ms).saturating_mul(every_ms))
+                // The first sweep at or after the deadline, in ms (rounded up).
+                let (phase, period) = self.sweep_us(every_ms);
+                let d = u128::from(deadline) * 1000;
+                let k = d.saturating_sub(phase).div_ceil(period);
+                let at = (phase + k * period).div_ceil(1000);
+                Some(u64::try_from(at).unwrap_or(u64::MAX))
             }
             _ => Some(deadline),
         }
+    }
+
+    /// Sweep phase and period in microseconds.
+    fn sweep_us(&self, every_ms: u64) -> (u128, u128) {
+        (
+            u128::from(self.cfg.sweep_phase_ms) * 1000,
+            u128::from(every_ms) * 1000 + u128::from(self.cfg.sweep_drift_us),
+        )
     }
 
     pub fn stats(&self) -> &Stats {
@@ -385,7 +527,7 @@ impl Server {
     /// live claim exists as of the last handled time (a tombstone marker is
     /// not a live claim; under `agentchat-0.36` an expired claim not yet
     /// swept still is, as it still wins).
-    pub fn holder(&self, channel: &str, msg_id: &str) -> Option<(&str, i64)> {
+    pub fn holder(&self, channel: &str, msg_id: &str) -> Option<(&str, Stamp)> {
         let c = self.claims.get(channel)?.get(msg_id)?;
         let live = !c.answered
             && (matches!(self.rules.expiry, Expiry::Sweep { .. }) || c.deadline > self.now);
@@ -436,13 +578,22 @@ impl Server {
     fn advance(&mut self, now_ms: u64) -> u64 {
         let now = now_ms.max(self.now);
         self.now = now;
-        let limit = match self.rules.expiry {
-            Expiry::AtDeadline => now,
-            Expiry::Sweep { every_ms } if every_ms > 0 => now - now % every_ms,
-            Expiry::Sweep { .. } => now,
+        // The claims with deadline <= limit are expired as of `now`: under
+        // sweeps, limit is the time of the last sweep at or before now, in us.
+        let limit: Option<u128> = match self.rules.expiry {
+            Expiry::AtDeadline => Some(u128::from(now) * 1000),
+            Expiry::Sweep { every_ms } if every_ms > 0 => {
+                let (phase, period) = self.sweep_us(every_ms);
+                let t = u128::from(now) * 1000;
+                (t >= phase).then(|| phase + (t - phase) / period * period)
+            }
+            Expiry::Sweep { .. } => Some(u128::from(now) * 1000),
+        };
+        let Some(limit) = limit else {
+            return now;
         };
         while let Some((&(deadline, _), _)) = self.deadlines.first_key_value() {
-            if deadline > limit {
+            if u128::from(deadline) * 1000 > limit {
                 break;
             }
             let Some((_, (channel, msg_id))) = self.deadlines.pop_first() else {
@@ -492,7 +643,7 @@ impl Server {
         to: &str,
         (channel, msg_id): (&str, &str),
         winner: &str,
-        holder_started_at: i64,
+        holder_started_at: Stamp,
         reason: &str,
         out: &mut Vec<Outgoing>,
     ) {
@@ -515,8 +666,32 @@ impl Server {
         });
     }
 
+    /// `agentchat-0.36`: a valid channel name (`isValidChannel`,
+    /// `lib/protocol.ts`): `#` and 1 to 31 of `[A-Za-z0-9_-]`.
+    fn agentchat_channel_ok(channel: &str) -> bool {
+        is_channel_name(channel) && channel.len() - 1 <= AGENTCHAT_CHANNEL_MAX
+    }
+
+    /// Refuse a MSG with an ERROR.
+    fn refuse(&mut self, to: &str, code: &str, message: String, out: &mut Vec<Outgoing>) {
+        self.stats.refused_msgs += 1;
+        self.error(to, code, message, out);
+    }
+
     fn join(&mut self, agent: String, channel: String, out: &mut Vec<Outgoing>) {
-        if !is_channel_name(&channel) {
+        if self.rules.channels == Channels::Registry {
+            // `handleJoin` (`lib/server/handlers/message.ts`), after
+            // `validateClientMessage`. A JOIN to a channel that does not
+            // exist creates it (herdsim's JOIN stands for CREATE_CHANNEL +
+            // JOIN there); channels are never deleted.
+            if !Self::agentchat_channel_ok(&channel) {
+                return self.error(&agent, "INVALID_MSG", "Invalid channel name".into(), out);
+            }
+            if self.unidentified.contains(&agent) {
+                return self.error(&agent, "AUTH_REQUIRED", "Must IDENTIFY first".into(), out);
+            }
+            self.channels.insert(channel.clone());
+        } else if !is_channel_name(&channel) {
             let message = format!("bad channel name `{}`", clip(&channel));
             self.error(&agent, "bad_channel", message, out);
             return;
@@ -547,6 +722,11 @@ impl Server {
     }
 
     fn disconnect(&mut self, agent: &str) {
+        // The connection's state goes with it (`_handleDisconnect`,
+        // `lib/server.ts`: `lastMessageTime.delete(ws)`).
+        self.unidentified.remove(agent);
+        self.lurking.remove(agent);
+        self.last_msg.remove(agent);
         let channels = self.joined.remove(agent).unwrap_or_default();
         for channel in &channels {
             if let Some(m) = self.members.get_mut(channel) {
@@ -572,40 +752,63 @@ impl Server {
         from: String,
         role: Role,
         msg_id: String,
-        started_at: i64,
+        started_at: Stamp,
         channel: String,
         out: &mut Vec<Outgoing>,
     ) {
         self.stats.claims_received += 1;
-        match parse_target(&channel) {
-            None => {
-                let e = DecodeError::BadChannel {
-                    field: "channel",
-                    value: clip(&channel),
-                    dm_allowed: true,
-                };
-                return self.error(&from, "bad_message", e.to_string(), out);
-            }
-            // The protocol does not apply to DMs: no claim, nothing sent.
-            Some(Target::Dm(_)) => return,
-            Some(Target::Channel(_)) => {}
-        }
+        let agentchat = self.rules.errors == ErrorStyle::Agentchat;
         if msg_id.is_empty() {
+            if agentchat {
+                let m = "Missing or invalid msg_id".to_string();
+                return self.error(&from, "INVALID_MSG", m, out);
+            }
             let e = DecodeError::Empty("msg_id");
             return self.error(&from, "bad_message", e.to_string(), out);
         }
-        if let Err(reason) = self.rules.started_at.check(started_at) {
-            return self.error(&from, "bad_started_at", reason.to_string(), out);
+        if self.rules.channels == Channels::Registry {
+            // `validateClientMessage` (`lib/protocol.ts`): `isValidChannel`,
+            // so a DM target or a long name is an error there.
+            if !Self::agentchat_channel_ok(&channel) {
+                let m = "Missing or invalid channel".to_string();
+                return self.error(&from, "INVALID_MSG", m, out);
+            }
+        } else {
+            match parse_target(&channel) {
+                None => {
+                    let e = DecodeError::BadChannel {
+                        field: "channel",
+                        value: clip(&channel),
+                        dm_allowed: true,
+                    };
+                    return self.error(&from, "bad_message", e.to_string(), out);
+                }
+                // The protocol does not apply to DMs: no claim, nothing sent.
+                Some(Target::Dm(_)) => return,
+                Some(Target::Channel(_)) => {}
+            }
         }
-        if !self.is_member(&from, &channel) {
-            if self.rules.membership_required {
-                let message = format!("not a member of {channel}");
-                return self.error(&from, "not_member", message, out);
-            }
-            if !self.members.contains_key(&channel) {
-                // agentchat 0.36 drops claims on channels that do not exist.
-                return;
-            }
+        if let Err((code, reason)) = self.rules.started_at.check(started_at) {
+            return self.error(&from, code, reason.to_string(), out);
+        }
+        if self.rules.msg_gate == MsgGate::Agentchat
+            && role == Role::Agent
+            && self.unidentified.contains(&from)
+        {
+            // `if (!rtAgent || ...) break;` (`lib/server.ts`): dropped silently.
+            return;
+        }
+        if !self.is_member(&from, &channel) && self.rules.membership_required {
+            let message = format!("not a member of {channel}");
+            return self.error(&from, "not_member", message, out);
+        }
+        let exists = match self.rules.channels {
+            Channels::Membership => self.members.contains_key(&channel),
+            Channels::Registry => self.channels.contains(&channel),
+        };
+        if !exists {
+            // `if (!channel) break;` (`lib/server.ts`): dropped silently.
+            return;
         }
         let raw = ServerMsg::RespondingTo {
             msg_id: msg_id.clone(),
@@ -620,8 +823,8 @@ impl Server {
             return;
         }
         let order = match self.rules.order {
-            ClaimOrder::StartedAt => started_at,
-            ClaimOrder::ServerTime => i64::try_from(now).unwrap_or(i64::MAX),
+            ClaimOrder::StartedAt | ClaimOrder::StartedAtDouble => started_at,
+            ClaimOrder::ServerTime => Stamp::Int(i64::try_from(now).unwrap_or(i64::MAX)),
         };
         let (verdict, held_started_at, held_by) = {
             let current = self.claims.get(&channel).and_then(|m| m.get(&msg_id));
@@ -634,7 +837,9 @@ impl Server {
                 },
             };
             let verdict = self.cfg.policy.judge(slot, &from, order);
-            let (s, h) = current.map_or((0, String::new()), |c| (c.started_at, c.holder.clone()));
+            let (s, h) = current.map_or((Stamp::Int(0), String::new()), |c| {
+                (c.started_at, c.holder.clone())
+            });
             (verdict, s, h)
         };
         let announce_grant =
@@ -685,9 +890,12 @@ impl Server {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn on_msg(
         &mut self,
+        now: u64,
         from: String,
+        role: Role,
         id: Option<String>,
         to: String,
         content: String,
@@ -701,14 +909,57 @@ impl Server {
                     value: clip(&to),
                     dm_allowed: true,
                 };
-                return self.error(&from, "bad_message", e.to_string(), out);
+                self.stats.refused_msgs += 1;
+                let code = match self.rules.errors {
+                    ErrorStyle::Protocol => "bad_message",
+                    ErrorStyle::Agentchat => "INVALID_MSG",
+                };
+                return self.error(&from, code, e.to_string(), out);
             }
             Some(Target::Dm(peer)) => Some(peer.to_string()),
             Some(Target::Channel(_)) => None,
         };
-        if dm_target.is_none() && !self.is_member(&from, &to) {
+        if self.rules.msg_gate == MsgGate::Agentchat {
+            // `handleMsg` (`lib/server/handlers/message.ts`), in its order.
+            if role == Role::Agent {
+                if self.unidentified.contains(&from) {
+                    let m = "Must IDENTIFY first".to_string();
+                    return self.refuse(&from, "AUTH_REQUIRED", m, out);
+                }
+                if self.lurking.contains(&from) {
+                    let m = "New identity: sending unlocks after the lurk window".to_string();
+                    return self.refuse(&from, "LURK_MODE", m, out);
+                }
+                let limit = self.cfg.rate_limit_ms;
+                if limit > 0
+                    && let Some(&last) = self.last_msg.get(&from)
+                    && now - last < limit
+                {
+                    self.stats.rate_limited += 1;
+                    let m = "Rate limit exceeded (max 1 message per second)".to_string();
+                    return self.refuse(&from, "RATE_LIMITED", m, out);
+                }
+                // Set before the channel checks: a MSG refused below still
+                // counts for the limit.
+                self.last_msg.insert(from.clone(), now);
+            }
+            if dm_target.is_some() {
+                // Observed on the real server (the differential test); the
+                // snapshot of `handleMsg` read for this still relays DMs.
+                let m = "Direct messages are disabled".to_string();
+                return self.refuse(&from, "INVALID_MSG", m, out);
+            }
+            if !self.channels.contains(&to) {
+                let m = format!("Channel {to} not found");
+                return self.refuse(&from, "CHANNEL_NOT_FOUND", m, out);
+            }
+            if !self.is_member(&from, &to) {
+                let m = format!("Not a member of {to}");
+                return self.refuse(&from, "NOT_INVITED", m, out);
+            }
+        } else if dm_target.is_none() && !self.is_member(&from, &to) {
             let message = format!("not a member of {to}");
-            return self.error(&from, "not_member", message, out);
+            return self.refuse(&from, "not_member", message, out);
         }
         let id = match id.filter(|i| !i.is_empty()) {
             Some(id) => id,
@@ -755,11 +1006,12 @@ impl Server {
         channel: &str,
         msg_id: &str,
         holder: &str,
-        started_at: i64,
-        order: i64,
+        started_at: Stamp,
+        order: Stamp,
         now: u64,
     ) {
         let deadline = now.saturating_add(self.cfg.ttl_ms);
+        let never = self.cfg.ttl_ms == NEVER;
         self.next_seq += 1;
         let seq = self.next_seq;
         let claim = Claim {
@@ -775,8 +1027,10 @@ impl Server {
             .entry(channel.to_string())
             .or_default()
             .insert(msg_id.to_string(), claim);
-        self.deadlines
-            .insert((deadline, seq), (channel.to_string(), msg_id.to_string()));
+        if !never {
+            self.deadlines
+                .insert((deadline, seq), (channel.to_string(), msg_id.to_string()));
+        }
         self.held_by
             .entry(holder.to_string())
             .or_default()

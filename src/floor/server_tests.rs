@@ -1,7 +1,7 @@
 //! Unit tests of the server, one group per capability / policy bullet.
 
 use super::*;
-use crate::floor::wire::YieldDetail;
+use crate::floor::wire::{Stamp, YieldDetail};
 
 const G: &str = "#general";
 
@@ -60,7 +60,7 @@ impl H {
                 role,
                 msg: ClientMsg::RespondingTo {
                     msg_id: m.into(),
-                    started_at: s,
+                    started_at: (s).into(),
                     channel: ch.into(),
                 },
             },
@@ -99,7 +99,7 @@ fn relayed_claim(m: &str, from: &str, s: i64) -> ServerMsg {
     ServerMsg::RespondingTo {
         msg_id: m.into(),
         from: from.into(),
-        started_at: s,
+        started_at: (s).into(),
         channel: G.into(),
     }
 }
@@ -119,7 +119,7 @@ fn yield_ac(m: &str, holder: &str, s: i64, reason: &str) -> ServerMsg {
         winner: holder.into(),
         channel: G.into(),
         detail: Some(YieldDetail {
-            holder_started_at: s,
+            holder_started_at: (s).into(),
             reason: reason.into(),
         }),
     }
@@ -175,7 +175,8 @@ fn config_from_vars() {
         Ok(Config {
             policy: PolicyKind::Tombstone,
             ttl_ms: 1000,
-            enabled: false
+            enabled: false,
+            ..Config::default()
         })
     );
     // agentchat-0.36 reads AGENTCHAT_CLAIM_TTL_MS, not the spec's variable.
@@ -232,7 +233,7 @@ fn spec_first_claim_is_granted_and_relayed_to_other_members_only() {
         [("agent-b", "RESPONDING_TO"), ("agent-c", "RESPONDING_TO")]
     );
     assert_eq!(out[0].msg, relayed_claim("m1", "agent-a", 500));
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", 500)));
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", Stamp::Int(500))));
     assert_eq!(h.s.claim_count(), 1);
     let info = h.s.claim_info(G, "m1");
     assert_eq!(
@@ -257,7 +258,7 @@ fn spec_later_claim_gets_yield_after_the_relay() {
         ]
     );
     assert_eq!(out[2].msg, yield_spec("m1", "agent-a"));
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", 500)));
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", Stamp::Int(500))));
     assert_eq!(h.s.stats().yields, 1);
     assert_eq!(h.s.stats().overruled, 0);
     assert_eq!(h.s.stats().relayed, 4);
@@ -277,7 +278,7 @@ fn spec_earlier_claim_displaces_holder_with_fresh_deadline() {
         ]
     );
     assert_eq!(out[2].msg, yield_spec("m1", "agent-c"));
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-c", 500)));
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-c", Stamp::Int(500))));
     assert_eq!(h.s.claim_info(G, "m1").map(|i| i.deadline), Some(46_200));
     assert_eq!(h.s.stats().overruled, 1);
     assert_eq!(h.s.claim_count(), 1);
@@ -297,7 +298,7 @@ fn spec_ties_go_to_the_smaller_agent_id() {
         out.last().map(|o| (&*o.to, &o.msg)),
         Some(("agent-c", &yield_spec("m1", "agent-a")))
     );
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", 500)));
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", Stamp::Int(500))));
 }
 
 #[test]
@@ -306,7 +307,7 @@ fn spec_repeated_claim_by_holder_changes_nothing() {
     h.claim(1000, "agent-a", "m1", 500);
     assert!(h.claim(2000, "agent-a", "m1", 400).is_empty());
     assert!(h.claim(2000, "agent-a", "m1", 900).is_empty());
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", 500)));
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", Stamp::Int(500))));
     assert_eq!(h.s.claim_info(G, "m1").map(|i| i.deadline), Some(46_000));
     assert_eq!(h.s.stats().claims_received, 3);
 }
@@ -338,7 +339,7 @@ fn spec_expiry_exactly_at_deadline() {
     h.claim(1000, "agent-a", "m1", 500);
     assert_eq!(h.s.poll_timeout(), Some(4000));
     h.tick(3999);
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", 500)));
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", Stamp::Int(500))));
     assert_eq!(h.s.stats().expired, 0);
     h.tick(4000);
     assert_eq!(h.s.holder(G, "m1"), None);
@@ -360,7 +361,7 @@ fn expiry_runs_before_the_input_at_the_same_instant() {
     h.claim(1000, "agent-a", "m1", 500);
     let out = h.claim(4000, "agent-b", "m1", 900);
     assert_eq!(to(&out), [("agent-a", "RESPONDING_TO")]);
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-b", 900)));
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-b", Stamp::Int(900))));
     assert_eq!(h.s.stats().expired, 1);
 }
 
@@ -382,11 +383,11 @@ fn spec_msg_from_holder_clears_its_claim_and_is_relayed() {
         }
     );
     assert_eq!(h.s.holder(G, "m1"), None);
-    assert_eq!(h.s.holder(G, "m2"), Some(("agent-a", 500)));
+    assert_eq!(h.s.holder(G, "m2"), Some(("agent-a", Stamp::Int(500))));
     assert_eq!(h.s.poll_timeout(), Some(46_000));
     // A MSG from a non-holder clears nothing.
     h.msg(2000, "agent-b", G, Some("m2"));
-    assert_eq!(h.s.holder(G, "m2"), Some(("agent-a", 500)));
+    assert_eq!(h.s.holder(G, "m2"), Some(("agent-a", Stamp::Int(500))));
     // Ids are assigned in order.
     let out = h.msg(2000, "agent-b", G, None);
     assert!(matches!(&out[0].msg, ServerMsg::Msg { id, .. } if id == "s3"));
@@ -403,8 +404,11 @@ fn spec_msg_without_in_reply_to_clears_all_claims_of_sender_in_that_channel() {
     h.msg(2000, "agent-a", G, None);
     assert_eq!(h.s.holder(G, "m1"), None);
     assert_eq!(h.s.holder(G, "m2"), None);
-    assert_eq!(h.s.holder(G, "m3"), Some(("agent-b", 500)));
-    assert_eq!(h.s.holder("#other", "m4"), Some(("agent-a", 500)));
+    assert_eq!(h.s.holder(G, "m3"), Some(("agent-b", Stamp::Int(500))));
+    assert_eq!(
+        h.s.holder("#other", "m4"),
+        Some(("agent-a", Stamp::Int(500)))
+    );
     assert_eq!(h.s.claim_count(), 2);
 }
 
@@ -445,7 +449,7 @@ fn disconnect_clears_all_claims_and_memberships() {
     );
     assert_eq!(h.s.holder(G, "m1"), None);
     assert_eq!(h.s.holder("#other", "m2"), None);
-    assert_eq!(h.s.holder(G, "m3"), Some(("agent-b", 500)));
+    assert_eq!(h.s.holder(G, "m3"), Some(("agent-b", Stamp::Int(500))));
     assert_eq!(h.s.claim_count(), 1);
     assert!(!h.s.is_member("agent-a", G) && !h.s.is_member("agent-a", "#other"));
     assert_eq!(h.s.stats().expired, 0);
@@ -475,7 +479,12 @@ fn dm_claims_create_nothing() {
     for p in PolicyKind::ALL {
         let mut h = H::abc(p);
         let out = h.claim_as(1000, "agent-a", Role::Agent, "@agent-b", "m1", 500);
-        assert!(out.is_empty(), "{p}");
+        if p == PolicyKind::Agentchat036 {
+            // `isValidChannel` (`lib/protocol.ts`) refuses a DM target.
+            assert_eq!(error_code(&out), Some(("agent-a", "INVALID_MSG")));
+        } else {
+            assert!(out.is_empty(), "{p}");
+        }
         assert_eq!(h.s.claim_count(), 0);
         assert_eq!(h.s.poll_timeout(), None);
         assert_eq!(h.s.stats().claims_received, 1);
@@ -488,7 +497,7 @@ fn dm_msg_goes_to_the_target_only_and_clears_nothing() {
     h.claim(1000, "agent-a", "m1", 500);
     let out = h.msg(1100, "agent-a", "@agent-d", Some("m1"));
     assert_eq!(to(&out), [("agent-d", "MSG")]);
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", 500)));
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", Stamp::Int(500))));
 }
 
 #[test]
@@ -504,7 +513,7 @@ fn operator_never_claims_and_is_never_yielded() {
     assert!(out.iter().all(|o| o.msg.type_name() == "RESPONDING_TO"));
     let out = h.claim_as(1200, "operator", Role::Operator, G, "m1", 1);
     assert!(out.iter().all(|o| o.msg.type_name() == "RESPONDING_TO"));
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", 500)));
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", Stamp::Int(500))));
     assert_eq!(h.s.stats().yields, 0);
     // agentchat-0.36 never relays raw claims: the operator's is dropped.
     let mut h = H::abc(PolicyKind::Agentchat036);
@@ -584,10 +593,10 @@ fn started_at_rules_per_policy() {
     assert_eq!(h.claim(1000, "agent-a", "m1", 0).len(), 2);
     let mut h = H::abc(PolicyKind::Agentchat036);
     let out = h.claim(1000, "agent-a", "m1", 0);
-    assert_eq!(error_code(&out), Some(("agent-a", "bad_started_at")));
+    assert_eq!(error_code(&out), Some(("agent-a", "INVALID_MSG")));
     assert_eq!(h.s.stats().claims_received, 1);
     assert_eq!(h.claim(1000, "agent-a", "m1", -7).len(), 2);
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", -7)));
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", Stamp::Int(-7))));
 }
 
 #[test]
@@ -681,7 +690,7 @@ fn agentchat_grant_broadcasts_floor_claimed_and_winner_gets_nothing() {
             msg_id: "m1".into(),
             channel: G.into(),
             holder: "agent-a".into(),
-            started_at: 500
+            started_at: 500.into()
         }
     );
 }
@@ -756,7 +765,7 @@ fn agentchat_repeated_claim_by_holder() {
         out[2].msg,
         yield_ac("m1", "agent-a", 400, "Earlier started_at timestamp")
     );
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", 400)));
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", Stamp::Int(400))));
     assert_eq!(h.s.claim_info(G, "m1").map(|i| i.deadline), Some(47_000));
     assert_eq!(h.s.stats().overruled, 0);
     assert_eq!(h.s.stats().yields, 3);
@@ -774,7 +783,7 @@ fn agentchat_non_members_may_claim_unknown_channels_are_ignored() {
             ("agent-c", "FLOOR_CLAIMED")
         ]
     );
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-d", 500)));
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-d", Stamp::Int(500))));
     let out = h.claim_as(1000, "agent-a", Role::Agent, "#nowhere", "m1", 500);
     assert!(out.is_empty());
     assert_eq!(h.s.claim_count(), 1);
@@ -786,6 +795,7 @@ fn agentchat_expired_claim_wins_until_the_sweep() {
         policy: PolicyKind::Agentchat036,
         ttl_ms: 3000,
         enabled: true,
+        ..Config::default()
     });
     h.join(0, "agent-a", G);
     h.join(0, "agent-b", G);
@@ -793,12 +803,12 @@ fn agentchat_expired_claim_wins_until_the_sweep() {
     assert_eq!(h.s.poll_timeout(), Some(5000));
     h.tick(4500);
     // Past its deadline, not swept yet: still holds, and still wins.
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", 500)));
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", Stamp::Int(500))));
     let out = h.claim(4500, "agent-b", "m1", 900);
     assert_eq!(to(&out), [("agent-b", "YIELD")]);
     assert_eq!(h.s.stats().expired, 0);
     h.tick(4999);
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", 500)));
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", Stamp::Int(500))));
     h.tick(5000);
     assert_eq!(h.s.holder(G, "m1"), None);
     assert_eq!(h.s.stats().expired, 1);
@@ -811,13 +821,14 @@ fn agentchat_sweep_due_with_a_claim_runs_first() {
         policy: PolicyKind::Agentchat036,
         ttl_ms: 3000,
         enabled: true,
+        ..Config::default()
     });
     h.join(0, "agent-a", G);
     h.join(0, "agent-b", G);
     h.claim(1000, "agent-a", "m1", 500);
     let out = h.claim(5000, "agent-b", "m1", 900);
     assert_eq!(to(&out), [("agent-a", "FLOOR_CLAIMED")]);
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-b", 900)));
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-b", Stamp::Int(900))));
     // A claim whose deadline is exactly a sweep time goes at that sweep.
     assert_eq!(h.s.poll_timeout(), Some(10_000));
 }
@@ -832,7 +843,10 @@ fn agentchat_msg_releases_all_claims_in_channel_whatever_in_reply_to() {
     h.msg(2000, "agent-a", G, Some("unrelated"));
     assert_eq!(h.s.holder(G, "m1"), None);
     assert_eq!(h.s.holder(G, "m2"), None);
-    assert_eq!(h.s.holder("#other", "m3"), Some(("agent-a", 500)));
+    assert_eq!(
+        h.s.holder("#other", "m3"),
+        Some(("agent-a", Stamp::Int(500)))
+    );
     // Leaving releases nothing under agentchat-0.36.
     h.run(
         2100,
@@ -841,7 +855,10 @@ fn agentchat_msg_releases_all_claims_in_channel_whatever_in_reply_to() {
             channel: "#other".into(),
         },
     );
-    assert_eq!(h.s.holder("#other", "m3"), Some(("agent-a", 500)));
+    assert_eq!(
+        h.s.holder("#other", "m3"),
+        Some(("agent-a", Stamp::Int(500)))
+    );
 }
 
 // ------------------------------------------------------------ tombstone
@@ -852,6 +869,7 @@ fn tombstone_marker_denies_later_claims_until_the_deadline() {
         policy: PolicyKind::Tombstone,
         ttl_ms: 10_000,
         enabled: true,
+        ..Config::default()
     });
     for a in ["agent-a", "agent-b", "agent-c"] {
         h.join(0, a, G);
@@ -877,7 +895,7 @@ fn tombstone_marker_denies_later_claims_until_the_deadline() {
     assert_eq!(h.s.stats().expired, 0);
     let out = h.claim(11_000, "agent-a", "m1", 1);
     assert_eq!(out.len(), 2);
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", 1)));
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", Stamp::Int(1))));
 }
 
 #[test]
@@ -905,7 +923,7 @@ fn spec_grants_a_claim_arriving_just_after_the_winners_msg() {
     h.msg(3000, "agent-b", G, Some("m1"));
     let out = h.claim(3001, "agent-a", "m1", 1);
     assert!(out.iter().all(|o| o.msg.type_name() == "RESPONDING_TO"));
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", 1)));
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", Stamp::Int(1))));
 }
 
 // ------------------------------------------------------------ server-time
@@ -919,7 +937,7 @@ fn server_time_orders_by_receive_time() {
         out.last().map(|o| (&*o.to, &o.msg)),
         Some(("agent-a", &yield_spec("m1", "agent-b")))
     );
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-b", 9_999)));
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-b", Stamp::Int(9_999))));
     // Same receive millisecond: the smaller id wins.
     h.claim(2000, "agent-c", "m2", 5);
     let out = h.claim(2000, "agent-a", "m2", 50);
@@ -937,6 +955,7 @@ fn tombstone_marker_reaching_its_deadline_with_an_input_is_removed_silently() {
         policy: PolicyKind::Tombstone,
         ttl_ms: 827,
         enabled: true,
+        ..Config::default()
     });
     h.join(0, "agent-a", G);
     h.claim(0, "agent-a", "m1", 0);

@@ -12,14 +12,17 @@
 //! know are ignored (forward compatibility), `null` counts as absent for
 //! the optional fields (`id`, `in_reply_to`).
 //!
-//! `started_at` (documented choice): the decoder accepts any JSON integer
-//! that fits an `i64`, of either sign, and rejects everything else (a
-//! string, a float such as `1.5` or `1e3`, `null`, a number out of range).
-//! Whether a negative value or 0 is acceptable is a *policy* question:
-//! `spec` and its variants require a non-negative integer, as the protocol
-//! says, while `agentchat-0.36` rejects 0 and accepts negatives, as that
-//! server was observed to. The server answers a rejected value with an
-//! `ERROR` (see [`crate::floor::policy::StartedAtRule`]).
+//! `started_at` (documented choice): the decoder accepts any JSON number
+//! and carries it as a [`Stamp`]: an integer that fits an `i64` stays an
+//! integer, anything else (a float such as `1500.5`, or an integer beyond
+//! `i64`) is kept as a double; `1e3` and `1000.0` are the integer 1000. A
+//! string, a boolean, `null` or an object is rejected here. Which numbers a
+//! server accepts is a *policy* question: `spec` and its variants require a
+//! non-negative integer, as the protocol says (a float gets the same
+//! `ERROR bad_message "`started_at` must be an integer"` as before
+//! `Stamp` existed), while `agentchat-0.36` accepts any number but 0, as the
+//! real server's `validateClientMessage` (`lib/protocol.ts`) does (see
+//! [`crate::floor::policy::StartedAtRule`]).
 //!
 //! Identifiers: a channel name is `#` followed by one or more of
 //! `[A-Za-z0-9_-]`; an agent id is a non-empty string without whitespace or
@@ -30,7 +33,109 @@
 use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 use serde_json::{Map, Value};
+use std::cmp::Ordering;
 use std::fmt;
+
+/// A `started_at` value as carried on the wire: an integer, or (where a
+/// policy accepts it) any other finite JSON number. Integral doubles that
+/// fit an `i64` (`1e3`, `1000.0`, `-0.0`) are normalized to the integer, so
+/// a [`Stamp::Float`] is either non-integral or beyond the `i64` range.
+///
+/// `Ord` is the exact numeric order (integers compared as integers); the
+/// `agentchat-0.36` policy compares as IEEE doubles instead
+/// ([`Stamp::as_f64`]), as JavaScript does.
+#[derive(Debug, Clone, Copy)]
+pub enum Stamp {
+    Int(i64),
+    Float(f64),
+}
+
+impl Stamp {
+    /// From a finite double, normalized (see the type docs). A non-finite
+    /// value (which JSON cannot carry) becomes `Float` as is.
+    pub fn from_f64(x: f64) -> Stamp {
+        // 2^63 is exactly representable; [-2^63, 2^63) is the i64 range.
+        const LIM: f64 = 9_223_372_036_854_775_808.0;
+        if x.is_finite() && x.fract() == 0.0 && (-LIM..LIM).contains(&x) {
+            Stamp::Int(x as i64)
+        } else {
+            Stamp::Float(x)
+        }
+    }
+
+    /// The integer, if it is one.
+    pub fn as_i64(self) -> Option<i64> {
+        match self {
+            Stamp::Int(i) => Some(i),
+            Stamp::Float(_) => None,
+        }
+    }
+
+    /// The value as an IEEE double (integers beyond 2^53 are rounded, as
+    /// JavaScript's `JSON.parse` rounds them).
+    pub fn as_f64(self) -> f64 {
+        match self {
+            Stamp::Int(i) => i as f64,
+            Stamp::Float(f) => f,
+        }
+    }
+
+    fn to_value(self) -> Value {
+        match self {
+            Stamp::Int(i) => Value::from(i),
+            Stamp::Float(f) => serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number),
+        }
+    }
+}
+
+impl From<i64> for Stamp {
+    fn from(i: i64) -> Stamp {
+        Stamp::Int(i)
+    }
+}
+
+impl PartialEq for Stamp {
+    fn eq(&self, other: &Stamp) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Stamp {}
+
+impl PartialOrd for Stamp {
+    fn partial_cmp(&self, other: &Stamp) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Stamp {
+    fn cmp(&self, other: &Stamp) -> Ordering {
+        match (*self, *other) {
+            (Stamp::Int(a), Stamp::Int(b)) => a.cmp(&b),
+            (Stamp::Float(a), Stamp::Float(b)) => a.total_cmp(&b),
+            // A normalized Float is never equal to an integer: either it is
+            // non-integral (|f| < 2^52, so rounding `i` cannot cross it) or
+            // beyond the i64 range (then the f64 comparison is exact too).
+            (Stamp::Int(a), Stamp::Float(b)) => (a as f64).total_cmp(&b).then(Ordering::Less),
+            (Stamp::Float(a), Stamp::Int(b)) => a.total_cmp(&(b as f64)).then(Ordering::Greater),
+        }
+    }
+}
+
+impl fmt::Display for Stamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_value().to_string())
+    }
+}
+
+impl Serialize for Stamp {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match *self {
+            Stamp::Int(i) => s.serialize_i64(i),
+            Stamp::Float(f) => s.serialize_f64(f),
+        }
+    }
+}
 
 /// A message an agent (or the operator) sends to the server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,7 +147,7 @@ pub enum ClientMsg {
     /// apply to DMs) and the server sends nothing back.
     RespondingTo {
         msg_id: String,
-        started_at: i64,
+        started_at: Stamp,
         channel: String,
     },
     /// `{"type":"MSG","to":"#general"|"@agent-b","content":..,"in_reply_to":..,"id":..}`
@@ -62,7 +167,7 @@ pub enum ServerMsg {
     RespondingTo {
         msg_id: String,
         from: String,
-        started_at: i64,
+        started_at: Stamp,
         channel: String,
     },
     /// `{"type":"YIELD","msg_id","winner","channel"}` (spec form). The
@@ -79,7 +184,7 @@ pub enum ServerMsg {
         msg_id: String,
         channel: String,
         holder: String,
-        started_at: i64,
+        started_at: Stamp,
     },
     /// Relayed MSG: `{"type":"MSG","id","from","to","content","in_reply_to"}`
     /// (`in_reply_to` only when present).
@@ -97,7 +202,7 @@ pub enum ServerMsg {
 /// Extra YIELD fields of the `agentchat-0.36` form.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct YieldDetail {
-    pub holder_started_at: i64,
+    pub holder_started_at: Stamp,
     pub reason: String,
 }
 
@@ -117,7 +222,8 @@ pub enum DecodeError {
     NotString(&'static str),
     #[error("field `{0}` must not be empty")]
     Empty(&'static str),
-    /// Not a JSON integer that fits an `i64` (also floats such as `1e3`).
+    /// Not a JSON integer (a string, a boolean, an object, ...). Also the
+    /// reason `spec` gives for a float `started_at` (see [`Stamp`]).
     #[error("`{0}` must be an integer")]
     NotInteger(&'static str),
     /// Not `#` followed by `[A-Za-z0-9_-]+` (nor `@agent` where a DM target is allowed).
@@ -199,7 +305,7 @@ pub(crate) fn clip(s: &str) -> String {
 /// and `to_json` use (so they cannot disagree).
 enum F<'a> {
     S(&'a str),
-    I(i64),
+    N(Stamp),
 }
 
 type Fields<'a> = Vec<(&'static str, F<'a>)>;
@@ -209,7 +315,7 @@ fn fields_to_value(fields: Fields<'_>) -> Value {
     for (k, v) in fields {
         let v = match v {
             F::S(s) => Value::String(s.to_string()),
-            F::I(i) => Value::from(i),
+            F::N(n) => n.to_value(),
         };
         m.insert(k.to_string(), v);
     }
@@ -221,7 +327,7 @@ fn serialize_fields<S: Serializer>(fields: Fields<'_>, s: S) -> Result<S::Ok, S:
     for (k, v) in fields {
         match v {
             F::S(x) => map.serialize_entry(k, x)?,
-            F::I(x) => map.serialize_entry(k, &x)?,
+            F::N(x) => map.serialize_entry(k, &x)?,
         }
     }
     map.end()
@@ -245,7 +351,7 @@ impl ClientMsg {
                 channel,
             } => {
                 f.push(("msg_id", F::S(msg_id)));
-                f.push(("started_at", F::I(*started_at)));
+                f.push(("started_at", F::N(*started_at)));
                 f.push(("channel", F::S(channel)));
             }
             ClientMsg::Msg {
@@ -296,7 +402,7 @@ impl ClientMsg {
         match ty {
             "RESPONDING_TO" => Ok(ClientMsg::RespondingTo {
                 msg_id: req_id(m, "msg_id")?,
-                started_at: req_int(m, "started_at")?,
+                started_at: req_stamp(m, "started_at")?,
                 channel: req_target(m, "channel")?,
             }),
             "MSG" => Ok(ClientMsg::Msg {
@@ -345,7 +451,7 @@ impl ServerMsg {
             } => {
                 f.push(("msg_id", F::S(msg_id)));
                 f.push(("from", F::S(from)));
-                f.push(("started_at", F::I(*started_at)));
+                f.push(("started_at", F::N(*started_at)));
                 f.push(("channel", F::S(channel)));
             }
             ServerMsg::Yield {
@@ -367,7 +473,7 @@ impl ServerMsg {
                 f.push(("msg_id", F::S(msg_id)));
                 f.push(("channel", F::S(channel)));
                 f.push(("holder", F::S(winner)));
-                f.push(("holder_started_at", F::I(d.holder_started_at)));
+                f.push(("holder_started_at", F::N(d.holder_started_at)));
                 f.push(("reason", F::S(&d.reason)));
             }
             ServerMsg::FloorClaimed {
@@ -379,7 +485,7 @@ impl ServerMsg {
                 f.push(("msg_id", F::S(msg_id)));
                 f.push(("channel", F::S(channel)));
                 f.push(("holder", F::S(holder)));
-                f.push(("started_at", F::I(*started_at)));
+                f.push(("started_at", F::N(*started_at)));
             }
             ServerMsg::Msg {
                 id,
@@ -436,7 +542,7 @@ impl ServerMsg {
             "RESPONDING_TO" => Ok(ServerMsg::RespondingTo {
                 msg_id: req_id(m, "msg_id")?,
                 from: req_agent(m, "from")?,
-                started_at: req_int(m, "started_at")?,
+                started_at: req_stamp(m, "started_at")?,
                 channel: req_target(m, "channel")?,
             }),
             "YIELD" => {
@@ -455,7 +561,7 @@ impl ServerMsg {
                         winner: req_agent(m, "holder")?,
                         channel,
                         detail: Some(YieldDetail {
-                            holder_started_at: req_int(m, "holder_started_at")?,
+                            holder_started_at: req_stamp(m, "holder_started_at")?,
                             reason: req_str(m, "reason")?.to_string(),
                         }),
                     })
@@ -467,7 +573,7 @@ impl ServerMsg {
                 msg_id: req_id(m, "msg_id")?,
                 channel: req_channel(m, "channel")?,
                 holder: req_agent(m, "holder")?,
-                started_at: req_int(m, "started_at")?,
+                started_at: req_stamp(m, "started_at")?,
             }),
             "MSG" => Ok(ServerMsg::Msg {
                 id: req_id(m, "id")?,
@@ -526,10 +632,16 @@ fn opt_id(m: &Map<String, Value>, k: &'static str) -> Result<Option<String>, Dec
     }
 }
 
-fn req_int(m: &Map<String, Value>, k: &'static str) -> Result<i64, DecodeError> {
+/// Any JSON number, as a [`Stamp`].
+fn req_stamp(m: &Map<String, Value>, k: &'static str) -> Result<Stamp, DecodeError> {
     match m.get(k) {
         None | Some(Value::Null) => Err(DecodeError::MissingField(k)),
-        Some(v) => v.as_i64().ok_or(DecodeError::NotInteger(k)),
+        Some(Value::Number(n)) => match (n.as_i64(), n.as_f64()) {
+            (Some(i), _) => Ok(Stamp::Int(i)),
+            (None, Some(f)) => Ok(Stamp::from_f64(f)),
+            (None, None) => Err(DecodeError::NotInteger(k)),
+        },
+        Some(_) => Err(DecodeError::NotInteger(k)),
     }
 }
 
@@ -578,7 +690,7 @@ mod tests {
     fn claim(msg_id: &str, started_at: i64, channel: &str) -> ClientMsg {
         ClientMsg::RespondingTo {
             msg_id: msg_id.into(),
-            started_at,
+            started_at: started_at.into(),
             channel: channel.into(),
         }
     }
@@ -676,7 +788,7 @@ mod tests {
             e(r##"{"type":"RESPONDING_TO","msg_id":"m","channel":"#g"}"##),
             "missing field `started_at`"
         );
-        for bad in ["\"5\"", "1.5", "1e3", "true", "18446744073709551615", "{}"] {
+        for bad in ["\"5\"", "true", "[]", "{}"] {
             assert_eq!(
                 e(&format!(
                     r##"{{"type":"RESPONDING_TO","msg_id":"m","started_at":{bad},"channel":"#g"}}"##
@@ -711,6 +823,45 @@ mod tests {
         }
     }
 
+    /// Any JSON number decodes (the policy decides): integral values that
+    /// fit an i64 are integers (`1e3`, `1000.0`, `-0.0`), others stay doubles
+    /// and are written back as such.
+    #[test]
+    fn started_at_numbers_decode_as_stamps() {
+        let dec = |v: &str| match ClientMsg::decode_str(&format!(
+            r##"{{"type":"RESPONDING_TO","msg_id":"m","started_at":{v},"channel":"#g"}}"##
+        )) {
+            Ok(ClientMsg::RespondingTo { started_at, .. }) => Some(started_at),
+            _ => None,
+        };
+        assert_eq!(dec("1e3"), Some(Stamp::Int(1000)));
+        assert_eq!(dec("1000.0"), Some(Stamp::Int(1000)));
+        assert_eq!(dec("-0.0"), Some(Stamp::Int(0)));
+        assert_eq!(dec("1500.5"), Some(Stamp::Float(1500.5)));
+        assert_eq!(
+            dec("18446744073709551615"),
+            Some(Stamp::Float(1.8446744073709552e19))
+        );
+        assert_eq!(dec("-1e20"), Some(Stamp::Float(-1e20)));
+        let fc = ServerMsg::FloorClaimed {
+            msg_id: "m".into(),
+            channel: "#g".into(),
+            holder: "a".into(),
+            started_at: Stamp::Float(1500.5),
+        };
+        assert_eq!(
+            fc.to_json_string(),
+            r##"{"type":"FLOOR_CLAIMED","msg_id":"m","channel":"#g","holder":"a","started_at":1500.5}"##
+        );
+        assert_eq!(fc.to_json()["started_at"], serde_json::json!(1500.5));
+        // Exact order: integers as integers, doubles between them.
+        assert!(Stamp::Int(9_007_199_254_740_993) > Stamp::Int(9_007_199_254_740_992));
+        assert!(Stamp::Int(1500) < Stamp::Float(1500.5));
+        assert!(Stamp::Float(1500.5) < Stamp::Int(1501));
+        assert!(Stamp::Int(i64::MAX) < Stamp::Float(9.3e18));
+        assert_eq!(Stamp::Float(1500.5).to_string(), "1500.5");
+    }
+
     #[test]
     fn long_bad_values_are_clipped_in_errors() {
         let long = "x".repeat(1000);
@@ -730,7 +881,7 @@ mod tests {
                 ServerMsg::RespondingTo {
                     msg_id: "m1".into(),
                     from: "agent-a".into(),
-                    started_at: 5,
+                    started_at: 5.into(),
                     channel: "#general".into(),
                 },
                 r##"{"type":"RESPONDING_TO","msg_id":"m1","from":"agent-a","started_at":5,"channel":"#general"}"##,
@@ -750,7 +901,7 @@ mod tests {
                     winner: "agent-a".into(),
                     channel: "#general".into(),
                     detail: Some(YieldDetail {
-                        holder_started_at: 5,
+                        holder_started_at: 5.into(),
                         reason: "Another agent claimed first".into(),
                     }),
                 },
@@ -761,7 +912,7 @@ mod tests {
                     msg_id: "m1".into(),
                     channel: "#general".into(),
                     holder: "agent-a".into(),
-                    started_at: -3,
+                    started_at: (-3).into(),
                 },
                 r##"{"type":"FLOOR_CLAIMED","msg_id":"m1","channel":"#general","holder":"agent-a","started_at":-3}"##,
             ),

@@ -264,6 +264,7 @@ pub fn simulate(
         policy,
         ttl_ms: p.ttl_ms,
         enabled: p.enabled,
+        ..floor::Config::default()
     });
     let n = p.agents();
     let mut agents = Vec::with_capacity(n);
