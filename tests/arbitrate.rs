@@ -314,7 +314,7 @@ fn protocol_errors_go_to_the_sender_and_exit_0() {
         lines(&r.stdout),
         [
             r##"{"at_ms":6,"to":"agent-a","msg":{"type":"FLOOR_CLAIMED","msg_id":"m1","channel":"#general","holder":"agent-z","started_at":-4}}"##,
-            r#"{"at_ms":7,"to":"agent-a","msg":{"type":"ERROR","code":"bad_started_at","message":"`started_at` must be a non-zero number"}}"#,
+            r#"{"at_ms":7,"to":"agent-a","msg":{"type":"ERROR","code":"INVALID_MSG","message":"Missing or invalid started_at timestamp"}}"#,
         ]
     );
 }
@@ -429,4 +429,391 @@ fn stats_flag_prints_counters() {
         r.stderr.trim(),
         r#"{"lines":4,"bad_lines":0,"claims_received":2,"yields":1,"expired":0,"overruled":0,"relayed":2}"#
     );
+}
+
+// ---------------------------------------------------------------------
+// agentchat-0.36 as the real server behaves (issue 16): one test per
+// divergence found by the differential test, each against the source
+// (lib/floor-control.ts, lib/server.ts, lib/server/handlers/message.ts,
+// lib/protocol.ts).
+
+const AC: &str = "agentchat-0.36";
+
+fn ev(at: u64, agent: &str, event: &str) -> String {
+    format!(r#"{{"at_ms":{at},"agent":"{agent}","event":{event}}}"#)
+}
+
+fn claim_on(at: u64, agent: &str, channel: &str, msg: &str, started_at: &str) -> String {
+    ev(
+        at,
+        agent,
+        &format!(
+            r#"{{"type":"RESPONDING_TO","msg_id":"{msg}","started_at":{started_at},"channel":"{channel}"}}"#
+        ),
+    )
+}
+
+fn msg_to(at: u64, agent: &str, to: &str, in_reply_to: &str) -> String {
+    ev(
+        at,
+        agent,
+        &format!(
+            r#"{{"type":"MSG","to":"{to}","content":"answer","in_reply_to":"{in_reply_to}"}}"#
+        ),
+    )
+}
+
+fn fc_line(at: u64, to: &str, msg: &str, holder: &str, started_at: &str) -> String {
+    format!(
+        r##"{{"at_ms":{at},"to":"{to}","msg":{{"type":"FLOOR_CLAIMED","msg_id":"{msg}","channel":"#general","holder":"{holder}","started_at":{started_at}}}}}"##
+    )
+}
+
+fn ac_yield(at: u64, to: &str, msg: &str, holder: &str, hs: &str, displaced: bool) -> String {
+    let reason = if displaced {
+        "Earlier started_at timestamp"
+    } else {
+        "Another agent claimed first"
+    };
+    format!(
+        r##"{{"at_ms":{at},"to":"{to}","msg":{{"type":"YIELD","msg_id":"{msg}","channel":"#general","holder":"{holder}","holder_started_at":{hs},"reason":"{reason}"}}}}"##
+    )
+}
+
+fn ac_error(at: u64, to: &str, code: &str, message: &str) -> String {
+    format!(
+        r#"{{"at_ms":{at},"to":"{to}","msg":{{"type":"ERROR","code":"{code}","message":"{message}"}}}}"#
+    )
+}
+
+/// Divergence 1: a channel exists without members. Three agents join
+/// #general and leave; a claim there is still tracked (the second one,
+/// same started_at, gets a YIELD naming the claimant itself). A claim on a
+/// channel that never existed is dropped silently; one that was created by
+/// a JOIN and emptied is tracked. spec refuses non-members.
+#[test]
+fn agentchat_tracks_claims_on_an_existing_channel_without_members() {
+    let mut events = vec![];
+    for a in ["agent-a", "agent-b", "agent-c"] {
+        events.push(ev(10, a, r##"{"type":"LEAVE","channel":"#general"}"##));
+    }
+    events.push(claim_on(1000, "agent-a", "#general", "m1", "500"));
+    events.push(claim_on(1100, "agent-a", "#general", "m1", "500"));
+    events.push(claim_on(1200, "agent-a", "#nowhere", "m2", "500"));
+    events.push(claim_on(1300, "agent-a", "#nowhere", "m2", "500"));
+    events.push(ev(
+        1400,
+        "agent-b",
+        r##"{"type":"JOIN","channel":"#custom"}"##,
+    ));
+    events.push(ev(
+        1400,
+        "agent-b",
+        r##"{"type":"LEAVE","channel":"#custom"}"##,
+    ));
+    events.push(claim_on(1500, "agent-a", "#custom", "m3", "500"));
+    events.push(claim_on(1600, "agent-a", "#custom", "m3", "500"));
+    let refs: Vec<&str> = events.iter().map(String::as_str).collect();
+    let input = with_members(&["agent-a", "agent-b", "agent-c"], &refs);
+    let r = policy(AC, &input);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(
+        lines(&r.stdout),
+        [
+            ac_yield(1100, "agent-a", "m1", "agent-a", "500", false),
+            r##"{"at_ms":1600,"to":"agent-a","msg":{"type":"YIELD","msg_id":"m3","channel":"#custom","holder":"agent-a","holder_started_at":500,"reason":"Another agent claimed first"}}"##.to_string(),
+        ]
+    );
+    let r = policy("spec", &input);
+    assert_eq!(lines(&r.stdout).len(), 6, "{}", r.stdout);
+    assert!(r.stdout.contains(r#""code":"not_member""#));
+}
+
+/// Divergence 2: started_at may be any non-zero number: floats, `1e3`
+/// (broadcast as 1000), `1000.0`, 0.001, beyond i64. spec wants an integer.
+#[test]
+fn agentchat_accepts_any_nonzero_number_as_started_at() {
+    let values = ["1500.5", "1e3", "1000.0", "0.001", "1e20", "-1e20"];
+    let events: Vec<String> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| claim_on(1000 + i as u64, "agent-a", "#general", &format!("m{i}"), v))
+        .collect();
+    let refs: Vec<&str> = events.iter().map(String::as_str).collect();
+    let input = with_members(&["agent-a", "agent-b"], &refs);
+    let r = policy(AC, &input);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    // (JavaScript writes 1e20 with all its digits; herdsim's JSON writer
+    // uses the exponent form: the same number.)
+    let shown = ["1500.5", "1000", "1000", "0.001", "1e+20", "-1e+20"];
+    let want: Vec<String> = shown
+        .iter()
+        .enumerate()
+        .map(|(i, s)| fc_line(1000 + i as u64, "agent-b", &format!("m{i}"), "agent-a", s))
+        .collect();
+    assert_eq!(lines(&r.stdout), want);
+    let r = policy("spec", &input);
+    let errors = r
+        .stdout
+        .matches(r#""message":"`started_at` must be an integer""#)
+        .count();
+    // 1e3 and 1000.0 are the integer 1000 for spec too; the others are not integers.
+    assert_eq!(errors, 4, "{}", r.stdout);
+}
+
+/// Divergence 3: compared as IEEE doubles, 2^53 + 1 and 2^53 tie, and the
+/// smaller id takes the floor; spec orders them exactly.
+#[test]
+fn agentchat_compares_started_at_as_doubles() {
+    let input = with_members(
+        &["agent-a", "agent-b"],
+        &[
+            &claim_on(1000, "agent-b", "#general", "m1", "9007199254740992"),
+            &claim_on(1100, "agent-a", "#general", "m1", "9007199254740993"),
+        ],
+    );
+    let r = policy(AC, &input);
+    assert_eq!(
+        lines(&r.stdout),
+        [
+            fc_line(1000, "agent-a", "m1", "agent-b", "9007199254740992"),
+            fc_line(1100, "agent-b", "m1", "agent-a", "9007199254740993"),
+            ac_yield(1100, "agent-b", "m1", "agent-a", "9007199254740993", true),
+        ]
+    );
+    let r = policy("spec", &input);
+    assert!(
+        r.stdout
+            .ends_with(&(yield_spec(1100, "agent-a", "agent-b").replace("m1", "m1") + "\n")),
+        "{}",
+        r.stdout
+    );
+}
+
+/// Divergence 4: a channel that is a DM target or longer than 31
+/// characters after `#` gets ERROR INVALID_MSG; 31 is fine.
+#[test]
+fn agentchat_invalid_channel_names_get_invalid_msg() {
+    let long31 = format!("#{}", "c".repeat(31));
+    let long32 = format!("#{}", "c".repeat(32));
+    let join31 = ev(
+        5,
+        "agent-a",
+        &format!(r#"{{"type":"JOIN","channel":"{long31}"}}"#),
+    );
+    let input = with_members(
+        &["agent-a", "agent-b"],
+        &[
+            &join31,
+            &claim_on(1000, "agent-a", "@agent-b", "m1", "500"),
+            &claim_on(1001, "agent-a", &long32, "m1", "500"),
+            &claim_on(1002, "agent-b", &long31, "m1", "500"),
+        ],
+    );
+    let r = policy(AC, &input);
+    let bad = "Missing or invalid channel";
+    assert_eq!(
+        lines(&r.stdout),
+        [
+            ac_error(1000, "agent-a", "INVALID_MSG", bad),
+            ac_error(1001, "agent-a", "INVALID_MSG", bad),
+            format!(
+                r#"{{"at_ms":1002,"to":"agent-a","msg":{{"type":"FLOOR_CLAIMED","msg_id":"m1","channel":"{long31}","holder":"agent-b","started_at":500}}}}"#
+            ),
+        ]
+    );
+    // spec: a DM claim is silently ignored, a long name is a channel (the
+    // claimants are not members of it).
+    let r = policy("spec", &input);
+    assert!(!r.stdout.contains(r#""at_ms":1000"#), "{}", r.stdout);
+    assert!(!r.stdout.contains("INVALID_MSG"), "{}", r.stdout);
+    assert_eq!(r.stdout.matches("not_member").count(), 2, "{}", r.stdout);
+}
+
+/// Divergence 5: a MSG within the rate limit of the sender's previous MSG
+/// is refused with RATE_LIMITED and releases nothing, so the claim survives
+/// and the next claimant is denied. So do a lurking identity's MSG and a
+/// non-member's. With the limit off (--rate-limit-ms 0) the claim is
+/// released.
+#[test]
+fn agentchat_refused_msgs_release_nothing() {
+    let input = with_members(
+        &["agent-a", "agent-b"],
+        &[
+            &msg_to(1000, "agent-a", "#general", "m0"),
+            &claim_on(1100, "agent-a", "#general", "m1", "500"),
+            &msg_to(1500, "agent-a", "#general", "m1"),
+            &claim_on(1600, "agent-b", "#general", "m1", "600"),
+        ],
+    );
+    let relayed = |at: u64, to: &str, from: &str, irt: &str, id: &str| {
+        format!(
+            r##"{{"at_ms":{at},"to":"{to}","msg":{{"type":"MSG","id":"{id}","from":"{from}","to":"#general","content":"answer","in_reply_to":"{irt}"}}}}"##
+        )
+    };
+    let r = policy(AC, &input);
+    assert_eq!(
+        lines(&r.stdout),
+        [
+            relayed(1000, "agent-b", "agent-a", "m0", "s1"),
+            fc_line(1100, "agent-b", "m1", "agent-a", "500"),
+            ac_error(
+                1500,
+                "agent-a",
+                "RATE_LIMITED",
+                "Rate limit exceeded (max 1 message per second)"
+            ),
+            ac_yield(1600, "agent-b", "m1", "agent-a", "500", false),
+        ]
+    );
+    let r = arbitrate(&["--policy", AC, "--rate-limit-ms", "0"], &[], &input);
+    assert_eq!(
+        lines(&r.stdout),
+        [
+            relayed(1000, "agent-b", "agent-a", "m0", "s1"),
+            fc_line(1100, "agent-b", "m1", "agent-a", "500"),
+            relayed(1500, "agent-b", "agent-a", "m1", "s2"),
+            fc_line(1600, "agent-a", "m1", "agent-b", "600"),
+        ]
+    );
+    // A lurking identity and a non-member: refused, nothing released.
+    let input = with_members(
+        &["agent-a", "agent-b"],
+        &[
+            &ev(10, "agent-a", r#"{"type":"IDENTIFY","lurk":true}"#),
+            &ev(10, "agent-c", r#"{"type":"IDENTIFY"}"#),
+            &claim_on(1100, "agent-a", "#general", "m1", "500"),
+            &claim_on(1100, "agent-c", "#general", "m2", "500"),
+            &msg_to(1500, "agent-a", "#general", "m1"),
+            &msg_to(1500, "agent-c", "#general", "m2"),
+            &claim_on(1600, "agent-b", "#general", "m1", "600"),
+            &claim_on(1600, "agent-b", "#general", "m2", "600"),
+        ],
+    );
+    let r = policy(AC, &input);
+    let out = lines(&r.stdout);
+    assert_eq!(out.len(), 7, "{}", r.stdout);
+    assert!(out[3].contains(r#""code":"LURK_MODE""#), "{}", out[3]);
+    assert_eq!(
+        out[4],
+        ac_error(1500, "agent-c", "NOT_INVITED", "Not a member of #general")
+    );
+    assert_eq!(
+        out[5],
+        ac_yield(1600, "agent-b", "m1", "agent-a", "500", false)
+    );
+    assert_eq!(
+        out[6],
+        ac_yield(1600, "agent-b", "m2", "agent-c", "500", false)
+    );
+}
+
+/// Divergence 6: DMs are disabled; spec relays them to the peer.
+#[test]
+fn agentchat_refuses_dms() {
+    let input = with_members(
+        &["agent-a", "agent-b"],
+        &[&msg_to(1000, "agent-a", "@agent-b", "m1")],
+    );
+    let r = policy(AC, &input);
+    assert_eq!(
+        lines(&r.stdout),
+        [ac_error(
+            1000,
+            "agent-a",
+            "INVALID_MSG",
+            "Direct messages are disabled"
+        )]
+    );
+    let r = policy("spec", &input);
+    assert!(
+        r.stdout.contains(r#""to":"agent-b","msg":{"type":"MSG""#),
+        "{}",
+        r.stdout
+    );
+}
+
+/// A claim from a connection that has not identified is dropped silently;
+/// after IDENTIFY it is tracked. Its MSG gets AUTH_REQUIRED.
+#[test]
+fn agentchat_drops_claims_from_unidentified_connections() {
+    let input = with_members(
+        &["agent-a", "agent-b"],
+        &[
+            &ev(10, "agent-c", r#"{"type":"CONNECT"}"#),
+            &claim_on(1000, "agent-c", "#general", "m1", "500"),
+            &msg_to(1001, "agent-c", "#general", "m1"),
+            &ev(1002, "agent-c", r#"{"type":"IDENTIFY"}"#),
+            &claim_on(1003, "agent-c", "#general", "m1", "500"),
+        ],
+    );
+    let r = policy(AC, &input);
+    assert_eq!(
+        lines(&r.stdout),
+        [
+            ac_error(1001, "agent-c", "AUTH_REQUIRED", "Must IDENTIFY first"),
+            fc_line(1003, "agent-a", "m1", "agent-c", "500"),
+            fc_line(1003, "agent-b", "m1", "agent-c", "500"),
+        ]
+    );
+}
+
+/// The 5 s sweep runs at a phase (and drifts): TTL 3000, a claim at 1000
+/// has deadline 4000. Phase 0: swept at 5000. Phase 4500: swept at 4500.
+/// Drift 1000 us per sweep: the sweep after 0 comes at 5001.
+#[test]
+fn agentchat_sweep_phase_and_drift() {
+    let input = |at: u64| {
+        with_members(
+            &["agent-a", "agent-b"],
+            &[
+                &claim_on(1000, "agent-a", "#general", "m1", "500"),
+                &claim_on(at, "agent-b", "#general", "m1", "600"),
+            ],
+        )
+    };
+    let granted = |args: &[&str], at: u64| {
+        let mut all = vec!["--policy", AC, "--ttl-ms", "3000"];
+        all.extend_from_slice(args);
+        let r = arbitrate(&all, &[], &input(at));
+        assert_eq!(r.code, Some(0), "{}", r.stderr);
+        !r.stdout.contains("YIELD")
+    };
+    assert!(!granted(&[], 4999));
+    assert!(granted(&[], 5000));
+    assert!(!granted(&["--sweep-phase-ms", "4500"], 4499));
+    assert!(granted(&["--sweep-phase-ms", "4500"], 4500));
+    assert!(!granted(&["--sweep-drift-us", "1000"], 5000));
+    assert!(granted(&["--sweep-drift-us", "1000"], 5001));
+    let r = arbitrate(&["--policy", AC, "--sweep-phase-ms", "5000"], &[], "");
+    assert_eq!(r.code, Some(2));
+}
+
+/// AGENTCHAT_CLAIM_TTL_MS is read as the server's parseInt: "0" is a TTL
+/// of 0 (expired at the next sweep), a non-number never expires, trailing
+/// text is ignored.
+#[test]
+fn agentchat_reads_its_ttl_variable_leniently() {
+    let input = with_members(
+        &["agent-a", "agent-b"],
+        &[
+            &claim_on(1000, "agent-a", "#general", "m1", "500"),
+            &claim_on(5000, "agent-b", "#general", "m1", "600"),
+            &claim_on(900_000, "agent-b", "#general", "m2", "600"),
+            &claim_on(900_001, "agent-a", "#general", "m2", "700"),
+        ],
+    );
+    let yields = |ttl: &str| {
+        let r = arbitrate(
+            &["--policy", AC],
+            &[("AGENTCHAT_CLAIM_TTL_MS", ttl)],
+            &input,
+        );
+        assert_eq!(r.code, Some(0), "{ttl}: {}", r.stderr);
+        r.stdout.matches("YIELD").count()
+    };
+    assert_eq!(yields("0"), 1); // m1 swept at 5000, m2 contested at once
+    assert_eq!(yields("3000abc"), 1); // 3000
+    assert_eq!(yields("soon"), 2); // never expires: m1 still held at 5000
+    assert_eq!(yields("-5"), 1);
 }

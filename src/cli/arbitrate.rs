@@ -5,7 +5,11 @@
 //! Input line: `{"at_ms": N, "agent": "id", "event": {...}, "role": "operator"?}`
 //! where `event` is a client message of the wire protocol (RESPONDING_TO,
 //! MSG), or `{"type":"JOIN","channel":"#c"}`, `{"type":"LEAVE","channel":"#c"}`,
-//! `{"type":"DISCONNECT"}`. Output line: `{"at_ms": N, "to": "id", "msg": {...}}`.
+//! `{"type":"DISCONNECT"}`, `{"type":"CONNECT"}` (a connection that has not
+//! identified yet; agents never seen before count as identified) or
+//! `{"type":"IDENTIFY","lurk":false}` (`lurk: true`: a new identity in
+//! agentchat's lurk window). CONNECT and IDENTIFY matter only under
+//! `agentchat-0.36`. Output line: `{"at_ms": N, "to": "id", "msg": {...}}`.
 //!
 //! - A line that cannot be used (not JSON, not an object, `at_ms` missing or
 //!   not a non-negative integer or smaller than the previous line's, `agent`
@@ -37,6 +41,18 @@ pub struct Args {
     /// agentchat-0.36), else 45000.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub ttl_ms: Option<u64>,
+    /// agentchat-0.36: the MSG rate limit in ms (a MSG less than this after
+    /// the sender's previous one is refused with RATE_LIMITED); 0 = off.
+    #[arg(long, default_value_t = crate::floor::policy::AGENTCHAT_RATE_LIMIT_MS)]
+    pub rate_limit_ms: u64,
+    /// agentchat-0.36: server time (ms) of the first 5 s expiry sweep; the
+    /// next run every 5000 ms (+ the drift) after it.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..5000))]
+    pub sweep_phase_ms: u64,
+    /// agentchat-0.36: how much later than 5000 ms each sweep comes, in
+    /// microseconds (the real timer drifts by about 300-1100 us per sweep).
+    #[arg(long, default_value_t = 0)]
+    pub sweep_drift_us: u64,
     /// Print the server's counters as one JSON line on stderr at the end.
     #[arg(long)]
     pub stats: bool,
@@ -47,6 +63,9 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     if let Some(ttl) = args.ttl_ms {
         cfg.ttl_ms = ttl;
     }
+    cfg.rate_limit_ms = args.rate_limit_ms;
+    cfg.sweep_phase_ms = args.sweep_phase_ms;
+    cfg.sweep_drift_us = args.sweep_drift_us;
     let stdin = io::stdin().lock();
     let mut out = BufWriter::new(io::stdout().lock());
     let mut err = io::stderr().lock();
@@ -214,6 +233,20 @@ fn dispatch(server: &mut Server, line: Line, sends: &mut Vec<Outgoing>) {
         Some("LEAVE") => Some(false),
         Some("DISCONNECT") => {
             return server.handle(at_ms, Input::Disconnect { agent }, sends);
+        }
+        Some("CONNECT") => {
+            return server.handle(at_ms, Input::Connect { agent }, sends);
+        }
+        Some("IDENTIFY") => {
+            let lurk = match event.get("lurk") {
+                None | Some(Value::Null) => Ok(false),
+                Some(Value::Bool(b)) => Ok(*b),
+                Some(_) => Err(DecodeError::NotBool("lurk")),
+            };
+            return match lurk {
+                Ok(lurk) => server.handle(at_ms, Input::Identify { agent, lurk }, sends),
+                Err(e) => server.reject(at_ms, &agent, &e, false, sends),
+            };
         }
         _ => None,
     };

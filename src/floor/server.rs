@@ -321,6 +321,8 @@ pub struct Server {
     lurking: BTreeSet<String>,
     /// agent -> server time of its last MSG that passed the rate limit.
     last_msg: BTreeMap<String, u64>,
+    /// Sweep expiry: the number of the last sweep that ran.
+    last_sweep: Option<u128>,
 }
 
 impl Server {
@@ -338,6 +340,7 @@ impl Server {
             unidentified: BTreeSet::new(),
             lurking: BTreeSet::new(),
             last_msg: BTreeMap::new(),
+            last_sweep: None,
             rules,
             cfg,
             now: 0,
@@ -492,9 +495,14 @@ impl Server {
         match self.rules.expiry {
             Expiry::Sweep { every_ms } if every_ms > 0 => {
                 // The first sweep at or after the deadline, in ms (rounded up).
+                // A sweep that already ran does not run again (a TTL of 0
+                // granted at a sweep's instant waits for the next one).
                 let (phase, period) = self.sweep_us(every_ms);
                 let d = u128::from(deadline) * 1000;
-                let k = d.saturating_sub(phase).div_ceil(period);
+                let mut k = d.saturating_sub(phase).div_ceil(period);
+                if let Some(last) = self.last_sweep {
+                    k = k.max(last + 1);
+                }
                 let at = (phase + k * period).div_ceil(1000);
                 Some(u64::try_from(at).unwrap_or(u64::MAX))
             }
@@ -585,7 +593,14 @@ impl Server {
             Expiry::Sweep { every_ms } if every_ms > 0 => {
                 let (phase, period) = self.sweep_us(every_ms);
                 let t = u128::from(now) * 1000;
-                (t >= phase).then(|| phase + (t - phase) / period * period)
+                let k = (t >= phase).then(|| (t - phase) / period);
+                // Each sweep runs once: claims granted after it ran (at its
+                // very instant) wait for the next one.
+                if k.is_none() || k == self.last_sweep {
+                    return now;
+                }
+                self.last_sweep = k;
+                k.map(|k| phase + k * period)
             }
             Expiry::Sweep { .. } => Some(u128::from(now) * 1000),
         };

@@ -222,6 +222,8 @@ pub enum DecodeError {
     NotString(&'static str),
     #[error("field `{0}` must not be empty")]
     Empty(&'static str),
+    #[error("field `{0}` must be true or false")]
+    NotBool(&'static str),
     /// Not a JSON integer (a string, a boolean, an object, ...). Also the
     /// reason `spec` gives for a float `started_at` (see [`Stamp`]).
     #[error("`{0}` must be an integer")]
