@@ -23,7 +23,7 @@ use crate::floor::{self, Action, ClientConfig, ClientMsg, Input, PolicyKind, Rol
 use crate::metrics::run::{MessageOutcome, RunAccumulator, RunResult, ServerCounts};
 use crate::model::dist::{Dist, DistError, DistSpec};
 use crate::model::names;
-use crate::scenario::{Arrivals, Scenario, ScriptEvent};
+use crate::scenario::{Arrivals, Scenario, ScriptEvent, SweepPhase};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, BTreeSet};
@@ -47,6 +47,10 @@ pub struct Prepared {
     loss_p: f64,
     ttl_ms: u64,
     enabled: bool,
+    rate_limit_ms: u64,
+    /// `None`: drawn per replication.
+    sweep_phase_ms: Option<u64>,
+    sweep_drift_us: u64,
     detect: Dist,
     restart: Dist,
     epoch_us: i64,
@@ -120,6 +124,12 @@ impl Prepared {
             loss_p: s.network.loss_p,
             ttl_ms: s.server.ttl_ms.round() as u64,
             enabled: s.server.enabled,
+            rate_limit_ms: s.server.rate_limit_ms.round() as u64,
+            sweep_phase_ms: match s.server.sweep_phase_ms {
+                SweepPhase::Ms(ms) => Some(ms.floor() as u64),
+                SweepPhase::Word(_) => None,
+            },
+            sweep_drift_us: us(s.server.sweep_drift_ms),
             detect: s.server.disconnect_detect.prepare(base_dir)?,
             restart: s.server.restart.prepare(base_dir)?,
             epoch_us: (s.epoch_ms as i64).saturating_mul(1000),
@@ -260,11 +270,18 @@ pub fn simulate(
     seed: u64,
     trace: Option<&mut TraceBuf>,
 ) -> RunResult {
+    // The agentchat sweep phase comes from a stream of its own (3), so
+    // drawing it changes no other draw of the run.
+    let sweep_phase_ms = p
+        .sweep_phase_ms
+        .unwrap_or_else(|| stream(seed, 3).random_range(0..floor::policy::AGENTCHAT_SWEEP_MS));
     let server = floor::Server::new(floor::Config {
         policy,
         ttl_ms: p.ttl_ms,
         enabled: p.enabled,
-        ..floor::Config::default()
+        rate_limit_ms: p.rate_limit_ms,
+        sweep_phase_ms,
+        sweep_drift_us: p.sweep_drift_us,
     });
     let n = p.agents();
     let mut agents = Vec::with_capacity(n);
@@ -674,13 +691,28 @@ impl World<'_> {
                     pending: 1 + self.script_holds.get(&m).copied().unwrap_or(0),
                 },
             );
+            let role = Role::Agent;
+            let from = self.p.ids[agent as usize].clone();
+            let refused_before = self.server.stats().refused_msgs;
+            self.server_input(Input::Client { from, role, msg });
+            // A MSG the server refused (agentchat-0.36: rate limit, DMs) is
+            // not relayed: nobody sees it, it answers nothing, its
+            // inference is wasted like a lost reply's.
+            let refused = self.server.stats().refused_msgs > refused_before;
             let dur = infer_us.unwrap_or(0);
-            let mut first = false;
-            if let Some(info) = parent.and_then(|p| self.msgs.get_mut(&p)) {
+            if refused {
+                self.msgs.remove(&m);
+                if let Some(info) = parent.and_then(|p| self.msgs.get(&p))
+                    && info.channel_msg
+                    && infer_us.is_some()
+                {
+                    self.acc.wasted(dur);
+                }
+            } else if let Some(info) = parent.and_then(|p| self.msgs.get_mut(&p)) {
                 info.responses += 1;
-                if info.first_us.is_none() {
+                let first = info.first_us.is_none();
+                if first {
                     info.first_us = Some(now);
-                    first = true;
                 }
                 if info.channel_msg && infer_us.is_some() {
                     if first {
@@ -690,9 +722,6 @@ impl World<'_> {
                     }
                 }
             }
-            let role = Role::Agent;
-            let from = self.p.ids[agent as usize].clone();
-            self.server_input(Input::Client { from, role, msg });
             self.release(m);
             if let Some(parent) = parent {
                 self.release(parent);

@@ -13,7 +13,7 @@ pub mod validate;
 
 pub use schema::{
     AgentGroup, Arrivals, NetworkSpec, Scenario, ScriptEvent, ScriptInfer, ScriptPost, ServerSpec,
-    WorkloadSpec,
+    SweepPhase, WorkloadSpec,
 };
 
 use std::fmt;

@@ -67,6 +67,31 @@ pub struct ServerSpec {
     /// Time from the server seeing a crash until the agent is back (it rejoins its channels).
     #[serde(default = "zero_dist")]
     pub restart: DistSpec,
+    /// `agentchat-0.36` only: the MSG rate limit per agent in ms (0: off).
+    #[serde(default = "default_rate_limit_ms")]
+    pub rate_limit_ms: f64,
+    /// `agentchat-0.36` only: server time of the first 5 s expiry sweep,
+    /// in ms in [0, 5000), or `"random"`: drawn per replication.
+    #[serde(default)]
+    pub sweep_phase_ms: SweepPhase,
+    /// `agentchat-0.36` only: how much later than 5000 ms each sweep comes.
+    #[serde(default)]
+    pub sweep_drift_ms: f64,
+}
+
+/// The phase of the `agentchat-0.36` expiry sweep: a number of ms, or the
+/// word `"random"` (the default).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum SweepPhase {
+    Ms(f64),
+    Word(String),
+}
+
+impl Default for SweepPhase {
+    fn default() -> Self {
+        SweepPhase::Word("random".into())
+    }
 }
 
 /// Links between each agent and the server.
@@ -242,6 +267,9 @@ impl Default for ServerSpec {
             processing: zero_dist(),
             disconnect_detect: default_disconnect_detect(),
             restart: zero_dist(),
+            rate_limit_ms: default_rate_limit_ms(),
+            sweep_phase_ms: SweepPhase::default(),
+            sweep_drift_ms: 0.0,
         }
     }
 }
@@ -475,6 +503,9 @@ fn default_epoch_ms() -> u64 {
 }
 fn default_ttl_ms() -> f64 {
     45_000.0
+}
+fn default_rate_limit_ms() -> f64 {
+    1000.0
 }
 fn default_true() -> bool {
     true

@@ -1,7 +1,9 @@
 //! Semantic checks of a resolved scenario, sweep axes, and locating a
 //! dotted key in the file text (for line:column in messages).
 
-use super::{Axis, Loaded, Scenario, ScenarioError, floor_boundary, line_col, set_path};
+use super::{
+    Axis, Loaded, Scenario, ScenarioError, SweepPhase, floor_boundary, line_col, set_path,
+};
 use crate::floor::PolicyKind;
 use crate::model::dist::{DistError, DistSpec};
 use std::path::Path;
@@ -57,6 +59,36 @@ pub fn check(s: &Scenario, base_dir: &Path) -> Result<(), (String, String)> {
         base_dir,
     )?;
     dist("server.restart", &s.server.restart, base_dir)?;
+    duration("server.rate_limit_ms", s.server.rate_limit_ms)?;
+    match &s.server.sweep_phase_ms {
+        SweepPhase::Ms(v) if v.is_finite() && (0.0..5000.0).contains(v) => {}
+        SweepPhase::Ms(v) => {
+            return err(
+                "server.sweep_phase_ms",
+                format!("must be a number of ms in [0, 5000) or \"random\", not {v}"),
+            );
+        }
+        SweepPhase::Word(w) if w == "random" => {}
+        SweepPhase::Word(w) => {
+            return err(
+                "server.sweep_phase_ms",
+                format!(
+                    "must be a number of ms in [0, 5000) or \"random\", not \"{}\"",
+                    w
+                ),
+            );
+        }
+    }
+    duration("server.sweep_drift_ms", s.server.sweep_drift_ms)?;
+    if s.server.sweep_drift_ms >= 5000.0 {
+        return err(
+            "server.sweep_drift_ms",
+            format!(
+                "must be less than 5000 ms per sweep, not {}",
+                s.server.sweep_drift_ms
+            ),
+        );
+    }
     duration("network.base_ms", s.network.base_ms)?;
     dist("network.jitter", &s.network.jitter, base_dir)?;
     prob("network.loss_p", s.network.loss_p)?;
