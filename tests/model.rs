@@ -303,3 +303,112 @@ infer = { agent = "agent-001", msg = "q", duration_ms = 1000 }
     assert_eq!(get(&r, "unanswered_rate"), 0.0);
     assert_eq!(get(&r, "wasted_inference_count_rate"), 0.5);
 }
+
+/// agentchat-0.36's MSG rate limit in a busy channel (issue 16): an agent
+/// that finishes two answers within the limit has the second refused
+/// (ERROR RATE_LIMITED), which answers nothing and keeps its claim, so
+/// messages go unanswered and inference is wasted. With the limit off the
+/// policy answers like spec; spec ignores the limit.
+#[test]
+fn agentchat_rate_limit_refuses_fast_replies_and_keeps_claims() {
+    let toml = r#"
+reps = 1
+[server]
+ttl_ms = 15000
+[[agents]]
+count = 5
+respond_p = 0.5
+csma = { kind = "uniform", min_ms = 200, max_ms = 1500 }
+inference = { kind = "lognormal", p50_ms = 2000, p99_ms = 8000 }
+[workload]
+mean_gap_ms = 1500
+count = 300
+"#;
+    let off = toml.replace("ttl_ms = 15000", "ttl_ms = 15000\nrate_limit_ms = 0");
+    let (limited, lines) = traced(toml, PolicyKind::Agentchat036, 3);
+    let refused = lines
+        .iter()
+        .filter(|l| {
+            l["ev"] == "server_send"
+                && l["msg"]["type"] == "ERROR"
+                && l["msg"]["code"] == "RATE_LIMITED"
+        })
+        .count();
+    assert!(refused > 5, "{refused} refused replies");
+    let (free, lines) = traced(&off, PolicyKind::Agentchat036, 3);
+    assert!(!lines.iter().any(|l| l["msg"]["code"] == "RATE_LIMITED"));
+    assert_eq!(get(&free, "unanswered_rate"), 0.0);
+    assert!(get(&limited, "unanswered_rate") > 0.01);
+    assert!(get(&limited, "wasted_inference_rate") > get(&free, "wasted_inference_rate"));
+    assert!(get(&limited, "responses_per_msg") < get(&free, "responses_per_msg"));
+    // spec has no rate limit: the key changes nothing.
+    let a = run(toml, "spec", 3);
+    let b = run(&off, "spec", 3);
+    assert_eq!(a.values, b.values);
+}
+
+/// DMs are disabled under agentchat-0.36 (issue 16): a workload's DMs get
+/// an ERROR back to the operator and no agent answers them; under spec
+/// every DM is answered by its agent.
+#[test]
+fn agentchat_dms_get_errors_not_answers() {
+    let toml = BASE.replace("count = 300", "count = 20\ndm_p = 1.0");
+    // (DMs stay out of every metric: count inferences in the trace.)
+    let infers = |lines: &[serde_json::Value]| lines.iter().filter(|l| l["ev"] == "infer").count();
+    let (_, lines) = traced(&toml, PolicyKind::Agentchat036, 1);
+    assert_eq!(infers(&lines), 0);
+    let errors = lines
+        .iter()
+        .filter(|l| {
+            l["ev"] == "server_send"
+                && l["to"] == "operator"
+                && l["msg"]["message"] == "Direct messages are disabled"
+        })
+        .count();
+    assert_eq!(errors, 20);
+    let (_, lines) = traced(&toml, PolicyKind::Spec, 1);
+    assert_eq!(infers(&lines), 20);
+}
+
+/// The agentchat-0.36 expiry sweep runs at a phase: fixed by
+/// `server.sweep_phase_ms`, or by default drawn per replication from the
+/// run's seed (deterministic, in [0, 5000), different across seeds). The
+/// phase changes when claims expire, so it changes results.
+#[test]
+fn agentchat_sweep_phase_is_a_parameter_drawn_per_run_by_default() {
+    let phase = |toml: &str, seed: u64| {
+        let (_, lines) = traced(toml, PolicyKind::Agentchat036, seed);
+        let l = lines.iter().find(|l| l["ev"] == "sweep_phase").cloned();
+        l.map(|l| (l["phase_ms"].as_u64(), l["drift_us"].as_u64()))
+    };
+    let fixed = BASE.replace(
+        "reps = 1",
+        "reps = 1\n[server]\nsweep_phase_ms = 1234.5\nsweep_drift_ms = 0.7",
+    );
+    assert_eq!(phase(&fixed, 1), Some((Some(1234), Some(700))));
+    let drawn: Vec<_> = (1..=20).map(|s| phase(BASE, s)).collect();
+    assert_eq!(drawn, (1..=20).map(|s| phase(BASE, s)).collect::<Vec<_>>());
+    let distinct: std::collections::BTreeSet<u64> =
+        drawn.iter().filter_map(|p| p.and_then(|p| p.0)).collect();
+    assert!(distinct.len() > 10, "{distinct:?}");
+    assert!(distinct.iter().all(|&p| p < 5000));
+    // spec has no sweep.
+    let (_, lines) = traced(BASE, PolicyKind::Spec, 1);
+    assert!(!lines.iter().any(|l| l["ev"] == "sweep_phase"));
+    // Hung holders, short TTL, rechecks: expiry timing decides the answers.
+    let toml = r#"
+reps = 1
+[server]
+ttl_ms = 3000
+sweep_phase_ms = PHASE
+[[agents]]
+count = 5
+respond_p = 0.6
+hang_p = 0.3
+recheck_on_expiry = true
+[workload]
+count = 200
+"#;
+    let at = |p: &str| run(&toml.replace("PHASE", p), "agentchat-0.36", 2);
+    assert_ne!(at("0").values, at("2500").values);
+}

@@ -344,6 +344,17 @@ fn client_config(p: &Prepared, policy: PolicyKind, i: usize) -> ClientConfig {
 
 impl World<'_> {
     fn run(&mut self) -> RunResult {
+        if matches!(
+            self.policy.rules().expiry,
+            floor::policy::Expiry::Sweep { .. }
+        ) {
+            let cfg = self.server.config();
+            let line = serde_json::json!({
+                "t_us": 0, "ev": "sweep_phase",
+                "phase_ms": cfg.sweep_phase_ms, "drift_us": cfg.sweep_drift_us,
+            });
+            self.trace_line(line);
+        }
         // Everybody joins at t = 0; the operator joins the workload channel.
         for i in 0..self.agents.len() {
             self.join(i as u32);
