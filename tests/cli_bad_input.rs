@@ -138,6 +138,26 @@ const CASES: &[Case] = &[
         &["bad.toml:2:1", "key `server.ttl_ms`", "NaN"],
     ),
     file(
+        "negative rate limit",
+        "[server]\nrate_limit_ms = -1000\n",
+        &["bad.toml:2:1", "key `server.rate_limit_ms`", "-1000"],
+    ),
+    file(
+        "sweep phase out of range",
+        "[server]\nsweep_phase_ms = 5000\n",
+        &["bad.toml:2:1", "key `server.sweep_phase_ms`", "[0, 5000)"],
+    ),
+    file(
+        "sweep phase neither a number nor random",
+        "policies = [\"agentchat-0.36\"]\n[server]\nsweep_phase_ms = \"sometimes\"\n",
+        &["bad.toml:3:1", "key `server.sweep_phase_ms`", "sometimes"],
+    ),
+    file(
+        "negative sweep drift",
+        "[server]\nsweep_drift_ms = -0.5\n",
+        &["bad.toml:2:1", "key `server.sweep_drift_ms`", "-0.5"],
+    ),
+    file(
         "negative distribution parameter",
         "[network]\njitter = { kind = \"exponential\", mean_ms = -1 }\n",
         &["bad.toml:2:34", "key `network.jitter.mean_ms`"],
