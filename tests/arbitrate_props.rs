@@ -13,6 +13,7 @@ fn run(policy: PolicyKind, input: &[u8]) -> Result<(), TestCaseError> {
         policy,
         ttl_ms: 3000,
         enabled: true,
+        ..Config::default()
     };
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let summary =
