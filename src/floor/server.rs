@@ -7,23 +7,29 @@
 //! is always "as of the last handled time". [`Server::poll_timeout`] tells
 //! the caller when the next timer is due.
 //!
-//! Behaviour common to all policies (documented choices):
+//! Behaviour common to all policies (documented choices), except where
+//! `agentchat-0.36` follows the real server instead (its rules, with the
+//! server function each comes from, are on [`PolicyKind::Agentchat036`]
+//! and in `docs/agentchat.md`):
 //! - Time never goes backwards: a `now_ms` earlier than the last handled
 //!   time is treated as the last handled time.
 //! - `Join`/`Leave` send nothing. A `Join` to an invalid channel name gets
-//!   an `ERROR` (code `bad_channel`).
+//!   an `ERROR` (code `bad_channel`; agentchat: `INVALID_MSG`). Under
+//!   agentchat a JOIN also creates the channel, which then always exists.
 //! - `Disconnect` is the end of the agent's connection: it leaves every
 //!   channel (a reconnecting agent must `Join` again) and all its claims
 //!   are released (tombstone markers it left stay: the message *was*
-//!   answered).
+//!   answered). `Connect`/`Identify` matter only under agentchat.
 //! - A channel `MSG` is relayed to every other member (never echoed to the
 //!   sender); the sender must be a member (else `ERROR not_member`). A DM
 //!   (`to: "@id"`) goes to that agent only, whoever it is, and releases no
-//!   claim. A MSG without `id` gets one from the server: `s1`, `s2`, ...
-//!   in order of relay.
+//!   claim (agentchat refuses DMs, and refuses MSGs for its rate limit,
+//!   lurk window and identification; a refused MSG releases nothing). A
+//!   MSG without `id` gets one from the server: `s1`, `s2`, ... in order
+//!   of relay.
 //! - A `RESPONDING_TO` whose `channel` is a DM target (`@id`) creates no
 //!   claim and nothing is sent (the protocol does not apply to DMs); it
-//!   still counts in `claims_received`.
+//!   still counts in `claims_received` (agentchat: `ERROR INVALID_MSG`).
 //! - The operator ([`Role::Operator`]) never claims: its RESPONDING_TO is
 //!   never tracked (so it never gets a YIELD), and is relayed as is to the
 //!   other members only under the policies that relay raw claims (or with
@@ -34,8 +40,11 @@
 //!   membership as the policy says).
 //! - Protocol errors answer the sender with `ERROR {code, message}`;
 //!   processing goes on. Codes: `bad_message` (undecodable or invalid
-//!   message), `bad_channel`, `bad_started_at`, `not_member`.
-//! - `Stats::relayed` counts every send except YIELDs (ERRORs included).
+//!   message), `bad_channel`, `bad_started_at`, `not_member`; agentchat's
+//!   own under `agentchat-0.36` (see [`crate::floor::policy::ErrorStyle`]).
+//! - `Stats::relayed` counts every send except YIELDs (ERRORs included);
+//!   `Stats::refused_msgs` counts MSGs answered with an ERROR instead of
+//!   being relayed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
