@@ -967,3 +967,60 @@ fn tombstone_marker_reaching_its_deadline_with_an_input_is_removed_silently() {
     assert_eq!(h.s.stats().expired, 0);
     assert_eq!(h.s.poll_timeout(), None);
 }
+
+/// `AGENTCHAT_CLAIM_TTL_MS` as the server's `parseInt` reads it.
+#[test]
+fn agentchat_ttl_is_parsed_like_parse_int() {
+    use crate::floor::server::{NEVER, agentchat_ttl};
+    assert_eq!(agentchat_ttl(""), 45_000);
+    assert_eq!(agentchat_ttl("   "), 45_000);
+    assert_eq!(agentchat_ttl("0"), 0);
+    assert_eq!(agentchat_ttl("-5"), 0);
+    assert_eq!(agentchat_ttl(" 30000ms"), 30_000);
+    assert_eq!(agentchat_ttl("+12"), 12);
+    assert_eq!(agentchat_ttl("1e3"), 1);
+    assert_eq!(agentchat_ttl("soon"), NEVER);
+    assert_eq!(agentchat_ttl("-"), NEVER);
+    let vars = |v: &str| {
+        let v = v.to_string();
+        Config::from_vars(PolicyKind::Agentchat036, move |k| {
+            (k == "AGENTCHAT_CLAIM_TTL_MS").then(|| v.clone())
+        })
+    };
+    assert_eq!(vars("soon").map(|c| c.ttl_ms), Ok(NEVER));
+    assert_eq!(vars("0").map(|c| c.ttl_ms), Ok(0));
+    // A claim that never expires is not in the timer index.
+    let mut h = H::with(Config {
+        policy: PolicyKind::Agentchat036,
+        ttl_ms: NEVER,
+        ..Config::default()
+    });
+    h.join(0, "agent-a", G);
+    h.claim(1000, "agent-a", "m1", 5);
+    assert_eq!(h.s.poll_timeout(), None);
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", Stamp::Int(5))));
+}
+
+/// Sweeps at a phase and with drift: poll_timeout names the first sweep at
+/// or after the deadline, rounded up to the ms.
+#[test]
+fn agentchat_sweeps_follow_phase_and_drift() {
+    let mut h = H::with(Config {
+        policy: PolicyKind::Agentchat036,
+        ttl_ms: 3000,
+        sweep_phase_ms: 1200,
+        sweep_drift_us: 700,
+        ..Config::default()
+    });
+    h.join(0, "agent-a", G);
+    h.claim(1000, "agent-a", "m1", 5);
+    // Deadline 4000; sweeps at 1200, 6200.7, ...: the first at or after it
+    // is at 6200.7 ms, so due at 6201.
+    assert_eq!(h.s.poll_timeout(), Some(6201));
+    let mut out = Vec::new();
+    h.s.handle(6200, Input::Tick, &mut out);
+    assert_eq!(h.s.claim_count(), 1);
+    h.s.handle(6201, Input::Tick, &mut out);
+    assert_eq!(h.s.claim_count(), 0);
+    assert_eq!(h.s.stats().expired, 1);
+}
