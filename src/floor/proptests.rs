@@ -293,6 +293,56 @@ proptest! {
         }
     }
 
+    /// `agentchat-0.36` (issue 16): a channel exists once joined, whoever
+    /// is in it now; a claim on an existing channel is judged (its slot is
+    /// held afterwards) member or not, a claim on one that never existed
+    /// is dropped silently; a refused MSG (rate limit, DM, non-member)
+    /// changes no claim.
+    #[test]
+    fn agentchat_channels_and_refused_msgs(
+        ttl in 1u64..12_000,
+        rate_limit_ms in prop_oneof![Just(0u64), 1u64..3000],
+        script in script(),
+    ) {
+        let cfg = Config { policy: PolicyKind::Agentchat036, ttl_ms: ttl, rate_limit_ms, ..Config::default() };
+        let mut s = Server::new(cfg);
+        let mut created = BTreeSet::new();
+        let mut now = 0u64;
+        let table = |s: &Server| -> Vec<Option<(String, Stamp, u64)>> {
+            (0..CHANNELS)
+                .flat_map(|c| (0..MSGS).map(move |k| (c, k)))
+                .map(|(c, k)| s.claim_info(&channel(c), &msg_id(k)).map(|i| (i.holder.to_string(), i.started_at, i.granted_at)))
+                .collect()
+        };
+        for (dt, op) in script {
+            now += dt;
+            let mut out = Vec::new();
+            s.handle(now, Input::Tick, &mut out);
+            let before = table(&s);
+            let refused_before = s.stats().refused_msgs;
+            s.handle(now, to_input(&op), &mut out);
+            match op {
+                Op::Join(_, c) => {
+                    created.insert(c);
+                }
+                Op::Claim { who, to: Tgt::Ch(c), msg, started_at } if who != OPERATOR && started_at != 0 => {
+                    if created.contains(&c) {
+                        let info = s.claim_info(&channel(c), &msg_id(msg));
+                        prop_assert!(info.is_some(), "claim on existing {} not tracked", channel(c));
+                    } else {
+                        prop_assert!(out.is_empty());
+                        prop_assert_eq!(table(&s), before);
+                    }
+                }
+                Op::Msg { .. } if s.stats().refused_msgs > refused_before => {
+                    prop_assert_eq!(table(&s), before, "a refused MSG changed the claims");
+                    prop_assert_eq!(out.len(), 1);
+                }
+                _ => {}
+            }
+        }
+    }
+
     /// Under every policy (tracking on or off): nothing is relayed to a
     /// non-member or echoed to its sender, DM claims create nothing and send
     /// nothing, no claim outlives its TTL (nor, under `agentchat-0.36`, the
