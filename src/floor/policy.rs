@@ -440,8 +440,9 @@ pub enum RepeatClaim {
 pub enum Expiry {
     /// Exactly at the deadline (grant + TTL): expired when now >= deadline.
     AtDeadline,
-    /// By a sweep at every multiple of `every_ms` of server time, which
-    /// removes the claims whose deadline is <= the sweep time.
+    /// By a sweep every `every_ms` (+ `Config::sweep_drift_us`) of server
+    /// time from `Config::sweep_phase_ms`, which removes the claims whose
+    /// deadline is <= the sweep time; each sweep runs once.
     Sweep { every_ms: u64 },
 }
 
