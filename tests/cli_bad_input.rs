@@ -153,6 +153,11 @@ const CASES: &[Case] = &[
         &["bad.toml:3:1", "key `server.sweep_phase_ms`", "sometimes"],
     ),
     file(
+        "channel name too long for agentchat-0.36",
+        "policies = [\"agentchat-0.36\"]\n[workload]\nchannel = \"#abcdefghijabcdefghijabcdefghijab\"\n",
+        &["bad.toml:3:1", "key `workload.channel`", "31 characters"],
+    ),
+    file(
         "negative sweep drift",
         "[server]\nsweep_drift_ms = -0.5\n",
         &["bad.toml:2:1", "key `server.sweep_drift_ms`", "-0.5"],

@@ -132,6 +132,7 @@ pub fn check(s: &Scenario, base_dir: &Path) -> Result<(), (String, String)> {
         }
         for (j, c) in g.channels.iter().enumerate() {
             channel(&format!("agents.{i}.channels.{j}"), c)?;
+            agentchat_channel(s, &format!("agents.{i}.channels.{j}"), c)?;
         }
     }
     let w = &s.workload;
@@ -148,6 +149,7 @@ pub fn check(s: &Scenario, base_dir: &Path) -> Result<(), (String, String)> {
         );
     }
     channel("workload.channel", &w.channel)?;
+    agentchat_channel(s, "workload.channel", &w.channel)?;
     prob("workload.mention_p", w.mention_p)?;
     prob("workload.dm_p", w.dm_p)?;
     if w.mention_p + w.dm_p > 1.0 {
@@ -229,6 +231,22 @@ fn channel(key: &str, c: &str) -> Result<(), (String, String)> {
         return Err((
             key.to_string(),
             format!("`{c}` is not a channel name (`#` then letters, digits, `-`, `_`)"),
+        ));
+    }
+    Ok(())
+}
+
+/// The agentchat 0.36 server refuses channel names longer than 31
+/// characters after the `#` (`isValidChannel`, `lib/protocol.ts`): a
+/// scenario running that policy on such a channel would measure nothing.
+fn agentchat_channel(s: &Scenario, key: &str, c: &str) -> Result<(), (String, String)> {
+    let max = crate::floor::policy::AGENTCHAT_CHANNEL_MAX;
+    if s.policies.iter().any(|p| p == "agentchat-0.36") && c.len() > max + 1 {
+        return Err((
+            key.to_string(),
+            format!(
+                "`{c}` is longer than agentchat-0.36 allows ({max} characters after the `#`); that server refuses it"
+            ),
         ));
     }
     Ok(())
