@@ -257,11 +257,11 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     print!("{text}");
     if !args.quiet {
         eprintln!(
-            "herdsim: tune: {} candidates, {} runs in {:.1} s on {} threads; wrote {}",
+            "herdsim: tune: {} candidates, {} runs in {:.1} s on {}; wrote {}",
             outcome.candidates.len(),
             outcome.runs,
             elapsed,
-            threads,
+            super::run::plural(threads, "thread"),
             dir.display()
         );
     }
