@@ -877,7 +877,7 @@ impl LogAxis {
             .flat_map(|p| [p.1, p.2])
             .filter(|v| *v > 0.0)
             .fold(lo, f64::min);
-        let bottom = low.log10().floor().max(top - Self::MAX_DECADES);
+        let bottom = low.log10().floor().max(top.floor() - Self::MAX_DECADES);
         Some(LogAxis { bottom, top })
     }
 
@@ -1016,6 +1016,41 @@ impl Figure for PanelFigure<'_> {
             self.draw_panel(cell, m, s)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod log_axis_tests {
+    use super::*;
+
+    fn pts(means: &[f64]) -> Vec<Vec<Pt>> {
+        vec![means.iter().map(|&m| (0.0, m, m * 0.9, m * 1.1)).collect()]
+    }
+
+    #[test]
+    fn chosen_only_when_the_series_span_a_factor_of_30() {
+        assert_eq!(LogAxis::choose(&pts(&[50.0, 80.0, 0.0])), None);
+        assert_eq!(LogAxis::choose(&pts(&[0.0, 0.0])), None);
+        let l = LogAxis::choose(&pts(&[80.0, 0.72, 0.03])).expect("log");
+        assert_eq!((l.bottom, l.zero_row()), (-2.0, -3.0));
+        assert!(l.top >= 80f64.log10() + 0.1 && l.top <= 2.1, "{l:?}");
+    }
+
+    #[test]
+    fn decades_are_whole_and_labelled() {
+        // A tiny value cannot stretch the axis past five decades, and the
+        // bottom stays on a whole decade so that every decade is labelled.
+        let l = LogAxis::choose(&pts(&[90.0, 0.000_001])).expect("log");
+        assert_eq!(l.bottom, l.bottom.round());
+        assert_eq!(l.bottom, -3.0);
+        assert_eq!(l.label(l.zero_row()), "0");
+        assert_eq!(l.label(-3.0), "0.001");
+        assert_eq!(l.label(0.0), "1");
+        assert_eq!(l.label(2.0), "100");
+        assert_eq!(l.label(0.5), "");
+        assert_eq!(l.pos(0.0), l.zero_row());
+        assert_eq!(l.pos(1e-9), l.zero_row());
+        assert!((l.pos(10.0) - 1.0).abs() < 1e-12);
     }
 }
 
