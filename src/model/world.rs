@@ -1,11 +1,11 @@
-//! One simulated run: the world of MODEL.md driven by the event engine.
+//! One simulated run: the world of docs/model.md driven by the event engine.
 //!
 //! The world adds only time, randomness and transport. The server is the
 //! real [`floor::Server`]; every agent runs the real [`floor::Client`]. The
 //! world samples delays and durations, moves messages over links, and
 //! counts what happens (see [`crate::metrics::run`]).
 //!
-//! Choices where MODEL.md leaves room (also in README.md):
+//! Modelling choices (docs/model.md, "Every modelling choice"):
 //! - Exempt messages (a DM to the agent, an @mention of it) are always
 //!   answered (no `respond_p` draw), with no CSMA and no claim. DMs are not
 //!   channel messages and stay out of every metric; @mentions count.
