@@ -482,6 +482,7 @@ fn argument_parser_errors_are_one_prefixed_line() {
         (&["tune", "--grid", "x"], "--grid"),
         (&["frob"], "frob"),
         (&[], "no subcommand"),
+        (&["plot"], "RESULTS_DIR_OR_CSV"),
     ];
     for (args, needle) in cases {
         let out = Command::cargo_bin("herdsim")

@@ -136,7 +136,9 @@ fn every_doc_link_stays_in_the_repo_and_resolves() {
                 continue;
             }
             if target.contains("://") || target.starts_with("mailto:") {
-                bad.push(format!("{f}:{line}: `{target}`: only https links leave the repo"));
+                bad.push(format!(
+                    "{f}:{line}: `{target}`: only https links leave the repo"
+                ));
                 continue;
             }
             let (file, anchor) = match target.split_once('#') {
@@ -189,8 +191,15 @@ fn nothing_refers_to_a_folder_beside_the_repo() {
 /// A command or a scenario found in the docs.
 #[derive(Debug)]
 enum Item {
-    Command { at: String, line: String },
-    Scenario { at: String, dir: String, toml: String },
+    Command {
+        at: String,
+        line: String,
+    },
+    Scenario {
+        at: String,
+        dir: String,
+        toml: String,
+    },
 }
 
 /// Join `\` continuations and drop a trailing `# comment` (outside quotes).
@@ -395,8 +404,7 @@ fn every_command_and_scenario_in_the_docs_runs_from_a_fresh_clone() {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755))
-            .expect("chmod");
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     }
     let path = format!(
         "{}:{}",
@@ -506,5 +514,8 @@ fn the_extractor_finds_commands_and_scenarios() {
         .collect();
     assert_eq!(scen, ["[server]\nttl_ms = 1"]);
     assert_eq!(slug("## `[sweep]`"), "sweep");
-    assert_eq!(slug("## Interrupted runs: the journal and --resume"), "interrupted-runs-the-journal-and---resume");
+    assert_eq!(
+        slug("## Interrupted runs: the journal and --resume"),
+        "interrupted-runs-the-journal-and---resume"
+    );
 }

@@ -80,10 +80,21 @@ fn parse_error_line(e: &clap::Error) -> String {
             .to_string();
     }
     let text = e.render().to_string();
-    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
-    let first = lines.next().unwrap_or("bad arguments");
-    let first = first.strip_prefix("error: ").unwrap_or(first);
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    let first = lines.first().copied().unwrap_or("bad arguments");
+    let mut first = first.strip_prefix("error: ").unwrap_or(first).to_string();
+    // Lines right under the message belong to it (the missing arguments).
+    let more: Vec<&str> = lines
+        .iter()
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .copied()
+        .collect();
+    if !more.is_empty() {
+        first = format!("{} {}", first, more.join(", "));
+    }
     let tip = lines
+        .iter()
         .find_map(|l| l.strip_prefix("tip: "))
         .map(|t| format!("; {t}"))
         .unwrap_or_default();

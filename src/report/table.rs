@@ -81,9 +81,9 @@ pub fn short_keys(keys: &[String]) -> Vec<String> {
             let segs: Vec<&str> = k.split('.').collect();
             for n in 1..=segs.len() {
                 let tail = segs[segs.len() - n..].join(".");
-                let clash = keys.iter().any(|o| {
-                    o != k && (o == &tail || o.ends_with(&format!(".{tail}")))
-                });
+                let clash = keys
+                    .iter()
+                    .any(|o| o != k && (o == &tail || o.ends_with(&format!(".{tail}"))));
                 if !clash {
                     return tail;
                 }
@@ -128,8 +128,8 @@ pub fn render(keys: &[String], rows: &[SummaryRow]) -> String {
     let id_width: usize = width[..ids].iter().sum::<usize>() + GAP * (ids - 1);
     let mut blocks: Vec<Vec<usize>> = vec![Vec::new()];
     let mut used = id_width;
-    for c in ids..head.len() {
-        let w = GAP + width[c];
+    for (c, cw) in width.iter().enumerate().skip(ids) {
+        let w = GAP + cw;
         let block = blocks.last_mut().expect("one block at least");
         if !block.is_empty() && used + w > WIDTH {
             blocks.push(vec![c]);
@@ -187,14 +187,7 @@ mod tests {
                 .collect(),
             policy: policy.into(),
             reps: n,
-            stats: vec![
-                Summary {
-                    mean,
-                    ci95: ci,
-                    n
-                };
-                METRICS.len()
-            ],
+            stats: vec![Summary { mean, ci95: ci, n }; METRICS.len()],
         }
     }
 

@@ -161,9 +161,8 @@ impl Progress {
             self.points_done.fetch_add(1, Ordering::Relaxed);
         }
         let jobs = self.jobs_done.fetch_add(1, Ordering::Relaxed) + 1;
-        self.bar.set_message(
-            self.message(self.points_done.load(Ordering::Relaxed), jobs),
-        );
+        self.bar
+            .set_message(self.message(self.points_done.load(Ordering::Relaxed), jobs));
         self.bar.inc(self.cost.get(slot).copied().unwrap_or(1));
     }
 

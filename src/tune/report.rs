@@ -429,10 +429,7 @@ pub fn recommendation(name: &str, space: &Space, out: &Outcome, s: &Settings) ->
     }
     if s.budget_ms.is_none() {
         // Say plainly what an unconstrained search bought and what it cost.
-        let p95 = Paired::of(
-            &best.metric(BUDGET_METRIC),
-            &current.metric(BUDGET_METRIC),
-        );
+        let p95 = Paired::of(&best.metric(BUDGET_METRIC), &current.metric(BUDGET_METRIC));
         let obj = Paired::of(&best.objective(&s.weights), &current.objective(&s.weights));
         let edges: Vec<String> = space
             .dims

@@ -26,7 +26,10 @@ pub const STANDARD_METRICS: [&str; 4] = [
 pub fn standard_metrics(summary: &Summary) -> Vec<String> {
     let all_zero = |m: &str| {
         summary.metric_cols(m).is_some_and(|(c, _)| {
-            summary.rows.iter().all(|r| r.values[c] == 0.0 || r.values[c].is_nan())
+            summary
+                .rows
+                .iter()
+                .all(|r| r.values[c] == 0.0 || r.values[c].is_nan())
         })
     };
     STANDARD_METRICS
@@ -864,11 +867,7 @@ impl LogAxis {
         if !(lo.is_finite() && hi.is_finite()) || hi < 30.0 * lo {
             return None;
         }
-        let top_v = all
-            .iter()
-            .flatten()
-            .map(|p| p.3)
-            .fold(hi, f64::max);
+        let top_v = all.iter().flatten().map(|p| p.3).fold(hi, f64::max);
         let top = top_v.log10().ceil().max(hi.log10() + 0.1);
         // The lowest decade holds the smallest positive mean and CI low end.
         let low = all
