@@ -245,6 +245,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn progress_weighs_replications_by_cost() {
+        // Points 3 and 8: a cheap one and one 100 times dearer; 2 jobs each;
+        // one job of the dear point already done (resumed).
+        let done = plan(1, &[8], &[PolicyKind::Spec], 1);
+        let p = Progress::new(&[3, 8], &[1, 100], 2, &done, true);
+        assert_eq!(p.bar.length(), Some(2 + 200));
+        assert_eq!(p.bar.position(), 100);
+        p.job_done(0);
+        assert_eq!(p.bar.position(), 101);
+        p.job_done(1);
+        assert_eq!(p.bar.position(), 201);
+        assert_eq!(p.points_done.load(Ordering::Relaxed), 1);
+        assert_eq!(p.jobs_done.load(Ordering::Relaxed), 3);
+        // A zero or missing cost counts as 1.
+        let q = Progress::new(&[0, 1], &[0], 1, &[], true);
+        assert_eq!(q.bar.length(), Some(2));
+    }
+
+    #[test]
     fn seeds_differ_by_point_and_rep_not_policy() {
         let jobs = plan(7, &[0, 1], &[PolicyKind::Spec, PolicyKind::None], 3);
         assert_eq!(jobs.len(), 12);
