@@ -47,7 +47,9 @@ impl From<std::io::Error> for CliError {
 #[command(
     name = "herdsim",
     version,
-    about = "Deterministic simulator of RESPONDING_TO floor control for LLM agents in one chat channel"
+    about = "Deterministic simulator of RESPONDING_TO floor control for LLM agents in one chat channel",
+    after_help = "Start with `herdsim run scenarios/default.toml` in the source tree. Documentation: \
+                  README.md and docs/ in the repository."
 )]
 pub struct Cli {
     #[command(subcommand)]
