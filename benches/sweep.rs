@@ -50,7 +50,8 @@ impl Plan {
         let indexes: Vec<usize> = prepared.iter().map(|(i, _)| *i).collect();
         let jobs = sweep::plan(1, &indexes, &POLICIES, REPS);
         let per_point = POLICIES.len() as u32 * REPS;
-        let progress = Progress::new(&indexes, per_point, &[], true);
+        let cost: Vec<u64> = prepared.iter().map(|(_, w)| w.expected_cost()).collect();
+        let progress = Progress::new(&indexes, &cost, per_point, &[], true);
         Plan {
             prepared,
             jobs,

@@ -493,3 +493,35 @@ fn missing_and_unreadable_scenario_files() {
         "{stderr}"
     );
 }
+
+/// Errors found by the argument parser read like every other error: one
+/// line starting `herdsim: error: `, exit 2, nothing on stdout, no usage
+/// block.
+#[test]
+fn argument_parser_errors_are_one_prefixed_line() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["run", "--shard", "4/4"], "--shard"),
+        (&["arbitrate", "--policy", "bogus"], "bogus"),
+        (&["run", "--fresh", "--resume"], "--fresh"),
+        (&["run", "--bogus"], "--bogus"),
+        (&["tune", "--grid", "x"], "--grid"),
+        (&["frob"], "frob"),
+        (&[], "no subcommand"),
+        (&["plot"], "RESULTS_DIR_OR_CSV"),
+    ];
+    for (args, needle) in cases {
+        let out = Command::cargo_bin("herdsim")
+            .expect("binary")
+            .args(*args)
+            .write_stdin("")
+            .output()
+            .expect("runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("herdsim: error: "), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!err.contains("Usage:"), "{args:?}: {err}");
+    }
+}

@@ -13,7 +13,7 @@ fn run(toml: &str, policy: &str, seed: u64) -> RunResult {
 /// Zero jitter and skew, no tick, respond_p = 1, one-way delay d, uniform
 /// CSMA of width W, inference far longer than the window, `spec`:
 /// P(exactly one agent starts) = (1 - 2d/W)^N and
-/// E[starters] = 1 + N r - r^N with r = 2d/W (MODEL.md choice 15).
+/// E[starters] = 1 + N r - r^N with r = 2d/W (docs/model.md, modelling choice 15).
 #[test]
 fn single_starter_share_matches_closed_form() {
     let n = 5.0_f64;

@@ -88,6 +88,17 @@ fn with_no_budget_the_widest_window_wins() {
     assert_eq!(env_line(&text, "AGENTCHAT_CSMA_MAX_MS"), "4000", "{text}");
     assert_eq!(env_line(&text, "AGENTCHAT_RESPOND_TTL_MS"), "60000");
     assert!(text.contains("constraint: none"), "{text}");
+    // It says plainly what it optimised, what that cost, and how not to pay.
+    assert!(
+        text.contains("# without a budget: it optimised the objective only:"),
+        "{text}"
+    );
+    assert!(text.contains("for a mean ttfr_p95_ms +"), "{text}");
+    assert!(
+        text.contains("agents.csma.max_ms at the upper edge of the searched range (4000)"),
+        "{text}"
+    );
+    assert!(text.contains("rerun with --max-ttfr-p95-ms "), "{text}");
     // Every non-env line is a comment: the output is a valid env file.
     for l in text.lines() {
         assert!(l.starts_with('#') || l.starts_with("AGENTCHAT_"), "{l}");

@@ -162,7 +162,7 @@ count = {posts}
     );
 }
 
-/// The expected number of starters with uniform CSMA (MODEL.md choice 15):
+/// The expected number of starters with uniform CSMA (docs/model.md, modelling choice 15):
 /// E[starters] = 1 + N r - r^N, r = 2d/W, checked on a second geometry
 /// (N = 3, r = 0.3) to make sure the formula, not one lucky point, holds.
 #[test]

@@ -351,11 +351,15 @@ fn summary_row(
                 .parse()
                 .map_err(|_| format!("`{}` in column {name} is not a number", field(i)))
         };
-        stats.push(Summary {
-            mean: num(base + 2 * m)?,
-            ci95: num(base + 2 * m + 1)?,
-            n: reps,
-        });
+        // An empty CI cell: fewer than two values went into the mean (one
+        // replication, or none with a value), so the CI is unknown.
+        let mean = num(base + 2 * m)?;
+        let (ci95, n) = if field(base + 2 * m + 1).is_empty() {
+            (0.0, usize::from(!mean.is_nan()).min(reps))
+        } else {
+            (num(base + 2 * m + 1)?, reps)
+        };
+        stats.push(Summary { mean, ci95, n });
     }
     Ok(SummaryRow {
         point,

@@ -47,7 +47,9 @@ impl From<std::io::Error> for CliError {
 #[command(
     name = "herdsim",
     version,
-    about = "Deterministic simulator of RESPONDING_TO floor control for LLM agents in one chat channel"
+    about = "Deterministic simulator of RESPONDING_TO floor control for LLM agents in one chat channel",
+    after_help = "Start with `herdsim run scenarios/default.toml` in the source tree. Documentation: \
+                  README.md and docs/ in the repository."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -70,14 +72,59 @@ pub enum Command {
     Tune(tune::Args),
 }
 
+/// An argument-parser error as the one line every other error is: clap's
+/// message without its `error: ` prefix, usage block and colours, plus where
+/// to look (`herdsim run --help`).
+fn parse_error_line(e: &clap::Error) -> String {
+    if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        return "no subcommand: give one of run, validate, tune, plot, merge, arbitrate \
+                (`herdsim --help` says what each does)"
+            .to_string();
+    }
+    let text = e.render().to_string();
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    let first = lines.first().copied().unwrap_or("bad arguments");
+    let mut first = first.strip_prefix("error: ").unwrap_or(first).to_string();
+    // Lines right under the message belong to it (the missing arguments).
+    let more: Vec<&str> = lines
+        .iter()
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .copied()
+        .collect();
+    if !more.is_empty() {
+        first = format!("{} {}", first, more.join(", "));
+    }
+    let tip = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("tip: "))
+        .map(|t| format!("; {t}"))
+        .unwrap_or_default();
+    let sub = std::env::args()
+        .skip(1)
+        .find(|a| !a.starts_with('-'))
+        .filter(|a| {
+            ["run", "arbitrate", "validate", "plot", "merge", "tune"].contains(&a.as_str())
+        });
+    let help = match sub {
+        Some(s) => format!("herdsim {s} --help"),
+        None => "herdsim --help".to_string(),
+    };
+    format!("{first}{tip} (`{help}` lists the options)")
+}
+
 /// Parse arguments, run the subcommand, map errors to exit codes.
 pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) => {
-            let code = if e.use_stderr() { EXIT_BAD_INPUT } else { 0 };
+        Err(e) if !e.use_stderr() => {
+            // --help, --version: clap's own text on stdout.
             let _ = e.print();
-            return ExitCode::from(code);
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("herdsim: error: {}", parse_error_line(&e));
+            return ExitCode::from(EXIT_BAD_INPUT);
         }
     };
     let result = match cli.command {

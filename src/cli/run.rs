@@ -248,7 +248,8 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     }
     let finished_jobs: Vec<Job> = finished.iter().map(|r| r.job).collect();
     let per_point = plan.policies.len() as u32 * plan.reps;
-    let progress = Progress::new(&run_points, per_point, &finished_jobs, args.quiet);
+    let cost: Vec<u64> = prepared.iter().map(|(_, w)| w.expected_cost()).collect();
+    let progress = Progress::new(&run_points, &cost, per_point, &finished_jobs, args.quiet);
     let started = Instant::now();
     let record = |row: &Row| {
         writer
@@ -323,19 +324,23 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     print!("{}", table::render(&keys, &summary));
     if !args.quiet {
         let ev = METRICS.iter().position(|m| *m == "events").unwrap_or(0);
-        let events: f64 = new_rows.iter().map(|r| r.result.values[ev]).sum();
+        // fold from +0: an empty sum of f64 is -0, printed "-0".
+        let events: f64 = new_rows
+            .iter()
+            .map(|r| r.result.values[ev])
+            .fold(0.0, |a, b| a + b);
         let resumed_note = if resumed > 0 {
             format!(" (+{resumed} resumed from the journal)")
         } else {
             String::new()
         };
         eprintln!(
-            "herdsim: {} runs{resumed_note}, {:.0} events in {:.2} s ({:.1} M events/s on {} threads); wrote {}",
-            new_rows.len(),
+            "herdsim: {}{resumed_note}, {:.0} events in {:.2} s ({:.1} M events/s on {}); wrote {}",
+            plural(new_rows.len(), "run"),
             events,
             elapsed,
             events / elapsed.max(1e-9) / 1e6,
-            threads,
+            plural(threads, "thread"),
             dir.display()
         );
     }
@@ -413,4 +418,13 @@ fn check_resumable(
 /// All cores.
 pub fn default_jobs() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// `1 thread`, `2 threads`.
+pub fn plural(n: usize, word: &str) -> String {
+    if n == 1 {
+        format!("{n} {word}")
+    } else {
+        format!("{n} {word}s")
+    }
 }

@@ -27,7 +27,8 @@ pub struct Args {
     #[arg(long, value_name = "WEIGHTS", default_value = "1,1,1")]
     pub objective: String,
     /// Latency budget: the mean p95 time to first response (ms) a setting
-    /// may have. Without it the search is unconstrained.
+    /// may have. Without it latency does not count at all (the output then
+    /// says what the recommendation cost in p95).
     #[arg(long = "max-ttfr-p95-ms", value_name = "MS")]
     pub max_ttfr_p95_ms: Option<f64>,
     /// Search this key over LO..HI (optionally in steps of STEP), or pin it
@@ -257,11 +258,11 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     print!("{text}");
     if !args.quiet {
         eprintln!(
-            "herdsim: tune: {} candidates, {} runs in {:.1} s on {} threads; wrote {}",
+            "herdsim: tune: {} candidates, {} runs in {:.1} s on {}; wrote {}",
             outcome.candidates.len(),
             outcome.runs,
             elapsed,
-            threads,
+            super::run::plural(threads, "thread"),
             dir.display()
         );
     }

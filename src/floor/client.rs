@@ -1,6 +1,7 @@
 //! The agent side, sans-IO: one [`Client`] per agent. It follows each
-//! message the agent wants to answer independently (MODEL.md "Agent
-//! behaviour" steps 3-7, precise choices 4 and 16) and tells the caller
+//! message the agent wants to answer independently (docs/model.md, "What an
+//! agent does with one channel message" steps 3-7, modelling choices 4 and
+//! 16) and tells the caller
 //! what to do through [`Action`]s; the caller owns the clock, the timers,
 //! the randomness (CSMA delay, inference duration, ignore-yield draws) and
 //! the network.

@@ -1,4 +1,4 @@
-//! Wire protocol types. JSON exactly as in `responding-to.md` / MODEL.md.
+//! Wire protocol types. JSON exactly as in docs/protocol.md.
 //!
 //! Encoding: [`ClientMsg`] and [`ServerMsg`] implement [`serde::Serialize`]
 //! with the fields in the order the protocol text lists them, and

@@ -1,5 +1,5 @@
 //! Per-run accumulators (memory independent of the number of messages) and
-//! the per-run result, as MODEL.md "Metrics" defines them.
+//! the per-run result, as docs/metrics.md defines them.
 
 use super::stats::Percentiles;
 

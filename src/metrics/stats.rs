@@ -121,7 +121,7 @@ impl Summary {
 /// value shares a bucket with its neighbours within 1/1024 (< 0.1%) of it.
 ///
 /// [`value_at_percentile`](Self::value_at_percentile) is the **nearest-rank**
-/// percentile of MODEL.md (precise choice 13): for `n` recorded values and
+/// percentile of docs/model.md (modelling choice 13): for `n` recorded values and
 /// percentile `p`, the value of rank `ceil(p/100 * n)` (at least 1) in
 /// ascending order, except that the histogram reports the highest value of
 /// that value's bucket, which is exact below 2048 µs and at most 0.1% above

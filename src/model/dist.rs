@@ -5,8 +5,8 @@
 //! converts the parameters to microseconds once and loads empirical data;
 //! the resulting [`Dist`] is cheap to clone and to sample.
 //!
-//! Every sample is rounded to the nearest microsecond when drawn (MODEL.md,
-//! precise choice 11; halves round away from zero). Sampling is a pure
+//! Every sample is rounded to the nearest microsecond when drawn (docs/model.md,
+//! modelling choice 11; halves round away from zero). Sampling is a pure
 //! function of the RNG stream: the same stream yields the same samples.
 //!
 //! Portability note: exponential, normal and lognormal samples go through

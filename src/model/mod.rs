@@ -1,4 +1,4 @@
-//! The world model of MODEL.md: agents, links, workload, faults. Randomness
+//! The world model of docs/model.md: agents, links, workload, faults. Randomness
 //! enters the simulation only here (per-component ChaCha streams).
 
 pub mod dist;

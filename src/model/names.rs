@@ -2,7 +2,7 @@
 //!
 //! Agent ids are `agent-` plus the zero-padded 0-based index, at least three
 //! digits wide and wide enough for the largest index, so lexicographic
-//! order is index order (MODEL.md precise choice 9). Message ids are `m`
+//! order is index order (docs/model.md, modelling choice 9). Message ids are `m`
 //! plus a run-wide counter; operator posts and agent replies share it.
 
 /// The id of agent `i` of `n`.

@@ -1,11 +1,11 @@
-//! One simulated run: the world of MODEL.md driven by the event engine.
+//! One simulated run: the world of docs/model.md driven by the event engine.
 //!
 //! The world adds only time, randomness and transport. The server is the
 //! real [`floor::Server`]; every agent runs the real [`floor::Client`]. The
 //! world samples delays and durations, moves messages over links, and
 //! counts what happens (see [`crate::metrics::run`]).
 //!
-//! Choices where MODEL.md leaves room (also in README.md):
+//! Modelling choices (docs/model.md, "Every modelling choice"):
 //! - Exempt messages (a DM to the agent, an @mention of it) are always
 //!   answered (no `respond_p` draw), with no CSMA and no claim. DMs are not
 //!   channel messages and stay out of every metric; @mentions count.
@@ -63,6 +63,8 @@ pub struct Prepared {
     reply_p: f64,
     max_depth: u32,
     script: Vec<ScriptEvent>,
+    /// Operator posts expected in one run (for progress weighting only).
+    expected_posts: f64,
 }
 
 #[derive(Debug, Clone)]
@@ -142,12 +144,28 @@ impl Prepared {
             reply_p: w.reply_to_agent_p,
             max_depth: w.max_depth,
             script: s.script.clone(),
+            expected_posts: match w.duration_ms {
+                Some(d) => d / w.mean_gap_ms.max(1e-9),
+                None => w.count as f64,
+            } + s.script.len() as f64,
         })
     }
 
     /// Number of agents.
     pub fn agents(&self) -> usize {
         self.ids.len()
+    }
+
+    /// A rough relative cost of one run, agents x expected posts (at least
+    /// 1): what the progress bar weighs replications by, so that its ETA
+    /// counts a 1000-agent point as the larger job it is. Not a result.
+    pub fn expected_cost(&self) -> u64 {
+        let c = self.agents() as f64 * self.expected_posts;
+        if c.is_finite() && c >= 1.0 {
+            c.min(1e15) as u64
+        } else {
+            1
+        }
     }
 }
 

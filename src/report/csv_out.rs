@@ -102,7 +102,8 @@ pub fn summary_csv(
         rec.push(r.reps.to_string());
         for s in &r.stats {
             rec.push(num(s.mean));
-            rec.push(num(s.ci95));
+            // Fewer than two values: the CI is unknown, not zero.
+            rec.push(if s.n >= 2 { num(s.ci95) } else { String::new() });
         }
         w.write_record(rec)?;
     }

@@ -1,4 +1,4 @@
-//! The scenario schema: every knob of MODEL.md, with its default.
+//! The scenario schema: every knob of docs/model.md, with its default.
 //!
 //! Unknown keys are errors (`deny_unknown_fields` everywhere). Durations are
 //! milliseconds (floats allowed); distributions are tagged tables, see

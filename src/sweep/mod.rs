@@ -70,40 +70,58 @@ pub fn plan(master: u64, points: &[usize], policies: &[PolicyKind], reps: u32) -
     jobs
 }
 
-/// Progress of a sweep on stderr: points and replications done, rate,
-/// ETA. Hidden when `quiet` or when stderr is not a terminal (indicatif's
-/// stderr target draws nothing then).
+/// Progress of a sweep on stderr: points and replications done and an
+/// ETA. The bar advances by each replication's expected cost (agents x
+/// posts, [`Prepared::expected_cost`]) rather than by one, so the ETA does
+/// not say "0 s" while the costliest points are still to run. Hidden when
+/// `quiet` or when stderr is not a terminal (indicatif's stderr target
+/// draws nothing then).
 pub struct Progress {
     bar: ProgressBar,
     /// Jobs per point (policies x reps).
     per_point: u32,
+    /// Expected cost of one job of each point, by position in the point list.
+    cost: Vec<u64>,
     /// Finished jobs of each point, indexed by position in the run's point list.
     done: Vec<AtomicU32>,
     points_done: AtomicUsize,
     points_total: usize,
+    jobs_done: AtomicUsize,
+    jobs_total: usize,
 }
 
 impl Progress {
-    /// `points` is the run's point list; `finished` the jobs already done
-    /// (resumed from a journal); `per_point` = policies x reps.
-    pub fn new(points: &[usize], per_point: u32, finished: &[Job], quiet: bool) -> Progress {
+    /// `points` is the run's point list; `cost` the expected cost of one job
+    /// of each (same order); `finished` the jobs already done (resumed from
+    /// a journal); `per_point` = policies x reps.
+    pub fn new(
+        points: &[usize],
+        cost: &[u64],
+        per_point: u32,
+        finished: &[Job],
+        quiet: bool,
+    ) -> Progress {
         let target = if quiet {
             ProgressDrawTarget::hidden()
         } else {
             ProgressDrawTarget::stderr()
         };
-        let total = points.len() as u64 * u64::from(per_point);
+        let cost: Vec<u64> = (0..points.len())
+            .map(|i| cost.get(i).copied().unwrap_or(1).max(1))
+            .collect();
+        let total: u64 = cost.iter().map(|c| c * u64::from(per_point)).sum();
         let bar = ProgressBar::with_draw_target(Some(total), target);
-        if let Ok(style) = ProgressStyle::with_template(
-            "{spinner} {elapsed_precise} {wide_bar} {msg}, replications {pos}/{len}, \
-             {per_sec:1}, ETA {eta}",
-        ) {
+        if let Ok(style) =
+            ProgressStyle::with_template("{spinner} {elapsed_precise} {wide_bar} {msg}, ETA {eta}")
+        {
             bar.set_style(style);
         }
         let done: Vec<AtomicU32> = points.iter().map(|_| AtomicU32::new(0)).collect();
+        let mut pos = 0u64;
         for job in finished {
             if let Ok(i) = points.binary_search(&job.point) {
                 done[i].fetch_add(1, Ordering::Relaxed);
+                pos += cost[i];
             }
         }
         let points_done = done
@@ -113,18 +131,24 @@ impl Progress {
         let p = Progress {
             bar,
             per_point,
+            cost,
             done,
             points_done: AtomicUsize::new(points_done),
             points_total: points.len(),
+            jobs_done: AtomicUsize::new(finished.len()),
+            jobs_total: points.len() * per_point as usize,
         };
-        p.bar.set_message(p.message(points_done));
-        p.bar.set_position(finished.len() as u64);
+        p.bar.set_message(p.message(points_done, finished.len()));
+        p.bar.set_position(pos);
         p.bar.reset_eta();
         p
     }
 
-    fn message(&self, points_done: usize) -> String {
-        format!("points {points_done}/{}", self.points_total)
+    fn message(&self, points_done: usize, jobs_done: usize) -> String {
+        format!(
+            "points {points_done}/{}, replications {jobs_done}/{}",
+            self.points_total, self.jobs_total
+        )
     }
 
     /// One job of the point at `slot` (its position in the point list) finished.
@@ -134,10 +158,12 @@ impl Progress {
             .get(slot)
             .is_some_and(|d| d.fetch_add(1, Ordering::Relaxed) + 1 == self.per_point);
         if finished_point {
-            let n = self.points_done.fetch_add(1, Ordering::Relaxed) + 1;
-            self.bar.set_message(self.message(n));
+            self.points_done.fetch_add(1, Ordering::Relaxed);
         }
-        self.bar.inc(1);
+        let jobs = self.jobs_done.fetch_add(1, Ordering::Relaxed) + 1;
+        self.bar
+            .set_message(self.message(self.points_done.load(Ordering::Relaxed), jobs));
+        self.bar.inc(self.cost.get(slot).copied().unwrap_or(1));
     }
 
     /// Remove the bar from the terminal.
@@ -217,6 +243,25 @@ impl Fnv {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn progress_weighs_replications_by_cost() {
+        // Points 3 and 8: a cheap one and one 100 times dearer; 2 jobs each;
+        // one job of the dear point already done (resumed).
+        let done = plan(1, &[8], &[PolicyKind::Spec], 1);
+        let p = Progress::new(&[3, 8], &[1, 100], 2, &done, true);
+        assert_eq!(p.bar.length(), Some(2 + 200));
+        assert_eq!(p.bar.position(), 100);
+        p.job_done(0);
+        assert_eq!(p.bar.position(), 101);
+        p.job_done(1);
+        assert_eq!(p.bar.position(), 201);
+        assert_eq!(p.points_done.load(Ordering::Relaxed), 1);
+        assert_eq!(p.jobs_done.load(Ordering::Relaxed), 3);
+        // A zero or missing cost counts as 1.
+        let q = Progress::new(&[0, 1], &[0], 1, &[], true);
+        assert_eq!(q.bar.length(), Some(2));
+    }
 
     #[test]
     fn seeds_differ_by_point_and_rep_not_policy() {

@@ -265,7 +265,7 @@ pub fn tune(loaded: &Loaded, space: &Space, s: &Settings) -> Result<Outcome, Tun
     };
     let bar = ProgressBar::with_draw_target(Some(0), target);
     if let Ok(style) = ProgressStyle::with_template(
-        "{spinner} {elapsed_precise} {wide_bar} {msg}, runs {pos}/{len}",
+        "{spinner} {elapsed_precise} {wide_bar} {msg}, runs {pos} of about {len}, ETA {eta}",
     ) {
         bar.set_style(style);
     }
@@ -307,6 +307,11 @@ impl Tuner<'_> {
         let grid = self.space.grid(self.s.levels);
         self.bar
             .set_message(format!("grid of {} candidates", grid.len()));
+        // The bar's length is an estimate made now (the refinement and the
+        // duel decide their own length as they go), so the ETA means
+        // something from the start; it is raised only if the search outgrows it.
+        self.bar
+            .set_length(self.estimated_runs(grid.len()).max(self.runs));
         let mut batch = vec![current];
         for v in grid {
             batch.push(self.add(v, Source::Grid)?);
@@ -495,6 +500,24 @@ impl Tuner<'_> {
         Ok(id)
     }
 
+    /// About how many runs the search takes: the current settings and the
+    /// grid at `reps`; a compass search of about `2 x free dims` polls per
+    /// round for `log2(grid spacing / step) + 3` rounds; the best two
+    /// doubled up to `max_reps`.
+    fn estimated_runs(&self, grid: usize) -> u64 {
+        let levels = self.s.levels.max(2) as f64;
+        let (mut free, mut rounds) = (0u64, 0f64);
+        for d in self.space.dims.iter().filter(|d| d.free()) {
+            free += 1;
+            let ratio = (d.hi - d.lo) / (levels - 1.0) / 2.0 / d.step.max(1e-12);
+            rounds = rounds.max(ratio.max(1.0).log2() + 3.0);
+        }
+        let reps = u64::from(self.s.reps);
+        let refine = 2 * free * rounds.ceil() as u64;
+        let duel = 2 * u64::from(self.s.max_reps.saturating_sub(self.s.reps));
+        (1 + grid as u64 + refine) * reps + duel
+    }
+
     /// Run candidates `ids` up to `n` replications each, in parallel.
     fn ensure(&mut self, ids: &[usize], n: u32) -> Result<(), TuneError> {
         let mut ids = ids.to_vec();
@@ -507,7 +530,10 @@ impl Tuner<'_> {
         if jobs.is_empty() {
             return Ok(());
         }
-        self.bar.inc_length(jobs.len() as u64);
+        let need = self.bar.position() + jobs.len() as u64;
+        if self.bar.length().is_none_or(|len| need > len) {
+            self.bar.set_length(need);
+        }
         let (cands, policy, seed, bar) = (&self.cands, self.s.policy, self.s.seed, &self.bar);
         let results: Vec<RunResult> = self.pool.install(|| {
             jobs.par_iter()

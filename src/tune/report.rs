@@ -234,7 +234,11 @@ fn preamble(name: &str, space: &Space, out: &Outcome, s: &Settings) -> String {
             let _ = writeln!(t, "# constraint: mean {BUDGET_METRIC} <= {}", num(b));
         }
         None => {
-            let _ = writeln!(t, "# constraint: none (no --max-ttfr-p95-ms)");
+            let _ = writeln!(
+                t,
+                "# constraint: none (no --max-ttfr-p95-ms): latency is not weighed at all, so \
+                 the search minimises the objective whatever the answers cost in time"
+            );
         }
     }
     let ranges: Vec<String> = space
@@ -420,6 +424,46 @@ pub fn recommendation(name: &str, space: &Space, out: &Outcome, s: &Settings) ->
                 } else {
                     "evaluated"
                 }
+            );
+        }
+    }
+    if s.budget_ms.is_none() {
+        // Say plainly what an unconstrained search bought and what it cost.
+        let p95 = Paired::of(&best.metric(BUDGET_METRIC), &current.metric(BUDGET_METRIC));
+        let obj = Paired::of(&best.objective(&s.weights), &current.objective(&s.weights));
+        let edges: Vec<String> = space
+            .dims
+            .iter()
+            .zip(v)
+            .filter(|(d, x)| d.free() && (**x <= d.lo || **x >= d.hi))
+            .map(|(d, x)| {
+                let side = if *x >= d.hi { "upper" } else { "lower" };
+                format!(
+                    "{} at the {side} edge of the searched range ({})",
+                    d.key,
+                    value_text(d, *x)
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            t,
+            "# without a budget: it optimised the objective only: {} against the current \
+             settings, for a mean {BUDGET_METRIC} {} ms{}",
+            change(&obj, 1.0, ""),
+            change(&p95, 1.0, ""),
+            if edges.is_empty() {
+                String::new()
+            } else {
+                format!("; {}", edges.join(", "))
+            }
+        );
+        let cur = current.summary(BUDGET_METRIC).mean;
+        if cur.is_finite() {
+            let _ = writeln!(
+                t,
+                "# to give no latency away, rerun with --max-ttfr-p95-ms {:.0} (what the current \
+                 settings achieve)",
+                cur
             );
         }
     }

@@ -19,6 +19,34 @@ pub const STANDARD_METRICS: [&str; 4] = [
     "unanswered_rate",
 ];
 
+/// The standard figure's metrics for this summary: [`STANDARD_METRICS`],
+/// except that a panel of unanswered messages that would be flat at zero
+/// (no faults) gives its place to the share of messages only one agent
+/// started on, which is where floor control still differs then.
+pub fn standard_metrics(summary: &Summary) -> Vec<String> {
+    let all_zero = |m: &str| {
+        summary.metric_cols(m).is_some_and(|(c, _)| {
+            summary
+                .rows
+                .iter()
+                .all(|r| r.values[c] == 0.0 || r.values[c].is_nan())
+        })
+    };
+    STANDARD_METRICS
+        .iter()
+        .map(|m| {
+            if *m == "unanswered_rate"
+                && all_zero(m)
+                && summary.metric_cols("single_starter_rate").is_some()
+            {
+                "single_starter_rate".to_string()
+            } else {
+                m.to_string()
+            }
+        })
+        .collect()
+}
+
 /// What to plot from a summary.
 #[derive(Debug, Clone, Default)]
 pub struct PlotSpec {
@@ -126,6 +154,16 @@ fn describe(name: &str) -> (String, String, Kind) {
             "p99 time to first reply",
             Kind::Millis,
         ),
+        "single_starter_rate" => (
+            "Messages one agent started on",
+            "messages with exactly one starter",
+            Kind::Percent,
+        ),
+        "starters_per_msg" => (
+            "Agents starting per message",
+            "inferences started per message",
+            Kind::Plain,
+        ),
         "claims" => ("Claims sent", "RESPONDING_TO per run", Kind::Plain),
         "yields" => ("YIELDs sent", "YIELDs per run", Kind::Plain),
         "expired_claims" => ("Expired claims", "claims expired per run", Kind::Plain),
@@ -198,7 +236,7 @@ impl<'a> PanelFigure<'a> {
         let columns = summary.key_names.join(", ");
         // Metrics.
         let names: Vec<String> = if spec.metrics.is_empty() {
-            STANDARD_METRICS.iter().map(|s| s.to_string()).collect()
+            standard_metrics(summary)
         } else {
             spec.metrics.iter().map(|m| m.trim().to_string()).collect()
         };
@@ -356,7 +394,9 @@ impl<'a> PanelFigure<'a> {
                 .iter()
                 .map(|n| n.strip_suffix("_mean").unwrap_or(n))
                 .eq(STANDARD_METRICS.iter().copied());
-        let what = if standard {
+        let what = if standard && names.iter().any(|n| n == "single_starter_rate") {
+            "duplicates, wasted inference, latency and single starters".to_string()
+        } else if standard {
             "duplicates, wasted inference, latency and unanswered messages".to_string()
         } else {
             let t: Vec<String> = metrics.iter().map(|m| m.title.to_lowercase()).collect();
@@ -470,10 +510,10 @@ impl<'a> PanelFigure<'a> {
         }
     }
 
-    /// Points of one series for a metric: (x, mean, ci), scaled for display,
-    /// sorted by x, rows with no mean left out.
-    fn points(&self, si: usize, m: &MetricInfo, scale: f64) -> Vec<(f64, f64, f64)> {
-        let mut pts: Vec<(f64, f64, f64)> = self.series[si]
+    /// Points of one series for a metric: (x, mean, mean - ci, mean + ci),
+    /// scaled for display, sorted by x, rows with no mean left out.
+    fn points(&self, si: usize, m: &MetricInfo, scale: f64) -> Vec<Pt> {
+        let mut pts: Vec<Pt> = self.series[si]
             .rows
             .iter()
             .filter_map(|&r| {
@@ -482,7 +522,8 @@ impl<'a> PanelFigure<'a> {
                 let ci = m.ci_col.map(|c| row.values[c]).unwrap_or(0.0);
                 let ci = if ci.is_finite() { ci.abs() } else { 0.0 };
                 let x = self.x_of(r, si);
-                (mean.is_finite() && x.is_finite()).then_some((x, mean * scale, ci * scale))
+                let (mean, ci) = (mean * scale, ci * scale);
+                (mean.is_finite() && x.is_finite()).then_some((x, mean, mean - ci, mean + ci))
             })
             .collect();
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -522,22 +563,38 @@ impl<'a> PanelFigure<'a> {
             Kind::Millis => (1.0, " (ms)"),
             Kind::Plain => (1.0, ""),
         };
-        let all: Vec<Vec<(f64, f64, f64)>> = (0..self.series.len())
+        let mut all: Vec<Vec<Pt>> = (0..self.series.len())
             .map(|si| self.points(si, m, scale))
             .collect();
         let lo = all
             .iter()
             .flatten()
-            .map(|p| p.1 - p.2)
+            .map(|p| p.2)
             .fold(f64::INFINITY, f64::min);
         let hi = all
             .iter()
             .flatten()
-            .map(|p| p.1 + p.2)
+            .map(|p| p.3)
             .fold(f64::NEG_INFINITY, f64::max);
         let empty = !lo.is_finite();
         let bars = matches!(self.x, XAxis::Bars);
-        let (y0, y1) = if empty {
+        // A log axis when the series live on different scales (one policy
+        // near 80%, another near 0.1%): on a linear axis the small one is a
+        // flat line at zero and its trend, the thing a reader came to see,
+        // is invisible.
+        let log = if bars || empty || m.kind == Kind::Millis {
+            None
+        } else {
+            LogAxis::choose(&all)
+        };
+        if let Some(l) = &log {
+            for p in all.iter_mut().flatten() {
+                *p = (p.0, l.pos(p.1), l.pos(p.2), l.pos(p.3));
+            }
+        }
+        let (y0, y1) = if let Some(l) = &log {
+            (l.zero_row(), l.top)
+        } else if empty {
             (0.0, 1.0)
         } else {
             let min_mean = all
@@ -615,14 +672,27 @@ impl<'a> PanelFigure<'a> {
             .map_err(de)?;
         let y_dec = draw::decimals_for(draw::tick_step(y0, y1, Y_LABELS));
         let x_dec = draw::decimals_for(draw::tick_step(x0, x1, X_LABELS));
-        let yfmt = move |v: &f64| draw::tick(*v, y_dec);
+        let log_fmt = log.clone();
+        let yfmt = move |v: &f64| match &log_fmt {
+            Some(l) => l.label(*v),
+            None => draw::tick(*v, y_dec),
+        };
         let xfmt = move |v: &f64| draw::tick(*v, x_dec);
-        let y_desc = format!("{}{unit}", m.axis);
+        let y_desc = if log.is_some() {
+            format!("{}{unit}, log scale", m.axis)
+        } else {
+            format!("{}{unit}", m.axis)
+        };
+        let y_labels = match &log {
+            // One label per decade: the axis spans whole decades.
+            Some(l) => (l.top - l.zero_row()).round() as usize + 1,
+            None => Y_LABELS,
+        };
         let x_desc = self.x_desc();
         {
             let mut mesh = chart.configure_mesh();
             mesh.y_desc(y_desc)
-                .y_labels(Y_LABELS)
+                .y_labels(y_labels)
                 .max_light_lines(1)
                 .y_label_formatter(&yfmt)
                 .label_style(tick_font.clone())
@@ -695,7 +765,7 @@ impl<'a> PanelFigure<'a> {
             };
             for (si, pts) in all.iter().enumerate() {
                 let c = self.series[si].color;
-                for &(x, mean, ci) in pts {
+                for &(x, mean, lo, hi) in pts {
                     let base = 0.0_f64.clamp(y0, y1);
                     chart
                         .draw_series(std::iter::once(Rectangle::new(
@@ -703,17 +773,10 @@ impl<'a> PanelFigure<'a> {
                             c.mix(0.85).filled(),
                         )))
                         .map_err(de)?;
-                    error_bar(
-                        &mut chart,
-                        x,
-                        clamp(mean - ci),
-                        clamp(mean + ci),
-                        cap,
-                        draw::INK,
-                    )?;
+                    error_bar(&mut chart, x, clamp(lo), clamp(hi), cap, draw::INK)?;
                     chart
                         .draw_series(std::iter::once(
-                            EmptyElement::at((x, clamp(mean + ci)))
+                            EmptyElement::at((x, clamp(hi)))
                                 + Text::new(
                                     format!("{}{suffix}", draw::tick(mean, y_dec + 1)),
                                     (0, -(6.0 * s) as i32),
@@ -729,14 +792,13 @@ impl<'a> PanelFigure<'a> {
         // Bands first, then lines, then markers, so nothing hides a line.
         if lines {
             for (si, pts) in all.iter().enumerate() {
-                if pts.len() < 2 || pts.iter().all(|p| p.2 == 0.0) {
+                if pts.len() < 2 || pts.iter().all(|p| p.2 == p.1 && p.3 == p.1) {
                     continue;
                 }
                 let c = self.series[si].color;
                 let alpha = (0.5 / self.series.len() as f64).clamp(0.08, 0.2);
-                let mut poly: Vec<(f64, f64)> =
-                    pts.iter().map(|p| (p.0, clamp(p.1 + p.2))).collect();
-                poly.extend(pts.iter().rev().map(|p| (p.0, clamp(p.1 - p.2))));
+                let mut poly: Vec<(f64, f64)> = pts.iter().map(|p| (p.0, clamp(p.3))).collect();
+                poly.extend(pts.iter().rev().map(|p| (p.0, clamp(p.2))));
                 chart
                     .draw_series(std::iter::once(Polygon::new(poly, c.mix(alpha).filled())))
                     .map_err(de)?;
@@ -760,16 +822,9 @@ impl<'a> PanelFigure<'a> {
         }
         for (si, pts) in all.iter().enumerate() {
             let sr = &self.series[si];
-            for &(x, mean, ci) in pts {
+            for &(x, mean, lo, hi) in pts {
                 if !lines || pts.len() < 2 {
-                    error_bar(
-                        &mut chart,
-                        x,
-                        clamp(mean - ci),
-                        clamp(mean + ci),
-                        cap,
-                        sr.color,
-                    )?;
+                    error_bar(&mut chart, x, clamp(lo), clamp(hi), cap, sr.color)?;
                 }
                 draw::marker(
                     chart.plotting_area(),
@@ -782,6 +837,74 @@ impl<'a> PanelFigure<'a> {
             }
         }
         Ok(())
+    }
+}
+
+/// A point: (x, mean, low end of the CI, high end).
+type Pt = (f64, f64, f64, f64);
+
+/// A base-10 log y axis over whole decades, `bottom..top` in log10 units,
+/// with a row one decade below `bottom` for zero (and anything a CI takes
+/// below the axis), labelled `0`.
+#[derive(Debug, Clone, PartialEq)]
+struct LogAxis {
+    /// log10 of the lowest decade shown.
+    bottom: f64,
+    /// log10 of the top of the axis.
+    top: f64,
+}
+
+impl LogAxis {
+    /// Decades a log axis may span at most: smaller values go to the zero row.
+    const MAX_DECADES: f64 = 5.0;
+
+    /// A log axis when the positive means span a factor of 30 or more
+    /// (positive values only; zeros sit on the zero row).
+    fn choose(all: &[Vec<Pt>]) -> Option<LogAxis> {
+        let means = all.iter().flatten().map(|p| p.1).filter(|v| *v > 0.0);
+        let lo = means.clone().fold(f64::INFINITY, f64::min);
+        let hi = means.fold(f64::NEG_INFINITY, f64::max);
+        if !(lo.is_finite() && hi.is_finite()) || hi < 30.0 * lo {
+            return None;
+        }
+        let top_v = all.iter().flatten().map(|p| p.3).fold(hi, f64::max);
+        let top = top_v.log10().ceil().max(hi.log10() + 0.1);
+        // The lowest decade holds the smallest positive mean and CI low end.
+        let low = all
+            .iter()
+            .flatten()
+            .flat_map(|p| [p.1, p.2])
+            .filter(|v| *v > 0.0)
+            .fold(lo, f64::min);
+        let bottom = low.log10().floor().max(top.floor() - Self::MAX_DECADES);
+        Some(LogAxis { bottom, top })
+    }
+
+    fn zero_row(&self) -> f64 {
+        self.bottom - 1.0
+    }
+
+    /// Position of a value on the axis.
+    fn pos(&self, v: f64) -> f64 {
+        if v > 0.0 {
+            v.log10().max(self.zero_row()).min(self.top)
+        } else {
+            self.zero_row()
+        }
+    }
+
+    /// A tick label: `0` on the zero row, the decade's value on a whole
+    /// decade, nothing elsewhere.
+    fn label(&self, v: f64) -> String {
+        if (v - self.zero_row()).abs() < 1e-9 {
+            return "0".into();
+        }
+        if v < self.bottom - 1e-9 || (v - v.round()).abs() > 1e-9 {
+            return String::new();
+        }
+        let k = v.round() as i32;
+        let d = (-k).max(0) as usize;
+        format!("{:.d$}", 10f64.powi(k))
     }
 }
 
@@ -892,6 +1015,41 @@ impl Figure for PanelFigure<'_> {
             self.draw_panel(cell, m, s)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod log_axis_tests {
+    use super::*;
+
+    fn pts(means: &[f64]) -> Vec<Vec<Pt>> {
+        vec![means.iter().map(|&m| (0.0, m, m * 0.9, m * 1.1)).collect()]
+    }
+
+    #[test]
+    fn chosen_only_when_the_series_span_a_factor_of_30() {
+        assert_eq!(LogAxis::choose(&pts(&[50.0, 80.0, 0.0])), None);
+        assert_eq!(LogAxis::choose(&pts(&[0.0, 0.0])), None);
+        let l = LogAxis::choose(&pts(&[80.0, 0.72, 0.03])).expect("log");
+        assert_eq!((l.bottom, l.zero_row()), (-2.0, -3.0));
+        assert!(l.top >= 80f64.log10() + 0.1 && l.top <= 2.1, "{l:?}");
+    }
+
+    #[test]
+    fn decades_are_whole_and_labelled() {
+        // A tiny value cannot stretch the axis past five decades, and the
+        // bottom stays on a whole decade so that every decade is labelled.
+        let l = LogAxis::choose(&pts(&[90.0, 0.000_001])).expect("log");
+        assert_eq!(l.bottom, l.bottom.round());
+        assert_eq!(l.bottom, -3.0);
+        assert_eq!(l.label(l.zero_row()), "0");
+        assert_eq!(l.label(-3.0), "0.001");
+        assert_eq!(l.label(0.0), "1");
+        assert_eq!(l.label(2.0), "100");
+        assert_eq!(l.label(0.5), "");
+        assert_eq!(l.pos(0.0), l.zero_row());
+        assert_eq!(l.pos(1e-9), l.zero_row());
+        assert!((l.pos(10.0) - 1.0).abs() < 1e-12);
     }
 }
 
