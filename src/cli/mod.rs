@@ -2,9 +2,11 @@
 //! lives in its own file.
 
 use clap::{Parser, Subcommand};
+use std::io::Write;
 use std::process::ExitCode;
 
 pub mod arbitrate;
+pub mod interrupt;
 pub mod merge;
 pub mod plot;
 pub mod run;
@@ -70,14 +72,48 @@ pub enum Command {
     Tune(tune::Args),
 }
 
+/// Exit status of a run stopped by Ctrl-C (SIGINT), SIGTERM or SIGHUP.
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+/// Write `text` to stdout, all of it, and flush. Never panics (unlike
+/// `print!`): a write error comes back as a failure naming stdout; a
+/// closed pipe (`herdsim ... | head`) is recognised by [`main`], which
+/// then exits quietly.
+pub fn print_out(text: &str) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| CliError::Failure(anyhow::Error::new(e).context("cannot write to stdout")))
+}
+
+/// Write one diagnostic line to stderr. Never panics: when stderr itself
+/// cannot be written (closed, a full disk), the line is lost and nothing
+/// else happens (the exit status still tells).
+pub fn note(line: impl std::fmt::Display) {
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
+
+/// Whether an error is a write to a closed pipe (the reader went away).
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
 /// Parse arguments, run the subcommand, map errors to exit codes.
 pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() { EXIT_BAD_INPUT } else { 0 };
-            let _ = e.print();
-            return ExitCode::from(code);
+            return match e.print() {
+                // `--help` or `--version` into a full disk: say so in the status.
+                Err(io) if code == 0 && io.kind() != std::io::ErrorKind::BrokenPipe => {
+                    ExitCode::from(EXIT_FAILURE)
+                }
+                _ => ExitCode::from(code),
+            };
         }
     };
     let result = match cli.command {
@@ -91,11 +127,13 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(CliError::BadInput(msg)) => {
-            eprintln!("herdsim: error: {msg}");
+            note(format_args!("herdsim: error: {msg}"));
             ExitCode::from(EXIT_BAD_INPUT)
         }
+        // The reader of stdout went away (`| head`): it has what it wanted.
+        Err(CliError::Failure(e)) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(CliError::Failure(e)) => {
-            eprintln!("herdsim: error: {e:#}");
+            note(format_args!("herdsim: error: {e:#}"));
             ExitCode::from(EXIT_FAILURE)
         }
     }

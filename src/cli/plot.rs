@@ -140,14 +140,16 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
             Some(m) => m.clone(),
             None => {
                 let id = plot::most_contested(trace).map_err(to_cli)?;
-                eprintln!("herdsim: drawing the most contested message: {id}");
+                super::note(format_args!(
+                    "herdsim: drawing the most contested message: {id}"
+                ));
                 id
             }
         };
         let name = format!("timeline-{}.png", file_safe(&id));
         let out = target(args.out.as_deref(), trace, &name);
         plot::timeline_figure(trace, Some(&id), &out, args.title.as_deref()).map_err(to_cli)?;
-        println!("{}", out.display());
+        super::print_out(&format!("{}\n", out.display()))?;
         return Ok(ExitCode::SUCCESS);
     }
 
@@ -198,7 +200,7 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         x_scale: args.x_scale,
     };
     plot::metric_figure(&csv, &out, &spec).map_err(to_cli)?;
-    println!("{}", out.display());
+    super::print_out(&format!("{}\n", out.display()))?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -254,16 +254,16 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         // A stale recommendation would read as this run's.
         std::fs::remove_file(&env)?;
     }
-    print!("{text}");
+    super::print_out(&text)?;
     if !args.quiet {
-        eprintln!(
+        super::note(format_args!(
             "herdsim: tune: {} candidates, {} runs in {:.1} s on {} threads; wrote {}",
             outcome.candidates.len(),
             outcome.runs,
             elapsed,
             threads,
             dir.display()
-        );
+        ));
     }
     if outcome.chosen.is_none() {
         return Err(CliError::Failure(anyhow::anyhow!(
