@@ -127,8 +127,8 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         Some(p) => {
             if args.trace.is_none() {
                 return Err(CliError::bad(format!(
-                    "--trace-policy {p}: only chooses the policy of --trace, which is not given; \
-                     add --trace FILE or drop --trace-policy"
+                    "--trace-policy {p}: given without --trace (it chooses the policy of the \
+                     traced replication); add --trace FILE or drop --trace-policy"
                 )));
             }
             let kind = p
@@ -530,10 +530,6 @@ fn check_resumable(
     loaded: &Loaded,
     jpath: &Path,
 ) -> Result<(), CliError> {
-    if old.fingerprint == new.fingerprint && old.shard == new.shard {
-        return Ok(());
-    }
-    let hint = "resume with the same scenario and options, or add --fresh to discard the journal and start over";
     let j = jpath.display();
     if old.build != new.build {
         return Err(CliError::bad(format!(
@@ -544,6 +540,10 @@ fn check_resumable(
             old.build, new.build
         )));
     }
+    if old.fingerprint == new.fingerprint && old.shard == new.shard {
+        return Ok(());
+    }
+    let hint = "resume with the same scenario and options, or add --fresh to discard the journal and start over";
     let shard_name =
         |s: Option<Shard>| s.map_or_else(|| "not sharded".to_string(), |s| format!("--shard {s}"));
     if old.shard != new.shard {

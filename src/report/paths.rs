@@ -3,8 +3,8 @@
 
 use std::path::{Component, Path, PathBuf};
 
-/// `p` made absolute, its longest existing ancestor resolved (symbolic
-/// links, `..`), the rest appended with `.` and `..` applied by name.
+/// `p` made absolute with `.` and `..` applied by name, then its longest
+/// existing ancestor resolved (symbolic links) and the rest appended.
 pub fn resolve(p: &Path) -> PathBuf {
     let abs = if p.is_absolute() {
         p.to_path_buf()
@@ -13,8 +13,18 @@ pub fn resolve(p: &Path) -> PathBuf {
             .unwrap_or_else(|_| PathBuf::from("."))
             .join(p)
     };
+    let mut clean = PathBuf::new();
+    for c in abs.components() {
+        match c {
+            Component::ParentDir => {
+                clean.pop();
+            }
+            Component::CurDir => {}
+            other => clean.push(other),
+        }
+    }
     // Split into the longest prefix that exists and the rest.
-    let mut head = abs.clone();
+    let mut head = clean;
     let mut tail: Vec<std::ffi::OsString> = Vec::new();
     let base = loop {
         if let Ok(c) = head.canonicalize() {
@@ -25,19 +35,12 @@ pub fn resolve(p: &Path) -> PathBuf {
                 tail.push(name.to_os_string());
                 head = parent.to_path_buf();
             }
-            // `..` at the end, or the root: resolve by name from here.
             _ => break head,
         }
     };
     let mut out = base;
     for part in tail.iter().rev() {
-        match Path::new(part).components().next() {
-            Some(Component::ParentDir) => {
-                out.pop();
-            }
-            Some(Component::CurDir) | None => {}
-            _ => out.push(part),
-        }
+        out.push(part);
     }
     out
 }
