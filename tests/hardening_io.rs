@@ -4,7 +4,6 @@
 //! output path and flag before it simulates, and cleans up after kills
 //! and Ctrl-C. Each test here failed on the code before the fix.
 
-use assert_cmd::Command;
 use herdsim::report::lock::FolderLock;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Output, Stdio};
@@ -12,10 +11,6 @@ use std::time::{Duration, Instant};
 
 const FIXTURE: &str = "tests/data/scenarios/sweep.toml";
 const NAME: &str = "sweep-fixture";
-
-fn herdsim() -> Command {
-    Command::cargo_bin("herdsim").expect("binary builds")
-}
 
 fn bin() -> std::process::Command {
     std::process::Command::new(env!("CARGO_BIN_EXE_herdsim"))
@@ -343,6 +338,14 @@ fn a_full_stdout_is_an_error_not_a_panic_and_results_stay() {
         .expect("runs");
     assert_eq!(o.status.code(), Some(1), "{}", stderr_of(&o));
     assert!(dir.path().join("m").join(NAME).join("runs.csv").exists());
+    let o = bin()
+        .args(["arbitrate", "--policy", "spec"])
+        .stdin(std::fs::File::open("tests/data/arbitrate/example.jsonl").expect("input"))
+        .stdout(full())
+        .output()
+        .expect("runs");
+    assert_eq!(o.status.code(), Some(1), "{}", stderr_of(&o));
+    assert!(!stderr_of(&o).contains("panicked"));
     let o = bin().arg("--help").stdout(full()).output().expect("runs");
     assert_eq!(o.status.code(), Some(1));
 }
@@ -366,6 +369,14 @@ fn a_closed_pipe_ends_quietly_with_results_kept() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr_of(&o));
     assert_eq!(stderr_of(&o), "");
     assert!(dir.path().join("default/summary.csv").exists());
+    let o = bin()
+        .args(["arbitrate", "--policy", "spec"])
+        .stdin(std::fs::File::open("tests/data/arbitrate/example.jsonl").expect("input"))
+        .stdout(closed())
+        .output()
+        .expect("runs");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr_of(&o));
+    assert_eq!(stderr_of(&o), "");
     let o = bin()
         .args(["validate", FIXTURE])
         .stdout(closed())
@@ -776,20 +787,17 @@ fn merge_cross_checks_every_row_against_the_plan() {
 fn refused_before_work(args: &[&str], needle: &str) {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("out");
-    let o = bin()
+    assert_cmd::Command::cargo_bin("herdsim")
+        .expect("binary builds")
         .arg("run")
         .args(SMALL)
         .arg("--out")
         .arg(&out)
         .args(args)
-        .output()
-        .expect("runs");
-    assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr_of(&o));
-    let err = stderr_of(&o);
-    assert!(
-        err.starts_with("herdsim: error: ") && err.contains(needle),
-        "{args:?}: {err}"
-    );
+        .assert()
+        .code(2)
+        .stderr(predicates::str::starts_with("herdsim: error: "))
+        .stderr(predicates::str::contains(needle));
     assert!(!out.exists(), "{args:?}: wrote {:?}", files(&out));
 }
 
@@ -899,4 +907,32 @@ fn trace_and_out_paths_are_checked_before_any_work() {
     let o = run(vec!["--out".into(), s(&out), "--trace".into(), s(&t)]);
     assert!(o.status.success(), "{}", stderr_of(&o));
     assert!(t.exists());
+}
+
+#[test]
+fn a_figure_name_made_from_a_trace_obeys_the_name_rule() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = dir.path().join("t.jsonl");
+    let o = small(
+        &dir.path().join("out"),
+        &["--trace", trace.to_str().expect("utf8")],
+    );
+    assert!(o.status.success(), "{}", stderr_of(&o));
+    let id = "m".repeat(200);
+    let o = bin()
+        .args(["plot", "--timeline"])
+        .arg(&trace)
+        .args(["--msg", &id])
+        .output()
+        .expect("runs");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr_of(&o));
+    assert!(
+        stderr_of(&o).contains("--out FILE.png"),
+        "{}",
+        stderr_of(&o)
+    );
+    assert_eq!(
+        files(dir.path()).len(),
+        files(&dir.path().join("out")).len() + 1
+    );
 }

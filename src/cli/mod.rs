@@ -48,7 +48,7 @@ impl From<std::io::Error> for CliError {
 #[derive(Parser, Debug)]
 #[command(
     name = "herdsim",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (build ", env!("HERDSIM_BUILD"), ")"),
     about = "Deterministic simulator of RESPONDING_TO floor control for LLM agents in one chat channel"
 )]
 pub struct Cli {

@@ -147,6 +147,16 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
             }
         };
         let name = format!("timeline-{}.png", file_safe(&id));
+        if !args.out.as_deref().is_some_and(names_file) {
+            // The id comes from the trace file: the rule of every name
+            // herdsim makes a file name of.
+            crate::scenario::validate::check_name(&name).map_err(|m| {
+                CliError::bad(format!(
+                    "{}: message `{id}`: the figure's file name {m}; name the file with --out FILE.png",
+                    trace.display()
+                ))
+            })?;
+        }
         let out = target(args.out.as_deref(), trace, &name);
         plot::timeline_figure(trace, Some(&id), &out, args.title.as_deref()).map_err(to_cli)?;
         super::print_out(&format!("{}\n", out.display()))?;
