@@ -402,7 +402,7 @@ const BIG: [&str; 4] = ["--set", "workload.count=1000", "--reps", "8"];
 #[cfg(unix)]
 fn interrupted(out: &Path) -> Output {
     let journal = out.join(NAME).join("runs.journal");
-    let child = bin()
+    let mut child = bin()
         .args(["run", FIXTURE, "--quiet", "--jobs", "1", "--out"])
         .arg(out)
         .args(BIG)
@@ -413,6 +413,10 @@ fn interrupted(out: &Path) -> Output {
     let deadline = Instant::now() + Duration::from_secs(60);
     while journal_rows(&journal) < 3 {
         assert!(Instant::now() < deadline, "the journal never filled");
+        assert!(
+            child.try_wait().expect("wait").is_none(),
+            "the run ended before the interrupt"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     let pid = libc::pid_t::try_from(child.id()).expect("pid");

@@ -43,7 +43,7 @@ pub struct Args {
     /// Policy of the traced replication (default: the first listed).
     #[arg(long, value_name = "POLICY")]
     pub trace_policy: Option<String>,
-    /// Worker threads (default: all cores).
+    /// Worker threads, 1 to 1024 (default: all cores).
     #[arg(long)]
     pub jobs: Option<usize>,
     /// Run only the sweep points p with p % N == K (K counts from 0), for

@@ -55,7 +55,7 @@ pub struct Args {
     /// candidates at most).
     #[arg(long, value_name = "N")]
     pub grid: Option<usize>,
-    /// Worker threads (default: all cores). Results do not depend on it.
+    /// Worker threads, 1 to 1024 (default: all cores). Results do not depend on it.
     #[arg(long)]
     pub jobs: Option<usize>,
     /// No progress bar and no timing line on stderr.
