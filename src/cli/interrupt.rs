@@ -6,15 +6,31 @@
 //! resume. A second signal stops at once (status 130; a journal line cut
 //! short is detected and its replication rerun on `--resume`).
 
-use std::sync::OnceLock;
+use indicatif::ProgressBar;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 static STOP: AtomicBool = AtomicBool::new(false);
 static HINT: OnceLock<String> = OnceLock::new();
+/// The progress bar on screen, hidden while a message is printed.
+static BAR: Mutex<Option<ProgressBar>> = Mutex::new(None);
+
+/// Print a line on stderr without tearing the progress bar.
+fn say(line: &str) {
+    let bar = BAR.lock().ok().and_then(|b| b.clone());
+    match bar {
+        Some(b) => b.suspend(|| super::note(line)),
+        None => super::note(line),
+    }
+}
 
 /// Catch the signals (once per process) and return the flag they set.
-/// `journal` is named in the message a second signal prints.
-pub fn catch(journal: &std::path::Path) -> &'static AtomicBool {
+/// `journal` is named in the message a second signal prints; `bar` is
+/// the progress bar to keep tidy.
+pub fn catch(journal: &std::path::Path, bar: ProgressBar) -> &'static AtomicBool {
+    if let Ok(mut b) = BAR.lock() {
+        *b = Some(bar);
+    }
     let hint = format!(
         "the finished replications are in {}; to complete the run:\n  {}",
         journal.display(),
@@ -26,14 +42,14 @@ pub fn catch(journal: &std::path::Path) -> &'static AtomicBool {
         // finished replication.
         let _ = ctrlc::set_handler(|| {
             if STOP.swap(true, Ordering::SeqCst) {
-                super::note(format_args!(
-                    "\nherdsim: stopped; {}",
+                say(&format!(
+                    "herdsim: stopped; {}",
                     HINT.get().map_or("", String::as_str)
                 ));
                 std::process::exit(i32::from(super::EXIT_INTERRUPTED));
             }
-            super::note(
-                "\nherdsim: interrupted: finishing the replications in progress \
+            say(
+                "herdsim: interrupted: finishing the replications in progress \
                  (interrupt again to stop at once)",
             );
         });

@@ -310,7 +310,7 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
             .record(row)
             .map_err(|e| anyhow::anyhow!("cannot append to {}: {e}", jpath.display()))
     };
-    let stop = interrupt::catch(&jpath);
+    let stop = interrupt::catch(&jpath, progress.bar());
     let new_rows = sweep::execute(&remaining, &prepared, &pool, &progress, &record, stop)?;
     progress.finish();
     let elapsed = started.elapsed().as_secs_f64();

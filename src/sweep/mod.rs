@@ -140,6 +140,11 @@ impl Progress {
         self.bar.inc(1);
     }
 
+    /// The bar (a handle to it), e.g. to print a message around it.
+    pub fn bar(&self) -> ProgressBar {
+        self.bar.clone()
+    }
+
     /// Remove the bar from the terminal.
     pub fn finish(&self) {
         self.bar.finish_and_clear();
