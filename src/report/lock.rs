@@ -191,14 +191,22 @@ impl FolderLock {
     }
 }
 
-/// The pid in a temporary file name `.<name>.<pid>.tmp`.
+/// The pid in a temporary file name: `.<name>.<pid>.tmp` (see
+/// [`super::atomic`]) or `.<stem>.tmp-<pid>-<n>.<png|svg>` (a figure being
+/// drawn, see `plot::output`).
 fn temp_pid(name: &str) -> Option<u32> {
-    let rest = name.strip_prefix('.')?.strip_suffix(".tmp")?;
-    let (base, pid) = rest.rsplit_once('.')?;
-    if base.is_empty() || pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let rest = name.strip_prefix('.')?;
+    if let Some(rest) = rest.strip_suffix(".tmp") {
+        let (base, pid) = rest.rsplit_once('.')?;
+        return (!base.is_empty() && digits(pid)).then(|| pid.parse().ok())?;
     }
-    pid.parse().ok()
+    let rest = rest
+        .strip_suffix(".png")
+        .or_else(|| rest.strip_suffix(".svg"))?;
+    let (base, tail) = rest.rsplit_once(".tmp-")?;
+    let (pid, n) = tail.split_once('-')?;
+    (!base.is_empty() && digits(pid) && digits(n)).then(|| pid.parse().ok())?
 }
 
 /// Whether process `pid` exists (on Unix: `kill(pid, 0)` does not fail
@@ -233,6 +241,10 @@ mod tests {
         assert_eq!(temp_pid(".runs.csv.tmp"), None);
         assert_eq!(temp_pid(".1234.tmp"), None);
         assert_eq!(temp_pid(".x.12a.tmp"), None);
+        assert_eq!(temp_pid(".comparison.tmp-4321-0.png"), Some(4321));
+        assert_eq!(temp_pid(".pareto.tmp-9-12.svg"), Some(9));
+        assert_eq!(temp_pid(".comparison.tmp-4321.png"), None);
+        assert_eq!(temp_pid("comparison.png"), None);
     }
 
     #[test]
