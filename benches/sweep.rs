@@ -61,8 +61,17 @@ impl Plan {
 
     fn run(&self, threads: usize) -> Vec<Row> {
         let record = |_: &Row| Ok(());
-        sweep::execute(&self.jobs, &self.prepared, threads, &self.progress, &record)
-            .expect("sweep runs")
+        let pool = sweep::pool(threads).expect("pool");
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        sweep::execute(
+            &self.jobs,
+            &self.prepared,
+            &pool,
+            &self.progress,
+            &record,
+            &stop,
+        )
+        .expect("sweep runs")
     }
 }
 

@@ -6,6 +6,11 @@
 //! `metrics` -> `report`. `floor` is the real arbitration logic and depends
 //! on nothing else in the crate; `engine` knows nothing of agents.
 
+/// This build's identity: a hash of the simulation source, `Cargo.lock`,
+/// the compiler and the target (see `build.rs`). Journals and shard
+/// results carry it; results of two builds are never mixed.
+pub const BUILD: &str = env!("HERDSIM_BUILD");
+
 pub mod cli;
 pub mod engine;
 pub mod floor;

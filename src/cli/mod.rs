@@ -2,9 +2,11 @@
 //! lives in its own file.
 
 use clap::{Parser, Subcommand};
+use std::io::Write;
 use std::process::ExitCode;
 
 pub mod arbitrate;
+pub mod interrupt;
 pub mod merge;
 pub mod plot;
 pub mod run;
@@ -46,7 +48,7 @@ impl From<std::io::Error> for CliError {
 #[derive(Parser, Debug)]
 #[command(
     name = "herdsim",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (build ", env!("HERDSIM_BUILD"), ")"),
     about = "Deterministic simulator of RESPONDING_TO floor control for LLM agents in one chat channel",
     after_help = "Start with `herdsim run scenarios/default.toml` in the source tree. Documentation: \
                   README.md and docs/ in the repository."
@@ -113,17 +115,51 @@ fn parse_error_line(e: &clap::Error) -> String {
     format!("{first}{tip} (`{help}` lists the options)")
 }
 
+/// Exit status of a run stopped by Ctrl-C (SIGINT), SIGTERM or SIGHUP.
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+/// Write `text` to stdout, all of it, and flush. Never panics (unlike
+/// `print!`): a write error comes back as a failure naming stdout; a
+/// closed pipe (`herdsim ... | head`) is recognised by [`main`], which
+/// then exits quietly.
+pub fn print_out(text: &str) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| CliError::Failure(anyhow::Error::new(e).context("cannot write to stdout")))
+}
+
+/// Write one diagnostic line to stderr. Never panics: when stderr itself
+/// cannot be written (closed, a full disk), the line is lost and nothing
+/// else happens (the exit status still tells).
+pub fn note(line: impl std::fmt::Display) {
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
+
+/// Whether an error is a write to a closed pipe (the reader went away).
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
 /// Parse arguments, run the subcommand, map errors to exit codes.
 pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => {
-            // --help, --version: clap's own text on stdout.
-            let _ = e.print();
-            return ExitCode::SUCCESS;
+            // --help, --version: clap's own text on stdout; into a full
+            // disk, say so in the status (a closed pipe is not an error).
+            return match e.print() {
+                Err(io) if io.kind() != std::io::ErrorKind::BrokenPipe => {
+                    ExitCode::from(EXIT_FAILURE)
+                }
+                _ => ExitCode::SUCCESS,
+            };
         }
         Err(e) => {
-            eprintln!("herdsim: error: {}", parse_error_line(&e));
+            note(format_args!("herdsim: error: {}", parse_error_line(&e)));
             return ExitCode::from(EXIT_BAD_INPUT);
         }
     };
@@ -138,11 +174,13 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(CliError::BadInput(msg)) => {
-            eprintln!("herdsim: error: {msg}");
+            note(format_args!("herdsim: error: {msg}"));
             ExitCode::from(EXIT_BAD_INPUT)
         }
+        // The reader of stdout went away (`| head`): it has what it wanted.
+        Err(CliError::Failure(e)) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(CliError::Failure(e)) => {
-            eprintln!("herdsim: error: {e:#}");
+            note(format_args!("herdsim: error: {e:#}"));
             ExitCode::from(EXIT_FAILURE)
         }
     }

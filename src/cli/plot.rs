@@ -140,14 +140,26 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
             Some(m) => m.clone(),
             None => {
                 let id = plot::most_contested(trace).map_err(to_cli)?;
-                eprintln!("herdsim: drawing the most contested message: {id}");
+                super::note(format_args!(
+                    "herdsim: drawing the most contested message: {id}"
+                ));
                 id
             }
         };
         let name = format!("timeline-{}.png", file_safe(&id));
+        if !args.out.as_deref().is_some_and(names_file) {
+            // The id comes from the trace file: the rule of every name
+            // herdsim makes a file name of.
+            crate::scenario::validate::check_name(&name).map_err(|m| {
+                CliError::bad(format!(
+                    "{}: message `{id}`: the figure's file name {m}; name the file with --out FILE.png",
+                    trace.display()
+                ))
+            })?;
+        }
         let out = target(args.out.as_deref(), trace, &name);
         plot::timeline_figure(trace, Some(&id), &out, args.title.as_deref()).map_err(to_cli)?;
-        println!("{}", out.display());
+        super::print_out(&format!("{}\n", out.display()))?;
         return Ok(ExitCode::SUCCESS);
     }
 
@@ -198,7 +210,7 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         x_scale: args.x_scale,
     };
     plot::metric_figure(&csv, &out, &spec).map_err(to_cli)?;
-    println!("{}", out.display());
+    super::print_out(&format!("{}\n", out.display()))?;
     Ok(ExitCode::SUCCESS)
 }
 

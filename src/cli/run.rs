@@ -7,10 +7,12 @@
 //! `runs.csv` are written atomically at the end and the journal removed.
 
 use super::CliError;
+use super::interrupt;
 use crate::floor::PolicyKind;
 use crate::metrics::METRICS;
 use crate::model::{Prepared, TraceBuf, simulate};
-use crate::report::{atomic, csv_out, table};
+use crate::report::lock::{FolderLock, LOCK_FILE, LockError};
+use crate::report::{atomic, csv_out, paths, table};
 use crate::scenario::{Loaded, Point, ScenarioError};
 use crate::sweep::journal::{self, Header, JOURNAL_FILE};
 use crate::sweep::shard::{SHARD_FILE, SHARD_FORMAT, ShardMeta};
@@ -41,7 +43,7 @@ pub struct Args {
     /// Policy of the traced replication (default: the first listed).
     #[arg(long, value_name = "POLICY")]
     pub trace_policy: Option<String>,
-    /// Worker threads (default: all cores).
+    /// Worker threads, 1 to 1024 (default: all cores).
     #[arg(long)]
     pub jobs: Option<usize>,
     /// Run only the sweep points p with p % N == K (K counts from 0), for
@@ -118,17 +120,40 @@ pub fn load_plan(
 }
 
 pub fn run(args: Args) -> Result<ExitCode, CliError> {
+    // Every check of the input, the flags and the output paths comes
+    // first: nothing is written and nothing simulated before they pass.
     let plan = load_plan(args.scenario.as_ref(), &args.set, args.seed, args.reps)?;
     let trace_policy = match &args.trace_policy {
-        Some(p) => Some(
-            p.parse::<PolicyKind>()
-                .map_err(|e| CliError::bad(format!("--trace-policy {p}: {e}")))?,
-        ),
+        Some(p) => {
+            if args.trace.is_none() {
+                return Err(CliError::bad(format!(
+                    "--trace-policy {p}: given without --trace (it chooses the policy of the \
+                     traced replication); add --trace FILE or drop --trace-policy"
+                )));
+            }
+            let kind = p
+                .parse::<PolicyKind>()
+                .map_err(|e| CliError::bad(format!("--trace-policy {p}: {e}")))?;
+            if !plan.policies.contains(&kind) {
+                return Err(CliError::bad(format!(
+                    "--trace-policy {p}: not a policy of this run (it runs {})",
+                    plan.policies
+                        .iter()
+                        .map(|k| k.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+            Some(kind)
+        }
         None => None,
     };
     let threads = args.jobs.unwrap_or_else(default_jobs);
-    if threads == 0 {
-        return Err(CliError::bad("--jobs 0: must be at least 1"));
+    if threads == 0 || threads > sweep::MAX_THREADS {
+        return Err(CliError::bad(format!(
+            "--jobs {threads}: must be from 1 to {} worker threads",
+            sweep::MAX_THREADS
+        )));
     }
     let total_points = plan.points.len();
     let run_points: Vec<usize> = match args.shard {
@@ -165,25 +190,49 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
 
     // What this run is, for the journal and shard metadata.
     let scenario_toml = plan.loaded.resolved_toml().map_err(bad)?;
-    let data = journal::data_hash(&plan.loaded.resolved_table(), &plan.loaded.base_dir)
+    let resolved = plan.loaded.resolved_table();
+    let data = journal::data_hash(&resolved, &plan.loaded.base_dir)
         .map_err(|m| CliError::bad(format!("{}: {m}", plan.loaded.file)))?;
     let header = Header {
         herdsim: env!("CARGO_PKG_VERSION").to_string(),
+        build: crate::BUILD.to_string(),
         fingerprint: journal::fingerprint(&scenario_toml, &data),
         shard: args.shard,
         jobs: jobs.len(),
-        data,
-        scenario: scenario_toml,
+        data: data.clone(),
+        scenario: scenario_toml.clone(),
     };
     let dir = args.out.join(&plan.name);
     let jpath = dir.join(JOURNAL_FILE);
+    let mut inputs: Vec<PathBuf> = args.scenario.iter().cloned().collect();
+    inputs.extend(
+        journal::data_files(&resolved)
+            .iter()
+            .map(|p| plan.loaded.base_dir.join(p)),
+    );
+    check_outputs(&args, &dir, &inputs)?;
+    let pool = sweep::pool(threads).map_err(|m| CliError::Failure(anyhow::anyhow!(m)))?;
+
+    // One run per results folder: held until this process ends.
+    let _lock = lock_folder(&dir, args.quiet)?;
 
     // Replications an interrupted run already finished.
     let mut finished: Vec<Row> = Vec::new();
-    if jpath.exists() {
-        if args.resume {
-            let old = journal::read(&jpath)
-                .map_err(|m| CliError::bad(format!("{}: {m}", jpath.display())))?;
+    if jpath.exists() && !args.fresh {
+        let old = journal::read(&jpath);
+        // A run killed after writing its results but before removing its
+        // journal left a complete one: use it, whatever the flags.
+        let complete = !args.resume
+            && old.as_ref().is_ok_and(|c| {
+                c.header.fingerprint == header.fingerprint
+                    && c.header.shard == header.shard
+                    && c.rows.len() == jobs.len()
+                    && c.rows
+                        .iter()
+                        .all(|r| job_index(&r.job, &run_points, &plan, &jobs).is_some())
+            });
+        if args.resume || complete {
+            let old = old.map_err(|m| CliError::bad(format!("{}: {m}", jpath.display())))?;
             check_resumable(&old.header, &header, &plan.loaded, &jpath)?;
             for row in old.rows {
                 if job_index(&row.job, &run_points, &plan, &jobs).is_none() {
@@ -198,8 +247,14 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
                 }
                 finished.push(row);
             }
-            if !args.quiet {
-                eprintln!(
+            if complete {
+                super::note(format_args!(
+                    "herdsim: {} holds every replication of this run (a finished run stopped \
+                     before removing it): writing the results from it",
+                    jpath.display()
+                ));
+            } else if !args.quiet {
+                super::note(format_args!(
                     "herdsim: resuming {}: {} of {} replications already done{}",
                     dir.display(),
                     finished.len(),
@@ -209,10 +264,10 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
                     } else {
                         String::new()
                     }
-                );
+                ));
             }
-        } else if !args.fresh {
-            let n = journal::read(&jpath).map_or(0, |c| c.rows.len());
+        } else {
+            let n = old.map_or(0, |c| c.rows.len());
             return Err(CliError::bad(format!(
                 "{}: an interrupted run left its journal here ({n} replications finished); \
                  add --resume to complete it, or --fresh to discard it and start over",
@@ -220,10 +275,10 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
             )));
         }
     } else if args.resume && !args.quiet {
-        eprintln!(
+        super::note(format_args!(
             "herdsim: no journal in {}: nothing to resume, running from the start",
             dir.display()
-        );
+        ));
     }
     let mut done = vec![false; jobs.len()];
     for row in &finished {
@@ -256,10 +311,21 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
             .record(row)
             .map_err(|e| anyhow::anyhow!("cannot append to {}: {e}", jpath.display()))
     };
-    let new_rows = sweep::execute(&remaining, &prepared, threads, &progress, &record)?;
+    let stop = interrupt::catch(&jpath, progress.bar());
+    let new_rows = sweep::execute(&remaining, &prepared, &pool, &progress, &record, stop)?;
     progress.finish();
     let elapsed = started.elapsed().as_secs_f64();
     drop(writer);
+    if new_rows.len() < remaining.len() {
+        super::note(format_args!(
+            "herdsim: interrupted: {} of {} replications are saved in {}; to complete the run:\n  {}",
+            finished.len() + new_rows.len(),
+            jobs.len(),
+            jpath.display(),
+            interrupt::resume_command()
+        ));
+        return Ok(ExitCode::from(super::EXIT_INTERRUPTED));
+    }
 
     let resumed = finished.len();
     let mut rows = finished;
@@ -286,8 +352,10 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         let meta = ShardMeta {
             format: SHARD_FORMAT,
             herdsim: env!("CARGO_PKG_VERSION").to_string(),
+            build: crate::BUILD.to_string(),
             scenario: plan.name.clone(),
             fingerprint: header.fingerprint.clone(),
+            data,
             shard: shard.index,
             shards: shard.count,
             points_total: total_points,
@@ -295,6 +363,7 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
             policies: plan.policies.iter().map(|p| p.name().to_string()).collect(),
             reps: plan.reps,
             sweep_keys: keys.clone(),
+            resolved: scenario_toml,
         };
         atomic::write(&meta_path, meta.to_toml()?.as_bytes())?;
     }
@@ -308,7 +377,8 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
             sweep::rep_seed(plan.seed, *point, 0),
             Some(&mut buf),
         );
-        atomic::write(path, &buf)?;
+        atomic::write(path, &buf)
+            .map_err(|e| anyhow::anyhow!("--trace {}: cannot write: {e}", path.display()))?;
     }
     // The standard comparison figure of a sweep, next to the CSVs (a shard
     // draws none: plot the merged result). A drawing failure loses no
@@ -317,11 +387,16 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         let png = dir.join("comparison.png");
         if let Err(e) = crate::report::plot::comparison_figure(&dir.join("summary.csv"), &png, None)
         {
-            eprintln!("herdsim: warning: could not draw {}: {e:#}", png.display());
+            super::note(format_args!(
+                "herdsim: warning: could not draw {}: {e:#}",
+                png.display()
+            ));
         }
     }
+    // Last: the results are complete on disk. A kill before this line
+    // leaves a complete journal, which the next run recognises.
     std::fs::remove_file(&jpath)?;
-    print!("{}", table::render(&keys, &summary));
+    super::print_out(&table::render(&keys, &summary))?;
     if !args.quiet {
         let ev = METRICS.iter().position(|m| *m == "events").unwrap_or(0);
         // fold from +0: an empty sum of f64 is -0, printed "-0".
@@ -334,7 +409,7 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         } else {
             String::new()
         };
-        eprintln!(
+        super::note(format_args!(
             "herdsim: {}{resumed_note}, {:.0} events in {:.2} s ({:.1} M events/s on {}); wrote {}",
             plural(new_rows.len(), "run"),
             events,
@@ -342,9 +417,102 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
             events / elapsed.max(1e-9) / 1e6,
             plural(threads, "thread"),
             dir.display()
-        );
+        ));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Lock the results folder `dir` (creating it) for this process, and
+/// remove what killed runs left there.
+pub fn lock_folder(dir: &Path, quiet: bool) -> Result<FolderLock, CliError> {
+    let lock = FolderLock::exclusive(dir).map_err(|e| match e {
+        LockError::Held { .. } => CliError::bad(e.to_string()),
+        LockError::Io { .. } => CliError::Failure(anyhow::anyhow!("cannot create {e}")),
+    })?;
+    if let Some(why) = &lock.unsupported {
+        super::note(format_args!(
+            "herdsim: warning: cannot lock {} ({why}); nothing stops a second run from \
+             writing into it at the same time",
+            dir.display()
+        ));
+    }
+    let removed = lock.remove_stale_temps();
+    if !removed.is_empty() && !quiet {
+        super::note(format_args!(
+            "herdsim: removed {} temporary file{} that killed runs left in {}: {}",
+            removed.len(),
+            if removed.len() == 1 { "" } else { "s" },
+            dir.display(),
+            removed.join(", ")
+        ));
+    }
+    Ok(lock)
+}
+
+/// Check the output paths before any work: `--out` and the results folder
+/// must be folders (or not exist yet); no output may be one of the run's
+/// inputs; `--trace` must name a file that is neither an input nor
+/// another output of the run.
+fn check_outputs(args: &Args, dir: &Path, inputs: &[PathBuf]) -> Result<(), CliError> {
+    for d in [&args.out, &dir.to_path_buf()] {
+        if d.exists() && !d.is_dir() {
+            return Err(CliError::bad(format!(
+                "--out {}: {} exists and is not a folder",
+                args.out.display(),
+                d.display()
+            )));
+        }
+    }
+    let outputs: Vec<PathBuf> = [
+        "runs.csv",
+        "summary.csv",
+        "comparison.png",
+        JOURNAL_FILE,
+        SHARD_FILE,
+        LOCK_FILE,
+    ]
+    .iter()
+    .map(|f| dir.join(f))
+    .collect();
+    for o in &outputs {
+        if let Some(i) = inputs.iter().find(|i| paths::same(o, i)) {
+            return Err(CliError::bad(format!(
+                "--out {}: the run would overwrite its input {} with its results; \
+                 choose another --out",
+                args.out.display(),
+                i.display()
+            )));
+        }
+    }
+    if let Some(t) = &args.trace {
+        let shown = t.display();
+        if t.is_dir() {
+            return Err(CliError::bad(format!(
+                "--trace {shown}: is a folder; name the file to write the trace to"
+            )));
+        }
+        if let Some(parent) = t.parent().filter(|p| !p.as_os_str().is_empty())
+            && parent.exists()
+            && !parent.is_dir()
+        {
+            return Err(CliError::bad(format!(
+                "--trace {shown}: {} is not a folder",
+                parent.display()
+            )));
+        }
+        if let Some(i) = inputs.iter().find(|i| paths::same(t, i)) {
+            return Err(CliError::bad(format!(
+                "--trace {shown}: is an input of this run ({}); name another file",
+                i.display()
+            )));
+        }
+        if outputs.iter().any(|o| paths::same(t, o)) {
+            return Err(CliError::bad(format!(
+                "--trace {shown}: is a results file of this run; name another file"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Index of `job` in `jobs` (the plan over `run_points`), if it is one of
@@ -367,11 +535,20 @@ fn check_resumable(
     loaded: &Loaded,
     jpath: &Path,
 ) -> Result<(), CliError> {
+    let j = jpath.display();
+    if old.build != new.build {
+        return Err(CliError::bad(format!(
+            "{j}: key `build`: the interrupted run was computed by another build of herdsim \
+             (build {}, this is build {}); replications of two builds must not mix in one \
+             result: finish it with the herdsim that started it, or add --fresh to discard \
+             the journal and start over",
+            old.build, new.build
+        )));
+    }
     if old.fingerprint == new.fingerprint && old.shard == new.shard {
         return Ok(());
     }
     let hint = "resume with the same scenario and options, or add --fresh to discard the journal and start over";
-    let j = jpath.display();
     let shard_name =
         |s: Option<Shard>| s.map_or_else(|| "not sharded".to_string(), |s| format!("--shard {s}"));
     if old.shard != new.shard {
@@ -415,9 +592,11 @@ fn check_resumable(
     )))
 }
 
-/// All cores.
+/// All cores (at most [`sweep::MAX_THREADS`]).
 pub fn default_jobs() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(sweep::MAX_THREADS)
 }
 
 /// `1 thread`, `2 threads`.

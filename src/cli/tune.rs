@@ -56,7 +56,7 @@ pub struct Args {
     /// candidates at most).
     #[arg(long, value_name = "N")]
     pub grid: Option<usize>,
-    /// Worker threads (default: all cores). Results do not depend on it.
+    /// Worker threads, 1 to 1024 (default: all cores). Results do not depend on it.
     #[arg(long)]
     pub jobs: Option<usize>,
     /// No progress bar and no timing line on stderr.
@@ -188,8 +188,11 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         )));
     }
     let threads = args.jobs.unwrap_or_else(super::run::default_jobs);
-    if threads == 0 {
-        return Err(CliError::bad("--jobs 0: must be at least 1"));
+    if threads == 0 || threads > crate::sweep::MAX_THREADS {
+        return Err(CliError::bad(format!(
+            "--jobs {threads}: must be from 1 to {} worker threads",
+            crate::sweep::MAX_THREADS
+        )));
     }
     let params = args
         .param
@@ -229,6 +232,30 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         quiet: args.quiet,
     };
 
+    // The outputs' folder: a folder, not an input, and this process's alone.
+    let dir = args.out.join(&base.name).join("tune");
+    for d in [&args.out, &dir] {
+        if d.exists() && !d.is_dir() {
+            return Err(CliError::bad(format!(
+                "--out {}: {} exists and is not a folder",
+                args.out.display(),
+                d.display()
+            )));
+        }
+    }
+    if let Some(input) = &args.scenario
+        && ["candidates.csv", "pareto.png", "recommended.env"]
+            .iter()
+            .any(|f| crate::report::paths::same(&dir.join(f), input))
+    {
+        return Err(CliError::bad(format!(
+            "--out {}: tune would overwrite its input {} with its results; choose another --out",
+            args.out.display(),
+            input.display()
+        )));
+    }
+    let _lock = super::run::lock_folder(&dir, args.quiet)?;
+
     // The search.
     let started = Instant::now();
     let outcome = tune::tune(&loaded, &space, &settings).map_err(|e| match e {
@@ -238,7 +265,6 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     let elapsed = started.elapsed().as_secs_f64();
 
     // Outputs.
-    let dir = args.out.join(&base.name).join("tune");
     atomic::write(
         &dir.join("candidates.csv"),
         &report::candidates_csv(&base.name, &space, &outcome, &settings)?,
@@ -255,16 +281,16 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         // A stale recommendation would read as this run's.
         std::fs::remove_file(&env)?;
     }
-    print!("{text}");
+    super::print_out(&text)?;
     if !args.quiet {
-        eprintln!(
+        super::note(format_args!(
             "herdsim: tune: {} candidates, {} runs in {:.1} s on {}; wrote {}",
             outcome.candidates.len(),
             outcome.runs,
             elapsed,
             super::run::plural(threads, "thread"),
             dir.display()
-        );
+        ));
     }
     if outcome.chosen.is_none() {
         return Err(CliError::Failure(anyhow::anyhow!(

@@ -30,12 +30,12 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         .loaded
         .resolved_toml()
         .map_err(|e| CliError::bad(e.to_string()))?;
-    print!("{text}");
+    super::print_out(&text)?;
     if !text.ends_with('\n') {
-        println!();
+        super::print_out("\n")?;
     }
     let n = plan.points.len();
-    eprintln!(
+    super::note(format_args!(
         "herdsim: {} is valid: {} sweep point{} x {} polic{} x {} replication{}",
         plan.loaded.file,
         n,
@@ -44,6 +44,6 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         if plan.policies.len() == 1 { "y" } else { "ies" },
         plan.reps,
         if plan.reps == 1 { "" } else { "s" },
-    );
+    ));
     Ok(ExitCode::SUCCESS)
 }

@@ -2,5 +2,7 @@
 
 pub mod atomic;
 pub mod csv_out;
+pub mod lock;
+pub mod paths;
 pub mod plot;
 pub mod table;

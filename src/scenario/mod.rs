@@ -354,12 +354,8 @@ impl Loaded {
     pub fn point(&self, index: usize) -> Result<Point, ScenarioError> {
         let mut tree = Value::Table(self.resolved.clone());
         let mut params = Vec::with_capacity(self.sweep.len());
-        let mut rest = index;
-        let mut picks = vec![0usize; self.sweep.len()];
-        for (i, a) in self.sweep.iter().enumerate().rev() {
-            picks[i] = rest % a.values.len();
-            rest /= a.values.len();
-        }
+        let lens: Vec<usize> = self.sweep.iter().map(|a| a.values.len()).collect();
+        let picks = grid_picks(&lens, index);
         for (a, pick) in self.sweep.iter().zip(&picks) {
             let v = a.values[*pick].clone();
             params.push((a.key.clone(), csv_value(&v)));
@@ -487,6 +483,20 @@ impl Loaded {
             self.error_at(&key, message)
         })
     }
+}
+
+/// The value index on each axis of grid point `index`, for axes of
+/// `lens` values (row-major: the last axis varies fastest). `merge`
+/// recomputes a shard's parameter columns with it.
+pub fn grid_picks(lens: &[usize], index: usize) -> Vec<usize> {
+    let mut rest = index;
+    let mut picks = vec![0usize; lens.len()];
+    for (i, len) in lens.iter().enumerate().rev() {
+        let len = (*len).max(1);
+        picks[i] = rest % len;
+        rest /= len;
+    }
+    picks
 }
 
 /// Most points a sweep grid may have.

@@ -16,23 +16,39 @@ pub const MAX_AGENTS: u64 = 100_000;
 /// Most values one sweep axis may expand to.
 pub const MAX_AXIS_VALUES: usize = 10_000;
 
+/// Longest scenario `name` (it becomes a folder name; file systems allow 255 bytes).
+pub const MAX_NAME_LEN: usize = 100;
+
+/// The rule for every name herdsim turns into a path component (a
+/// scenario's `name`, the `scenario` of a shard's `shard.toml`): 1 to
+/// [`MAX_NAME_LEN`] ASCII letters, digits, `-`, `_` or `.`, not starting
+/// with `.`. So it can never be absolute, climb out with `..`, hide, or
+/// hold a separator, and it fits in any file system's name limit.
+pub fn check_name(name: &str) -> Result<(), String> {
+    let chars_ok = name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.');
+    if name.is_empty() || !chars_ok || name.starts_with('.') {
+        let shown: String = name.chars().take(MAX_NAME_LEN + 20).collect();
+        return Err(format!(
+            "`{shown}` must be a non-empty file name of letters, digits, `-`, `_` or `.`, \
+             not starting with `.`"
+        ));
+    }
+    if name.len() > MAX_NAME_LEN {
+        return Err(format!(
+            "is {} characters long; a name (it becomes a folder name) may have at most {MAX_NAME_LEN}",
+            name.len()
+        ));
+    }
+    Ok(())
+}
+
 /// Check every value; the error is (dotted key, message).
 pub fn check(s: &Scenario, base_dir: &Path) -> Result<(), (String, String)> {
     let err = |k: &str, m: String| Err((k.to_string(), m));
-    if s.name.is_empty()
-        || !s
-            .name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
-        || s.name.starts_with('.')
-    {
-        return err(
-            "name",
-            format!(
-                "`{}` must be a non-empty file name of letters, digits, `-`, `_` or `.`",
-                s.name
-            ),
-        );
+    if let Err(m) = check_name(&s.name) {
+        return err("name", m);
     }
     if s.reps == 0 {
         return err("reps", "must be at least 1".into());
@@ -724,6 +740,34 @@ fn key_in_value(v: &DeValue<'_>, offset: usize, path: &mut Vec<String>) -> bool 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_that_become_folders() {
+        for ok in [
+            "default",
+            "csma-window",
+            "a.b_c-1",
+            &"x".repeat(MAX_NAME_LEN),
+        ] {
+            assert_eq!(check_name(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "",
+            ".",
+            "..",
+            ".hidden",
+            "../x",
+            "/etc",
+            "a/b",
+            "a\\b",
+            "C:x",
+            "caf\u{e9}",
+            "a b",
+            &"x".repeat(MAX_NAME_LEN + 1),
+        ] {
+            assert!(check_name(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn locate_finds_nested_and_array_keys() {

@@ -9,6 +9,7 @@
 //! ```text
 //! # herdsim-journal 1
 //! # herdsim 0.1.0
+//! # build 9c1f0e2d3b4a5968
 //! # fingerprint 3f0c9a1b2d4e5f60
 //! # shard all
 //! # jobs 120
@@ -49,6 +50,9 @@ pub const JOURNAL_FORMAT: u32 = 1;
 pub struct Header {
     /// herdsim version that wrote it.
     pub herdsim: String,
+    /// [`crate::BUILD`] of the herdsim that wrote it (`unknown` in a
+    /// journal written before builds were recorded).
+    pub build: String,
     /// [`fingerprint`] of the scenario, plan and data.
     pub fingerprint: String,
     /// `--shard`, if any.
@@ -61,14 +65,22 @@ pub struct Header {
     pub scenario: String,
 }
 
-/// Fingerprint of a run: herdsim version, metric columns, the resolved
-/// scenario (every default filled in, `--set`, `--seed` and `--reps`
-/// applied, sweep axes expanded: this fixes the points, policies, reps
-/// and seeds) and the empirical data it reads. Shards of one run share it.
+/// Fingerprint of a run: herdsim version and build, metric columns, the
+/// resolved scenario (every default filled in, `--set`, `--seed` and
+/// `--reps` applied, sweep axes expanded: this fixes the points, policies,
+/// reps and seeds) and the empirical data it reads. Shards of one run
+/// share it.
 pub fn fingerprint(scenario_toml: &str, data: &str) -> String {
+    fingerprint_of(crate::BUILD, scenario_toml, data)
+}
+
+/// [`fingerprint`] as the herdsim build `build` computes it (`merge`
+/// checks a shard's recorded fingerprint against its recorded parts).
+pub fn fingerprint_of(build: &str, scenario_toml: &str, data: &str) -> String {
     let mut h = Fnv::default();
     h.part(b"herdsim run");
     h.part(env!("CARGO_PKG_VERSION").as_bytes());
+    h.part(build.as_bytes());
     for m in METRICS {
         h.part(m.as_bytes());
     }
@@ -77,10 +89,11 @@ pub fn fingerprint(scenario_toml: &str, data: &str) -> String {
     h.hex()
 }
 
-/// Hash of every empirical data file the resolved scenario (sweep values
+/// Every empirical data file the resolved scenario (sweep values
 /// included) names: a table with `kind = "empirical"` and a `path`, or a
-/// swept `....path` string. Paths are relative to `base_dir`.
-pub fn data_hash(resolved: &toml::Table, base_dir: &Path) -> Result<String, String> {
+/// swept `....path` string; as written, relative to the scenario's folder,
+/// sorted, each once.
+pub fn data_files(resolved: &toml::Table) -> Vec<String> {
     fn walk(v: &Value, key: &str, paths: &mut Vec<String>) {
         match v {
             Value::Table(t) => {
@@ -107,8 +120,14 @@ pub fn data_hash(resolved: &toml::Table, base_dir: &Path) -> Result<String, Stri
     walk(&Value::Table(resolved.clone()), "", &mut paths);
     paths.sort();
     paths.dedup();
+    paths
+}
+
+/// Hash of every empirical data file the resolved scenario names
+/// ([`data_files`]). Paths are relative to `base_dir`.
+pub fn data_hash(resolved: &toml::Table, base_dir: &Path) -> Result<String, String> {
     let mut h = Fnv::default();
-    for p in &paths {
+    for p in &data_files(resolved) {
         let bytes = std::fs::read(base_dir.join(p))
             .map_err(|e| format!("cannot read `{}`: {e}", base_dir.join(p).display()))?;
         h.part(p.as_bytes());
@@ -120,8 +139,9 @@ pub fn data_hash(resolved: &toml::Table, base_dir: &Path) -> Result<String, Stri
 impl Header {
     fn to_text(&self) -> String {
         let mut s = format!(
-            "# herdsim-journal {JOURNAL_FORMAT}\n# herdsim {}\n# fingerprint {}\n# shard {}\n# jobs {}\n# data {}\n# columns point policy rep seed {} check\n",
+            "# herdsim-journal {JOURNAL_FORMAT}\n# herdsim {}\n# build {}\n# fingerprint {}\n# shard {}\n# jobs {}\n# data {}\n# columns point policy rep seed {} check\n",
             self.herdsim,
+            self.build,
             self.fingerprint,
             self.shard
                 .map_or_else(|| "all".to_string(), |s| s.to_string()),
@@ -265,6 +285,7 @@ pub fn read(path: &Path) -> Result<Contents, String> {
     Ok(Contents {
         header: Header {
             herdsim: version,
+            build: get("build").unwrap_or_else(|_| "unknown".to_string()),
             fingerprint: get("fingerprint")?,
             shard,
             jobs,
@@ -373,6 +394,7 @@ mod tests {
     fn header() -> Header {
         Header {
             herdsim: env!("CARGO_PKG_VERSION").into(),
+            build: crate::BUILD.into(),
             fingerprint: fingerprint("reps = 2\n", "x"),
             shard: Some(Shard { index: 1, count: 3 }),
             jobs: 4,

@@ -20,7 +20,7 @@ use crate::metrics::RunResult;
 use crate::model::{Prepared, simulate};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 
 /// SplitMix64 finalizer: a bijective mix of 64 bits.
 fn mix(mut z: u64) -> u64 {
@@ -166,24 +166,51 @@ impl Progress {
         self.bar.inc(self.cost.get(slot).copied().unwrap_or(1));
     }
 
+    /// The bar (a handle to it), e.g. to print a message around it.
+    pub fn bar(&self) -> ProgressBar {
+        self.bar.clone()
+    }
+
     /// Remove the bar from the terminal.
     pub fn finish(&self) {
         self.bar.finish_and_clear();
     }
 }
 
-/// Run `jobs` on `threads` threads. `prepared` holds each point's world,
-/// sorted by point; `record` is called with each finished row as soon as
-/// it is done (from any thread; it appends to the journal). Results come
-/// back in job order.
+/// Most worker threads `--jobs` may ask for.
+pub const MAX_THREADS: usize = 1024;
+
+/// The worker pool of `--jobs N` threads, built before any work starts so
+/// that a failure names `--jobs`.
+pub fn pool(threads: usize) -> Result<rayon::ThreadPool, String> {
+    if threads == 0 || threads > MAX_THREADS {
+        return Err(format!(
+            "--jobs {threads}: must be from 1 to {MAX_THREADS} worker threads"
+        ));
+    }
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|e| format!("--jobs {threads}: cannot start {threads} worker threads: {e}"))
+}
+
+/// Run `jobs` on `pool`. `prepared` holds each point's world, sorted by
+/// point; `record` is called with each finished row as soon as it is done
+/// (from any thread; it appends to the journal). Once `stop` is set (by
+/// Ctrl-C), no further job starts; the ones running finish and are
+/// recorded. The finished rows come back in job order.
 pub fn execute(
     jobs: &[Job],
     prepared: &[(usize, Prepared)],
-    threads: usize,
+    pool: &rayon::ThreadPool,
     progress: &Progress,
     record: &(dyn Fn(&Row) -> anyhow::Result<()> + Sync),
+    stop: &AtomicBool,
 ) -> anyhow::Result<Vec<Row>> {
-    let run_one = |job: &Job| -> anyhow::Result<Row> {
+    let run_one = |job: &Job| -> anyhow::Result<Option<Row>> {
+        if stop.load(Ordering::SeqCst) {
+            return Ok(None);
+        }
         let slot = prepared
             .binary_search_by_key(&job.point, |(p, _)| *p)
             .map_err(|_| anyhow::anyhow!("internal: point {} was not prepared", job.point))?;
@@ -191,16 +218,19 @@ pub fn execute(
         let row = Row { job: *job, result };
         record(&row)?;
         progress.job_done(slot);
-        Ok(row)
+        Ok(Some(row))
     };
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads.max(1))
-        .build()?;
     // One job per task: rayon's adaptive splitting would otherwise leave
     // sequential chunks of about jobs / (2 x threads) that an idle thread
     // cannot steal, and on 2 threads one sat idle for up to a fifth of the
     // sweep. A job (a whole replication) dwarfs the cost of a task.
-    pool.install(|| jobs.par_iter().with_max_len(1).map(run_one).collect())
+    let rows: Vec<Option<Row>> = pool.install(|| {
+        jobs.par_iter()
+            .with_max_len(1)
+            .map(run_one)
+            .collect::<anyhow::Result<_>>()
+    })?;
+    Ok(rows.into_iter().flatten().collect())
 }
 
 /// Put rows in plan order (point, policy as listed, replication); `order`

@@ -15,8 +15,9 @@ use std::str::FromStr;
 /// Name of the metadata file a finished sharded run writes beside its CSVs.
 pub const SHARD_FILE: &str = "shard.toml";
 
-/// Version of the `shard.toml` format.
-pub const SHARD_FORMAT: u32 = 1;
+/// Version of the `shard.toml` format (2: the build, the data hash and the
+/// resolved scenario, so that `merge` can check every row against the plan).
+pub const SHARD_FORMAT: u32 = 2;
 
 /// Shard `index` of `count`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,11 +68,17 @@ pub struct ShardMeta {
     pub format: u32,
     /// herdsim version that wrote it.
     pub herdsim: String,
-    /// Scenario name (the results folder's name).
+    /// [`crate::BUILD`] of the herdsim that ran it.
+    pub build: String,
+    /// Scenario name (the results folder's name; `merge` checks it with
+    /// the rule for a scenario's `name` before using it as a folder).
     pub scenario: String,
     /// Fingerprint of the resolved scenario and plan; equal for all shards
-    /// of one run (see [`super::journal::fingerprint`]).
+    /// of one run (see [`super::journal::fingerprint`]): the one of
+    /// `build`, `resolved` and `data`.
     pub fingerprint: String,
+    /// Hash of the empirical data files ([`super::journal::data_hash`]).
+    pub data: String,
     /// K of `--shard K/N`.
     pub shard: usize,
     /// N of `--shard K/N`.
@@ -88,6 +95,10 @@ pub struct ShardMeta {
     pub reps: u32,
     /// Sweep keys: the parameter columns after `scenario,policy`.
     pub sweep_keys: Vec<String>,
+    /// The resolved scenario (sweep included), as `herdsim validate`
+    /// prints it: the plan (seed, points, policies, reps) every row is
+    /// checked against.
+    pub resolved: String,
 }
 
 impl ShardMeta {

@@ -254,10 +254,7 @@ fn nan_last(x: f64) -> f64 {
 
 /// Search `space` over `loaded` (the scenario with `--set` applied).
 pub fn tune(loaded: &Loaded, space: &Space, s: &Settings) -> Result<Outcome, TuneError> {
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(s.threads.max(1))
-        .build()
-        .map_err(|e| TuneError::Failure(e.into()))?;
+    let pool = crate::sweep::pool(s.threads).map_err(|m| TuneError::Failure(anyhow::anyhow!(m)))?;
     let target = if s.quiet {
         ProgressDrawTarget::hidden()
     } else {
