@@ -13,5 +13,6 @@ pub mod metrics;
 pub mod model;
 pub mod report;
 pub mod scenario;
+pub mod serve;
 pub mod sweep;
 pub mod tune;

@@ -8,6 +8,7 @@ pub mod arbitrate;
 pub mod merge;
 pub mod plot;
 pub mod run;
+pub mod serve;
 pub mod tune;
 pub mod validate;
 
@@ -68,6 +69,8 @@ pub enum Command {
     Merge(merge::Args),
     /// Recommend a CSMA window and claim TTL under a latency budget.
     Tune(tune::Args),
+    /// Run a live WebSocket chat server (agentchat subset) arbitrated by a policy.
+    Serve(serve::Args),
 }
 
 /// Parse arguments, run the subcommand, map errors to exit codes.
@@ -87,6 +90,7 @@ pub fn main() -> ExitCode {
         Command::Plot(args) => plot::run(args),
         Command::Merge(args) => merge::run(args),
         Command::Tune(args) => tune::run(args),
+        Command::Serve(args) => serve::run(args),
     };
     match result {
         Ok(code) => code,
