@@ -709,8 +709,14 @@ async fn the_binary_serves_and_stops_cleanly_on_sigterm() {
     let rest = reader.join().expect("reader");
     assert!(rest.iter().any(|l| l.contains("stopped")), "{rest:?}");
     let text = std::fs::read_to_string(&log).expect("log");
-    let lines: Vec<&str> = text.lines().collect();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
     assert_eq!(lines.len(), 2, "{text}");
-    assert!(lines[0].contains(r##""event":{"type":"JOIN","channel":"#general"}"##));
-    assert!(lines[1].contains(r#""event":{"type":"DISCONNECT"}"#));
+    assert_eq!(lines[0]["agent"], "agent-a");
+    assert_eq!(lines[0]["role"], "agent");
+    assert_eq!(lines[0]["event"], json!({"type": "JOIN", "channel": "#general"}));
+    assert_eq!(lines[1]["event"], json!({"type": "DISCONNECT"}));
+    assert!(lines[0]["at_ms"].as_u64() <= lines[1]["at_ms"].as_u64());
 }
