@@ -138,10 +138,13 @@ struct Client {
 
 impl Client {
     async fn connect(addr: SocketAddr) -> Client {
-        let (ws, _) = tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(format!("ws://{addr}")))
-            .await
-            .expect("connect in time")
-            .expect("connects");
+        let (ws, _) = tokio::time::timeout(
+            WAIT,
+            tokio_tungstenite::connect_async(format!("ws://{addr}")),
+        )
+        .await
+        .expect("connect in time")
+        .expect("connects");
         Client {
             ws,
             id: String::new(),
@@ -156,13 +159,20 @@ impl Client {
         c.send(json!({"type": "IDENTIFY", "name": name})).await;
         let w = c.next().await;
         assert_eq!(w["type"], "WELCOME", "{w}");
-        c.id = w["agent_id"].as_str().unwrap_or("").trim_start_matches('@').to_string();
+        c.id = w["agent_id"]
+            .as_str()
+            .unwrap_or("")
+            .trim_start_matches('@')
+            .to_string();
         assert_eq!(c.id, name);
         c
     }
 
     async fn send(&mut self, v: Value) {
-        self.ws.send(Message::text(v.to_string())).await.expect("sends");
+        self.ws
+            .send(Message::text(v.to_string()))
+            .await
+            .expect("sends");
     }
 
     async fn send_raw(&mut self, m: Message) {
@@ -225,7 +235,10 @@ impl Client {
     /// Read until the server closes; the close code, if any.
     async fn closed(&mut self) -> Option<CloseCode> {
         loop {
-            match tokio::time::timeout(WAIT, self.ws.next()).await.expect("closes in time") {
+            match tokio::time::timeout(WAIT, self.ws.next())
+                .await
+                .expect("closes in time")
+            {
                 None | Some(Err(_)) => return None,
                 Some(Ok(Message::Close(f))) => return f.map(|f| f.code),
                 Some(Ok(Message::Text(t))) => {
@@ -264,12 +277,17 @@ async fn keyed_identify_handshake_derives_the_agentchat_id() {
 
     let mut c = Client::connect(srv.addr).await;
     // Not a key.
-    c.send(json!({"type": "IDENTIFY", "name": "keyed", "pubkey": "nope"})).await;
+    c.send(json!({"type": "IDENTIFY", "name": "keyed", "pubkey": "nope"}))
+        .await;
     assert_eq!(c.expect("ERROR").await["code"], "INVALID_MSG");
     // A wrong signature fails, and the connection may try again.
-    c.send(json!({"type": "IDENTIFY", "name": "keyed", "pubkey": pem})).await;
+    c.send(json!({"type": "IDENTIFY", "name": "keyed", "pubkey": pem}))
+        .await;
     let ch = c.expect("CHALLENGE").await;
-    let id = ch["challenge_id"].as_str().expect("challenge_id").to_string();
+    let id = ch["challenge_id"]
+        .as_str()
+        .expect("challenge_id")
+        .to_string();
     let nonce = ch["nonce"].as_str().expect("nonce").to_string();
     assert_eq!(nonce.len(), 32);
     let wrong = key.sign(format!("AGENTCHAT_AUTH|{nonce}|{id}|1").as_bytes());
@@ -280,9 +298,13 @@ async fn keyed_identify_handshake_derives_the_agentchat_id() {
     c.send(json!({"type": "JOIN", "channel": "#general"})).await;
     assert_eq!(c.expect("ERROR").await["code"], "AUTH_REQUIRED");
 
-    c.send(json!({"type": "IDENTIFY", "name": "keyed", "pubkey": pem})).await;
+    c.send(json!({"type": "IDENTIFY", "name": "keyed", "pubkey": pem}))
+        .await;
     let ch = c.expect("CHALLENGE").await;
-    let id = ch["challenge_id"].as_str().expect("challenge_id").to_string();
+    let id = ch["challenge_id"]
+        .as_str()
+        .expect("challenge_id")
+        .to_string();
     let nonce = ch["nonce"].as_str().expect("nonce").to_string();
     let ts = 1_700_000_000_123_i64;
     let sig = key.sign(format!("AGENTCHAT_AUTH|{nonce}|{id}|{ts}").as_bytes());
@@ -295,25 +317,40 @@ async fn keyed_identify_handshake_derives_the_agentchat_id() {
 
     // A key-less agent cannot take a keyed id, nor a name in use.
     let mut squat = Client::connect(srv.addr).await;
-    squat.send(json!({"type": "IDENTIFY", "name": want_id})).await;
+    squat
+        .send(json!({"type": "IDENTIFY", "name": want_id}))
+        .await;
     assert_eq!(squat.expect("ERROR").await["code"], "INVALID_NAME");
     let _first = Client::named(srv.addr, "plain").await;
     let mut second = Client::connect(srv.addr).await;
-    second.send(json!({"type": "IDENTIFY", "name": "plain"})).await;
+    second
+        .send(json!({"type": "IDENTIFY", "name": "plain"}))
+        .await;
     assert_eq!(second.expect("ERROR").await["code"], "INVALID_NAME");
 
     // The same key on a second connection displaces the first.
     let mut again = Client::connect(srv.addr).await;
-    again.send(json!({"type": "IDENTIFY", "name": "keyed", "pubkey": pem})).await;
+    again
+        .send(json!({"type": "IDENTIFY", "name": "keyed", "pubkey": pem}))
+        .await;
     let ch = again.expect("CHALLENGE").await;
-    let id = ch["challenge_id"].as_str().expect("challenge_id").to_string();
+    let id = ch["challenge_id"]
+        .as_str()
+        .expect("challenge_id")
+        .to_string();
     let nonce = ch["nonce"].as_str().expect("nonce").to_string();
     let sig = key.sign(format!("AGENTCHAT_AUTH|{nonce}|{id}|5").as_bytes());
     again
         .send(json!({"type": "VERIFY_IDENTITY", "challenge_id": id, "signature": b64.encode(sig.to_bytes()), "timestamp": 5}))
         .await;
-    assert_eq!(again.expect("WELCOME").await["agent_id"], format!("@{want_id}"));
-    assert_eq!(c.expect("SESSION_DISPLACED").await["type"], "SESSION_DISPLACED");
+    assert_eq!(
+        again.expect("WELCOME").await["agent_id"],
+        format!("@{want_id}")
+    );
+    assert_eq!(
+        c.expect("SESSION_DISPLACED").await["type"],
+        "SESSION_DISPLACED"
+    );
     assert_eq!(c.closed().await, Some(CloseCode::Policy));
     srv.stop();
 }
@@ -412,7 +449,13 @@ fn arbitrate(log: &Path, policy: &str, ttl_ms: u64) -> Vec<Value> {
         cmd.env_remove(var);
     }
     let out = cmd
-        .args(["arbitrate", "--policy", policy, "--ttl-ms", &ttl_ms.to_string()])
+        .args([
+            "arbitrate",
+            "--policy",
+            policy,
+            "--ttl-ms",
+            &ttl_ms.to_string(),
+        ])
         .write_stdin(input)
         .output()
         .expect("runs");
@@ -449,9 +492,12 @@ async fn a_recorded_log_replays_through_arbitrate_to_the_same_sends() {
         b.send(claim("m1", 20)).await;
         // An invalid claim, a MSG to a channel the sender is not in, a
         // DM, an unknown type: all decided (and answered) by the floor.
-        b.send(json!({"type": "RESPONDING_TO", "msg_id": "m1"})).await;
-        b.send(json!({"type": "MSG", "to": "#elsewhere", "content": "x"})).await;
-        c.send(json!({"type": "MSG", "to": "@a", "content": "psst"})).await;
+        b.send(json!({"type": "RESPONDING_TO", "msg_id": "m1"}))
+            .await;
+        b.send(json!({"type": "MSG", "to": "#elsewhere", "content": "x"}))
+            .await;
+        c.send(json!({"type": "MSG", "to": "@a", "content": "psst"}))
+            .await;
         c.send(json!({"type": "LIST_CHANNELS"})).await;
         // Let the claims expire (the outcome depends on the timing; the
         // replay must agree with whatever happened).
@@ -461,7 +507,8 @@ async fn a_recorded_log_replays_through_arbitrate_to_the_same_sends() {
             .await;
         op.send(json!({"type": "MSG", "to": "#general", "content": "q2"}))
             .await;
-        b.send(json!({"type": "LEAVE", "channel": "#general"})).await;
+        b.send(json!({"type": "LEAVE", "channel": "#general"}))
+            .await;
         for cl in [&mut op, &mut a, &mut b, &mut c] {
             cl.sync().await;
         }
@@ -477,7 +524,12 @@ async fn a_recorded_log_replays_through_arbitrate_to_the_same_sends() {
 
         let replay = arbitrate(&log, policy.name(), ttl_ms);
         assert!(!replay.is_empty());
-        for (id, seen) in [("operator", &op.seen), ("a", &a.seen), ("b", &b.seen), ("c", &c_seen)] {
+        for (id, seen) in [
+            ("operator", &op.seen),
+            ("a", &a.seen),
+            ("b", &b.seen),
+            ("c", &c_seen),
+        ] {
             let want: Vec<Value> = replay
                 .iter()
                 .filter(|l| l["to"] == id)
@@ -500,7 +552,13 @@ async fn malformed_frames_get_error_and_the_connection_lives() {
     c.send_raw(Message::text("not json")).await;
     let e = c.expect("ERROR").await;
     assert_eq!(e["code"], "INVALID_MSG");
-    assert!(e["message"].as_str().unwrap_or("").starts_with("Invalid JSON"), "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("Invalid JSON"),
+        "{e}"
+    );
     c.send_raw(Message::text("[1]")).await;
     let e = c.expect("ERROR").await;
     assert_eq!(
@@ -513,7 +571,8 @@ async fn malformed_frames_get_error_and_the_connection_lives() {
     c.send(json!({"type": "IDENTIFY", "name": "again"})).await;
     assert_eq!(c.expect("ERROR").await["code"], "INVALID_MSG");
     // A binary frame is read as JSON text too.
-    c.send_raw(Message::binary(br#"{"type":"PING"}"#.to_vec())).await;
+    c.send_raw(Message::binary(br#"{"type":"PING"}"#.to_vec()))
+        .await;
     c.expect("PONG").await;
     c.send(json!({"type": "PING"})).await;
     c.expect("PONG").await;
@@ -561,7 +620,10 @@ async fn frames_over_the_rate_limit_get_error_and_the_connection_lives() {
             v["type"].as_str().unwrap_or("?").to_string()
         });
     }
-    assert_eq!(got, ["PONG", "PONG", "PONG", "RATE_LIMITED", "RATE_LIMITED"]);
+    assert_eq!(
+        got,
+        ["PONG", "PONG", "PONG", "RATE_LIMITED", "RATE_LIMITED"]
+    );
     srv.stop();
 }
 
@@ -593,7 +655,10 @@ async fn an_abrupt_disconnect_releases_the_claims() {
             granted = true;
             break;
         }
-        assert!(got.iter().all(|v| v["type"] != "YIELD" || v["winner"] == "agent-a"));
+        assert!(
+            got.iter()
+                .all(|v| v["type"] != "YIELD" || v["winner"] == "agent-a")
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(granted, "the disconnected agent's claim was never released");
@@ -601,7 +666,8 @@ async fn an_abrupt_disconnect_releases_the_claims() {
     c.send(claim("m1", 300)).await;
     let got = c.sync().await;
     assert!(
-        got.iter().any(|v| v["type"] == "YIELD" && v["winner"] == "agent-b"),
+        got.iter()
+            .any(|v| v["type"] == "YIELD" && v["winner"] == "agent-b"),
         "{got:?}"
     );
     srv.stop();
@@ -648,9 +714,12 @@ async fn connections_over_the_limit_are_refused() {
     let srv = start(opts);
     let _a = Client::named(srv.addr, "agent-a").await;
     let _b = Client::named(srv.addr, "agent-b").await;
-    let third = tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(format!("ws://{}", srv.addr)))
-        .await
-        .expect("answers in time");
+    let third = tokio::time::timeout(
+        WAIT,
+        tokio_tungstenite::connect_async(format!("ws://{}", srv.addr)),
+    )
+    .await
+    .expect("answers in time");
     assert!(third.is_err(), "the third connection must be refused");
     let report = srv.stop();
     assert_eq!((report.connections, report.refused), (2, 1));
@@ -664,7 +733,14 @@ async fn the_binary_serves_and_stops_cleanly_on_sigterm() {
     use std::io::BufRead;
     let (_dir, log) = temp_log("serve.jsonl");
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("herdsim"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--policy", "spec", "--log"])
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--policy",
+            "spec",
+            "--log",
+        ])
         .arg(&log)
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -716,7 +792,10 @@ async fn the_binary_serves_and_stops_cleanly_on_sigterm() {
     assert_eq!(lines.len(), 2, "{text}");
     assert_eq!(lines[0]["agent"], "agent-a");
     assert_eq!(lines[0]["role"], "agent");
-    assert_eq!(lines[0]["event"], json!({"type": "JOIN", "channel": "#general"}));
+    assert_eq!(
+        lines[0]["event"],
+        json!({"type": "JOIN", "channel": "#general"})
+    );
     assert_eq!(lines[1]["event"], json!({"type": "DISCONNECT"}));
     assert!(lines[0]["at_ms"].as_u64() <= lines[1]["at_ms"].as_u64());
 }

@@ -202,7 +202,14 @@ pub fn parse_line(bytes: &[u8]) -> Result<Line, String> {
 
 /// Feed one line to the server (the same code path `herdsim serve` uses).
 fn dispatch(server: &mut Server, line: Line, sends: &mut Vec<Outgoing>) {
-    events::apply(server, line.at_ms, &line.agent, line.role, &line.event, sends);
+    events::apply(
+        server,
+        line.at_ms,
+        &line.agent,
+        line.role,
+        &line.event,
+        sends,
+    );
 }
 
 #[derive(Serialize)]

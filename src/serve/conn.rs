@@ -270,7 +270,10 @@ impl Conn {
                     event: value,
                 };
                 if self.hub.send(ev).await.is_err() {
-                    return Some(End::Close(close_frame(CloseCode::Away, "server shutting down")));
+                    return Some(End::Close(close_frame(
+                        CloseCode::Away,
+                        "server shutting down",
+                    )));
                 }
                 None
             }
@@ -357,7 +360,10 @@ impl Conn {
             let msg = "VERIFY_IDENTITY needs `challenge_id` and `signature` (strings) and `timestamp` (a number)";
             return self.reply(ws, error_text("INVALID_MSG", msg)).await;
         };
-        let matches = self.challenge.as_ref().is_some_and(|c| c.id == challenge_id);
+        let matches = self
+            .challenge
+            .as_ref()
+            .is_some_and(|c| c.id == challenge_id);
         let Some(ch) = (if matches { self.challenge.take() } else { None }) else {
             let msg = "Challenge not found or expired";
             return self
@@ -375,7 +381,13 @@ impl Conn {
     }
 
     /// Ask the hub for `id`; on success send WELCOME and start the session.
-    async fn register(&mut self, ws: &mut Ws, id: String, name: String, keyed: bool) -> Option<End> {
+    async fn register(
+        &mut self,
+        ws: &mut Ws,
+        id: String,
+        name: String,
+        keyed: bool,
+    ) -> Option<End> {
         let role = if name == self.shared.operator_name {
             Role::Operator
         } else {
@@ -392,12 +404,20 @@ impl Conn {
             reply: reply_tx,
         };
         if self.hub.send(ev).await.is_err() {
-            return Some(End::Close(close_frame(CloseCode::Away, "server shutting down")));
+            return Some(End::Close(close_frame(
+                CloseCode::Away,
+                "server shutting down",
+            )));
         }
         match reply_rx.await {
             Ok(Ok(())) => {}
             Ok(Err(reason)) => return self.reply(ws, error_text("INVALID_NAME", &reason)).await,
-            Err(_) => return Some(End::Close(close_frame(CloseCode::Away, "server shutting down"))),
+            Err(_) => {
+                return Some(End::Close(close_frame(
+                    CloseCode::Away,
+                    "server shutting down",
+                )));
+            }
         }
         self.session = Some(Session { rx });
         let welcome = json!({

@@ -104,18 +104,42 @@ mod tests {
             "{\"at_ms\":7,\"agent\":\"a\",\"event\":{\"type\":\"JOIN\",\"channel\":\"#g\"},\"role\":\"operator\"}\n"
         );
         let line = crate::cli::arbitrate::parse_line(text.trim_end().as_bytes());
-        assert_eq!(line.map(|l| (l.at_ms, l.role, l.event)), Ok((7, Role::Operator, ev)));
+        assert_eq!(
+            line.map(|l| (l.at_ms, l.role, l.event)),
+            Ok((7, Role::Operator, ev))
+        );
     }
 
     #[test]
     fn apply_join_leave_disconnect_and_bad_events() {
         let mut s = Server::new(Config::default());
         let mut out = Vec::new();
-        apply(&mut s, 0, "a", Role::Agent, &json!({"type":"JOIN","channel":"#g"}), &mut out);
+        apply(
+            &mut s,
+            0,
+            "a",
+            Role::Agent,
+            &json!({"type":"JOIN","channel":"#g"}),
+            &mut out,
+        );
         assert!(s.is_member("a", "#g") && out.is_empty());
-        apply(&mut s, 1, "a", Role::Agent, &json!({"type":"LEAVE","channel":"#g"}), &mut out);
+        apply(
+            &mut s,
+            1,
+            "a",
+            Role::Agent,
+            &json!({"type":"LEAVE","channel":"#g"}),
+            &mut out,
+        );
         assert!(!s.is_member("a", "#g") && out.is_empty());
-        apply(&mut s, 2, "a", Role::Agent, &json!({"type":"JOIN","channel":5}), &mut out);
+        apply(
+            &mut s,
+            2,
+            "a",
+            Role::Agent,
+            &json!({"type":"JOIN","channel":5}),
+            &mut out,
+        );
         apply(&mut s, 3, "a", Role::Agent, &json!([1]), &mut out);
         apply(&mut s, 4, "a", Role::Agent, &disconnect_event(), &mut out);
         let codes: Vec<String> = out.iter().map(|o| o.msg.to_json_string()).collect();

@@ -113,7 +113,10 @@ mod tests {
         assert!(!verify(&key, &signing_content("n", "chal_1", "18"), &sig));
         assert!(!verify(&key, &content, "not base64!"));
         assert!(!verify(&key, &content, "AAAA"));
-        assert_eq!(parse_pubkey("-----BEGIN PUBLIC KEY-----\nxx\n-----END PUBLIC KEY-----\n"), None);
+        assert_eq!(
+            parse_pubkey("-----BEGIN PUBLIC KEY-----\nxx\n-----END PUBLIC KEY-----\n"),
+            None
+        );
         assert_eq!(new_nonce().len(), 32);
     }
 }

@@ -212,11 +212,7 @@ impl Bound {
             start: Instant::now(),
         });
         let (events_tx, events_rx) = mpsc::channel::<hub::Event>(1024);
-        let hub = hub::Hub::new(
-            floor::Server::new(opts.floor.clone()),
-            shared.clone(),
-            log,
-        );
+        let hub = hub::Hub::new(floor::Server::new(opts.floor.clone()), shared.clone(), log);
         let hub_task = tokio::spawn(hub.run(events_rx));
         let (stop_tx, stop_rx) = watch::channel(false);
         let permits = Arc::new(Semaphore::new(opts.limits.max_connections));
