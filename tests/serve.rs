@@ -799,3 +799,68 @@ async fn the_binary_serves_and_stops_cleanly_on_sigterm() {
     assert_eq!(lines[1]["event"], json!({"type": "DISCONNECT"}));
     assert!(lines[0]["at_ms"].as_u64() <= lines[1]["at_ms"].as_u64());
 }
+
+#[tokio::test]
+async fn hostile_frames_never_panic_the_server() {
+    let srv = start(options(PolicyKind::Agentchat036));
+    let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+    let frames: Vec<String> = vec![
+        String::new(),
+        "null".into(),
+        "1e999".into(),
+        "\"PING\"".into(),
+        deep,
+        r#"{"type":null}"#.into(),
+        r#"{"type":7}"#.into(),
+        r#"{"type":"IDENTIFY"}"#.into(),
+        r#"{"type":"IDENTIFY","name":"x","pubkey":5}"#.into(),
+        r#"{"type":"IDENTIFY","name":"x","pubkey":"-----BEGIN PUBLIC KEY-----\n-----END PUBLIC KEY-----\n"}"#.into(),
+        r#"{"type":"VERIFY_IDENTITY"}"#.into(),
+        r#"{"type":"VERIFY_IDENTITY","challenge_id":"c","signature":"AAAA","timestamp":1}"#.into(),
+        r#"{"type":"IDENTIFY","name":"hostile"}"#.into(),
+        r#"{"type":"JOIN"}"#.into(),
+        r##"{"type":"JOIN","channel":["#a"]}"##.into(),
+        r#"{"type":"JOIN","channel":"no-hash"}"#.into(),
+        r##"{"type":"JOIN","channel":"#general"}"##.into(),
+        r##"{"type":"LEAVE","channel":"#nowhere"}"##.into(),
+        r##"{"type":"RESPONDING_TO","msg_id":"m","started_at":18446744073709551616,"channel":"#general"}"##.into(),
+        r##"{"type":"RESPONDING_TO","msg_id":"m","started_at":-9223372036854775808,"channel":"#general"}"##.into(),
+        r##"{"type":"RESPONDING_TO","msg_id":"m","started_at":0,"channel":"#general"}"##.into(),
+        r##"{"type":"RESPONDING_TO","msg_id":"m","started_at":1,"channel":"@hostile"}"##.into(),
+        r#"{"type":"MSG","to":"@","content":"x"}"#.into(),
+        r#"{"type":"MSG","to":"@nobody","content":"x"}"#.into(),
+        r#"{"type":"MSG","to":"@hostile","content":"to myself"}"#.into(),
+        r##"{"type":"MSG","to":"#general","content":7}"##.into(),
+        r#"{"type":"DISCONNECT"}"#.into(),
+        r#"{"type":"PING","extra":{"a":[1,2,3]}}"#.into(),
+    ];
+    let mut c = Client::connect(srv.addr).await;
+    for f in &frames {
+        c.send_raw(Message::text(f.clone())).await;
+    }
+    c.send_raw(Message::binary(vec![0xff, 0xfe, 0x00])).await;
+    // Still alive and identified, still a member of #general (a client
+    // cannot send the replay format's DISCONNECT event).
+    let before = c.sync().await;
+    assert!(
+        before.iter().any(|v| v["code"] == "INVALID_MSG"
+            && v["message"].as_str().unwrap_or("").contains("DISCONNECT")),
+        "{before:?}"
+    );
+    let mut other = Client::named(srv.addr, "other").await;
+    other.join("#general").await;
+    other.send(json!({"type": "MSG", "to": "#general", "content": "still there?"})).await;
+    loop {
+        let v = c.next().await;
+        if v["type"] == "MSG" && v["from"] == "other" {
+            break;
+        }
+    }
+    c.send(json!({"type": "PING"})).await;
+    loop {
+        if c.next().await["type"] == "PONG" {
+            break;
+        }
+    }
+    srv.stop();
+}

@@ -24,6 +24,10 @@ use crate::floor::Role;
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Time a keyed client has to answer its CHALLENGE.
 pub const CHALLENGE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Time a write to a client may take (a client that does not read stalls
+/// writes once the socket buffers are full); past it the connection is
+/// dropped.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Time allowed for a closing handshake (and for draining a client's
 /// unread bytes after an error) before the socket is dropped.
 const CLOSE_LINGER: Duration = Duration::from_secs(1);
@@ -117,9 +121,12 @@ pub(crate) async fn run(
         .max_message_size(Some(shared.limits.max_frame_bytes))
         .max_frame_size(Some(shared.limits.max_frame_bytes));
     let handshake = tokio_tungstenite::accept_async_with_config(stream, Some(cfg));
-    let mut ws = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
-        Ok(Ok(ws)) => ws,
-        _ => return,
+    let mut ws = tokio::select! {
+        r = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake) => match r {
+            Ok(Ok(ws)) => ws,
+            _ => return,
+        },
+        _ = stop.changed() => return,
     };
     let mut c = Conn {
         conn,
@@ -191,7 +198,7 @@ impl Conn {
                 }
                 out = recv(&mut self.session) => match out {
                     Some(text) => {
-                        if ws.send(Message::text(text)).await.is_err() {
+                        if !send(ws, text).await {
                             return End::Gone;
                         }
                     }
@@ -201,7 +208,7 @@ impl Conn {
                 },
                 () = sleep_until(deadline), if deadline.is_some() => {
                     self.challenge = None;
-                    let _ = ws.send(Message::text(error_text("VERIFICATION_EXPIRED", "Challenge expired"))).await;
+                    let _ = send(ws, error_text("VERIFICATION_EXPIRED", "Challenge expired")).await;
                     return End::Close(close_frame(CloseCode::Normal, "Challenge expired"));
                 }
                 frame = ws.next() => match frame {
@@ -224,12 +231,12 @@ impl Conn {
                             "frame too large: {e} (limit {} bytes); closing",
                             self.shared.limits.max_frame_bytes
                         );
-                        let _ = ws.send(Message::text(error_text("FRAME_TOO_LARGE", &msg))).await;
+                        let _ = send(ws, error_text("FRAME_TOO_LARGE", &msg)).await;
                         return End::Close(close_frame(CloseCode::Size, "frame too large"));
                     }
                     Some(Err(WsError::Utf8(e))) => {
                         let msg = format!("text frame is not UTF-8: {e}; closing");
-                        let _ = ws.send(Message::text(error_text("INVALID_MSG", &msg))).await;
+                        let _ = send(ws, error_text("INVALID_MSG", &msg)).await;
                         return End::Close(close_frame(CloseCode::Invalid, "invalid UTF-8"));
                     }
                     Some(Err(_)) => return End::Gone,
@@ -260,6 +267,11 @@ impl Conn {
             Some("PING") => self.reply(ws, json!({"type": "PONG"}).to_string()).await,
             Some("IDENTIFY") => self.identify(ws, &value).await,
             Some("VERIFY_IDENTITY") => self.verify(ws, &value).await,
+            // The replay format's own event: a client cannot send it.
+            Some("DISCONNECT") => {
+                let msg = "Unknown message type: DISCONNECT (close the connection instead)";
+                self.reply(ws, error_text("INVALID_MSG", msg)).await
+            }
             _ if self.session.is_none() => {
                 self.reply(ws, error_text("AUTH_REQUIRED", "Must IDENTIFY first"))
                     .await
@@ -281,9 +293,10 @@ impl Conn {
     }
 
     async fn reply(&mut self, ws: &mut Ws, text: String) -> Option<End> {
-        match ws.send(Message::text(text)).await {
-            Ok(()) => None,
-            Err(_) => Some(End::Gone),
+        if send(ws, text).await {
+            None
+        } else {
+            Some(End::Gone)
         }
     }
 
@@ -431,6 +444,14 @@ impl Conn {
         });
         self.reply(ws, welcome.to_string()).await
     }
+}
+
+/// Send one text frame within [`WRITE_TIMEOUT`]; `false` if it failed.
+async fn send(ws: &mut Ws, text: String) -> bool {
+    matches!(
+        tokio::time::timeout(WRITE_TIMEOUT, ws.send(Message::text(text))).await,
+        Ok(Ok(()))
+    )
 }
 
 /// The next queued message of an identified connection; pending forever

@@ -274,7 +274,8 @@ impl Bound {
     }
 }
 
-/// Resolves on SIGINT (Ctrl-C) or, on Unix, SIGTERM.
+/// Resolves on SIGINT (Ctrl-C) or, on Unix, SIGTERM. A signal that cannot
+/// be listened to never resolves (rather than stopping the server at once).
 pub async fn shutdown_signal() {
     #[cfg(unix)]
     {
@@ -282,17 +283,19 @@ pub async fn shutdown_signal() {
         match signal(SignalKind::terminate()) {
             Ok(mut term) => {
                 tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
+                    () = ctrl_c() => {}
                     _ = term.recv() => {}
                 }
             }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
+            Err(_) => ctrl_c().await,
         }
     }
     #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
+    ctrl_c().await;
+}
+
+async fn ctrl_c() {
+    if tokio::signal::ctrl_c().await.is_err() {
+        std::future::pending::<()>().await;
     }
 }
