@@ -849,7 +849,9 @@ async fn hostile_frames_never_panic_the_server() {
     );
     let mut other = Client::named(srv.addr, "other").await;
     other.join("#general").await;
-    other.send(json!({"type": "MSG", "to": "#general", "content": "still there?"})).await;
+    other
+        .send(json!({"type": "MSG", "to": "#general", "content": "still there?"}))
+        .await;
     loop {
         let v = c.next().await;
         if v["type"] == "MSG" && v["from"] == "other" {

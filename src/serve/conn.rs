@@ -469,3 +469,17 @@ async fn sleep_until(t: Option<tokio::time::Instant>) {
         None => std::future::pending().await,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_allows_a_burst_then_limits() {
+        let mut b = Bucket::new(1, 3);
+        let got: Vec<bool> = (0..5).map(|_| b.take()).collect();
+        assert_eq!(got, [true, true, true, false, false]);
+        let mut off = Bucket::new(0, 1);
+        assert!((0..1000).all(|_| off.take()));
+    }
+}

@@ -101,7 +101,7 @@ mod tests {
         let text = String::from_utf8_lossy(&buf).into_owned();
         assert_eq!(
             text,
-            "{\"at_ms\":7,\"agent\":\"a\",\"event\":{\"type\":\"JOIN\",\"channel\":\"#g\"},\"role\":\"operator\"}\n"
+            "{\"at_ms\":7,\"agent\":\"a\",\"event\":{\"channel\":\"#g\",\"type\":\"JOIN\"},\"role\":\"operator\"}\n"
         );
         let line = crate::cli::arbitrate::parse_line(text.trim_end().as_bytes());
         assert_eq!(
