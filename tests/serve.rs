@@ -866,3 +866,52 @@ async fn hostile_frames_never_panic_the_server() {
     }
     srv.stop();
 }
+
+#[test]
+fn bad_flags_and_an_unwritable_log_are_input_errors() {
+    let (dir, _) = temp_log("unused");
+    let missing = dir.path().join("no/such/dir/log.jsonl");
+    let out = assert_cmd::Command::cargo_bin("herdsim")
+        .expect("binary")
+        .args(["serve", "--listen", "127.0.0.1:0", "--log"])
+        .arg(&missing)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("herdsim: error: --log "), "{err}");
+    assert!(err.contains("log.jsonl"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    for bad in [
+        vec!["--listen", "localhost"],
+        vec!["--policy", "nope"],
+        vec!["--max-frame-bytes", "1"],
+        vec!["--rate-burst", "0"],
+        vec!["--ttl-ms", "0"],
+    ] {
+        let out = assert_cmd::Command::cargo_bin("herdsim")
+            .expect("binary")
+            .arg("serve")
+            .args(&bad)
+            .output()
+            .expect("runs");
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+    }
+}
+
+#[test]
+fn a_port_in_use_is_a_failure_naming_the_address() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
+    let addr = taken.local_addr().expect("addr");
+    let out = assert_cmd::Command::cargo_bin("herdsim")
+        .expect("binary")
+        .args(["serve", "--listen", &addr.to_string()])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with(&format!("herdsim: error: cannot listen on {addr}")),
+        "{err}"
+    );
+}

@@ -74,6 +74,12 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     let quiet = args.quiet;
     let result = rt.block_on(async move {
         let bound = serve::bind(opts.clone()).await?;
+        if !quiet && !bound.local_addr().ip().is_loopback() {
+            eprintln!(
+                "herdsim serve: warning: {} is not a loopback address; anyone who can reach it can connect (no TLS, no authentication but the agentchat keys)",
+                bound.local_addr()
+            );
+        }
         if !quiet {
             eprintln!(
                 "herdsim serve: listening on ws://{} (policy {}, TTL {} ms); Ctrl-C to stop",

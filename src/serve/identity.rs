@@ -12,7 +12,6 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use ed25519_dalek::pkcs8::DecodePublicKey;
 use ed25519_dalek::{Signature, VerifyingKey};
 use sha2::{Digest, Sha256};
 
@@ -42,9 +41,26 @@ pub fn agent_id_of_pubkey(pem: &str) -> String {
     hex
 }
 
-/// Parse an Ed25519 public key in SPKI PEM form.
+/// The DER of an Ed25519 SubjectPublicKeyInfo (RFC 8410) before its 32
+/// key bytes: SEQUENCE { SEQUENCE { OID 1.3.101.112 }, BIT STRING (0 unused) }.
+const SPKI_ED25519_PREFIX: [u8; 12] = [
+    0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00,
+];
+
+/// Parse an Ed25519 public key in SPKI PEM form (`-----BEGIN PUBLIC
+/// KEY-----`, base64 of the 44-byte DER, `-----END PUBLIC KEY-----`; any
+/// line wrapping or line endings). The DER of such a key is fixed, so it
+/// is checked byte for byte rather than parsed.
 pub fn parse_pubkey(pem: &str) -> Option<VerifyingKey> {
-    VerifyingKey::from_public_key_pem(pem).ok()
+    let body = pem
+        .trim()
+        .strip_prefix("-----BEGIN PUBLIC KEY-----")?
+        .strip_suffix("-----END PUBLIC KEY-----")?;
+    let b64: String = body.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    let der = BASE64.decode(b64).ok()?;
+    let key = der.strip_prefix(&SPKI_ED25519_PREFIX[..])?;
+    let key: &[u8; 32] = key.try_into().ok()?;
+    VerifyingKey::from_bytes(key).ok()
 }
 
 /// The text a keyed agent signs to answer a CHALLENGE.
@@ -113,10 +129,23 @@ mod tests {
         assert!(!verify(&key, &signing_content("n", "chal_1", "18"), &sig));
         assert!(!verify(&key, &content, "not base64!"));
         assert!(!verify(&key, &content, "AAAA"));
-        assert_eq!(
-            parse_pubkey("-----BEGIN PUBLIC KEY-----\nxx\n-----END PUBLIC KEY-----\n"),
-            None
-        );
+        // Other line endings and wrapping are the same key.
+        let crlf = pem.replace('\n', "\r\n");
+        assert_eq!(parse_pubkey(&crlf), Some(sk.verifying_key()));
+        for bad in [
+            "",
+            "-----BEGIN PUBLIC KEY-----\nxx\n-----END PUBLIC KEY-----\n",
+            // OID 1.3.101.113 (Ed448), not Ed25519.
+            "-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VxAyEAGb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE=\n-----END PUBLIC KEY-----\n",
+            // Too short.
+            "-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEA\n-----END PUBLIC KEY-----\n",
+            "-----BEGIN PRIVATE KEY-----\nMCowBQYDK2VwAyEAGb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE=\n-----END PRIVATE KEY-----\n",
+        ] {
+            assert_eq!(parse_pubkey(bad), None, "{bad}");
+        }
+        // The example key of ed25519-dalek's documentation.
+        let doc = "-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEAGb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE=\n-----END PUBLIC KEY-----";
+        assert!(parse_pubkey(doc).is_some());
         assert_eq!(new_nonce().len(), 32);
     }
 }
