@@ -151,12 +151,19 @@ pub(crate) async fn run(
     }
 }
 
-/// Send a close frame, then read (and discard) what the client still sends
-/// until it closes or [`CLOSE_LINGER`] passes, so that the client gets
-/// our last frames rather than a reset.
+/// Send a close frame and finish the closing handshake: read (and
+/// discard) what the client still sends until it answers the close or
+/// [`CLOSE_LINGER`] passes, so that the client gets our last frames rather
+/// than a reset. After an oversized frame the stream is out of step (the
+/// rest of that frame was never read), so the bytes are drained raw.
 async fn linger_close(mut ws: Ws, frame: CloseFrame) {
+    let raw = frame.code == CloseCode::Size;
     let _ = tokio::time::timeout(CLOSE_LINGER, async {
         let _ = ws.close(Some(frame)).await;
+        if !raw {
+            while let Some(Ok(_)) = ws.next().await {}
+            return;
+        }
         let tcp = ws.get_mut();
         let mut buf = [0u8; 4096];
         loop {
