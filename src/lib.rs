@@ -18,5 +18,6 @@ pub mod metrics;
 pub mod model;
 pub mod report;
 pub mod scenario;
+pub mod serve;
 pub mod sweep;
 pub mod tune;

@@ -28,8 +28,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::CliError;
-use crate::floor::wire::{DecodeError, is_agent_id};
+use crate::floor::wire::is_agent_id;
 use crate::floor::{Config, Input, Outgoing, PolicyKind, Role, Server, ServerMsg, Stats};
+use crate::serve::events;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -218,51 +219,16 @@ pub fn parse_line(bytes: &[u8]) -> Result<Line, String> {
     })
 }
 
-/// Feed one line to the server: JOIN / LEAVE / DISCONNECT, or a client
-/// message (decoded by the server; a bad one gets an ERROR).
+/// Feed one line to the server (the same code path `herdsim serve` uses).
 fn dispatch(server: &mut Server, line: Line, sends: &mut Vec<Outgoing>) {
-    let Line {
-        at_ms,
-        agent,
-        role,
-        event,
-    } = line;
-    let ty = event.get("type").and_then(Value::as_str);
-    let membership = match ty {
-        Some("JOIN") => Some(true),
-        Some("LEAVE") => Some(false),
-        Some("DISCONNECT") => {
-            return server.handle(at_ms, Input::Disconnect { agent }, sends);
-        }
-        Some("CONNECT") => {
-            return server.handle(at_ms, Input::Connect { agent }, sends);
-        }
-        Some("IDENTIFY") => {
-            let lurk = match event.get("lurk") {
-                None | Some(Value::Null) => Ok(false),
-                Some(Value::Bool(b)) => Ok(*b),
-                Some(_) => Err(DecodeError::NotBool("lurk")),
-            };
-            return match lurk {
-                Ok(lurk) => server.handle(at_ms, Input::Identify { agent, lurk }, sends),
-                Err(e) => server.reject(at_ms, &agent, &e, false, sends),
-            };
-        }
-        _ => None,
-    };
-    let Some(join) = membership else {
-        return server.handle_value(at_ms, &agent, role, &event, sends);
-    };
-    let channel = match event.get("channel") {
-        None | Some(Value::Null) => Err(DecodeError::MissingField("channel")),
-        Some(Value::String(c)) => Ok(c.clone()),
-        Some(_) => Err(DecodeError::NotString("channel")),
-    };
-    match channel {
-        Err(e) => server.reject(at_ms, &agent, &e, false, sends),
-        Ok(channel) if join => server.handle(at_ms, Input::Join { agent, channel }, sends),
-        Ok(channel) => server.handle(at_ms, Input::Leave { agent, channel }, sends),
-    }
+    events::apply(
+        server,
+        line.at_ms,
+        &line.agent,
+        line.role,
+        &line.event,
+        sends,
+    );
 }
 
 #[derive(Serialize)]

@@ -10,6 +10,7 @@ pub mod interrupt;
 pub mod merge;
 pub mod plot;
 pub mod run;
+pub mod serve;
 pub mod tune;
 pub mod validate;
 
@@ -72,6 +73,8 @@ pub enum Command {
     Merge(merge::Args),
     /// Recommend a CSMA window and claim TTL under a latency budget.
     Tune(tune::Args),
+    /// Run a live WebSocket chat server (agentchat subset) arbitrated by a policy.
+    Serve(serve::Args),
 }
 
 /// An argument-parser error as the one line every other error is: clap's
@@ -170,6 +173,7 @@ pub fn main() -> ExitCode {
         Command::Plot(args) => plot::run(args),
         Command::Merge(args) => merge::run(args),
         Command::Tune(args) => tune::run(args),
+        Command::Serve(args) => serve::run(args),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,136 @@
+//! `herdsim serve`: flags only; the server is [`crate::serve`] (docs/serve.md).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use super::CliError;
+use crate::floor::{Config, PolicyKind};
+use crate::serve::{self, Limits, Options, ServeError};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Address to listen on (loopback by default; a non-loopback address
+    /// exposes the server to the network).
+    #[arg(long, default_value = serve::DEFAULT_LISTEN)]
+    pub listen: SocketAddr,
+    /// Arbitration policy: none, spec, agentchat-0.36, tombstone, server-time.
+    #[arg(long, default_value = "spec")]
+    pub policy: PolicyKind,
+    /// Claim TTL in ms. Default: the policy's environment variable
+    /// (AGENTCHAT_RESPOND_TTL_MS, or AGENTCHAT_CLAIM_TTL_MS for
+    /// agentchat-0.36), else 45000.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub ttl_ms: Option<u64>,
+    /// Write every input the server handled to FILE, one JSON line each, in
+    /// `herdsim arbitrate`'s input format (replay it with `arbitrate`).
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+    /// The IDENTIFY name that makes a connection the operator.
+    #[arg(long, default_value = "operator", value_name = "NAME")]
+    pub operator_name: String,
+    /// Largest message a client may send, in bytes; a larger one gets
+    /// ERROR FRAME_TOO_LARGE and the connection is closed (code 1009).
+    #[arg(long, default_value_t = 1 << 20, value_parser = clap::value_parser!(u64).range(64..=(1 << 30)), value_name = "BYTES")]
+    pub max_frame_bytes: u64,
+    /// Open connections at most; more are closed before the handshake.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1_000_000), value_name = "N")]
+    pub max_connections: u64,
+    /// Frames per second a connection may send, sustained (0: no limit);
+    /// over it a frame gets ERROR RATE_LIMITED and is dropped.
+    #[arg(long, default_value_t = Limits::default().rate_per_sec, value_name = "N")]
+    pub rate_limit: u32,
+    /// Burst size of the rate limit, in frames.
+    #[arg(long, default_value_t = Limits::default().burst, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
+    pub rate_burst: u32,
+    /// Print nothing on stderr but errors.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+pub fn run(args: Args) -> Result<ExitCode, CliError> {
+    let mut floor = Config::from_env(args.policy).map_err(|e| CliError::bad(e.to_string()))?;
+    if let Some(ttl) = args.ttl_ms {
+        floor.ttl_ms = ttl;
+    }
+    let opts = Options {
+        listen: args.listen,
+        floor,
+        limits: Limits {
+            max_frame_bytes: usize::try_from(args.max_frame_bytes).unwrap_or(usize::MAX),
+            max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
+            rate_per_sec: args.rate_limit,
+            burst: args.rate_burst,
+            ..Limits::default()
+        },
+        log: args.log,
+        operator_name: args.operator_name,
+        ..Options::default()
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()?;
+    let quiet = args.quiet;
+    let result = rt.block_on(async move {
+        let bound = serve::bind(opts.clone()).await?;
+        if !quiet && !bound.local_addr().ip().is_loopback() {
+            eprintln!(
+                "herdsim serve: warning: {} is not a loopback address; anyone who can reach it can connect (no TLS, no authentication but the agentchat keys)",
+                bound.local_addr()
+            );
+        }
+        if !quiet {
+            eprintln!(
+                "herdsim serve: listening on ws://{} (policy {}, TTL {} ms); Ctrl-C to stop",
+                bound.local_addr(),
+                opts.floor.policy.name(),
+                opts.floor.ttl_ms
+            );
+        }
+        bound.run(serve::shutdown_signal()).await
+    });
+    match result {
+        Ok(report) => {
+            if !quiet {
+                let s = &report.stats;
+                eprintln!(
+                    "herdsim serve: stopped; {} connections ({} refused), {} inputs, {} claims, {} yields, {} expired",
+                    report.connections,
+                    report.refused,
+                    report.inputs,
+                    s.claims_received,
+                    s.yields,
+                    s.expired
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e @ ServeError::Log { .. }) => Err(CliError::bad(e.to_string())),
+        Err(e) => Err(CliError::Failure(e.into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flag_defaults_are_the_library_defaults() {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct T {
+            #[command(flatten)]
+            a: Args,
+        }
+        let t = T::try_parse_from(["t"]);
+        let a = t.map(|t| t.a);
+        let d = Limits::default();
+        assert!(matches!(a, Ok(ref a)
+            if a.max_frame_bytes == d.max_frame_bytes as u64
+                && a.max_connections == d.max_connections as u64
+                && a.rate_limit == d.rate_per_sec
+                && a.rate_burst == d.burst
+                && a.listen.to_string() == serve::DEFAULT_LISTEN));
+    }
+}

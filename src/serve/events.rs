@@ -1,0 +1,173 @@
+//! Server inputs in `herdsim arbitrate`'s line format, shared by
+//! `arbitrate` (which reads them) and `serve` (which writes them with
+//! `--log` and feeds the same values to its server): one code path, so a
+//! recorded session replays to the same sends.
+//!
+//! A line is `{"at_ms": N, "agent": "id", "event": {...}, "role": "agent"|"operator"}`
+//! where `event` is a client message of the wire protocol (RESPONDING_TO,
+//! MSG, or anything else a client sent, which the server then rejects), or
+//! `{"type":"JOIN","channel":"#c"}`, `{"type":"LEAVE","channel":"#c"}`,
+//! `{"type":"DISCONNECT"}`, `{"type":"CONNECT"}` (a connection that has not
+//! identified yet) and `{"type":"IDENTIFY","lurk":bool}` (the last two
+//! matter only under `agentchat-0.36`; `serve` identifies a connection
+//! before any of its frames reaches the floor, so it never logs them).
+
+use std::io::{self, Write};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::floor::wire::DecodeError;
+use crate::floor::{Input, Outgoing, Role, Server};
+
+/// Feed one event to the server at `at_ms`: JOIN / LEAVE / DISCONNECT, or
+/// a client message (decoded by the server; a bad one gets an ERROR). A
+/// JOIN or LEAVE without a string `channel` is rejected by the server with
+/// an ERROR, like any bad message.
+pub fn apply(
+    server: &mut Server,
+    at_ms: u64,
+    agent: &str,
+    role: Role,
+    event: &Value,
+    out: &mut Vec<Outgoing>,
+) {
+    let ty = event.get("type").and_then(Value::as_str);
+    let join = match ty {
+        Some("JOIN") => true,
+        Some("LEAVE") => false,
+        Some("DISCONNECT") => {
+            let agent = agent.to_string();
+            return server.handle(at_ms, Input::Disconnect { agent }, out);
+        }
+        Some("CONNECT") => {
+            let agent = agent.to_string();
+            return server.handle(at_ms, Input::Connect { agent }, out);
+        }
+        Some("IDENTIFY") => {
+            let lurk = match event.get("lurk") {
+                None | Some(Value::Null) => Ok(false),
+                Some(Value::Bool(b)) => Ok(*b),
+                Some(_) => Err(DecodeError::NotBool("lurk")),
+            };
+            let agent = agent.to_string();
+            return match lurk {
+                Ok(lurk) => server.handle(at_ms, Input::Identify { agent, lurk }, out),
+                Err(e) => server.reject(at_ms, &agent, &e, false, out),
+            };
+        }
+        _ => return server.handle_value(at_ms, agent, role, event, out),
+    };
+    let channel = match event.get("channel") {
+        None | Some(Value::Null) => Err(DecodeError::MissingField("channel")),
+        Some(Value::String(c)) => Ok(c.clone()),
+        Some(_) => Err(DecodeError::NotString("channel")),
+    };
+    let agent = agent.to_string();
+    match channel {
+        Err(e) => server.reject(at_ms, &agent, &e, false, out),
+        Ok(channel) if join => server.handle(at_ms, Input::Join { agent, channel }, out),
+        Ok(channel) => server.handle(at_ms, Input::Leave { agent, channel }, out),
+    }
+}
+
+/// The `{"type":"DISCONNECT"}` event.
+pub fn disconnect_event() -> Value {
+    serde_json::json!({"type": "DISCONNECT"})
+}
+
+#[derive(Serialize)]
+struct LogLine<'a> {
+    at_ms: u64,
+    agent: &'a str,
+    event: &'a Value,
+    role: &'static str,
+}
+
+/// Write one input line (with its newline).
+pub fn write_line<W: Write>(
+    out: &mut W,
+    at_ms: u64,
+    agent: &str,
+    role: Role,
+    event: &Value,
+) -> io::Result<()> {
+    let line = LogLine {
+        at_ms,
+        agent,
+        event,
+        role: match role {
+            Role::Agent => "agent",
+            Role::Operator => "operator",
+        },
+    };
+    serde_json::to_writer(&mut *out, &line).map_err(io::Error::other)?;
+    out.write_all(b"\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::floor::Config;
+    use serde_json::json;
+
+    #[test]
+    fn lines_parse_back_as_arbitrate_input() {
+        let mut buf = Vec::new();
+        let ev = json!({"type": "JOIN", "channel": "#g"});
+        let ok = write_line(&mut buf, 7, "a", Role::Operator, &ev);
+        assert!(ok.is_ok());
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        assert_eq!(
+            text,
+            "{\"at_ms\":7,\"agent\":\"a\",\"event\":{\"channel\":\"#g\",\"type\":\"JOIN\"},\"role\":\"operator\"}\n"
+        );
+        let line = crate::cli::arbitrate::parse_line(text.trim_end().as_bytes());
+        assert_eq!(
+            line.map(|l| (l.at_ms, l.role, l.event)),
+            Ok((7, Role::Operator, ev))
+        );
+    }
+
+    #[test]
+    fn apply_join_leave_disconnect_and_bad_events() {
+        let mut s = Server::new(Config::default());
+        let mut out = Vec::new();
+        apply(
+            &mut s,
+            0,
+            "a",
+            Role::Agent,
+            &json!({"type":"JOIN","channel":"#g"}),
+            &mut out,
+        );
+        assert!(s.is_member("a", "#g") && out.is_empty());
+        apply(
+            &mut s,
+            1,
+            "a",
+            Role::Agent,
+            &json!({"type":"LEAVE","channel":"#g"}),
+            &mut out,
+        );
+        assert!(!s.is_member("a", "#g") && out.is_empty());
+        apply(
+            &mut s,
+            2,
+            "a",
+            Role::Agent,
+            &json!({"type":"JOIN","channel":5}),
+            &mut out,
+        );
+        apply(&mut s, 3, "a", Role::Agent, &json!([1]), &mut out);
+        apply(&mut s, 4, "a", Role::Agent, &disconnect_event(), &mut out);
+        let codes: Vec<String> = out.iter().map(|o| o.msg.to_json_string()).collect();
+        assert_eq!(
+            codes,
+            [
+                r#"{"type":"ERROR","code":"bad_message","message":"field `channel` must be a string"}"#,
+                r#"{"type":"ERROR","code":"bad_message","message":"message must be a JSON object"}"#,
+            ]
+        );
+    }
+}

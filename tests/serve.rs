@@ -1,0 +1,917 @@
+//! `herdsim serve` on loopback: the agentchat handshake, arbitration by the
+//! floor, the `--log` replay, limits, disconnects, 200 connections, and a
+//! clean shutdown. Every wait is bounded (a receive gives up after
+//! `WAIT`), so each test stops by itself; none asserts on timing.
+//!
+//! The server runs on its own thread (named `herdsim-serve-*`) with its own
+//! runtime; a panic hook records any panic on such a thread, and every test
+//! checks that none happened.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Once, mpsc as std_mpsc};
+use std::time::Duration;
+
+use base64::Engine;
+use ed25519_dalek::pkcs8::EncodePublicKey;
+use ed25519_dalek::pkcs8::spki::der::pem::LineEnding;
+use ed25519_dalek::{Signer, SigningKey};
+use futures_util::{SinkExt, StreamExt};
+use herdsim::floor::{Config, PolicyKind};
+use herdsim::serve::{self, Limits, Options, Report};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+/// The longest any single wait may take before the test fails.
+const WAIT: Duration = Duration::from_secs(10);
+
+static SERVER_PANICKED: AtomicBool = AtomicBool::new(false);
+static HOOK: Once = Once::new();
+
+fn install_panic_hook() {
+    HOOK.call_once(|| {
+        let prev = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let name = std::thread::current().name().unwrap_or("").to_string();
+            if name.starts_with("herdsim-serve") {
+                SERVER_PANICKED.store(true, Ordering::SeqCst);
+            }
+            prev(info);
+        }));
+    });
+}
+
+/// A server on an ephemeral loopback port, on its own thread.
+struct TestServer {
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<Option<Report>>>,
+}
+
+fn options(policy: PolicyKind) -> Options {
+    Options {
+        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        floor: Config {
+            policy,
+            ..Config::default()
+        },
+        ..Options::default()
+    }
+}
+
+fn start(opts: Options) -> TestServer {
+    install_panic_hook();
+    let (addr_tx, addr_rx) = std_mpsc::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name("herdsim-serve-test".into())
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                let bound = serve::bind(opts).await.expect("binds");
+                addr_tx.send(bound.local_addr()).expect("send addr");
+                bound
+                    .run(async {
+                        let _ = stop_rx.await;
+                    })
+                    .await
+                    .ok()
+            })
+        })
+        .expect("thread");
+    let addr = addr_rx.recv_timeout(WAIT).expect("server starts");
+    assert!(addr.ip().is_loopback());
+    TestServer {
+        addr,
+        stop: Some(stop_tx),
+        thread: Some(thread),
+    }
+}
+
+impl TestServer {
+    /// Stop the server and wait for it (bounded by the server's own
+    /// shutdown: every connection is closed within a second).
+    fn stop(mut self) -> Report {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        let report = self
+            .thread
+            .take()
+            .map(|t| t.join().expect("server thread does not panic"))
+            .and_then(|r| r)
+            .expect("server run succeeds");
+        assert!(
+            !SERVER_PANICKED.load(Ordering::SeqCst),
+            "a server thread panicked"
+        );
+        report
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+    }
+}
+
+type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// A test client: records every frame it receives.
+struct Client {
+    ws: Ws,
+    /// Bare agent id (WELCOME's `agent_id` without `@`).
+    id: String,
+    seen: Vec<Value>,
+    syncs: u64,
+}
+
+impl Client {
+    async fn connect(addr: SocketAddr) -> Client {
+        let (ws, _) = tokio::time::timeout(
+            WAIT,
+            tokio_tungstenite::connect_async(format!("ws://{addr}")),
+        )
+        .await
+        .expect("connect in time")
+        .expect("connects");
+        Client {
+            ws,
+            id: String::new(),
+            seen: Vec::new(),
+            syncs: 0,
+        }
+    }
+
+    /// Connect and IDENTIFY without a key; the id is the name.
+    async fn named(addr: SocketAddr, name: &str) -> Client {
+        let mut c = Client::connect(addr).await;
+        c.send(json!({"type": "IDENTIFY", "name": name})).await;
+        let w = c.next().await;
+        assert_eq!(w["type"], "WELCOME", "{w}");
+        c.id = w["agent_id"]
+            .as_str()
+            .unwrap_or("")
+            .trim_start_matches('@')
+            .to_string();
+        assert_eq!(c.id, name);
+        c
+    }
+
+    async fn send(&mut self, v: Value) {
+        self.ws
+            .send(Message::text(v.to_string()))
+            .await
+            .expect("sends");
+    }
+
+    async fn send_raw(&mut self, m: Message) {
+        self.ws.send(m).await.expect("sends");
+    }
+
+    /// The next data frame as JSON (recorded in `seen`).
+    async fn next(&mut self) -> Value {
+        loop {
+            let m = tokio::time::timeout(WAIT, self.ws.next())
+                .await
+                .expect("a frame in time")
+                .expect("connection open")
+                .expect("no error");
+            let text = match m {
+                Message::Text(t) => t.to_string(),
+                Message::Binary(b) => String::from_utf8_lossy(&b).into_owned(),
+                _ => continue,
+            };
+            let v: Value = serde_json::from_str(&text).expect("server sends JSON");
+            self.seen.push(v.clone());
+            return v;
+        }
+    }
+
+    /// The next frame, which must be of type `ty`.
+    async fn expect(&mut self, ty: &str) -> Value {
+        let v = self.next().await;
+        assert_eq!(v["type"], ty, "{v}");
+        v
+    }
+
+    async fn join(&mut self, channel: &str) {
+        self.send(json!({"type": "JOIN", "channel": channel})).await;
+        loop {
+            let v = self.next().await;
+            if v["type"] == "JOINED" && v["channel"] == channel {
+                return;
+            }
+        }
+    }
+
+    /// A round trip through the hub: JOIN a fresh channel and return every
+    /// frame received before its JOINED (so everything the hub sent this
+    /// client before it handled the JOIN).
+    async fn sync(&mut self) -> Vec<Value> {
+        self.syncs += 1;
+        let channel = format!("#sync-{}", self.syncs);
+        self.send(json!({"type": "JOIN", "channel": channel})).await;
+        let mut before = Vec::new();
+        loop {
+            let v = self.next().await;
+            if v["type"] == "JOINED" && v["channel"] == channel.as_str() {
+                return before;
+            }
+            before.push(v);
+        }
+    }
+
+    /// Read until the server closes; the close code, if any.
+    async fn closed(&mut self) -> Option<CloseCode> {
+        loop {
+            match tokio::time::timeout(WAIT, self.ws.next())
+                .await
+                .expect("closes in time")
+            {
+                None | Some(Err(_)) => return None,
+                Some(Ok(Message::Close(f))) => return f.map(|f| f.code),
+                Some(Ok(Message::Text(t))) => {
+                    if let Ok(v) = serde_json::from_str(&t) {
+                        self.seen.push(v);
+                    }
+                }
+                Some(Ok(_)) => {}
+            }
+        }
+    }
+}
+
+fn claim(msg_id: &str, started_at: i64) -> Value {
+    json!({"type": "RESPONDING_TO", "msg_id": msg_id, "started_at": started_at, "channel": "#general"})
+}
+
+fn types(frames: &[Value]) -> Vec<String> {
+    frames
+        .iter()
+        .map(|v| v["type"].as_str().unwrap_or("?").to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn keyed_identify_handshake_derives_the_agentchat_id() {
+    let srv = start(options(PolicyKind::Spec));
+    let key = SigningKey::from_bytes(&[42u8; 32]);
+    let pem = key
+        .verifying_key()
+        .to_public_key_pem(LineEnding::LF)
+        .expect("pem");
+    let digest = Sha256::digest(pem.as_bytes());
+    let want_id: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    let b64 = base64::engine::general_purpose::STANDARD;
+
+    let mut c = Client::connect(srv.addr).await;
+    // Not a key.
+    c.send(json!({"type": "IDENTIFY", "name": "keyed", "pubkey": "nope"}))
+        .await;
+    assert_eq!(c.expect("ERROR").await["code"], "INVALID_MSG");
+    // A wrong signature fails, and the connection may try again.
+    c.send(json!({"type": "IDENTIFY", "name": "keyed", "pubkey": pem}))
+        .await;
+    let ch = c.expect("CHALLENGE").await;
+    let id = ch["challenge_id"]
+        .as_str()
+        .expect("challenge_id")
+        .to_string();
+    let nonce = ch["nonce"].as_str().expect("nonce").to_string();
+    assert_eq!(nonce.len(), 32);
+    let wrong = key.sign(format!("AGENTCHAT_AUTH|{nonce}|{id}|1").as_bytes());
+    c.send(json!({"type": "VERIFY_IDENTITY", "challenge_id": id, "signature": b64.encode(wrong.to_bytes()), "timestamp": 2}))
+        .await;
+    assert_eq!(c.expect("ERROR").await["code"], "VERIFICATION_FAILED");
+    // Only IDENTIFY, VERIFY_IDENTITY and PING before identification.
+    c.send(json!({"type": "JOIN", "channel": "#general"})).await;
+    assert_eq!(c.expect("ERROR").await["code"], "AUTH_REQUIRED");
+
+    c.send(json!({"type": "IDENTIFY", "name": "keyed", "pubkey": pem}))
+        .await;
+    let ch = c.expect("CHALLENGE").await;
+    let id = ch["challenge_id"]
+        .as_str()
+        .expect("challenge_id")
+        .to_string();
+    let nonce = ch["nonce"].as_str().expect("nonce").to_string();
+    let ts = 1_700_000_000_123_i64;
+    let sig = key.sign(format!("AGENTCHAT_AUTH|{nonce}|{id}|{ts}").as_bytes());
+    c.send(json!({"type": "VERIFY_IDENTITY", "challenge_id": id, "signature": b64.encode(sig.to_bytes()), "timestamp": ts}))
+        .await;
+    let w = c.expect("WELCOME").await;
+    assert_eq!(w["agent_id"], format!("@{want_id}"));
+    assert_eq!(w["name"], "keyed");
+    c.join("#general").await;
+
+    // A key-less agent cannot take a keyed id, nor a name in use.
+    let mut squat = Client::connect(srv.addr).await;
+    squat
+        .send(json!({"type": "IDENTIFY", "name": want_id}))
+        .await;
+    assert_eq!(squat.expect("ERROR").await["code"], "INVALID_NAME");
+    let _first = Client::named(srv.addr, "plain").await;
+    let mut second = Client::connect(srv.addr).await;
+    second
+        .send(json!({"type": "IDENTIFY", "name": "plain"}))
+        .await;
+    assert_eq!(second.expect("ERROR").await["code"], "INVALID_NAME");
+
+    // The same key on a second connection displaces the first.
+    let mut again = Client::connect(srv.addr).await;
+    again
+        .send(json!({"type": "IDENTIFY", "name": "keyed", "pubkey": pem}))
+        .await;
+    let ch = again.expect("CHALLENGE").await;
+    let id = ch["challenge_id"]
+        .as_str()
+        .expect("challenge_id")
+        .to_string();
+    let nonce = ch["nonce"].as_str().expect("nonce").to_string();
+    let sig = key.sign(format!("AGENTCHAT_AUTH|{nonce}|{id}|5").as_bytes());
+    again
+        .send(json!({"type": "VERIFY_IDENTITY", "challenge_id": id, "signature": b64.encode(sig.to_bytes()), "timestamp": 5}))
+        .await;
+    assert_eq!(
+        again.expect("WELCOME").await["agent_id"],
+        format!("@{want_id}")
+    );
+    assert_eq!(
+        c.expect("SESSION_DISPLACED").await["type"],
+        "SESSION_DISPLACED"
+    );
+    assert_eq!(c.closed().await, Some(CloseCode::Policy));
+    srv.stop();
+}
+
+#[tokio::test]
+async fn spec_the_later_claim_gets_yield() {
+    let srv = start(options(PolicyKind::Spec));
+    let mut op = Client::named(srv.addr, "operator").await;
+    let mut a = Client::named(srv.addr, "agent-a").await;
+    let mut b = Client::named(srv.addr, "agent-b").await;
+    for c in [&mut op, &mut a, &mut b] {
+        c.join("#general").await;
+    }
+    op.send(json!({"type": "MSG", "id": "m1", "to": "#general", "content": "question?"}))
+        .await;
+    assert_eq!(a.expect("MSG").await["id"], "m1");
+    assert_eq!(b.expect("MSG").await["id"], "m1");
+    a.send(claim("m1", 100)).await;
+    let relayed = b.expect("RESPONDING_TO").await;
+    assert_eq!(relayed["from"], "agent-a");
+    b.send(claim("m1", 200)).await;
+    assert_eq!(a.expect("RESPONDING_TO").await["from"], "agent-b");
+    let y = b.expect("YIELD").await;
+    assert_eq!(
+        y,
+        json!({"type": "YIELD", "msg_id": "m1", "winner": "agent-a", "channel": "#general"})
+    );
+    // The winner hears nothing more; the operator got both claims relayed.
+    assert!(a.sync().await.is_empty());
+    assert_eq!(types(&op.sync().await), ["RESPONDING_TO", "RESPONDING_TO"]);
+    let report = srv.stop();
+    assert_eq!((report.stats.claims_received, report.stats.yields), (2, 1));
+}
+
+#[tokio::test]
+async fn none_arbitrates_nothing() {
+    let srv = start(options(PolicyKind::None));
+    let mut a = Client::named(srv.addr, "agent-a").await;
+    let mut b = Client::named(srv.addr, "agent-b").await;
+    a.join("#general").await;
+    b.join("#general").await;
+    a.send(claim("m1", 100)).await;
+    assert_eq!(b.expect("RESPONDING_TO").await["from"], "agent-a");
+    b.send(claim("m1", 200)).await;
+    assert_eq!(a.expect("RESPONDING_TO").await["from"], "agent-b");
+    a.send(json!({"type": "MSG", "to": "#general", "content": "answer a", "in_reply_to": "m1"}))
+        .await;
+    b.send(json!({"type": "MSG", "to": "#general", "content": "answer b", "in_reply_to": "m1"}))
+        .await;
+    // Both answers go through; nobody is ever yielded.
+    let got_a = a.sync().await;
+    let got_b = b.sync().await;
+    assert_eq!(types(&got_a), ["MSG"]);
+    assert_eq!(types(&got_b), ["MSG"]);
+    assert_eq!(got_a[0]["content"], "answer b");
+    assert_eq!(got_b[0]["content"], "answer a");
+    let report = srv.stop();
+    assert_eq!(report.stats.yields, 0);
+}
+
+/// The floor's sends among what a client received: everything but the
+/// session layer's messages (WELCOME, JOINED, LEFT, PONG, CHALLENGE,
+/// SESSION_DISPLACED and its upper-case ERROR codes).
+fn floor_sends(frames: &[Value]) -> Vec<Value> {
+    frames
+        .iter()
+        .filter(|v| {
+            let ty = v["type"].as_str().unwrap_or("");
+            let session = matches!(
+                ty,
+                "WELCOME" | "JOINED" | "LEFT" | "PONG" | "CHALLENGE" | "SESSION_DISPLACED"
+            ) || (ty == "ERROR"
+                && v["code"]
+                    .as_str()
+                    .is_some_and(|c| c.chars().any(|ch| ch.is_ascii_uppercase())));
+            !session
+        })
+        .cloned()
+        .collect()
+}
+
+fn temp_log(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join(name);
+    (dir, path)
+}
+
+fn arbitrate(log: &Path, policy: &str, ttl_ms: u64) -> Vec<Value> {
+    let input = std::fs::read(log).expect("log written");
+    let mut cmd = assert_cmd::Command::cargo_bin("herdsim").expect("binary");
+    for var in [
+        "AGENTCHAT_RESPOND_TTL_MS",
+        "AGENTCHAT_CLAIM_TTL_MS",
+        "AGENTCHAT_RESPOND_ENABLED",
+    ] {
+        cmd.env_remove(var);
+    }
+    let out = cmd
+        .args([
+            "arbitrate",
+            "--policy",
+            policy,
+            "--ttl-ms",
+            &ttl_ms.to_string(),
+        ])
+        .write_stdin(input)
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_recorded_log_replays_through_arbitrate_to_the_same_sends() {
+    for policy in [PolicyKind::Spec, PolicyKind::Agentchat036, PolicyKind::None] {
+        let (_dir, log) = temp_log("live.jsonl");
+        let ttl_ms = 150;
+        let mut opts = options(policy);
+        opts.floor.ttl_ms = ttl_ms;
+        opts.log = Some(log.clone());
+        let srv = start(opts);
+        let mut op = Client::named(srv.addr, "operator").await;
+        let mut a = Client::named(srv.addr, "a").await;
+        let mut b = Client::named(srv.addr, "b").await;
+        let mut c = Client::named(srv.addr, "c").await;
+        for cl in [&mut op, &mut a, &mut b, &mut c] {
+            cl.join("#general").await;
+        }
+        op.send(json!({"type": "MSG", "id": "m1", "to": "#general", "content": "q1"}))
+            .await;
+        a.send(claim("m1", 10)).await;
+        b.send(claim("m1", 20)).await;
+        // An invalid claim, a MSG to a channel the sender is not in, a
+        // DM, an unknown type: all decided (and answered) by the floor.
+        b.send(json!({"type": "RESPONDING_TO", "msg_id": "m1"}))
+            .await;
+        b.send(json!({"type": "MSG", "to": "#elsewhere", "content": "x"}))
+            .await;
+        c.send(json!({"type": "MSG", "to": "@a", "content": "psst"}))
+            .await;
+        c.send(json!({"type": "LIST_CHANNELS"})).await;
+        // Let the claims expire (the outcome depends on the timing; the
+        // replay must agree with whatever happened).
+        tokio::time::sleep(Duration::from_millis(2 * ttl_ms)).await;
+        c.send(claim("m1", 30)).await;
+        a.send(json!({"type": "MSG", "to": "#general", "content": "answer", "in_reply_to": "m1"}))
+            .await;
+        op.send(json!({"type": "MSG", "to": "#general", "content": "q2"}))
+            .await;
+        b.send(json!({"type": "LEAVE", "channel": "#general"}))
+            .await;
+        for cl in [&mut op, &mut a, &mut b, &mut c] {
+            cl.sync().await;
+        }
+        // c goes away abruptly after reading all it was sent.
+        drop(c.ws);
+        let c_seen = c.seen;
+        a.send(claim("m9", 5)).await;
+        for cl in [&mut op, &mut a, &mut b] {
+            cl.sync().await;
+        }
+        let report = srv.stop();
+        assert!(report.inputs > 20, "{report:?}");
+
+        let replay = arbitrate(&log, policy.name(), ttl_ms);
+        assert!(!replay.is_empty());
+        for (id, seen) in [
+            ("operator", &op.seen),
+            ("a", &a.seen),
+            ("b", &b.seen),
+            ("c", &c_seen),
+        ] {
+            let want: Vec<Value> = replay
+                .iter()
+                .filter(|l| l["to"] == id)
+                .map(|l| l["msg"].clone())
+                .collect();
+            assert_eq!(
+                floor_sends(seen),
+                want,
+                "policy {}: what {id} received differs from the replay",
+                policy.name()
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn malformed_frames_get_error_and_the_connection_lives() {
+    let srv = start(options(PolicyKind::Spec));
+    let mut c = Client::named(srv.addr, "agent-a").await;
+    c.send_raw(Message::text("not json")).await;
+    let e = c.expect("ERROR").await;
+    assert_eq!(e["code"], "INVALID_MSG");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("Invalid JSON"),
+        "{e}"
+    );
+    c.send_raw(Message::text("[1]")).await;
+    let e = c.expect("ERROR").await;
+    assert_eq!(
+        (e["code"].as_str(), e["message"].as_str()),
+        (Some("bad_message"), Some("message must be a JSON object"))
+    );
+    c.send(json!({"type": "RESPONDING_TO", "msg_id": "m", "started_at": "soon", "channel": "#general"}))
+        .await;
+    assert_eq!(c.expect("ERROR").await["code"], "bad_message");
+    c.send(json!({"type": "IDENTIFY", "name": "again"})).await;
+    assert_eq!(c.expect("ERROR").await["code"], "INVALID_MSG");
+    // A binary frame is read as JSON text too.
+    c.send_raw(Message::binary(br#"{"type":"PING"}"#.to_vec()))
+        .await;
+    c.expect("PONG").await;
+    c.send(json!({"type": "PING"})).await;
+    c.expect("PONG").await;
+    c.join("#general").await;
+    srv.stop();
+}
+
+#[tokio::test]
+async fn an_oversized_frame_gets_error_and_the_connection_is_closed() {
+    let mut opts = options(PolicyKind::Spec);
+    opts.limits.max_frame_bytes = 1024;
+    let srv = start(opts);
+    let mut c = Client::named(srv.addr, "agent-a").await;
+    let mut other = Client::named(srv.addr, "agent-b").await;
+    let big = json!({"type": "MSG", "to": "#general", "content": "x".repeat(2000)});
+    c.send(big).await;
+    let e = c.expect("ERROR").await;
+    assert_eq!(e["code"], "FRAME_TOO_LARGE", "{e}");
+    assert_eq!(c.closed().await, Some(CloseCode::Size));
+    // The server goes on serving the others.
+    other.send(json!({"type": "PING"})).await;
+    other.expect("PONG").await;
+    srv.stop();
+}
+
+#[tokio::test]
+async fn frames_over_the_rate_limit_get_error_and_the_connection_lives() {
+    let mut opts = options(PolicyKind::Spec);
+    opts.limits = Limits {
+        rate_per_sec: 1,
+        burst: 3,
+        ..Limits::default()
+    };
+    let srv = start(opts);
+    let mut c = Client::connect(srv.addr).await;
+    for _ in 0..5 {
+        c.send(json!({"type": "PING"})).await;
+    }
+    let mut got = Vec::new();
+    for _ in 0..5 {
+        let v = c.next().await;
+        got.push(if v["type"] == "ERROR" {
+            v["code"].as_str().unwrap_or("?").to_string()
+        } else {
+            v["type"].as_str().unwrap_or("?").to_string()
+        });
+    }
+    assert_eq!(
+        got,
+        ["PONG", "PONG", "PONG", "RATE_LIMITED", "RATE_LIMITED"]
+    );
+    srv.stop();
+}
+
+#[tokio::test]
+async fn an_abrupt_disconnect_releases_the_claims() {
+    let srv = start(options(PolicyKind::Spec));
+    let mut a = Client::named(srv.addr, "agent-a").await;
+    let mut b = Client::named(srv.addr, "agent-b").await;
+    let mut c = Client::named(srv.addr, "agent-c").await;
+    for cl in [&mut a, &mut b, &mut c] {
+        cl.join("#general").await;
+    }
+    a.send(claim("m1", 100)).await;
+    assert_eq!(b.expect("RESPONDING_TO").await["from"], "agent-a");
+    // a holds the floor: c's later claim is yielded.
+    c.send(claim("m1", 300)).await;
+    let got = c.sync().await;
+    assert_eq!(types(&got), ["RESPONDING_TO", "YIELD"]);
+    assert_eq!(got[1]["winner"], "agent-a");
+    // a's TCP connection drops without a close handshake.
+    drop(a.ws);
+    // b claims until granted (the server may not have seen the drop yet:
+    // then b is yielded to a and tries again). Bounded.
+    let mut granted = false;
+    for _ in 0..100 {
+        b.send(claim("m1", 200)).await;
+        let got = b.sync().await;
+        if got.iter().all(|v| v["type"] != "YIELD") {
+            granted = true;
+            break;
+        }
+        assert!(
+            got.iter()
+                .all(|v| v["type"] != "YIELD" || v["winner"] == "agent-a")
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(granted, "the disconnected agent's claim was never released");
+    // Now b holds the floor: c is yielded to b.
+    c.send(claim("m1", 300)).await;
+    let got = c.sync().await;
+    assert!(
+        got.iter()
+            .any(|v| v["type"] == "YIELD" && v["winner"] == "agent-b"),
+        "{got:?}"
+    );
+    srv.stop();
+}
+
+#[tokio::test]
+async fn two_hundred_concurrent_connections() {
+    let srv = start(options(PolicyKind::Spec));
+    let addr = srv.addr;
+    let clients = futures_util::future::join_all((0..200).map(|i| async move {
+        let mut c = Client::named(addr, &format!("agent-{i}")).await;
+        c.join("#general").await;
+        c
+    }))
+    .await;
+    let mut clients = clients;
+    // Every agent joined before anyone speaks: agent-0 posts, the 199
+    // others receive it.
+    clients[0]
+        .send(json!({"type": "MSG", "id": "hello", "to": "#general", "content": "hi all"}))
+        .await;
+    let (first, rest) = clients.split_at_mut(1);
+    let received = futures_util::future::join_all(rest.iter_mut().map(|c| async move {
+        loop {
+            let v = c.next().await;
+            if v["type"] == "MSG" {
+                return v["id"] == "hello" && v["from"] == "agent-0";
+            }
+        }
+    }))
+    .await;
+    assert_eq!(received.iter().filter(|ok| **ok).count(), 199);
+    assert!(first[0].sync().await.is_empty(), "no echo to the sender");
+    drop(clients);
+    let report = srv.stop();
+    assert_eq!(report.connections, 200);
+    assert_eq!(report.refused, 0);
+}
+
+#[tokio::test]
+async fn connections_over_the_limit_are_refused() {
+    let mut opts = options(PolicyKind::Spec);
+    opts.limits.max_connections = 2;
+    let srv = start(opts);
+    let _a = Client::named(srv.addr, "agent-a").await;
+    let _b = Client::named(srv.addr, "agent-b").await;
+    let third = tokio::time::timeout(
+        WAIT,
+        tokio_tungstenite::connect_async(format!("ws://{}", srv.addr)),
+    )
+    .await
+    .expect("answers in time");
+    assert!(third.is_err(), "the third connection must be refused");
+    let report = srv.stop();
+    assert_eq!((report.connections, report.refused), (2, 1));
+}
+
+/// The binary: `herdsim serve` prints its address, serves, and on SIGTERM
+/// closes the connections (code 1001) and exits 0.
+#[cfg(unix)]
+#[tokio::test]
+async fn the_binary_serves_and_stops_cleanly_on_sigterm() {
+    use std::io::BufRead;
+    let (_dir, log) = temp_log("serve.jsonl");
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("herdsim"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--policy",
+            "spec",
+            "--log",
+        ])
+        .arg(&log)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawns");
+    let stderr = child.stderr.take().expect("stderr");
+    let (line_tx, line_rx) = std_mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut lines = std::io::BufReader::new(stderr).lines();
+        let first = lines.next().and_then(Result::ok).unwrap_or_default();
+        let _ = line_tx.send(first);
+        lines.map_while(Result::ok).collect::<Vec<_>>()
+    });
+    let first = line_rx.recv_timeout(WAIT).expect("prints its address");
+    let addr: SocketAddr = first
+        .split("ws://")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {first:?}"));
+    assert!(addr.ip().is_loopback());
+    let mut c = Client::named(addr, "agent-a").await;
+    c.join("#general").await;
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+    assert_eq!(c.closed().await, Some(CloseCode::Away));
+    let mut exit = None;
+    for _ in 0..200 {
+        if let Some(s) = child.try_wait().expect("wait") {
+            exit = Some(s);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let Some(exit) = exit else {
+        let _ = child.kill();
+        panic!("herdsim serve did not stop on SIGTERM");
+    };
+    assert_eq!(exit.code(), Some(0));
+    let rest = reader.join().expect("reader");
+    assert!(rest.iter().any(|l| l.contains("stopped")), "{rest:?}");
+    let text = std::fs::read_to_string(&log).expect("log");
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert_eq!(lines[0]["agent"], "agent-a");
+    assert_eq!(lines[0]["role"], "agent");
+    assert_eq!(
+        lines[0]["event"],
+        json!({"type": "JOIN", "channel": "#general"})
+    );
+    assert_eq!(lines[1]["event"], json!({"type": "DISCONNECT"}));
+    assert!(lines[0]["at_ms"].as_u64() <= lines[1]["at_ms"].as_u64());
+}
+
+#[tokio::test]
+async fn hostile_frames_never_panic_the_server() {
+    let srv = start(options(PolicyKind::Agentchat036));
+    let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+    let frames: Vec<String> = vec![
+        String::new(),
+        "null".into(),
+        "1e999".into(),
+        "\"PING\"".into(),
+        deep,
+        r#"{"type":null}"#.into(),
+        r#"{"type":7}"#.into(),
+        r#"{"type":"IDENTIFY"}"#.into(),
+        r#"{"type":"IDENTIFY","name":"x","pubkey":5}"#.into(),
+        r#"{"type":"IDENTIFY","name":"x","pubkey":"-----BEGIN PUBLIC KEY-----\n-----END PUBLIC KEY-----\n"}"#.into(),
+        r#"{"type":"VERIFY_IDENTITY"}"#.into(),
+        r#"{"type":"VERIFY_IDENTITY","challenge_id":"c","signature":"AAAA","timestamp":1}"#.into(),
+        r#"{"type":"IDENTIFY","name":"hostile"}"#.into(),
+        r#"{"type":"JOIN"}"#.into(),
+        r##"{"type":"JOIN","channel":["#a"]}"##.into(),
+        r#"{"type":"JOIN","channel":"no-hash"}"#.into(),
+        r##"{"type":"JOIN","channel":"#general"}"##.into(),
+        r##"{"type":"LEAVE","channel":"#nowhere"}"##.into(),
+        r##"{"type":"RESPONDING_TO","msg_id":"m","started_at":18446744073709551616,"channel":"#general"}"##.into(),
+        r##"{"type":"RESPONDING_TO","msg_id":"m","started_at":-9223372036854775808,"channel":"#general"}"##.into(),
+        r##"{"type":"RESPONDING_TO","msg_id":"m","started_at":0,"channel":"#general"}"##.into(),
+        r##"{"type":"RESPONDING_TO","msg_id":"m","started_at":1,"channel":"@hostile"}"##.into(),
+        r#"{"type":"MSG","to":"@","content":"x"}"#.into(),
+        r#"{"type":"MSG","to":"@nobody","content":"x"}"#.into(),
+        r#"{"type":"MSG","to":"@hostile","content":"to myself"}"#.into(),
+        r##"{"type":"MSG","to":"#general","content":7}"##.into(),
+        r#"{"type":"DISCONNECT"}"#.into(),
+        r#"{"type":"PING","extra":{"a":[1,2,3]}}"#.into(),
+    ];
+    let mut c = Client::connect(srv.addr).await;
+    for f in &frames {
+        c.send_raw(Message::text(f.clone())).await;
+    }
+    c.send_raw(Message::binary(vec![0xff, 0xfe, 0x00])).await;
+    // Still alive and identified, still a member of #general (a client
+    // cannot send the replay format's DISCONNECT event).
+    let before = c.sync().await;
+    assert!(
+        before.iter().any(|v| v["code"] == "INVALID_MSG"
+            && v["message"].as_str().unwrap_or("").contains("DISCONNECT")),
+        "{before:?}"
+    );
+    let mut other = Client::named(srv.addr, "other").await;
+    other.join("#general").await;
+    other
+        .send(json!({"type": "MSG", "to": "#general", "content": "still there?"}))
+        .await;
+    loop {
+        let v = c.next().await;
+        if v["type"] == "MSG" && v["from"] == "other" {
+            break;
+        }
+    }
+    c.send(json!({"type": "PING"})).await;
+    loop {
+        if c.next().await["type"] == "PONG" {
+            break;
+        }
+    }
+    srv.stop();
+}
+
+#[test]
+fn bad_flags_and_an_unwritable_log_are_input_errors() {
+    let (dir, _) = temp_log("unused");
+    let missing = dir.path().join("no/such/dir/log.jsonl");
+    let out = assert_cmd::Command::cargo_bin("herdsim")
+        .expect("binary")
+        .args(["serve", "--listen", "127.0.0.1:0", "--log"])
+        .arg(&missing)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("herdsim: error: --log "), "{err}");
+    assert!(err.contains("log.jsonl"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    for bad in [
+        vec!["--listen", "localhost"],
+        vec!["--policy", "nope"],
+        vec!["--max-frame-bytes", "1"],
+        vec!["--rate-burst", "0"],
+        vec!["--ttl-ms", "0"],
+    ] {
+        let out = assert_cmd::Command::cargo_bin("herdsim")
+            .expect("binary")
+            .arg("serve")
+            .args(&bad)
+            .output()
+            .expect("runs");
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+    }
+}
+
+#[test]
+fn a_port_in_use_is_a_failure_naming_the_address() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
+    let addr = taken.local_addr().expect("addr");
+    let out = assert_cmd::Command::cargo_bin("herdsim")
+        .expect("binary")
+        .args(["serve", "--listen", &addr.to_string()])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with(&format!("herdsim: error: cannot listen on {addr}")),
+        "{err}"
+    );
+}
