@@ -16,7 +16,9 @@
 //! - Every ```` ```toml ```` block is validated as a scenario (in
 //!   `scenarios/`, or the folder an `<!-- doc-test: validate in DIR -->`
 //!   line right above it names), unless an `<!-- doc-test: skip (why) -->`
-//!   line says it is not one.
+//!   line says it is not one. The same skip line above any other block
+//!   keeps its commands from running (a server that runs until stopped).
+//!   Every command runs under a 300 s `timeout`, so a hang fails the test.
 //!
 //! The clone is taken from the worktree's committed state, with its
 //! modified and new (not ignored) files copied over, so the test checks
@@ -270,7 +272,7 @@ fn doc_items(file: &str, text: &str) -> Vec<Item> {
                 dir,
                 toml: toml.join("\n"),
             });
-        } else {
+        } else if !marker.contains("skip") {
             let mut k = 0;
             while k < body.len() {
                 let mut cmd = body[k].trim().to_string();
@@ -329,7 +331,7 @@ bin="@BIN@"
 case "$1" in
   run) extra="--reps 2 --set workload.count=30" ;;
   tune) extra="--reps 2 --max-reps 2 --grid 2 --set workload.count=30" ;;
-  *) exec "$bin" "$@" ;;
+  *) exec timeout 300 "$bin" "$@" ;;
 esac
 sub=$1
 shift
@@ -345,7 +347,7 @@ for a in "$@"; do
   fi
 done
 shift "$n"
-exec "$bin" "$sub" "$@" $extra
+exec timeout 300 "$bin" "$sub" "$@" $extra
 "#;
 
 /// Make a clone of the worktree as it is (committed state plus modified
