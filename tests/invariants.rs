@@ -148,7 +148,7 @@ proptest! {
         let world = Prepared::new(&loaded.base().expect("resolves"), Path::new(".")).expect("prepares");
         let policy = PolicyKind::ALL[p.policy];
         let mut buf = TraceBuf::new();
-        let r = simulate(&world, policy, seed, Some(&mut buf));
+        let r = simulate(&world, policy, seed, Some(&mut buf)).expect("within the run limits");
 
         let mut answered: BTreeSet<(String, String)> = BTreeSet::new();
         // (agent, msg) -> hung?

@@ -157,8 +157,12 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     }
     let mut prepared: Vec<(usize, Prepared)> = Vec::with_capacity(run_points.len());
     for &p in &run_points {
-        let w = Prepared::new(&plan.points[p].scenario, &plan.loaded.base_dir)
-            .map_err(|e| CliError::bad(format!("{}: {e}", plan.loaded.file)))?;
+        let w = Prepared::with_cache(
+            &plan.points[p].scenario,
+            &plan.loaded.base_dir,
+            &plan.loaded.data,
+        )
+        .map_err(|e| CliError::bad(format!("{}: {e}", plan.loaded.file)))?;
         prepared.push((p, w));
     }
     let jobs = sweep::plan(plan.seed, &run_points, &plan.policies, plan.reps);
@@ -255,7 +259,15 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
             .record(row)
             .map_err(|e| anyhow::anyhow!("cannot append to {}: {e}", jpath.display()))
     };
-    let new_rows = sweep::execute(&remaining, &prepared, threads, &progress, &record)?;
+    let new_rows =
+        sweep::execute(&remaining, &prepared, threads, &progress, &record).map_err(|e| {
+            let e = limit_is_bad_input(e, &plan.loaded.file);
+            if matches!(e, CliError::BadInput(_)) {
+                // Finishing it would hit the same limit: keep no journal.
+                let _ = std::fs::remove_file(&jpath);
+            }
+            e
+        })?;
     progress.finish();
     let elapsed = started.elapsed().as_secs_f64();
     drop(writer);
@@ -306,7 +318,8 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
             policy,
             sweep::rep_seed(plan.seed, *point, 0),
             Some(&mut buf),
-        );
+        )
+        .map_err(|e| CliError::bad(format!("{}: --trace: {e}", plan.loaded.file)))?;
         atomic::write(path, &buf)?;
     }
     // The standard comparison figure of a sweep, next to the CSVs (a shard
@@ -408,6 +421,16 @@ fn check_resumable(
         "{j}: the run changed since it was interrupted (fingerprint {}, now {}); {hint}",
         old.fingerprint, new.fingerprint
     )))
+}
+
+/// A replication that hit a run limit (docs/limits.md) is bad input: the
+/// scenario asks for more than herdsim does in one run.
+fn limit_is_bad_input(e: anyhow::Error, file: &str) -> CliError {
+    if e.downcast_ref::<crate::model::RunLimit>().is_some() {
+        CliError::bad(format!("{file}: {e:#}"))
+    } else {
+        CliError::Failure(e)
+    }
 }
 
 /// All cores.

@@ -8,6 +8,7 @@
 //! file never mentions `csma`. Each sweep point is then deserialized and
 //! validated on its own.
 
+pub mod limits;
 pub mod schema;
 pub mod validate;
 
@@ -72,6 +73,9 @@ pub struct Loaded {
     /// `--set` assignments applied so far, as (key, assignment), so that
     /// errors about a key a `--set` touched name the `--set`.
     sets: Vec<(String, String)>,
+    /// Empirical data files, read and parsed once for the whole plan and
+    /// shared by every point (see [`crate::model::Prepared::with_cache`]).
+    pub data: crate::model::dist::DataCache,
 }
 
 /// One point of the sweep grid: its parameter values and its scenario.
@@ -158,6 +162,7 @@ impl Loaded {
             resolved,
             sweep: Vec::new(),
             sets: Vec::new(),
+            data: Default::default(),
         };
         if let Some(sweep) = sweep_value {
             loaded.sweep = validate::sweep_axes(&loaded, sweep, None)?;
@@ -470,7 +475,7 @@ impl Loaded {
     /// Semantic validation; errors are located in the file text, or name
     /// the sweep axis or `--set` that gave the bad value.
     fn check(&self, s: &Scenario, params: &[(String, String)]) -> Result<(), ScenarioError> {
-        validate::check(s, &self.base_dir).map_err(|(key, message)| {
+        validate::check(s, &self.base_dir, &self.data).map_err(|(key, message)| {
             let swept = self
                 .sweep
                 .iter()

@@ -1,9 +1,10 @@
 //! Semantic checks of a resolved scenario, sweep axes, and locating a
 //! dotted key in the file text (for line:column in messages).
 
+use super::limits::{MAX_DURATION_MS, MAX_TIME_MS};
 use super::{Axis, Loaded, Scenario, ScenarioError, floor_boundary, line_col, set_path};
 use crate::floor::PolicyKind;
-use crate::model::dist::{DistError, DistSpec};
+use crate::model::dist::{DataCache, DistError, DistSpec};
 use std::path::Path;
 use toml::Spanned;
 use toml::Value;
@@ -14,8 +15,12 @@ pub const MAX_AGENTS: u64 = 100_000;
 /// Most values one sweep axis may expand to.
 pub const MAX_AXIS_VALUES: usize = 10_000;
 
-/// Check every value; the error is (dotted key, message).
-pub fn check(s: &Scenario, base_dir: &Path) -> Result<(), (String, String)> {
+/// Check every value; the error is (dotted key, message). Empirical data
+/// files are loaded through `cache` (once per cache).
+pub fn check(s: &Scenario, base_dir: &Path, cache: &DataCache) -> Result<(), (String, String)> {
+    let dist = |key: &str, d: &DistSpec, base_dir: &Path| dist(key, d, base_dir, cache);
+    let signed_dist =
+        |key: &str, d: &DistSpec, base_dir: &Path| signed_dist(key, d, base_dir, cache);
     let err = |k: &str, m: String| Err((k.to_string(), m));
     if s.name.is_empty()
         || !s
@@ -108,11 +113,23 @@ pub fn check(s: &Scenario, base_dir: &Path) -> Result<(), (String, String)> {
         return err("workload.mean_gap_ms", "must be positive".into());
     }
     if let Some(d) = w.duration_ms {
-        duration("workload.duration_ms", d)?;
+        time("workload.duration_ms", d)?;
     } else if w.count == 0 && s.script.is_empty() {
         return err(
             "workload.count",
             "must be at least 1 (or set workload.duration_ms)".into(),
+        );
+    } else if w.count as f64 * w.mean_gap_ms > MAX_TIME_MS {
+        return err(
+            "workload.count",
+            format!(
+                "{} messages {} ms apart would last {:e} ms of virtual time, more than the \
+                 1e12 ms (about 31.7 years) a run may cover; lower `workload.count` or \
+                 `workload.mean_gap_ms`",
+                w.count,
+                w.mean_gap_ms,
+                w.count as f64 * w.mean_gap_ms
+            ),
         );
     }
     channel("workload.channel", &w.channel)?;
@@ -132,11 +149,41 @@ pub fn check(s: &Scenario, base_dir: &Path) -> Result<(), (String, String)> {
     Ok(())
 }
 
-fn duration(key: &str, v: f64) -> Result<(), (String, String)> {
+pub fn duration(key: &str, v: f64) -> Result<(), (String, String)> {
     if !v.is_finite() || v < 0.0 {
         return Err((
             key.to_string(),
             format!("must be a finite, non-negative number of ms, not {v}"),
+        ));
+    }
+    if v > MAX_DURATION_MS {
+        return Err((
+            key.to_string(),
+            format!(
+                "{} ms is above the largest duration herdsim accepts, 1e10 ms (about 115 days)",
+                crate::model::dist::show(v)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A point of virtual time in ms: finite, >= 0, at most [`MAX_TIME_MS`].
+pub fn time(key: &str, v: f64) -> Result<(), (String, String)> {
+    if !v.is_finite() || v < 0.0 {
+        return Err((
+            key.to_string(),
+            format!("must be a finite, non-negative number of ms, not {v}"),
+        ));
+    }
+    if v > MAX_TIME_MS {
+        return Err((
+            key.to_string(),
+            format!(
+                "{} ms is beyond the latest virtual time a scenario can name, 1e12 ms \
+                 (about 31.7 years)",
+                crate::model::dist::show(v)
+            ),
         ));
     }
     Ok(())
@@ -152,8 +199,13 @@ fn prob(key: &str, v: f64) -> Result<(), (String, String)> {
     Ok(())
 }
 
-fn dist(key: &str, d: &DistSpec, base_dir: &Path) -> Result<(), (String, String)> {
-    d.prepare(base_dir)
+fn dist(
+    key: &str,
+    d: &DistSpec,
+    base_dir: &Path,
+    cache: &DataCache,
+) -> Result<(), (String, String)> {
+    d.prepare_with(base_dir, cache)
         .map(|_| ())
         .map_err(|e| (dist_field(key, &e), e.to_string()))
 }
@@ -173,7 +225,12 @@ fn dist_field(key: &str, e: &DistError) -> String {
 }
 
 /// Clock skew may be negative: only its shape is checked.
-fn signed_dist(key: &str, d: &DistSpec, base_dir: &Path) -> Result<(), (String, String)> {
+fn signed_dist(
+    key: &str,
+    d: &DistSpec,
+    base_dir: &Path,
+    cache: &DataCache,
+) -> Result<(), (String, String)> {
     if let DistSpec::Normal { mean_ms, sd_ms } = d {
         if !mean_ms.is_finite() || !sd_ms.is_finite() || *sd_ms < 0.0 {
             let field = if mean_ms.is_finite() {
@@ -186,9 +243,12 @@ fn signed_dist(key: &str, d: &DistSpec, base_dir: &Path) -> Result<(), (String, 
                 format!("needs a finite mean_ms and a finite sd_ms >= 0 (got {mean_ms}, {sd_ms})"),
             ));
         }
-        return Ok(());
+        // The bounds (|mean_ms|, sd_ms <= the largest duration).
+        return d
+            .validate()
+            .map_err(|e| (dist_field(key, &e), e.to_string()));
     }
-    dist(key, d, base_dir)
+    dist(key, d, base_dir, cache)
 }
 
 fn channel(key: &str, c: &str) -> Result<(), (String, String)> {

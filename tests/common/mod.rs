@@ -18,14 +18,14 @@ pub fn prepare(toml: &str) -> Prepared {
 
 /// One replication under `policy`.
 pub fn run(toml: &str, policy: PolicyKind, seed: u64) -> RunResult {
-    simulate(&prepare(toml), policy, seed, None)
+    simulate(&prepare(toml), policy, seed, None).expect("within the run limits")
 }
 
 /// One replication with its trace, one JSON value per line.
 pub fn traced(toml: &str, policy: PolicyKind, seed: u64) -> (RunResult, Vec<serde_json::Value>) {
     let p = prepare(toml);
     let mut buf = TraceBuf::new();
-    let r = simulate(&p, policy, seed, Some(&mut buf));
+    let r = simulate(&p, policy, seed, Some(&mut buf)).expect("within the run limits");
     (r, trace_lines(&buf))
 }
 
