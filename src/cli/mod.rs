@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 pub mod arbitrate;
+pub mod memory;
 pub mod merge;
 pub mod plot;
 pub mod run;
