@@ -498,7 +498,8 @@ fn check_memory(
     let threads = threads.min(run_points.len().max(1)) as u64;
     let runs = threads.saturating_mul(memory::run_bytes(most));
     // Room for each replication to relay at least a few messages to all.
-    let events_floor = threads.saturating_mul(most.saturating_mul(4).saturating_mul(memory::EVENT_BYTES));
+    let events_floor =
+        threads.saturating_mul(most.saturating_mul(4).saturating_mul(memory::EVENT_BYTES));
     let need = plan_need.saturating_add(per_points).saturating_add(runs);
     if need.saturating_add(events_floor) > budget {
         let key = plan

@@ -144,9 +144,17 @@ impl Loaded {
                 file: file.to_string(),
                 key,
                 pos: Some(line_col(text, offset)),
-                message,
+                message: validate::humanize(&message),
             }
         };
+        if let Ok(t) = toml::from_str::<toml::Table>(text) {
+            validate::shape(&t).map_err(|(key, message)| ScenarioError {
+                file: file.to_string(),
+                pos: validate::locate(text, &key),
+                key: Some(key),
+                message,
+            })?;
+        }
         let mut scenario: Scenario = toml::from_str(text).map_err(err_at)?;
         let sweep_value = scenario.sweep.take().map(Value::Table);
         let resolved = to_table(&scenario).map_err(|message| ScenarioError {
@@ -241,10 +249,15 @@ impl Loaded {
         }
         let mut tree = Value::Table(self.resolved.clone());
         set_path(&mut tree, key, value).map_err(|m| bad(Some(key.to_string()), m))?;
-        let scenario: Scenario = tree
-            .clone()
-            .try_into()
-            .map_err(|e: toml::de::Error| bad(Some(key.to_string()), e.message().trim().into()))?;
+        if let Value::Table(t) = &tree {
+            validate::shape(t).map_err(|(k, m)| bad(Some(k), m))?;
+        }
+        let scenario: Scenario = tree.clone().try_into().map_err(|e: toml::de::Error| {
+            bad(
+                Some(key.to_string()),
+                validate::humanize(e.message().trim()),
+            )
+        })?;
         self.sets.push((key.to_string(), origin.to_string()));
         self.check_base(&scenario)?;
         self.resolved = to_table(&scenario).map_err(|m| bad(Some(key.to_string()), m))?;
@@ -288,7 +301,7 @@ impl Loaded {
                 file: self.file.clone(),
                 key: None,
                 pos: None,
-                message: e.message().trim().to_string(),
+                message: validate::humanize(e.message().trim()),
             })
     }
 
@@ -373,7 +386,7 @@ impl Loaded {
                 .map_err(|m| self.sweep_error(a, format!("{m} (sweep value {shown})")))?;
         }
         let scenario: Scenario = tree.try_into().map_err(|e: toml::de::Error| {
-            let message = e.message().trim().to_string();
+            let message = validate::humanize(e.message().trim());
             // Name the axis whose value does not fit, when it is clear.
             let axis = self
                 .sweep

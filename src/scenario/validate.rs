@@ -262,6 +262,140 @@ fn channel(key: &str, c: &str) -> Result<(), (String, String)> {
     Ok(())
 }
 
+/// Serde's words for types, in the user's words.
+pub fn humanize(message: &str) -> String {
+    let mut m = message.to_string();
+    for (rust, user) in [
+        ("expected u8", "expected a whole number from 0 to 255"),
+        ("expected u16", "expected a whole number from 0 to 65535"),
+        (
+            "expected u32",
+            "expected a whole number from 0 to 4294967295",
+        ),
+        (
+            "expected u64",
+            "expected a whole number from 0 to 18446744073709551615",
+        ),
+        ("expected i64", "expected a whole number"),
+        ("expected i32", "expected a whole number"),
+        ("expected f64", "expected a number"),
+        ("expected f32", "expected a number"),
+        ("expected a sequence", "expected a list `[...]`"),
+        ("expected a map", "expected a table"),
+        ("expected struct ", "expected a table "),
+        ("invalid type: map", "invalid type: table"),
+        ("invalid type: sequence", "invalid type: list"),
+        ("floating point `", "decimal number `"),
+        ("expected variant identifier", "expected a name"),
+    ] {
+        m = m.replace(rust, user);
+    }
+    if m == "missing field `kind`" {
+        m = format!(
+            "missing field `kind`: a distribution needs `kind`, one of {}, e.g. \
+             `{{ kind = \"uniform\", min_ms = 2000, max_ms = 8000 }}`",
+            KINDS.join(", ")
+        );
+    }
+    m
+}
+
+/// Keys that hold one table, keys that hold a list of tables, and the
+/// distributions (the `kind` tables), for [`shape`].
+const ONE_TABLE: [&str; 4] = ["server", "network", "workload", "sweep"];
+const TABLE_LISTS: [(&str, &str); 2] = [("agents", "agent group"), ("script", "scripted event")];
+const KINDS: [&str; 6] = [
+    "fixed",
+    "uniform",
+    "exponential",
+    "normal",
+    "lognormal",
+    "empirical",
+];
+
+/// Tables written with the wrong brackets, and distributions written as
+/// nested tables: the error says what to write instead. `(key, message)`.
+pub fn shape(t: &toml::Table) -> Result<(), (String, String)> {
+    for k in ONE_TABLE {
+        if let Some(Value::Array(_)) = t.get(k) {
+            return Err((
+                k.to_string(),
+                format!(
+                    "`[[{k}]]` (double brackets) makes a list of tables, but a scenario has one \
+                     `{k}` table: write `[{k}]` (single brackets)"
+                ),
+            ));
+        }
+    }
+    for (k, what) in TABLE_LISTS {
+        if let Some(Value::Table(_)) = t.get(k) {
+            return Err((
+                k.to_string(),
+                format!(
+                    "`[{k}]` (single brackets) is one table, but `{k}` is a list of tables: \
+                     write `[[{k}]]` (double brackets) before each {what}"
+                ),
+            ));
+        }
+    }
+    let mut dists: Vec<(String, String, &Value)> = Vec::new();
+    for (table, key) in [
+        ("server", "processing"),
+        ("server", "disconnect_detect"),
+        ("server", "restart"),
+        ("network", "jitter"),
+    ] {
+        if let Some(v) = t.get(table).and_then(|s| s.get(key)) {
+            dists.push((format!("{table}.{key}"), format!("{table}.{key}"), v));
+        }
+    }
+    if let Some(Value::Array(groups)) = t.get("agents") {
+        for (i, g) in groups.iter().enumerate() {
+            for key in ["csma", "inference", "clock_skew"] {
+                if let Some(v) = g.get(key) {
+                    dists.push((format!("agents.{i}.{key}"), format!("agents.{key}"), v));
+                }
+            }
+        }
+    }
+    for (key, header, v) in dists {
+        let last = header.rsplit('.').next().unwrap_or(&header);
+        let example = format!("`{last} = {{ kind = \"uniform\", min_ms = 2000, max_ms = 8000 }}`");
+        match v {
+            Value::Array(_) => {
+                return Err((
+                    key,
+                    format!(
+                        "a distribution is one table, not a list: write `[{header}]` once (single \
+                         brackets), or {example}"
+                    ),
+                ));
+            }
+            Value::Table(d) => {
+                if let Some((name, _)) = d.iter().find(|(_, v)| v.is_table() || v.is_array()) {
+                    let hint = if KINDS.contains(&name.as_str()) {
+                        format!(
+                            "write `kind = \"{name}\"` and its parameters directly in \
+                             `[{header}]` rather than a `[{header}.{name}]` table"
+                        )
+                    } else {
+                        format!(
+                            "write `kind` and its parameters directly in `[{header}]`, e.g. \
+                             {example}"
+                        )
+                    };
+                    return Err((
+                        format!("{key}.{name}"),
+                        format!("a distribution takes no nested tables or lists: {hint}"),
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Top-level keys that shape the plan rather than one run: they cannot be
 /// swept (list several policies instead, or use `--reps`/`--seed`).
 pub const PLAN_KEYS: [&str; 6] = ["name", "description", "seed", "reps", "policies", "sweep"];
@@ -318,7 +452,7 @@ pub fn sweep_axes(
         if let Err(e) = tree.try_into::<Scenario>() {
             return Err(err(
                 &skey,
-                format!("cannot sweep `{key}`: {}", e.message().trim()),
+                format!("cannot sweep `{key}`: {}", humanize(e.message().trim())),
             ));
         }
         out.push(Axis {
