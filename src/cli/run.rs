@@ -495,7 +495,11 @@ fn check_memory(
         plan.policies.len() as u64,
         u64::from(plan.reps),
     );
-    let threads = threads.min(run_points.len().max(1)) as u64;
+    // Replications run concurrently, up to one per thread.
+    let jobs = (run_points.len() as u64)
+        .saturating_mul(plan.policies.len() as u64)
+        .saturating_mul(u64::from(plan.reps));
+    let threads = (threads as u64).min(jobs.max(1));
     let runs = threads.saturating_mul(memory::run_bytes(most));
     // Room for each replication to relay at least a few messages to all.
     let events_floor =

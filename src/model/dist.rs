@@ -427,7 +427,10 @@ impl Dist {
 /// Parsed empirical data files, shared: each (path, column) is read and
 /// parsed once per cache. Clones share the same cache.
 #[derive(Clone, Default)]
-pub struct DataCache(Arc<Mutex<BTreeMap<(PathBuf, Option<String>), Arc<[u64]>>>>);
+pub struct DataCache(Arc<Mutex<BTreeMap<DataKey, Arc<[u64]>>>>);
+
+/// A data file and the column taken from it.
+type DataKey = (PathBuf, Option<String>);
 
 impl std::fmt::Debug for DataCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -835,6 +838,29 @@ mod tests {
             p99_ms: 250.0,
         });
         assert!(samples(&d, 100, 14).iter().all(|&x| x == 250_000));
+    }
+
+    #[test]
+    fn draws_are_clamped_to_the_largest_duration() {
+        // An exponential with the largest mean draws above it 37% of the time.
+        let d = prep(DistSpec::Exponential { mean_ms: 1e10 });
+        let xs = samples(&d, 10_000, 21);
+        assert!(xs.iter().all(|&x| x <= MAX_DURATION_US));
+        assert!(xs.iter().filter(|&&x| x == MAX_DURATION_US).count() > 3000);
+        let d = prep(DistSpec::Normal {
+            mean_ms: -1e10,
+            sd_ms: 1e10,
+        });
+        let mut r = rng(22);
+        let max = MAX_DURATION_US as i64;
+        let ys: Vec<i64> = (0..10_000).map(|_| d.sample_signed_us(&mut r)).collect();
+        assert!(ys.iter().all(|y| (-max..=max).contains(y)));
+        assert!(ys.contains(&-max));
+        assert!(
+            DistSpec::Exponential { mean_ms: 1.5e10 }
+                .validate()
+                .is_err()
+        );
     }
 
     #[test]

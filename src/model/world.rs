@@ -185,7 +185,8 @@ impl Prepared {
     /// Cap the events pending at once (a replication that needs more
     /// stops with [`RunLimit::Pending`]); unbounded by default.
     pub fn set_max_pending(&mut self, n: usize) {
-        self.max_pending = n.max(1);
+        // The event queue addresses at most u32::MAX pending events.
+        self.max_pending = n.clamp(1, u32::MAX as usize - 1);
     }
 
     pub fn agents(&self) -> usize {
