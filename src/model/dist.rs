@@ -306,7 +306,7 @@ fn ms_to_us(ms: f64) -> u64 {
 /// an unbounded distribution is clamped to the largest duration).
 #[inline]
 fn us_round(us: f64) -> u64 {
-    (us.round() as u64).min(MAX_DURATION_US)
+    us.round().min(MAX_DURATION_US as f64) as u64
 }
 
 /// A prepared distribution: parameters in µs, empirical data loaded.

@@ -395,18 +395,20 @@ impl World<'_> {
         self.schedule_next_post();
         let (max_events, max_pending) = (self.p.max_events, self.p.max_pending);
         while let Some((now, ev)) = self.eng.pop() {
-            if now > HORIZON_US {
-                return Err(RunLimit::Horizon);
-            }
-            if self.eng.popped() > max_events {
-                return Err(RunLimit::Events(max_events));
+            // One branch per event; which limit it was is sorted out after.
+            if (now > HORIZON_US) | (self.eng.popped() > max_events) {
+                return Err(if now > HORIZON_US {
+                    RunLimit::Horizon
+                } else {
+                    RunLimit::Events(max_events)
+                });
             }
             self.dispatch(now, ev);
-            if self.eng.len() > max_pending {
-                return Err(RunLimit::Pending(max_pending));
-            }
-            if let Some(limit) = self.halt.take() {
-                return Err(limit);
+            if (self.eng.len() > max_pending) | self.halt.is_some() {
+                return Err(match self.halt.take() {
+                    Some(limit) => limit,
+                    None => RunLimit::Pending(max_pending),
+                });
             }
         }
         // Hung inferences keep messages open: close them now.

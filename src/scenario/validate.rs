@@ -149,6 +149,7 @@ pub fn check(s: &Scenario, base_dir: &Path, cache: &DataCache) -> Result<(), (St
     Ok(())
 }
 
+/// A duration in ms: finite, >= 0, at most [`MAX_DURATION_MS`].
 pub fn duration(key: &str, v: f64) -> Result<(), (String, String)> {
     if !v.is_finite() || v < 0.0 {
         return Err((
