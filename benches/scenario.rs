@@ -25,7 +25,10 @@ fn world(sets: &[String]) -> Prepared {
 }
 
 fn events(w: &Prepared, policy: PolicyKind) -> u64 {
-    simulate(w, policy, 1, None).get("events").unwrap_or(0.0) as u64
+    simulate(w, policy, 1, None)
+        .expect("runs")
+        .get("events")
+        .unwrap_or(0.0) as u64
 }
 
 fn default_scenario(c: &mut Criterion) {

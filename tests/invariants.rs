@@ -11,7 +11,8 @@ use herdsim::floor::PolicyKind;
 use herdsim::model::{Prepared, TraceBuf, simulate};
 use herdsim::scenario::Loaded;
 use proptest::prelude::*;
-use std::collections::{BTreeMap, BTreeSet};
+
+mod common;
 use std::path::Path;
 
 #[derive(Debug, Clone)]
@@ -148,54 +149,10 @@ proptest! {
         let world = Prepared::new(&loaded.base().expect("resolves"), Path::new(".")).expect("prepares");
         let policy = PolicyKind::ALL[p.policy];
         let mut buf = TraceBuf::new();
-        let r = simulate(&world, policy, seed, Some(&mut buf));
+        let r = simulate(&world, policy, seed, Some(&mut buf)).expect("within the run limits");
 
-        let mut answered: BTreeSet<(String, String)> = BTreeSet::new();
-        // (agent, msg) -> hung?
-        let mut open: BTreeMap<(String, String), bool> = BTreeMap::new();
-        let mut started = 0u64;
-        for line in buf.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-            let v: serde_json::Value = serde_json::from_slice(line).expect("json");
-            let agent = v["agent"].as_str().unwrap_or("").to_string();
-            let msg = v["msg_id"].as_str().unwrap_or("").to_string();
-            match v["ev"].as_str().unwrap_or("") {
-                "server_recv" if v["msg"]["type"] == "MSG" => {
-                    if let Some(parent) = v["msg"]["in_reply_to"].as_str() {
-                        let fresh = answered.insert((agent, parent.to_string()));
-                        prop_assert!(fresh, "an agent answered {} twice", parent);
-                    }
-                }
-                "infer" => {
-                    started += 1;
-                    let hung = v["hung"].as_bool().unwrap_or(false);
-                    let was = open.insert((agent, msg), hung);
-                    prop_assert!(was.is_none(), "inference started twice at once");
-                }
-                "done" | "abort" => {
-                    let was = open.remove(&(agent, msg));
-                    prop_assert_eq!(was, Some(false), "an inference ended that was not running (or was hung)");
-                }
-                "crash" => open.retain(|(a, _), _| *a != agent),
-                _ => {}
-            }
-        }
-        prop_assert!(open.values().all(|hung| *hung), "a non-hung inference never ended");
-
-        let g = |m: &str| r.get(m).expect("metric");
-        for m in ["duplicate_rate", "unanswered_rate", "wasted_inference_rate",
-                  "wasted_inference_count_rate", "single_starter_rate"] {
-            prop_assert!((0.0..=1.0).contains(&g(m)), "{} = {}", m, g(m));
-        }
-        let single = 1.0 - g("duplicate_rate") - g("unanswered_rate");
-        prop_assert!(single >= -1e-12, "duplicate + unanswered exceed 1");
-        let msgs = g("messages");
-        // Replies >= 1 per singly answered message + 2 per duplicated one.
-        prop_assert!(g("responses_per_msg") * msgs + 1e-9 >= single * msgs + 2.0 * g("duplicate_rate") * msgs);
-        prop_assert!(g("inferences") >= 0.0 && g("inferences") <= started as f64);
-        prop_assert!(g("lost") == 0.0 || p.loss_p > 0.0);
-        if policy == PolicyKind::None {
-            prop_assert_eq!(g("claims"), 0.0);
-            prop_assert_eq!(g("yields"), 0.0);
+        if let Err(e) = common::check_invariants(&r, &buf, policy, p.loss_p > 0.0) {
+            prop_assert!(false, "{}", e);
         }
     }
 }

@@ -123,7 +123,7 @@ count = {posts}
     );
     let p = prepare(&toml);
     let mut buf = TraceBuf::new();
-    simulate(&p, PolicyKind::Spec, 23, Some(&mut buf));
+    simulate(&p, PolicyKind::Spec, 23, Some(&mut buf)).expect("within the run limits");
     let mut times = Vec::with_capacity(posts);
     for v in trace_lines(&buf) {
         if v["ev"] == "post" {

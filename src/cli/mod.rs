@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 pub mod arbitrate;
 pub mod interrupt;
+pub mod memory;
 pub mod merge;
 pub mod plot;
 pub mod run;

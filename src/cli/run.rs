@@ -8,6 +8,7 @@
 
 use super::CliError;
 use super::interrupt;
+use super::memory;
 use crate::floor::PolicyKind;
 use crate::metrics::METRICS;
 use crate::model::{Prepared, TraceBuf, simulate};
@@ -63,6 +64,10 @@ pub struct Args {
     /// No progress bar and no timing line on stderr.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Memory the run may use (bytes, or e.g. 512M, 4G); a plan that needs
+    /// more is refused before it starts (default: the available memory).
+    #[arg(long, value_name = "SIZE", value_parser = |s: &str| memory::parse_size(s))]
+    pub max_memory: Option<u64>,
 }
 
 /// Most replications one invocation runs (its plan is held in memory).
@@ -89,6 +94,18 @@ pub fn load_plan(
     seed: Option<u64>,
     reps: Option<u32>,
 ) -> Result<Plan, CliError> {
+    load_plan_within(scenario, sets, seed, reps, memory::budget(None))
+}
+
+/// [`load_plan`], refusing a plan whose points and replications would not
+/// fit in `budget` bytes before its points are expanded.
+pub fn load_plan_within(
+    scenario: Option<&PathBuf>,
+    sets: &[String],
+    seed: Option<u64>,
+    reps: Option<u32>,
+    budget: u64,
+) -> Result<Plan, CliError> {
     let mut loaded = match scenario {
         Some(p) => Loaded::from_file(p),
         None => Loaded::builtin_default(),
@@ -107,8 +124,29 @@ pub fn load_plan(
             .apply_as(&format!("reps={reps}"), &format!("--reps {reps}"))
             .map_err(bad)?;
     }
-    let points = loaded.points().map_err(bad)?;
     let base = loaded.base().map_err(bad)?;
+    let n_points = loaded.point_count() as u64;
+    let (need, key) = memory::plan_bytes(
+        &loaded,
+        n_points,
+        base.policies.len() as u64,
+        u64::from(base.reps),
+    );
+    if need > budget {
+        return Err(bad(loaded.error_at(
+            &key,
+            format!(
+                "{n_points} points x {} policies x {} replications need about {} of memory, \
+                 more than the {} this run may use (--max-memory; default: the memory \
+                 available); split the plan with --shard or fewer replications",
+                base.policies.len(),
+                base.reps,
+                memory::show(need),
+                memory::show(budget)
+            ),
+        )));
+    }
+    let points = loaded.points().map_err(bad)?;
     Ok(Plan {
         policies: base.policy_kinds(),
         reps: base.reps,
@@ -122,7 +160,14 @@ pub fn load_plan(
 pub fn run(args: Args) -> Result<ExitCode, CliError> {
     // Every check of the input, the flags and the output paths comes
     // first: nothing is written and nothing simulated before they pass.
-    let plan = load_plan(args.scenario.as_ref(), &args.set, args.seed, args.reps)?;
+    let budget = memory::budget(args.max_memory);
+    let plan = load_plan_within(
+        args.scenario.as_ref(),
+        &args.set,
+        args.seed,
+        args.reps,
+        budget,
+    )?;
     let trace_policy = match &args.trace_policy {
         Some(p) => {
             if args.trace.is_none() {
@@ -180,10 +225,16 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
             ),
         )));
     }
+    let max_pending = check_memory(&plan, &run_points, threads, budget)?;
     let mut prepared: Vec<(usize, Prepared)> = Vec::with_capacity(run_points.len());
     for &p in &run_points {
-        let w = Prepared::new(&plan.points[p].scenario, &plan.loaded.base_dir)
-            .map_err(|e| CliError::bad(format!("{}: {e}", plan.loaded.file)))?;
+        let mut w = Prepared::with_cache(
+            &plan.points[p].scenario,
+            &plan.loaded.base_dir,
+            &plan.loaded.data,
+        )
+        .map_err(|e| CliError::bad(format!("{}: {e}", plan.loaded.file)))?;
+        w.set_max_pending(max_pending);
         prepared.push((p, w));
     }
     let jobs = sweep::plan(plan.seed, &run_points, &plan.policies, plan.reps);
@@ -312,7 +363,15 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
             .map_err(|e| anyhow::anyhow!("cannot append to {}: {e}", jpath.display()))
     };
     let stop = interrupt::catch(&jpath, progress.bar());
-    let new_rows = sweep::execute(&remaining, &prepared, &pool, &progress, &record, stop)?;
+    let new_rows = sweep::execute(&remaining, &prepared, &pool, &progress, &record, stop)
+        .map_err(|e| {
+            let e = limit_is_bad_input(e, &plan.loaded.file);
+            if matches!(e, CliError::BadInput(_)) {
+                // Finishing it would hit the same limit: keep no journal.
+                let _ = std::fs::remove_file(&jpath);
+            }
+            e
+        })?;
     progress.finish();
     let elapsed = started.elapsed().as_secs_f64();
     drop(writer);
@@ -376,7 +435,8 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
             policy,
             sweep::rep_seed(plan.seed, *point, 0),
             Some(&mut buf),
-        );
+        )
+        .map_err(|e| CliError::bad(format!("{}: --trace: {e}", plan.loaded.file)))?;
         atomic::write(path, &buf)
             .map_err(|e| anyhow::anyhow!("--trace {}: cannot write: {e}", path.display()))?;
     }
@@ -590,6 +650,79 @@ fn check_resumable(
         "{j}: the run changed since it was interrupted (fingerprint {}, now {}); {hint}",
         old.fingerprint, new.fingerprint
     )))
+}
+
+/// Refuse a run whose agents do not fit the memory budget, before they are
+/// allocated; return how many events each replication may hold pending
+/// (its share of what is left: docs/limits.md).
+fn check_memory(
+    plan: &Plan,
+    run_points: &[usize],
+    threads: usize,
+    budget: u64,
+) -> Result<usize, CliError> {
+    let agents = |p: usize| plan.points.get(p).map_or(0, |p| p.scenario.agent_count());
+    let (most, at) = run_points
+        .iter()
+        .map(|&p| (agents(p), p))
+        .max()
+        .unwrap_or((0, 0));
+    let per_points: u64 = run_points
+        .iter()
+        .map(|&p| agents(p).saturating_mul(memory::POINT_AGENT_BYTES))
+        .fold(0, u64::saturating_add);
+    let (plan_need, _) = memory::plan_bytes(
+        &plan.loaded,
+        plan.points.len() as u64,
+        plan.policies.len() as u64,
+        u64::from(plan.reps),
+    );
+    // Replications run concurrently, up to one per thread.
+    let jobs = (run_points.len() as u64)
+        .saturating_mul(plan.policies.len() as u64)
+        .saturating_mul(u64::from(plan.reps));
+    let threads = (threads as u64).min(jobs.max(1));
+    let runs = threads.saturating_mul(memory::run_bytes(most));
+    // Room for each replication to relay at least a few messages to all.
+    let events_floor =
+        threads.saturating_mul(most.saturating_mul(4).saturating_mul(memory::EVENT_BYTES));
+    let need = plan_need.saturating_add(per_points).saturating_add(runs);
+    if need.saturating_add(events_floor) > budget {
+        let key = plan
+            .points
+            .get(at)
+            .and_then(|p| {
+                p.scenario
+                    .agents
+                    .iter()
+                    .position(|g| g.count > 0)
+                    .map(|g| format!("agents.{g}.count"))
+            })
+            .unwrap_or_else(|| "agents".into());
+        return Err(bad(plan.loaded.error_at(
+            &key,
+            format!(
+                "{most} agents on {threads} thread{} need about {} of memory, more than the {} \
+                 this run may use (--max-memory; default: the memory available); use fewer \
+                 agents or fewer --jobs",
+                if threads == 1 { "" } else { "s" },
+                memory::show(need.saturating_add(events_floor)),
+                memory::show(budget)
+            ),
+        )));
+    }
+    let per_run = (budget - need) / threads / memory::EVENT_BYTES;
+    Ok(usize::try_from(per_run).unwrap_or(usize::MAX))
+}
+
+/// A replication that hit a run limit (docs/limits.md) is bad input: the
+/// scenario asks for more than herdsim does in one run.
+fn limit_is_bad_input(e: anyhow::Error, file: &str) -> CliError {
+    if e.downcast_ref::<crate::model::RunLimit>().is_some() {
+        CliError::bad(format!("{file}: {e:#}"))
+    } else {
+        CliError::Failure(e)
+    }
 }
 
 /// All cores (at most [`sweep::MAX_THREADS`]).

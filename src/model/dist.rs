@@ -15,8 +15,12 @@
 //! targets; rounding to whole microseconds makes a 1-ulp difference visible
 //! only if it straddles a half-microsecond.
 
+use std::collections::BTreeMap;
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+
+use crate::scenario::limits::{MAX_DURATION_MS, MAX_DURATION_US, MAX_EMPIRICAL_BYTES};
 
 use rand::{Rng, RngExt};
 use rand_distr::{Distribution, Exp1, StandardNormal};
@@ -65,7 +69,7 @@ pub enum DistSpec {
 pub enum DistError {
     /// A parameter is out of range, e.g.
     /// "`max_ms` (1000) must be >= `min_ms` (2000)".
-    #[error("`{field}` ({value}) {requirement}")]
+    #[error("`{field}` ({}) {requirement}", show(*value))]
     Invalid {
         field: &'static str,
         value: f64,
@@ -90,6 +94,15 @@ pub enum DistError {
     File { path: PathBuf, message: String },
 }
 
+/// A number as a message shows it: plain, or in exponent form when huge.
+pub fn show(v: f64) -> String {
+    if v.is_finite() && v.abs() >= 1e15 {
+        format!("{v:e}")
+    } else {
+        v.to_string()
+    }
+}
+
 fn invalid(field: &'static str, value: f64, requirement: impl Into<String>) -> DistError {
     DistError::Invalid {
         field,
@@ -98,22 +111,35 @@ fn invalid(field: &'static str, value: f64, requirement: impl Into<String>) -> D
     }
 }
 
-/// `value` must be a finite number >= 0.
+/// `value` must be a finite number >= 0 and at most [`MAX_DURATION_MS`].
 fn non_negative(field: &'static str, value: f64) -> Result<(), DistError> {
     if !value.is_finite() {
         Err(invalid(field, value, "must be a finite number"))
     } else if value < 0.0 {
         Err(invalid(field, value, "must be >= 0"))
     } else {
-        Ok(())
+        at_most_max(field, value)
     }
 }
 
+/// `value` must be a finite number within +-[`MAX_DURATION_MS`].
 fn finite(field: &'static str, value: f64) -> Result<(), DistError> {
     if value.is_finite() {
-        Ok(())
+        at_most_max(field, value)
     } else {
         Err(invalid(field, value, "must be a finite number"))
+    }
+}
+
+fn at_most_max(field: &'static str, value: f64) -> Result<(), DistError> {
+    if value.abs() > MAX_DURATION_MS {
+        Err(invalid(
+            field,
+            value,
+            "is above the largest duration herdsim accepts, 1e10 ms (about 115 days)",
+        ))
+    } else {
+        Ok(())
     }
 }
 
@@ -178,6 +204,13 @@ impl DistSpec {
     /// Validate, convert to microseconds and load empirical data (`path`
     /// resolved against `base_dir`, the scenario file's directory).
     pub fn prepare(&self, base_dir: &Path) -> Result<Dist, DistError> {
+        self.prepare_with(base_dir, &DataCache::default())
+    }
+
+    /// [`prepare`](Self::prepare), taking empirical data from `cache`
+    /// (each file is read and parsed once per cache, and the parsed values
+    /// are shared by every distribution that names it).
+    pub fn prepare_with(&self, base_dir: &Path, cache: &DataCache) -> Result<Dist, DistError> {
         self.validate()?;
         let kind = match self {
             DistSpec::Fixed { ms } => Kind::Fixed(ms_to_us(*ms)),
@@ -197,7 +230,7 @@ impl DistSpec {
                 sigma: (p99_ms / p50_ms).ln() / Z_99,
             },
             DistSpec::Empirical { path, column } => {
-                Kind::Empirical(load_empirical(&base_dir.join(path), column.as_deref())?)
+                Kind::Empirical(cache.load(&base_dir.join(path), column.as_deref())?)
             }
         };
         Ok(Dist { kind })
@@ -269,10 +302,11 @@ fn ms_to_us(ms: f64) -> u64 {
 }
 
 /// Round to the nearest µs (halves away from zero); negative and NaN give
-/// 0, overflow saturates.
+/// 0, and anything above [`MAX_DURATION_US`] gives that bound (a sample of
+/// an unbounded distribution is clamped to the largest duration).
 #[inline]
 fn us_round(us: f64) -> u64 {
-    us.round() as u64
+    us.round().min(MAX_DURATION_US as f64) as u64
 }
 
 /// A prepared distribution: parameters in µs, empirical data loaded.
@@ -380,20 +414,95 @@ impl Dist {
         match &self.kind {
             Kind::Normal { mean_us, sd_us } => {
                 let z: f64 = StandardNormal.sample(rng);
-                // `as` saturates at the i64 range.
-                (mean_us + sd_us * z).round() as i64
+                // Clamped to the largest duration either way (`as`
+                // saturates, and NaN gives 0).
+                let max = MAX_DURATION_US as i64;
+                ((mean_us + sd_us * z).round() as i64).clamp(-max, max)
             }
             _ => i64::try_from(self.sample_us(rng)).unwrap_or(i64::MAX),
         }
     }
 }
 
-/// Load a CSV of millisecond values as µs.
-fn load_empirical(path: &Path, column: Option<&str>) -> Result<Arc<[u64]>, DistError> {
-    let bytes = std::fs::read(path).map_err(|source| DistError::Io {
+/// Parsed empirical data files, shared: each (path, column) is read and
+/// parsed once per cache. Clones share the same cache.
+#[derive(Clone, Default)]
+pub struct DataCache(Arc<Mutex<BTreeMap<DataKey, Arc<[u64]>>>>);
+
+/// A data file and the column taken from it.
+type DataKey = (PathBuf, Option<String>);
+
+impl std::fmt::Debug for DataCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DataCache")
+    }
+}
+
+impl DataCache {
+    /// The values of `path` (column `column`), loaded on first use.
+    pub fn load(&self, path: &Path, column: Option<&str>) -> Result<Arc<[u64]>, DistError> {
+        let key = (path.to_path_buf(), column.map(str::to_string));
+        // A poisoned lock only means another thread panicked; the map is
+        // still consistent (entries are inserted whole).
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(v) = map.get(&key) {
+            return Ok(Arc::clone(v));
+        }
+        let values = load_empirical(path, column)?;
+        map.insert(key, Arc::clone(&values));
+        Ok(values)
+    }
+
+    /// Files (path, column) loaded so far.
+    pub fn len(&self) -> usize {
+        self.0.lock().map_or(0, |m| m.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Read an empirical data file: a regular file of at most
+/// [`MAX_EMPIRICAL_BYTES`] (a FIFO or a device is refused before it is
+/// opened, so it cannot block).
+fn read_data_file(path: &Path) -> Result<Vec<u8>, DistError> {
+    let io = |source| DistError::Io {
         path: path.to_path_buf(),
         source,
-    })?;
+    };
+    let file_err = |message: String| DistError::File {
+        path: path.to_path_buf(),
+        message,
+    };
+    let meta = std::fs::metadata(path).map_err(io)?;
+    if !meta.is_file() {
+        return Err(file_err(
+            "is not a regular file (a directory, a FIFO or a device); give a CSV file".into(),
+        ));
+    }
+    let too_big = |n: u64| {
+        file_err(format!(
+            "is {n} bytes, more than the {MAX_EMPIRICAL_BYTES} bytes (64 MiB) an empirical \
+             data file may have"
+        ))
+    };
+    if meta.len() > MAX_EMPIRICAL_BYTES {
+        return Err(too_big(meta.len()));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_EMPIRICAL_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(io)?;
+    if bytes.len() as u64 > MAX_EMPIRICAL_BYTES {
+        return Err(too_big(bytes.len() as u64));
+    }
+    Ok(bytes)
+}
+
+/// Load a CSV of millisecond values as µs.
+fn load_empirical(path: &Path, column: Option<&str>) -> Result<Arc<[u64]>, DistError> {
+    let bytes = read_data_file(path)?;
     let file_err = |message: String| DistError::File {
         path: path.to_path_buf(),
         message,
@@ -471,6 +580,11 @@ fn load_empirical(path: &Path, column: Option<&str>) -> Result<Arc<[u64]>, DistE
         }
         if ms < 0.0 {
             return Err(data_err(format!("negative latency `{cell}`")));
+        }
+        if ms > MAX_DURATION_MS {
+            return Err(data_err(format!(
+                "latency `{cell}` is above the largest duration herdsim accepts, 1e10 ms"
+            )));
         }
         values.push(ms_to_us(ms));
     }
@@ -724,6 +838,29 @@ mod tests {
             p99_ms: 250.0,
         });
         assert!(samples(&d, 100, 14).iter().all(|&x| x == 250_000));
+    }
+
+    #[test]
+    fn draws_are_clamped_to_the_largest_duration() {
+        // An exponential with the largest mean draws above it 37% of the time.
+        let d = prep(DistSpec::Exponential { mean_ms: 1e10 });
+        let xs = samples(&d, 10_000, 21);
+        assert!(xs.iter().all(|&x| x <= MAX_DURATION_US));
+        assert!(xs.iter().filter(|&&x| x == MAX_DURATION_US).count() > 3000);
+        let d = prep(DistSpec::Normal {
+            mean_ms: -1e10,
+            sd_ms: 1e10,
+        });
+        let mut r = rng(22);
+        let max = MAX_DURATION_US as i64;
+        let ys: Vec<i64> = (0..10_000).map(|_| d.sample_signed_us(&mut r)).collect();
+        assert!(ys.iter().all(|y| (-max..=max).contains(y)));
+        assert!(ys.contains(&-max));
+        assert!(
+            DistSpec::Exponential { mean_ms: 1.5e10 }
+                .validate()
+                .is_err()
+        );
     }
 
     #[test]

@@ -21,8 +21,9 @@
 use crate::engine::{Engine, EventKey};
 use crate::floor::{self, Action, ClientConfig, ClientMsg, Input, PolicyKind, Role, ServerMsg};
 use crate::metrics::run::{MessageOutcome, RunAccumulator, RunResult, ServerCounts};
-use crate::model::dist::{Dist, DistError, DistSpec};
+use crate::model::dist::{DataCache, Dist, DistError, DistSpec};
 use crate::model::names;
+use crate::scenario::limits::HORIZON_US;
 use crate::scenario::{Arrivals, Scenario, ScriptEvent, SweepPhase};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -65,6 +66,38 @@ pub struct Prepared {
     script: Vec<ScriptEvent>,
     /// Operator posts expected in one run (for progress weighting only).
     expected_posts: f64,
+    /// Events one replication may process (`max_events`).
+    max_events: u64,
+    /// Events that may be pending at once (the memory budget of one run).
+    max_pending: usize,
+}
+
+/// Why a replication stopped before its natural end. Every limit is
+/// documented in docs/limits.md; the caller reports it as bad input.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RunLimit {
+    #[error(
+        "the replication processed more than {0} events (key `max_events`); raise \
+         `max_events` or shrink the scenario (fewer messages, agents or cascades)"
+    )]
+    Events(u64),
+    #[error(
+        "the replication's virtual time passed the horizon of 1e13 ms (about 317 years); \
+         shorten the workload (`workload.count`, `workload.mean_gap_ms`, \
+         `workload.duration_ms`) or the cascades (`workload.max_depth`)"
+    )]
+    Horizon,
+    #[error(
+        "the replication created more than 4294967295 messages (operator posts and \
+         replies); lower `workload.count` or `workload.reply_to_agent_p`"
+    )]
+    Messages,
+    #[error(
+        "the replication needed more than {0} pending events at once, more than its share \
+         of the memory budget (`--max-memory`, or fewer `--jobs`); lower the number of \
+         agents (`agents.*.count`) or how many of them answer (`respond_p`)"
+    )]
+    Pending(usize),
 }
 
 #[derive(Debug, Clone)]
@@ -89,15 +122,26 @@ fn us(ms: f64) -> u64 {
 impl Prepared {
     /// Prepare a validated scenario; `base_dir` resolves empirical CSV paths.
     pub fn new(s: &Scenario, base_dir: &Path) -> Result<Prepared, DistError> {
+        Prepared::with_cache(s, base_dir, &DataCache::default())
+    }
+
+    /// [`Prepared::new`], taking empirical data from `cache`: the points of
+    /// a sweep share one parsed copy of each file.
+    pub fn with_cache(
+        s: &Scenario,
+        base_dir: &Path,
+        cache: &DataCache,
+    ) -> Result<Prepared, DistError> {
+        let prep = |d: &DistSpec| d.prepare_with(base_dir, cache);
         let mut groups = Vec::with_capacity(s.agents.len());
         let mut agent_group = Vec::new();
         for (gi, g) in s.agents.iter().enumerate() {
             groups.push(GroupParams {
                 respond_p: g.respond_p,
-                csma: g.csma.prepare(base_dir)?,
+                csma: prep(&g.csma)?,
                 tick_us: us(g.csma_tick_ms),
-                inference: g.inference.prepare(base_dir)?,
-                skew: g.clock_skew.prepare(base_dir)?,
+                inference: prep(&g.inference)?,
+                skew: prep(&g.clock_skew)?,
                 ignore_yield_p: g.ignore_yield_p,
                 crash_p: g.crash_p,
                 hang_p: g.hang_p,
@@ -120,8 +164,8 @@ impl Prepared {
             ids: (0..n).map(|i| names::agent_id(i, n)).collect(),
             agent_group,
             base_us: us(s.network.base_ms),
-            jitter: s.network.jitter.prepare(base_dir)?,
-            processing: s.server.processing.prepare(base_dir)?,
+            jitter: prep(&s.network.jitter)?,
+            processing: prep(&s.server.processing)?,
             fifo: s.network.fifo,
             loss_p: s.network.loss_p,
             ttl_ms: s.server.ttl_ms.round() as u64,
@@ -132,10 +176,10 @@ impl Prepared {
                 SweepPhase::Word(_) => None,
             },
             sweep_drift_us: us(s.server.sweep_drift_ms),
-            detect: s.server.disconnect_detect.prepare(base_dir)?,
-            restart: s.server.restart.prepare(base_dir)?,
+            detect: prep(&s.server.disconnect_detect)?,
+            restart: prep(&s.server.restart)?,
             epoch_us: (s.epoch_ms as i64).saturating_mul(1000),
-            gap: gap.prepare(base_dir)?,
+            gap: prep(&gap)?,
             count: w.count,
             duration_us: w.duration_ms.map(us),
             channel: w.channel.clone(),
@@ -148,10 +192,19 @@ impl Prepared {
                 Some(d) => d / w.mean_gap_ms.max(1e-9),
                 None => w.count as f64,
             } + s.script.len() as f64,
+            max_events: s.max_events,
+            max_pending: usize::MAX,
         })
     }
 
     /// Number of agents.
+    /// Cap the events pending at once (a replication that needs more
+    /// stops with [`RunLimit::Pending`]); unbounded by default.
+    pub fn set_max_pending(&mut self, n: usize) {
+        // The event queue addresses at most u32::MAX pending events.
+        self.max_pending = n.clamp(1, u32::MAX as usize - 1);
+    }
+
     pub fn agents(&self) -> usize {
         self.ids.len()
     }
@@ -272,6 +325,8 @@ struct World<'a> {
     script_holds: BTreeMap<u32, u32>,
     /// Reused buffer for message ids looked up on the hot path.
     scratch: String,
+    /// Set when a limit is hit inside an event; the run stops after it.
+    halt: Option<RunLimit>,
 }
 
 /// Seed of component stream `stream` of a run.
@@ -287,7 +342,7 @@ pub fn simulate(
     policy: PolicyKind,
     seed: u64,
     trace: Option<&mut TraceBuf>,
-) -> RunResult {
+) -> Result<RunResult, RunLimit> {
     // The agentchat sweep phase comes from a stream of its own (3), so
     // drawing it changes no other draw of the run.
     let sweep_phase_ms = p
@@ -345,6 +400,7 @@ pub fn simulate(
         forced: None,
         script_holds: BTreeMap::new(),
         scratch: String::new(),
+        halt: None,
     };
     w.run()
 }
@@ -361,7 +417,7 @@ fn client_config(p: &Prepared, policy: PolicyKind, i: usize) -> ClientConfig {
 }
 
 impl World<'_> {
-    fn run(&mut self) -> RunResult {
+    fn run(&mut self) -> Result<RunResult, RunLimit> {
         if matches!(
             self.policy.rules().expiry,
             floor::policy::Expiry::Sweep { .. }
@@ -384,8 +440,23 @@ impl World<'_> {
         });
         self.schedule_script();
         self.schedule_next_post();
+        let (max_events, max_pending) = (self.p.max_events, self.p.max_pending);
         while let Some((now, ev)) = self.eng.pop() {
+            // One branch per event; which limit it was is sorted out after.
+            if (now > HORIZON_US) | (self.eng.popped() > max_events) {
+                return Err(if now > HORIZON_US {
+                    RunLimit::Horizon
+                } else {
+                    RunLimit::Events(max_events)
+                });
+            }
             self.dispatch(now, ev);
+            if (self.eng.len() > max_pending) | self.halt.is_some() {
+                return Err(match self.halt.take() {
+                    Some(limit) => limit,
+                    None => RunLimit::Pending(max_pending),
+                });
+            }
         }
         // Hung inferences keep messages open: close them now.
         let open: Vec<u32> = self.msgs.keys().copied().collect();
@@ -399,7 +470,7 @@ impl World<'_> {
             relayed: st.relayed,
             overruled: st.overruled,
         };
-        self.acc.finish(counts, self.eng.popped())
+        Ok(self.acc.finish(counts, self.eng.popped()))
     }
 
     fn join(&mut self, a: u32) {
@@ -540,7 +611,10 @@ impl World<'_> {
 
     fn new_msg(&mut self) -> u32 {
         let m = self.next_msg;
-        self.next_msg += 1;
+        match m.checked_add(1) {
+            Some(next) => self.next_msg = next,
+            None => self.halt = Some(RunLimit::Messages),
+        }
         m
     }
 
@@ -564,10 +638,10 @@ impl World<'_> {
 
     /// Number the scripted posts and schedule every scripted event.
     fn schedule_script(&mut self) {
-        for e in &self.p.script {
+        let p = self.p;
+        for e in &p.script {
             if let Some(post) = &e.post {
-                let m = self.next_msg;
-                self.next_msg += 1;
+                let m = self.new_msg();
                 self.labels.insert(post.id.clone(), m);
                 self.label_of.insert(m, post.id.clone());
             }
@@ -671,7 +745,7 @@ impl World<'_> {
         let mut at = t_ms.saturating_mul(1000);
         if at <= now {
             // Due now: wake at the next millisecond so a Tick makes progress.
-            at = (now / 1000 + 1) * 1000;
+            at = (now / 1000).saturating_add(1).saturating_mul(1000);
         }
         if let Some((cur, key)) = self.wake {
             if cur <= at {
@@ -1184,7 +1258,8 @@ impl World<'_> {
     /// The agent's process dies now; the server notices after `detect_us`.
     fn crash(&mut self, now: u64, agent: u32, detect_us: u64) {
         let a = &mut self.agents[agent as usize];
-        a.inc += 1;
+        // Compared for equality only: wrapping after 2^32 crashes is harmless.
+        a.inc = a.inc.wrapping_add(1);
         a.alive = false;
         let running = std::mem::take(&mut a.running);
         let active = std::mem::take(&mut a.active);

@@ -8,6 +8,7 @@
 //! file never mentions `csma`. Each sweep point is then deserialized and
 //! validated on its own.
 
+pub mod limits;
 pub mod schema;
 pub mod validate;
 
@@ -72,6 +73,9 @@ pub struct Loaded {
     /// `--set` assignments applied so far, as (key, assignment), so that
     /// errors about a key a `--set` touched name the `--set`.
     sets: Vec<(String, String)>,
+    /// Empirical data files, read and parsed once for the whole plan and
+    /// shared by every point (see [`crate::model::Prepared::with_cache`]).
+    pub data: crate::model::dist::DataCache,
 }
 
 /// One point of the sweep grid: its parameter values and its scenario.
@@ -140,9 +144,17 @@ impl Loaded {
                 file: file.to_string(),
                 key,
                 pos: Some(line_col(text, offset)),
-                message,
+                message: validate::humanize(&message),
             }
         };
+        if let Ok(t) = toml::from_str::<toml::Table>(text) {
+            validate::shape(&t).map_err(|(key, message)| ScenarioError {
+                file: file.to_string(),
+                pos: validate::locate(text, &key),
+                key: Some(key),
+                message,
+            })?;
+        }
         let mut scenario: Scenario = toml::from_str(text).map_err(err_at)?;
         let sweep_value = scenario.sweep.take().map(Value::Table);
         let resolved = to_table(&scenario).map_err(|message| ScenarioError {
@@ -158,6 +170,7 @@ impl Loaded {
             resolved,
             sweep: Vec::new(),
             sets: Vec::new(),
+            data: Default::default(),
         };
         if let Some(sweep) = sweep_value {
             loaded.sweep = validate::sweep_axes(&loaded, sweep, None)?;
@@ -236,10 +249,15 @@ impl Loaded {
         }
         let mut tree = Value::Table(self.resolved.clone());
         set_path(&mut tree, key, value).map_err(|m| bad(Some(key.to_string()), m))?;
-        let scenario: Scenario = tree
-            .clone()
-            .try_into()
-            .map_err(|e: toml::de::Error| bad(Some(key.to_string()), e.message().trim().into()))?;
+        if let Value::Table(t) = &tree {
+            validate::shape(t).map_err(|(k, m)| bad(Some(k), m))?;
+        }
+        let scenario: Scenario = tree.clone().try_into().map_err(|e: toml::de::Error| {
+            bad(
+                Some(key.to_string()),
+                validate::humanize(e.message().trim()),
+            )
+        })?;
         self.sets.push((key.to_string(), origin.to_string()));
         self.check_base(&scenario)?;
         self.resolved = to_table(&scenario).map_err(|m| bad(Some(key.to_string()), m))?;
@@ -283,7 +301,7 @@ impl Loaded {
                 file: self.file.clone(),
                 key: None,
                 pos: None,
-                message: e.message().trim().to_string(),
+                message: validate::humanize(e.message().trim()),
             })
     }
 
@@ -364,7 +382,7 @@ impl Loaded {
                 .map_err(|m| self.sweep_error(a, format!("{m} (sweep value {shown})")))?;
         }
         let scenario: Scenario = tree.try_into().map_err(|e: toml::de::Error| {
-            let message = e.message().trim().to_string();
+            let message = validate::humanize(e.message().trim());
             // Name the axis whose value does not fit, when it is clear.
             let axis = self
                 .sweep
@@ -466,7 +484,7 @@ impl Loaded {
     /// Semantic validation; errors are located in the file text, or name
     /// the sweep axis or `--set` that gave the bad value.
     fn check(&self, s: &Scenario, params: &[(String, String)]) -> Result<(), ScenarioError> {
-        validate::check(s, &self.base_dir).map_err(|(key, message)| {
+        validate::check(s, &self.base_dir, &self.data).map_err(|(key, message)| {
             let swept = self
                 .sweep
                 .iter()

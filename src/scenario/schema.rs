@@ -18,18 +18,32 @@ pub struct Scenario {
     /// What question this scenario answers (free text).
     #[serde(default)]
     pub description: String,
-    /// Master seed. Replication seeds derive from (seed, point, rep).
-    #[serde(default = "default_seed")]
+    /// Master seed. Replication seeds derive from (seed, point, rep). Any
+    /// u64; above i64::MAX (which a TOML integer cannot hold) it is written
+    /// as a quoted string.
+    #[serde(
+        default = "default_seed",
+        deserialize_with = "de::seed",
+        serialize_with = "de::ser_seed"
+    )]
     pub seed: u64,
     /// Replications per sweep point and policy.
-    #[serde(default = "default_reps")]
+    #[serde(default = "default_reps", deserialize_with = "de::whole_u32")]
     pub reps: u32,
     /// Policies run side by side, by name.
     #[serde(default = "default_policies")]
     pub policies: Vec<String>,
     /// Unix milliseconds at virtual time 0 (what `started_at` counts from).
-    #[serde(default = "default_epoch_ms")]
+    #[serde(default = "default_epoch_ms", deserialize_with = "de::epoch_ms")]
     pub epoch_ms: u64,
+    /// Events one replication may process; a run that needs more stops
+    /// with an error naming this key. Written only when not the default.
+    #[serde(
+        default = "default_max_events",
+        deserialize_with = "de::max_events",
+        skip_serializing_if = "is_default_max_events"
+    )]
+    pub max_events: u64,
     #[serde(default)]
     pub server: ServerSpec,
     #[serde(default)]
@@ -120,7 +134,7 @@ pub struct AgentGroup {
     #[serde(default = "default_group_name")]
     pub name: String,
     /// Number of agents in the group.
-    #[serde(default = "default_count")]
+    #[serde(default = "default_count", deserialize_with = "de::whole_u32")]
     pub count: u32,
     /// Probability that an agent wants to answer a channel message.
     #[serde(default = "default_respond_p")]
@@ -153,7 +167,7 @@ pub struct AgentGroup {
     #[serde(default)]
     pub recheck_on_expiry: bool,
     /// At most this many rechecks per message.
-    #[serde(default = "default_max_rechecks")]
+    #[serde(default = "default_max_rechecks", deserialize_with = "de::whole_u32")]
     pub max_rechecks: u32,
     /// Channels the group's agents are members of.
     #[serde(default = "default_channels")]
@@ -180,7 +194,7 @@ pub struct WorkloadSpec {
     #[serde(default = "default_mean_gap_ms")]
     pub mean_gap_ms: f64,
     /// Number of operator messages (ignored when `duration_ms` is set).
-    #[serde(default = "default_msg_count")]
+    #[serde(default = "default_msg_count", deserialize_with = "de::msg_count")]
     pub count: u64,
     /// Post messages until this virtual time instead of a count.
     #[serde(default)]
@@ -198,7 +212,7 @@ pub struct WorkloadSpec {
     #[serde(default)]
     pub reply_to_agent_p: f64,
     /// Replies to replies go at most this many hops from the operator's post.
-    #[serde(default = "default_max_depth")]
+    #[serde(default = "default_max_depth", deserialize_with = "de::whole_u32")]
     pub max_depth: u32,
 }
 
@@ -330,6 +344,7 @@ impl Default for Scenario {
             reps: default_reps(),
             policies: default_policies(),
             epoch_ms: default_epoch_ms(),
+            max_events: default_max_events(),
             server: ServerSpec::default(),
             network: NetworkSpec::default(),
             agents: default_agents(),
@@ -362,15 +377,7 @@ impl Scenario {
         let mut ids: Vec<&str> = Vec::new();
         for (i, e) in self.script.iter().enumerate() {
             let k = |f: &str| format!("script.{i}.{f}");
-            if !e.at_ms.is_finite() || e.at_ms < 0.0 {
-                return Err((
-                    k("at_ms"),
-                    format!(
-                        "must be a finite, non-negative number of ms, not {}",
-                        e.at_ms
-                    ),
-                ));
-            }
+            super::validate::time(&k("at_ms"), e.at_ms)?;
             let actions = usize::from(e.post.is_some())
                 + usize::from(e.infer.is_some())
                 + usize::from(e.disconnect.is_some());
@@ -458,15 +465,7 @@ impl Scenario {
                     }
                     Some(_) => {}
                 }
-                if !inf.duration_ms.is_finite() || inf.duration_ms < 0.0 {
-                    return Err((
-                        k("infer.duration_ms"),
-                        format!(
-                            "must be a finite, non-negative number of ms, not {}",
-                            inf.duration_ms
-                        ),
-                    ));
-                }
+                super::validate::duration(&k("infer.duration_ms"), inf.duration_ms)?;
             }
             if let Some(a) = &e.disconnect
                 && !known_agent(a)
@@ -500,6 +499,12 @@ fn default_policies() -> Vec<String> {
 }
 fn default_epoch_ms() -> u64 {
     1_700_000_000_000
+}
+fn default_max_events() -> u64 {
+    super::limits::DEFAULT_MAX_EVENTS
+}
+fn is_default_max_events(v: &u64) -> bool {
+    *v == default_max_events()
 }
 fn default_ttl_ms() -> f64 {
     45_000.0
@@ -572,4 +577,146 @@ fn default_msg_count() -> u64 {
 }
 fn default_max_depth() -> u32 {
     3
+}
+
+/// Deserializers of whole numbers that name their range in user words
+/// (and keep values a TOML integer cannot hold out of the resolved tree).
+mod de {
+    use super::super::limits::{MAX_EPOCH_MS, MAX_MAX_EVENTS, MAX_MESSAGES};
+    use serde::de::{self, Deserializer, Unexpected, Visitor};
+    use serde::ser::Serializer;
+    use std::fmt;
+
+    struct Whole {
+        min: u64,
+        max: u64,
+        /// Accept a quoted string of digits (the seed above i64::MAX).
+        strings: bool,
+    }
+
+    impl Whole {
+        fn check<E: de::Error>(&self, v: u64, unexp: Unexpected<'_>) -> Result<u64, E> {
+            if v < self.min || v > self.max {
+                return Err(E::invalid_value(unexp, self));
+            }
+            Ok(v)
+        }
+    }
+
+    impl<'de> Visitor<'de> for Whole {
+        type Value = u64;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "a whole number from {} to {}", self.min, self.max)?;
+            if self.strings {
+                write!(f, " (above 9223372036854775807 in quotes)")?;
+            }
+            Ok(())
+        }
+
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<u64, E> {
+            self.check(v, Unexpected::Unsigned(v))
+        }
+
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<u64, E> {
+            match u64::try_from(v) {
+                Ok(u) => self.check(u, Unexpected::Signed(v)),
+                Err(_) => Err(E::invalid_value(Unexpected::Signed(v), &self)),
+            }
+        }
+
+        fn visit_u128<E: de::Error>(self, v: u128) -> Result<u64, E> {
+            match u64::try_from(v) {
+                Ok(u) => self.visit_u64(u),
+                Err(_) => Err(E::invalid_value(
+                    Unexpected::Other("a larger number"),
+                    &self,
+                )),
+            }
+        }
+
+        fn visit_i128<E: de::Error>(self, v: i128) -> Result<u64, E> {
+            match u64::try_from(v) {
+                Ok(u) => self.visit_u64(u),
+                Err(_) => Err(E::invalid_value(
+                    Unexpected::Other("a number out of range"),
+                    &self,
+                )),
+            }
+        }
+
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<u64, E> {
+            let digits = !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit());
+            let parsed = v.parse::<u64>().ok().filter(|_| digits);
+            match parsed {
+                Some(u) if self.strings => self.check(u, Unexpected::Str(v)),
+                // A number too large for TOML (`--set count=99999999999999999999`).
+                _ if digits && parsed.is_none_or(|u| u > self.max) => Err(E::invalid_value(
+                    Unexpected::Other(&format!("integer `{v}`")),
+                    &self,
+                )),
+                _ => Err(E::invalid_type(Unexpected::Str(v), &self)),
+            }
+        }
+    }
+
+    fn whole<'de, D: Deserializer<'de>>(d: D, w: Whole) -> Result<u64, D::Error> {
+        d.deserialize_any(w)
+    }
+
+    pub fn seed<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        whole(
+            d,
+            Whole {
+                min: 0,
+                max: u64::MAX,
+                strings: true,
+            },
+        )
+    }
+
+    /// The seed as a TOML integer, or a quoted string above i64::MAX.
+    pub fn ser_seed<S: Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
+        match i64::try_from(*v) {
+            Ok(i) => s.serialize_i64(i),
+            Err(_) => s.serialize_str(&v.to_string()),
+        }
+    }
+
+    pub fn whole_u32<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+        let w = Whole {
+            min: 0,
+            max: u64::from(u32::MAX),
+            strings: false,
+        };
+        // In range by the check.
+        whole(d, w).map(|v| v as u32)
+    }
+
+    pub fn epoch_ms<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        let w = Whole {
+            min: 0,
+            max: MAX_EPOCH_MS,
+            strings: false,
+        };
+        whole(d, w)
+    }
+
+    pub fn msg_count<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        let w = Whole {
+            min: 0,
+            max: MAX_MESSAGES,
+            strings: false,
+        };
+        whole(d, w)
+    }
+
+    pub fn max_events<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        let w = Whole {
+            min: 1,
+            max: MAX_MAX_EVENTS,
+            strings: false,
+        };
+        whole(d, w)
+    }
 }

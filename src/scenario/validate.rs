@@ -1,11 +1,12 @@
 //! Semantic checks of a resolved scenario, sweep axes, and locating a
 //! dotted key in the file text (for line:column in messages).
 
+use super::limits::{MAX_DURATION_MS, MAX_TIME_MS};
 use super::{
     Axis, Loaded, Scenario, ScenarioError, SweepPhase, floor_boundary, line_col, set_path,
 };
 use crate::floor::PolicyKind;
-use crate::model::dist::{DistError, DistSpec};
+use crate::model::dist::{DataCache, DistError, DistSpec};
 use std::path::Path;
 use toml::Spanned;
 use toml::Value;
@@ -44,8 +45,12 @@ pub fn check_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Check every value; the error is (dotted key, message).
-pub fn check(s: &Scenario, base_dir: &Path) -> Result<(), (String, String)> {
+/// Check every value; the error is (dotted key, message). Empirical data
+/// files are loaded through `cache` (once per cache).
+pub fn check(s: &Scenario, base_dir: &Path, cache: &DataCache) -> Result<(), (String, String)> {
+    let dist = |key: &str, d: &DistSpec, base_dir: &Path| dist(key, d, base_dir, cache);
+    let signed_dist =
+        |key: &str, d: &DistSpec, base_dir: &Path| signed_dist(key, d, base_dir, cache);
     let err = |k: &str, m: String| Err((k.to_string(), m));
     if let Err(m) = check_name(&s.name) {
         return err("name", m);
@@ -157,11 +162,23 @@ pub fn check(s: &Scenario, base_dir: &Path) -> Result<(), (String, String)> {
         return err("workload.mean_gap_ms", "must be positive".into());
     }
     if let Some(d) = w.duration_ms {
-        duration("workload.duration_ms", d)?;
+        time("workload.duration_ms", d)?;
     } else if w.count == 0 && s.script.is_empty() {
         return err(
             "workload.count",
             "must be at least 1 (or set workload.duration_ms)".into(),
+        );
+    } else if w.count as f64 * w.mean_gap_ms > MAX_TIME_MS {
+        return err(
+            "workload.count",
+            format!(
+                "{} messages {} ms apart would last {:e} ms of virtual time, more than the \
+                 1e12 ms (about 31.7 years) a run may cover; lower `workload.count` or \
+                 `workload.mean_gap_ms`",
+                w.count,
+                w.mean_gap_ms,
+                w.count as f64 * w.mean_gap_ms
+            ),
         );
     }
     channel("workload.channel", &w.channel)?;
@@ -182,11 +199,42 @@ pub fn check(s: &Scenario, base_dir: &Path) -> Result<(), (String, String)> {
     Ok(())
 }
 
-fn duration(key: &str, v: f64) -> Result<(), (String, String)> {
+/// A duration in ms: finite, >= 0, at most [`MAX_DURATION_MS`].
+pub fn duration(key: &str, v: f64) -> Result<(), (String, String)> {
     if !v.is_finite() || v < 0.0 {
         return Err((
             key.to_string(),
             format!("must be a finite, non-negative number of ms, not {v}"),
+        ));
+    }
+    if v > MAX_DURATION_MS {
+        return Err((
+            key.to_string(),
+            format!(
+                "{} ms is above the largest duration herdsim accepts, 1e10 ms (about 115 days)",
+                crate::model::dist::show(v)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A point of virtual time in ms: finite, >= 0, at most [`MAX_TIME_MS`].
+pub fn time(key: &str, v: f64) -> Result<(), (String, String)> {
+    if !v.is_finite() || v < 0.0 {
+        return Err((
+            key.to_string(),
+            format!("must be a finite, non-negative number of ms, not {v}"),
+        ));
+    }
+    if v > MAX_TIME_MS {
+        return Err((
+            key.to_string(),
+            format!(
+                "{} ms is beyond the latest virtual time a scenario can name, 1e12 ms \
+                 (about 31.7 years)",
+                crate::model::dist::show(v)
+            ),
         ));
     }
     Ok(())
@@ -202,8 +250,13 @@ fn prob(key: &str, v: f64) -> Result<(), (String, String)> {
     Ok(())
 }
 
-fn dist(key: &str, d: &DistSpec, base_dir: &Path) -> Result<(), (String, String)> {
-    d.prepare(base_dir)
+fn dist(
+    key: &str,
+    d: &DistSpec,
+    base_dir: &Path,
+    cache: &DataCache,
+) -> Result<(), (String, String)> {
+    d.prepare_with(base_dir, cache)
         .map(|_| ())
         .map_err(|e| (dist_field(key, &e), e.to_string()))
 }
@@ -223,7 +276,12 @@ fn dist_field(key: &str, e: &DistError) -> String {
 }
 
 /// Clock skew may be negative: only its shape is checked.
-fn signed_dist(key: &str, d: &DistSpec, base_dir: &Path) -> Result<(), (String, String)> {
+fn signed_dist(
+    key: &str,
+    d: &DistSpec,
+    base_dir: &Path,
+    cache: &DataCache,
+) -> Result<(), (String, String)> {
     if let DistSpec::Normal { mean_ms, sd_ms } = d {
         if !mean_ms.is_finite() || !sd_ms.is_finite() || *sd_ms < 0.0 {
             let field = if mean_ms.is_finite() {
@@ -236,9 +294,12 @@ fn signed_dist(key: &str, d: &DistSpec, base_dir: &Path) -> Result<(), (String, 
                 format!("needs a finite mean_ms and a finite sd_ms >= 0 (got {mean_ms}, {sd_ms})"),
             ));
         }
-        return Ok(());
+        // The bounds (|mean_ms|, sd_ms <= the largest duration).
+        return d
+            .validate()
+            .map_err(|e| (dist_field(key, &e), e.to_string()));
     }
-    dist(key, d, base_dir)
+    dist(key, d, base_dir, cache)
 }
 
 fn channel(key: &str, c: &str) -> Result<(), (String, String)> {
@@ -264,6 +325,140 @@ fn agentchat_channel(s: &Scenario, key: &str, c: &str) -> Result<(), (String, St
                 "`{c}` is longer than agentchat-0.36 allows ({max} characters after the `#`); that server refuses it"
             ),
         ));
+    }
+    Ok(())
+}
+
+/// Serde's words for types, in the user's words.
+pub fn humanize(message: &str) -> String {
+    let mut m = message.to_string();
+    for (rust, user) in [
+        ("expected u8", "expected a whole number from 0 to 255"),
+        ("expected u16", "expected a whole number from 0 to 65535"),
+        (
+            "expected u32",
+            "expected a whole number from 0 to 4294967295",
+        ),
+        (
+            "expected u64",
+            "expected a whole number from 0 to 18446744073709551615",
+        ),
+        ("expected i64", "expected a whole number"),
+        ("expected i32", "expected a whole number"),
+        ("expected f64", "expected a number"),
+        ("expected f32", "expected a number"),
+        ("expected a sequence", "expected a list `[...]`"),
+        ("expected a map", "expected a table"),
+        ("expected struct ", "expected a table "),
+        ("invalid type: map", "invalid type: table"),
+        ("invalid type: sequence", "invalid type: list"),
+        ("floating point `", "decimal number `"),
+        ("expected variant identifier", "expected a name"),
+    ] {
+        m = m.replace(rust, user);
+    }
+    if m == "missing field `kind`" {
+        m = format!(
+            "missing field `kind`: a distribution needs `kind`, one of {}, e.g. \
+             `{{ kind = \"uniform\", min_ms = 2000, max_ms = 8000 }}`",
+            KINDS.join(", ")
+        );
+    }
+    m
+}
+
+/// Keys that hold one table, keys that hold a list of tables, and the
+/// distributions (the `kind` tables), for [`shape`].
+const ONE_TABLE: [&str; 4] = ["server", "network", "workload", "sweep"];
+const TABLE_LISTS: [(&str, &str); 2] = [("agents", "agent group"), ("script", "scripted event")];
+const KINDS: [&str; 6] = [
+    "fixed",
+    "uniform",
+    "exponential",
+    "normal",
+    "lognormal",
+    "empirical",
+];
+
+/// Tables written with the wrong brackets, and distributions written as
+/// nested tables: the error says what to write instead. `(key, message)`.
+pub fn shape(t: &toml::Table) -> Result<(), (String, String)> {
+    for k in ONE_TABLE {
+        if let Some(Value::Array(_)) = t.get(k) {
+            return Err((
+                k.to_string(),
+                format!(
+                    "`[[{k}]]` (double brackets) makes a list of tables, but a scenario has one \
+                     `{k}` table: write `[{k}]` (single brackets)"
+                ),
+            ));
+        }
+    }
+    for (k, what) in TABLE_LISTS {
+        if let Some(Value::Table(_)) = t.get(k) {
+            return Err((
+                k.to_string(),
+                format!(
+                    "`[{k}]` (single brackets) is one table, but `{k}` is a list of tables: \
+                     write `[[{k}]]` (double brackets) before each {what}"
+                ),
+            ));
+        }
+    }
+    let mut dists: Vec<(String, String, &Value)> = Vec::new();
+    for (table, key) in [
+        ("server", "processing"),
+        ("server", "disconnect_detect"),
+        ("server", "restart"),
+        ("network", "jitter"),
+    ] {
+        if let Some(v) = t.get(table).and_then(|s| s.get(key)) {
+            dists.push((format!("{table}.{key}"), format!("{table}.{key}"), v));
+        }
+    }
+    if let Some(Value::Array(groups)) = t.get("agents") {
+        for (i, g) in groups.iter().enumerate() {
+            for key in ["csma", "inference", "clock_skew"] {
+                if let Some(v) = g.get(key) {
+                    dists.push((format!("agents.{i}.{key}"), format!("agents.{key}"), v));
+                }
+            }
+        }
+    }
+    for (key, header, v) in dists {
+        let last = header.rsplit('.').next().unwrap_or(&header);
+        let example = format!("`{last} = {{ kind = \"uniform\", min_ms = 2000, max_ms = 8000 }}`");
+        match v {
+            Value::Array(_) => {
+                return Err((
+                    key,
+                    format!(
+                        "a distribution is one table, not a list: write `[{header}]` once (single \
+                         brackets), or {example}"
+                    ),
+                ));
+            }
+            Value::Table(d) => {
+                if let Some((name, _)) = d.iter().find(|(_, v)| v.is_table() || v.is_array()) {
+                    let hint = if KINDS.contains(&name.as_str()) {
+                        format!(
+                            "write `kind = \"{name}\"` and its parameters directly in \
+                             `[{header}]` rather than a `[{header}.{name}]` table"
+                        )
+                    } else {
+                        format!(
+                            "write `kind` and its parameters directly in `[{header}]`, e.g. \
+                             {example}"
+                        )
+                    };
+                    return Err((
+                        format!("{key}.{name}"),
+                        format!("a distribution takes no nested tables or lists: {hint}"),
+                    ));
+                }
+            }
+            _ => {}
+        }
     }
     Ok(())
 }
@@ -324,7 +519,7 @@ pub fn sweep_axes(
         if let Err(e) = tree.try_into::<Scenario>() {
             return Err(err(
                 &skey,
-                format!("cannot sweep `{key}`: {}", e.message().trim()),
+                format!("cannot sweep `{key}`: {}", humanize(e.message().trim())),
             ));
         }
         out.push(Axis {

@@ -214,7 +214,15 @@ pub fn execute(
         let slot = prepared
             .binary_search_by_key(&job.point, |(p, _)| *p)
             .map_err(|_| anyhow::anyhow!("internal: point {} was not prepared", job.point))?;
-        let result = simulate(&prepared[slot].1, job.policy, job.seed, None);
+        let result = simulate(&prepared[slot].1, job.policy, job.seed, None).map_err(|e| {
+            anyhow::Error::new(e).context(format!(
+                "point {}, policy {}, replication {} (seed {})",
+                job.point,
+                job.policy.name(),
+                job.rep,
+                job.seed
+            ))
+        })?;
         let row = Row { job: *job, result };
         record(&row)?;
         progress.job_done(slot);

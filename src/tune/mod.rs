@@ -446,7 +446,7 @@ impl Tuner<'_> {
             .loaded
             .base()
             .map_err(|e| TuneError::Input(e.to_string()))?;
-        let prepared = Prepared::new(&scenario, &self.loaded.base_dir)
+        let prepared = Prepared::with_cache(&scenario, &self.loaded.base_dir, &self.loaded.data)
             .map_err(|e| TuneError::Input(format!("{}: {e}", self.loaded.file)))?;
         let values = self.space.current();
         let eligible = values
@@ -482,7 +482,7 @@ impl Tuner<'_> {
             .apply(self.loaded, &v)
             .map_err(|e| TuneError::Input(e.to_string()))?;
         let scenario = l.base().map_err(|e| TuneError::Input(e.to_string()))?;
-        let prepared = Prepared::new(&scenario, &l.base_dir)
+        let prepared = Prepared::with_cache(&scenario, &l.base_dir, &l.data)
             .map_err(|e| TuneError::Input(format!("{}: {e}", l.file)))?;
         let id = self.cands.len();
         self.seen.insert(key, id);
@@ -532,7 +532,7 @@ impl Tuner<'_> {
             self.bar.set_length(need);
         }
         let (cands, policy, seed, bar) = (&self.cands, self.s.policy, self.s.seed, &self.bar);
-        let results: Vec<RunResult> = self.pool.install(|| {
+        let results: Result<Vec<RunResult>, _> = self.pool.install(|| {
             jobs.par_iter()
                 .map(|&(id, r)| {
                     let res = simulate(&cands[id].prepared, policy, rep_seed(seed, 0, r), None);
@@ -541,6 +541,8 @@ impl Tuner<'_> {
                 })
                 .collect()
         });
+        let results =
+            results.map_err(|e: crate::model::RunLimit| TuneError::Input(e.to_string()))?;
         // Jobs of one candidate are in replication order.
         for (&(id, _), res) in jobs.iter().zip(results) {
             self.cands[id].runs.push(res);

@@ -18,14 +18,14 @@ pub fn prepare(toml: &str) -> Prepared {
 
 /// One replication under `policy`.
 pub fn run(toml: &str, policy: PolicyKind, seed: u64) -> RunResult {
-    simulate(&prepare(toml), policy, seed, None)
+    simulate(&prepare(toml), policy, seed, None).expect("within the run limits")
 }
 
 /// One replication with its trace, one JSON value per line.
 pub fn traced(toml: &str, policy: PolicyKind, seed: u64) -> (RunResult, Vec<serde_json::Value>) {
     let p = prepare(toml);
     let mut buf = TraceBuf::new();
-    let r = simulate(&p, policy, seed, Some(&mut buf));
+    let r = simulate(&p, policy, seed, Some(&mut buf)).expect("within the run limits");
     (r, trace_lines(&buf))
 }
 
@@ -40,4 +40,91 @@ pub fn trace_lines(buf: &[u8]) -> Vec<serde_json::Value> {
 /// A metric by name (panics if unknown).
 pub fn get(r: &RunResult, m: &str) -> f64 {
     r.get(m).unwrap_or_else(|| panic!("no metric {m}"))
+}
+
+fn ensure(ok: bool, what: String) -> Result<(), String> {
+    if ok { Ok(()) } else { Err(what) }
+}
+
+/// The invariants of one traced replication (tests/invariants.rs): no
+/// agent answers a message twice, every started inference ends exactly
+/// once unless hung, and the metric identities hold. `loss`: the scenario
+/// loses messages.
+pub fn check_invariants(
+    r: &RunResult,
+    buf: &[u8],
+    policy: PolicyKind,
+    loss: bool,
+) -> Result<(), String> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let mut answered: BTreeSet<(String, String)> = BTreeSet::new();
+    // (agent, msg) -> hung?
+    let mut open: BTreeMap<(String, String), bool> = BTreeMap::new();
+    let mut started = 0u64;
+    for line in buf.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        let v: serde_json::Value = serde_json::from_slice(line).map_err(|e| e.to_string())?;
+        let agent = v["agent"].as_str().unwrap_or("").to_string();
+        let msg = v["msg_id"].as_str().unwrap_or("").to_string();
+        match v["ev"].as_str().unwrap_or("") {
+            "server_recv" if v["msg"]["type"] == "MSG" => {
+                if let Some(parent) = v["msg"]["in_reply_to"].as_str() {
+                    let fresh = answered.insert((agent, parent.to_string()));
+                    ensure(fresh, format!("an agent answered {parent} twice"))?;
+                }
+            }
+            "infer" => {
+                started += 1;
+                let hung = v["hung"].as_bool().unwrap_or(false);
+                let was = open.insert((agent, msg), hung);
+                ensure(was.is_none(), "inference started twice at once".into())?;
+            }
+            "done" | "abort" => {
+                let was = open.remove(&(agent, msg));
+                ensure(
+                    was == Some(false),
+                    "an inference ended that was not running (or was hung)".into(),
+                )?;
+            }
+            "crash" => open.retain(|(a, _), _| *a != agent),
+            _ => {}
+        }
+    }
+    ensure(
+        open.values().all(|hung| *hung),
+        "a non-hung inference never ended".into(),
+    )?;
+
+    let g = |m: &str| r.get(m).unwrap_or(f64::NAN);
+    for m in [
+        "duplicate_rate",
+        "unanswered_rate",
+        "wasted_inference_rate",
+        "wasted_inference_count_rate",
+        "single_starter_rate",
+    ] {
+        ensure((0.0..=1.0).contains(&g(m)), format!("{m} = {}", g(m)))?;
+    }
+    let single = 1.0 - g("duplicate_rate") - g("unanswered_rate");
+    ensure(single >= -1e-12, "duplicate + unanswered exceed 1".into())?;
+    let msgs = g("messages");
+    // Replies >= 1 per singly answered message + 2 per duplicated one.
+    ensure(
+        g("responses_per_msg") * msgs + 1e-9 >= single * msgs + 2.0 * g("duplicate_rate") * msgs,
+        "fewer replies than the shares imply".into(),
+    )?;
+    ensure(
+        g("inferences") >= 0.0 && g("inferences") <= started as f64,
+        "more inferences than started".into(),
+    )?;
+    ensure(
+        g("lost") == 0.0 || loss,
+        "messages lost without loss_p".into(),
+    )?;
+    if policy == PolicyKind::None {
+        ensure(
+            g("claims") == 0.0 && g("yields") == 0.0,
+            "claims under none".into(),
+        )?;
+    }
+    Ok(())
 }
