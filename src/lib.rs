@@ -5,6 +5,9 @@
 //! `scenario` -> `sweep` -> `model` (drives `engine` and `floor`) ->
 //! `metrics` -> `report`. `floor` is the real arbitration logic and depends
 //! on nothing else in the crate; `engine` knows nothing of agents.
+//! `serve` is the live side: a WebSocket chat server around `floor::Server`
+//! (real time and sockets, never on the simulator's path); `arbitrate` and
+//! `serve` share one event path (`serve::events`).
 
 /// This build's identity: a hash of the simulation source, `Cargo.lock`,
 /// the compiler and the target (see `build.rs`). Journals and shard
