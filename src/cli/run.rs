@@ -363,8 +363,8 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
             .map_err(|e| anyhow::anyhow!("cannot append to {}: {e}", jpath.display()))
     };
     let stop = interrupt::catch(&jpath, progress.bar());
-    let new_rows = sweep::execute(&remaining, &prepared, &pool, &progress, &record, stop)
-        .map_err(|e| {
+    let new_rows =
+        sweep::execute(&remaining, &prepared, &pool, &progress, &record, stop).map_err(|e| {
             let e = limit_is_bad_input(e, &plan.loaded.file);
             if matches!(e, CliError::BadInput(_)) {
                 // Finishing it would hit the same limit: keep no journal.
