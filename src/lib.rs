@@ -19,6 +19,7 @@ pub mod engine;
 pub mod floor;
 pub mod metrics;
 pub mod model;
+pub mod replay;
 pub mod report;
 pub mod scenario;
 pub mod serve;

@@ -2,8 +2,8 @@
 //! valid logs go through `replay` (in process), every output line is a
 //! valid server message, and every skipped line is reported.
 
-use herdsim::cli::arbitrate::{parse_line, replay};
 use herdsim::floor::{Config, PolicyKind, ServerMsg};
+use herdsim::replay::{parse_line, replay};
 use proptest::prelude::*;
 
 const VALID_LOG: &str = include_str!("data/arbitrate/example.jsonl");

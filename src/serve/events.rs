@@ -122,7 +122,7 @@ mod tests {
             text,
             "{\"at_ms\":7,\"agent\":\"a\",\"event\":{\"channel\":\"#g\",\"type\":\"JOIN\"},\"role\":\"operator\"}\n"
         );
-        let line = crate::cli::arbitrate::parse_line(text.trim_end().as_bytes());
+        let line = crate::replay::parse_line(text.trim_end().as_bytes());
         assert_eq!(
             line.map(|l| (l.at_ms, l.role, l.event)),
             Ok((7, Role::Operator, ev))
