@@ -197,7 +197,6 @@ impl Prepared {
         })
     }
 
-    /// Number of agents.
     /// Cap the events pending at once (a replication that needs more
     /// stops with [`RunLimit::Pending`]); unbounded by default.
     pub fn set_max_pending(&mut self, n: usize) {
@@ -205,6 +204,7 @@ impl Prepared {
         self.max_pending = n.clamp(1, u32::MAX as usize - 1);
     }
 
+    /// Number of agents.
     pub fn agents(&self) -> usize {
         self.ids.len()
     }
