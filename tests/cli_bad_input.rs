@@ -508,6 +508,10 @@ fn argument_parser_errors_are_one_prefixed_line() {
         (&["frob"], "frob"),
         (&[], "no subcommand"),
         (&["plot"], "RESULTS_DIR_OR_CSV"),
+        // Every subcommand is named: the hint points to its own --help,
+        // and the list of subcommands includes it.
+        (&["serve", "--bogus"], "`herdsim serve --help`"),
+        (&[], "tune, serve"),
     ];
     for (args, needle) in cases {
         let out = Command::cargo_bin("herdsim")

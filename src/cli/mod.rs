@@ -1,7 +1,7 @@
 //! The command line: argument parsing and dispatch only. Each subcommand
 //! lives in its own file.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -78,14 +78,24 @@ pub enum Command {
     Serve(serve::Args),
 }
 
+/// The subcommands' names, as the parser knows them (so a new one is never
+/// missing from an error message).
+fn subcommands() -> Vec<String> {
+    Cli::command()
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect()
+}
+
 /// An argument-parser error as the one line every other error is: clap's
 /// message without its `error: ` prefix, usage block and colours, plus where
 /// to look (`herdsim run --help`).
 fn parse_error_line(e: &clap::Error) -> String {
     if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
-        return "no subcommand: give one of run, validate, tune, plot, merge, arbitrate \
-                (`herdsim --help` says what each does)"
-            .to_string();
+        return format!(
+            "no subcommand: give one of {} (`herdsim --help` says what each does)",
+            subcommands().join(", ")
+        );
     }
     let text = e.render().to_string();
     let lines: Vec<&str> = text.lines().map(str::trim).collect();
@@ -109,9 +119,7 @@ fn parse_error_line(e: &clap::Error) -> String {
     let sub = std::env::args()
         .skip(1)
         .find(|a| !a.starts_with('-'))
-        .filter(|a| {
-            ["run", "arbitrate", "validate", "plot", "merge", "tune"].contains(&a.as_str())
-        });
+        .filter(|a| subcommands().contains(a));
     let help = match sub {
         Some(s) => format!("herdsim {s} --help"),
         None => "herdsim --help".to_string(),
