@@ -913,3 +913,41 @@ fn a_port_in_use_is_a_failure_naming_the_address() {
         "{err}"
     );
 }
+
+/// stderr on a full disk: the startup and shutdown lines are lost, the
+/// server neither panics nor fails (the same rule as every subcommand).
+#[test]
+fn a_full_stderr_never_panics_the_server() {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("/dev/full");
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("herdsim"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stderr(full)
+        .spawn()
+        .expect("spawns");
+    // Give it time to start (and print); it must still be serving.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        child.try_wait().expect("wait").is_none(),
+        "herdsim serve ended early"
+    );
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+    let deadline = std::time::Instant::now() + WAIT;
+    let exit = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("herdsim serve did not stop on SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(exit.code(), Some(0), "{exit:?}");
+}

@@ -75,18 +75,18 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     let result = rt.block_on(async move {
         let bound = serve::bind(opts.clone()).await?;
         if !quiet && !bound.local_addr().ip().is_loopback() {
-            eprintln!(
+            super::note(format_args!(
                 "herdsim serve: warning: {} is not a loopback address; anyone who can reach it can connect (no TLS, no authentication but the agentchat keys)",
                 bound.local_addr()
-            );
+            ));
         }
         if !quiet {
-            eprintln!(
+            super::note(format_args!(
                 "herdsim serve: listening on ws://{} (policy {}, TTL {} ms); Ctrl-C to stop",
                 bound.local_addr(),
                 opts.floor.policy.name(),
                 opts.floor.ttl_ms
-            );
+            ));
         }
         bound.run(serve::shutdown_signal()).await
     });
@@ -94,7 +94,7 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         Ok(report) => {
             if !quiet {
                 let s = &report.stats;
-                eprintln!(
+                super::note(format_args!(
                     "herdsim serve: stopped; {} connections ({} refused), {} inputs, {} claims, {} yields, {} expired",
                     report.connections,
                     report.refused,
@@ -102,7 +102,7 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
                     s.claims_received,
                     s.yields,
                     s.expired
-                );
+                ));
             }
             Ok(ExitCode::SUCCESS)
         }
