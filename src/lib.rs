@@ -17,6 +17,7 @@ pub const BUILD: &str = env!("HERDSIM_BUILD");
 pub mod cli;
 pub mod engine;
 pub mod floor;
+pub mod live;
 pub mod metrics;
 pub mod model;
 pub mod replay;

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 pub mod arbitrate;
 pub mod interrupt;
+pub mod live;
 pub mod memory;
 pub mod merge;
 pub mod plot;
@@ -76,6 +77,8 @@ pub enum Command {
     Tune(tune::Args),
     /// Run a live WebSocket chat server (agentchat subset) arbitrated by a policy.
     Serve(serve::Args),
+    /// Run the scenario's agents against a real chat server in scaled real time and measure.
+    Live(live::Args),
 }
 
 /// The subcommands' names, as the parser knows them (so a new one is never
@@ -183,6 +186,7 @@ pub fn main() -> ExitCode {
         Command::Merge(args) => merge::run(args),
         Command::Tune(args) => tune::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Live(args) => live::run(args),
     };
     match result {
         Ok(code) => code,

@@ -20,11 +20,13 @@ mod panels;
 pub mod pareto;
 mod summary;
 mod timeline;
+mod versus;
 
 use std::path::Path;
 
 pub use panels::{PlotSpec, STANDARD_METRICS, XScale, figure_size};
 pub use summary::Summary;
+pub use versus::versus_figure;
 pub use timeline::{MAX_AGENT_LANES, TIMELINE_WIDTH, most_contested, timeline_height};
 
 /// A problem with the input of a figure: the message names the file and the

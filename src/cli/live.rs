@@ -1,0 +1,113 @@
+//! `herdsim live`: flags -> [`crate::live::session`] -> exit status.
+
+use super::CliError;
+use crate::live::LiveError;
+use crate::live::session::{self, Options};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Scenario file (TOML). Without it, the built-in default scenario.
+    pub scenario: Option<PathBuf>,
+    /// The chat server (ws://HOST:PORT). Without it, an embedded `herdsim serve` on a free loopback port.
+    #[arg(long)]
+    pub url: Option<String>,
+    /// Scenario time runs this many times faster than real time (every scenario duration is divided by it).
+    #[arg(long, default_value_t = 100.0)]
+    pub speed: f64,
+    /// Output directory; results go to `<out>/<scenario name>-live/`.
+    #[arg(long, default_value = "results")]
+    pub out: PathBuf,
+    /// Master seed (overrides the file's `seed`).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Replications (overrides the file's `reps`).
+    #[arg(long)]
+    pub reps: Option<u32>,
+    /// Override any key: `--set workload.count=50` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// The policy the agents follow (and the embedded server runs); default: the scenario's first.
+    #[arg(long)]
+    pub policy: Option<String>,
+    /// Also simulate the scenario with the measured link delays and the same seeds, and compare.
+    #[arg(long)]
+    pub compare: bool,
+    /// Ed25519 identities (keyed IDENTIFY), as agentchat clients use.
+    #[arg(long)]
+    pub keyed: bool,
+    /// The embedded server's input log (arbitrate format), first replication.
+    #[arg(long, value_name = "FILE")]
+    pub server_log: Option<PathBuf>,
+    /// No progress bar and no notes on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+static BAR: Mutex<Option<indicatif::ProgressBar>> = Mutex::new(None);
+
+fn say(line: &str) {
+    match BAR.lock().ok().and_then(|b| b.clone()) {
+        Some(b) => b.suspend(|| super::note(line)),
+        None => super::note(line),
+    }
+}
+
+fn map(e: LiveError) -> CliError {
+    match e {
+        LiveError::BadInput(m) => CliError::BadInput(m),
+        LiveError::Failure(m) => CliError::Failure(anyhow::anyhow!(m)),
+    }
+}
+
+pub fn run(args: Args) -> Result<ExitCode, CliError> {
+    let opts = Options {
+        scenario: args.scenario,
+        sets: args.set,
+        seed: args.seed,
+        reps: args.reps,
+        policy: args.policy,
+        url: args.url,
+        speed: args.speed,
+        out: args.out,
+        keyed: args.keyed,
+        compare: args.compare,
+        quiet: args.quiet,
+        server_log: args.server_log,
+    };
+    let checked = session::check(opts).map_err(map)?;
+    if !args.quiet {
+        for n in &checked.notes {
+            super::note(format_args!("herdsim: note: {n}"));
+        }
+    }
+    let _ = ctrlc::set_handler(|| {
+        if STOP.swap(true, Ordering::SeqCst) {
+            say("herdsim: stopped at once; nothing written");
+            std::process::exit(i32::from(super::EXIT_INTERRUPTED));
+        }
+        say("herdsim: interrupted: writing what was measured so far (interrupt again to stop at once)");
+    });
+    let hook = |b: &indicatif::ProgressBar| {
+        if let Ok(mut g) = BAR.lock() {
+            *g = Some(b.clone());
+        }
+    };
+    let done = checked.run(&STOP, &hook).map_err(map)?;
+    super::print_out(&done.stdout)?;
+    if done.interrupted {
+        super::note(format_args!(
+            "herdsim: interrupted: {} holds what was measured until then ({} of {} replications, \
+             the last one cut short; its open messages are counted as they stood)",
+            done.dir.display(),
+            done.reps_done,
+            done.reps_planned
+        ));
+        return Ok(ExitCode::from(super::EXIT_INTERRUPTED));
+    }
+    Ok(ExitCode::SUCCESS)
+}

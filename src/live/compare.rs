@@ -1,0 +1,287 @@
+//! Live versus simulated: per metric, both means with their 95% confidence
+//! intervals and an agreement test (docs/live.md, "Comparing").
+//!
+//! Shares of messages (duplicate, unanswered, single-starter) are compared
+//! with a two-proportion z test on the messages pooled over replications;
+//! every other metric with Welch's t test on the per-replication values.
+//! A metric agrees when the test does not reject equality at the 1% level
+//! (p >= 0.01) or when the difference is within the metric's stated
+//! tolerance (differences too small to matter, e.g. the two link delays
+//! that live TTFR includes by definition).
+
+use crate::metrics::RunResult;
+use crate::metrics::stats::Summary;
+use crate::report::csv_out::num;
+use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
+
+/// Significance level of the agreement tests.
+pub const ALPHA: f64 = 0.01;
+
+/// How a metric is tested.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Test {
+    /// Two-proportion z on pooled message counts.
+    Proportion,
+    /// Welch's t on replication values.
+    Welch,
+}
+
+/// (metric, test, absolute tolerance, relative tolerance): the metrics compared.
+pub const COMPARED: [(&str, Test, f64, f64); 9] = [
+    ("duplicate_rate", Test::Proportion, 0.02, 0.0),
+    ("unanswered_rate", Test::Proportion, 0.02, 0.0),
+    ("single_starter_rate", Test::Proportion, 0.05, 0.0),
+    ("responses_per_msg", Test::Welch, 0.05, 0.0),
+    ("starters_per_msg", Test::Welch, 0.1, 0.0),
+    ("wasted_inference_rate", Test::Welch, 0.02, 0.0),
+    ("wasted_inference_count_rate", Test::Welch, 0.03, 0.0),
+    ("ttfr_p50_ms", Test::Welch, 0.0, 0.1),
+    ("ttfr_p95_ms", Test::Welch, 0.0, 0.1),
+];
+
+/// One metric, live against simulated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Line {
+    pub metric: &'static str,
+    pub live: Summary,
+    pub sim: Summary,
+    pub test: Test,
+    /// z or t statistic (NaN when it cannot be computed).
+    pub stat: f64,
+    /// Two-sided p-value (NaN when it cannot be computed).
+    pub p: f64,
+    /// The tolerance on |live - sim| (absolute, in the metric's unit).
+    pub tolerance: f64,
+    pub agree: bool,
+}
+
+fn values(rs: &[RunResult], metric: &str) -> Vec<f64> {
+    rs.iter()
+        .filter_map(|r| r.get(metric))
+        .filter(|x| !x.is_nan())
+        .collect()
+}
+
+/// Pooled (successes, trials) of a message share over replications.
+fn pooled(rs: &[RunResult], metric: &str) -> (f64, f64) {
+    let mut x = 0.0;
+    let mut n = 0.0;
+    for r in rs {
+        let (Some(rate), Some(m)) = (r.get(metric), r.get("messages")) else {
+            continue;
+        };
+        if rate.is_nan() || m <= 0.0 {
+            continue;
+        }
+        x += (rate * m).round();
+        n += m;
+    }
+    (x, n)
+}
+
+/// Two-sided two-proportion z test: (z, p).
+pub fn two_proportion(x1: f64, n1: f64, x2: f64, n2: f64) -> (f64, f64) {
+    if n1 <= 0.0 || n2 <= 0.0 {
+        return (f64::NAN, f64::NAN);
+    }
+    let p = (x1 + x2) / (n1 + n2);
+    let se = (p * (1.0 - p) * (1.0 / n1 + 1.0 / n2)).sqrt();
+    let d = x1 / n1 - x2 / n2;
+    if se == 0.0 {
+        return if d == 0.0 { (0.0, 1.0) } else { (f64::INFINITY, 0.0) };
+    }
+    let z = d / se;
+    let p = match Normal::new(0.0, 1.0) {
+        Ok(nd) => 2.0 * (1.0 - nd.cdf(z.abs())),
+        Err(_) => f64::NAN,
+    };
+    (z, p)
+}
+
+/// Two-sided Welch t test on two samples: (t, p). NaN with fewer than
+/// two values on a side.
+pub fn welch(a: &[f64], b: &[f64]) -> (f64, f64) {
+    if a.len() < 2 || b.len() < 2 {
+        return (f64::NAN, f64::NAN);
+    }
+    let m = |xs: &[f64]| xs.iter().sum::<f64>() / xs.len() as f64;
+    let v = |xs: &[f64], mu: f64| {
+        xs.iter().map(|x| (x - mu).powi(2)).sum::<f64>() / (xs.len() - 1) as f64
+    };
+    let (ma, mb) = (m(a), m(b));
+    let (va, vb) = (v(a, ma) / a.len() as f64, v(b, mb) / b.len() as f64);
+    let se2 = va + vb;
+    if se2 == 0.0 {
+        return if ma == mb { (0.0, 1.0) } else { (f64::INFINITY, 0.0) };
+    }
+    let t = (ma - mb) / se2.sqrt();
+    let df = se2 * se2
+        / (va * va / (a.len() - 1) as f64 + vb * vb / (b.len() - 1) as f64).max(f64::MIN_POSITIVE);
+    let p = match StudentsT::new(0.0, 1.0, df) {
+        Ok(d) => 2.0 * (1.0 - d.cdf(t.abs())),
+        Err(_) => f64::NAN,
+    };
+    (t, p)
+}
+
+/// Compare live replications with simulated ones, metric by metric.
+pub fn compare(live: &[RunResult], sim: &[RunResult]) -> Vec<Line> {
+    COMPARED
+        .iter()
+        .map(|&(metric, test, abs_tol, rel_tol)| {
+            let (lv, sv) = (values(live, metric), values(sim, metric));
+            let (ls, ss) = (Summary::of(&lv), Summary::of(&sv));
+            let (stat, p) = match test {
+                Test::Proportion => {
+                    let (x1, n1) = pooled(live, metric);
+                    let (x2, n2) = pooled(sim, metric);
+                    two_proportion(x1, n1, x2, n2)
+                }
+                Test::Welch => welch(&lv, &sv),
+            };
+            let tolerance = abs_tol.max(rel_tol * ss.mean.abs());
+            let diff = (ls.mean - ss.mean).abs();
+            let agree = (p.is_finite() && p >= ALPHA) || diff <= tolerance;
+            Line {
+                metric,
+                live: ls,
+                sim: ss,
+                test,
+                stat,
+                p,
+                tolerance,
+                agree,
+            }
+        })
+        .collect()
+}
+
+fn ci(s: &Summary) -> String {
+    if s.n >= 2 { num(s.ci95) } else { String::new() }
+}
+
+/// compare.csv.
+pub fn csv(scenario: &str, policy: &str, lines: &[Line]) -> anyhow::Result<Vec<u8>> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record([
+        "scenario",
+        "policy",
+        "metric",
+        "live_mean",
+        "live_ci95",
+        "live_reps",
+        "sim_mean",
+        "sim_ci95",
+        "sim_reps",
+        "test",
+        "statistic",
+        "p_value",
+        "tolerance",
+        "agree",
+    ])?;
+    for l in lines {
+        w.write_record([
+            scenario.to_string(),
+            policy.to_string(),
+            l.metric.to_string(),
+            num(l.live.mean),
+            ci(&l.live),
+            l.live.n.to_string(),
+            num(l.sim.mean),
+            ci(&l.sim),
+            l.sim.n.to_string(),
+            match l.test {
+                Test::Proportion => "two-proportion-z".into(),
+                Test::Welch => "welch-t".into(),
+            },
+            num(l.stat),
+            num(l.p),
+            num(l.tolerance),
+            l.agree.to_string(),
+        ])?;
+    }
+    w.into_inner().map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// The side-by-side table printed on stdout.
+pub fn table(lines: &[Line]) -> String {
+    use crate::report::table::mean_ci;
+    let ci_of = |s: &Summary| (s.n >= 2).then_some(s.ci95);
+    let mut rows = vec![[
+        "metric".to_string(),
+        "live".to_string(),
+        "simulated".to_string(),
+        "test".to_string(),
+        "p".to_string(),
+        "agree".to_string(),
+    ]];
+    for l in lines {
+        rows.push([
+            l.metric.to_string(),
+            mean_ci(l.live.mean, ci_of(&l.live)),
+            mean_ci(l.sim.mean, ci_of(&l.sim)),
+            match l.test {
+                Test::Proportion => "z".into(),
+                Test::Welch => "welch".into(),
+            },
+            if l.p.is_nan() {
+                "n/a".into()
+            } else {
+                format!("{:.3}", l.p)
+            },
+            if l.agree { "yes" } else { "NO" }.into(),
+        ]);
+    }
+    let widths: Vec<usize> = (0..6)
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for (i, r) in rows.iter().enumerate() {
+        let cells: Vec<String> = r
+            .iter()
+            .enumerate()
+            .map(|(c, s)| {
+                if c == 0 {
+                    format!("{s:<w$}", w = widths[c])
+                } else {
+                    format!("{s:>w$}", w = widths[c])
+                }
+            })
+            .collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+        if i == 0 {
+            out.push_str(&"-".repeat(widths.iter().sum::<usize>() + 2 * 5));
+            out.push('\n');
+        }
+    }
+    out.push_str(
+        "mean ± 95% CI over replications. test: z = two-proportion z on pooled messages, \
+         welch = Welch t on\nreplications; agree: p >= 0.01 or |live - sim| within the \
+         metric's tolerance (compare.csv; docs/live.md)\n",
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn equal_proportions_agree_and_far_ones_do_not() {
+        let (_, p) = two_proportion(50.0, 100.0, 52.0, 100.0);
+        assert!(p > 0.5);
+        let (z, p) = two_proportion(10.0, 1000.0, 300.0, 1000.0);
+        assert!(z < 0.0 && p < 1e-6);
+    }
+
+    #[test]
+    fn welch_matches_a_known_case() {
+        // Two samples with means 2 and 5, each of variance 1 (n = 3):
+        // t = -3 / sqrt(2/3) = -3.674, df = 4, p = 0.0213.
+        let (t, p) = welch(&[1.0, 2.0, 3.0], &[4.0, 5.0, 6.0]);
+        assert!((t + 3.674).abs() < 1e-3, "{t}");
+        assert!((p - 0.0213).abs() < 1e-3, "{p}");
+        assert!(welch(&[1.0], &[2.0, 3.0]).1.is_nan());
+    }
+}

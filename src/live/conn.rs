@@ -1,0 +1,223 @@
+//! The client side of the agentchat protocol for the live driver: connect,
+//! IDENTIFY (with or without an Ed25519 key: CHALLENGE / VERIFY_IDENTITY),
+//! JOIN, then one reader and one writer task per connection.
+
+use base64::Engine;
+use ed25519_dalek::{Signer, SigningKey};
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::Message;
+
+/// How long connecting, identifying and joining may take.
+pub const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What a connection's tasks tell the driver.
+#[derive(Debug)]
+pub enum Event {
+    /// A data frame arrived on connection `conn` (generation `generation`).
+    Frame {
+        conn: usize,
+        generation: u32,
+        text: String,
+    },
+    /// The connection closed (by the server or the network).
+    Closed { conn: usize, generation: u32 },
+    /// A (re)connection finished its handshake and joined its channels.
+    Up {
+        conn: usize,
+        generation: u32,
+        link: Link,
+    },
+    /// A (re)connection failed.
+    Failed { conn: usize, error: String },
+}
+
+/// The driver's handle on an open connection: frames to send, and the
+/// reader to stop (dropping the handle closes the socket).
+#[derive(Debug)]
+pub struct Link {
+    pub tx: mpsc::UnboundedSender<String>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl Link {
+    /// Send one text frame (a closed connection drops it).
+    pub fn send(&self, text: String) {
+        let _ = self.tx.send(text);
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        // The reader owns the read half: abort it; the writer ends when
+        // `tx` is dropped, and with both halves gone the TCP connection
+        // closes without a WebSocket close (an abrupt disconnect).
+        self.reader.abort();
+    }
+}
+
+/// An identity to present.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    pub name: String,
+    /// Ed25519 key: IDENTIFY carries its public key (SPKI PEM) and the
+    /// server's CHALLENGE is signed.
+    pub key: Option<[u8; 32]>,
+}
+
+/// SPKI PEM of an Ed25519 public key (what agentchat's client sends).
+pub fn public_pem(key: &SigningKey) -> String {
+    // DER: SEQUENCE { SEQUENCE { OID 1.3.101.112 }, BIT STRING key }.
+    let mut der = vec![
+        0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00,
+    ];
+    der.extend_from_slice(key.verifying_key().as_bytes());
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+    format!("-----BEGIN PUBLIC KEY-----\n{b64}\n-----END PUBLIC KEY-----\n")
+}
+
+fn text_of(m: Message) -> Option<String> {
+    match m {
+        Message::Text(t) => Some(t.to_string()),
+        Message::Binary(b) => Some(String::from_utf8_lossy(&b).into_owned()),
+        _ => None,
+    }
+}
+
+/// Connect to `url`, identify, join `channels`, then hand the connection
+/// to a reader and a writer task; the reader reports to `events`. Returns
+/// the agent id the server gave (WELCOME's `agent_id`, without `@`).
+pub async fn open(
+    url: &str,
+    ident: &Identity,
+    channels: &[String],
+    conn: usize,
+    generation: u32,
+    events: mpsc::UnboundedSender<Event>,
+) -> Result<(Link, String), String> {
+    let fut = async {
+        let (mut ws, _) = tokio_tungstenite::connect_async(url)
+            .await
+            .map_err(|e| format!("cannot connect to {url}: {e}"))?;
+        let key = ident.key.map(|k| SigningKey::from_bytes(&k));
+        let hello = match &key {
+            Some(k) => json!({"type": "IDENTIFY", "name": ident.name, "pubkey": public_pem(k)}),
+            None => json!({"type": "IDENTIFY", "name": ident.name}),
+        };
+        ws.send(Message::text(hello.to_string()))
+            .await
+            .map_err(|e| format!("{url}: IDENTIFY: {e}"))?;
+        let mut id = None;
+        let mut joined = 0usize;
+        while let Some(m) = ws.next().await {
+            let m = m.map_err(|e| format!("{url}: {e}"))?;
+            let Some(text) = text_of(m) else { continue };
+            let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+            match v["type"].as_str() {
+                Some("CHALLENGE") => {
+                    let Some(k) = &key else {
+                        return Err(format!("{url}: a CHALLENGE to a key-less IDENTIFY"));
+                    };
+                    let nonce = v["nonce"].as_str().unwrap_or("");
+                    let cid = v["challenge_id"].as_str().unwrap_or("");
+                    let ts = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_millis() as u64);
+                    let content = format!("AGENTCHAT_AUTH|{nonce}|{cid}|{ts}");
+                    let sig = base64::engine::general_purpose::STANDARD
+                        .encode(k.sign(content.as_bytes()).to_bytes());
+                    let answer = json!({"type": "VERIFY_IDENTITY", "challenge_id": cid,
+                        "signature": sig, "timestamp": ts});
+                    ws.send(Message::text(answer.to_string()))
+                        .await
+                        .map_err(|e| format!("{url}: VERIFY_IDENTITY: {e}"))?;
+                }
+                Some("WELCOME") => {
+                    let got = v["agent_id"]
+                        .as_str()
+                        .unwrap_or(&ident.name)
+                        .trim_start_matches('@')
+                        .to_string();
+                    id = Some(got);
+                    if channels.is_empty() {
+                        break;
+                    }
+                    for c in channels {
+                        let j = json!({"type": "JOIN", "channel": c});
+                        ws.send(Message::text(j.to_string()))
+                            .await
+                            .map_err(|e| format!("{url}: JOIN: {e}"))?;
+                    }
+                }
+                Some("JOINED") => {
+                    joined += 1;
+                    if joined >= channels.len() {
+                        break;
+                    }
+                }
+                Some("ERROR") => {
+                    return Err(format!(
+                        "{url}: the server refused {} ({}): {}",
+                        ident.name,
+                        v["code"].as_str().unwrap_or("?"),
+                        v["message"].as_str().unwrap_or("")
+                    ));
+                }
+                _ => {}
+            }
+        }
+        match id {
+            Some(id) if joined >= channels.len() => Ok((ws, id)),
+            _ => Err(format!(
+                "{url}: the connection closed before WELCOME/JOINED"
+            )),
+        }
+    };
+    let (ws, id) = tokio::time::timeout(SETUP_TIMEOUT, fut)
+        .await
+        .map_err(|_| format!("{url}: no WELCOME/JOINED within 10 s"))??;
+    let (mut sink, mut stream) = ws.split();
+    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+    tokio::spawn(async move {
+        while let Some(text) = rx.recv().await {
+            if sink.send(Message::text(text)).await.is_err() {
+                break;
+            }
+        }
+    });
+    let reader = tokio::spawn(async move {
+        while let Some(m) = stream.next().await {
+            let Ok(m) = m else { break };
+            if let Some(text) = text_of(m) {
+                if events
+                    .send(Event::Frame {
+                        conn,
+                        generation,
+                        text,
+                    })
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        }
+        let _ = events.send(Event::Closed { conn, generation });
+    });
+    Ok((Link { tx, reader }, id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pem_is_what_serve_reads() {
+        let k = SigningKey::from_bytes(&[7u8; 32]);
+        let pem = public_pem(&k);
+        let back = crate::serve::identity::parse_pubkey(&pem).expect("parses");
+        assert_eq!(back.as_bytes(), k.verifying_key().as_bytes());
+        assert_eq!(crate::serve::identity::agent_id_of_pubkey(&pem).len(), 16);
+    }
+}

@@ -1,0 +1,779 @@
+//! One live replication: the scenario's agents, each an [`Agent`] actor
+//! on its own WebSocket connection, and the operator posting the
+//! workload, driven by real timers at `speed` times real time.
+//!
+//! One task (this driver) owns every actor, the timer queue and the
+//! observations; each connection has a reader task that forwards frames to
+//! it and a writer task that sends what it is given. The driver's clock is
+//! scenario time: `now_us` = real time since the start x `speed`.
+
+use super::actor::{Agent, Behaviour, InferenceEnd, Input, Output, TimerKind, Workload};
+use super::conn::{self, Event, Identity, Link};
+use super::observe::{Counts, Observer};
+use super::{LiveError, Setup};
+use crate::floor::{self, ClientMsg, ServerMsg};
+use crate::metrics::RunResult;
+use crate::metrics::run::ServerCounts;
+use crate::model::dist::Dist;
+use crate::model::names;
+use crate::serve;
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// The operator's IDENTIFY name.
+pub const OPERATOR: &str = "operator";
+
+/// Real time without any frame, once the workload is over and no timer is
+/// pending, after which the run ends.
+pub const QUIET: Duration = Duration::from_millis(300);
+
+/// What one live replication produced.
+#[derive(Debug)]
+pub struct Outcome {
+    pub result: RunResult,
+    pub counts: Counts,
+    /// One-way link delays measured from the run's own relays (µs of scenario time).
+    pub delays_us: Vec<u64>,
+    /// How late the driver's timers fired (µs of real time).
+    pub lateness_us: Vec<u64>,
+    /// The run's trace (JSON Lines), when asked for.
+    pub trace: Vec<u8>,
+    /// Stopped by Ctrl-C before its end.
+    pub interrupted: bool,
+    /// The server it ran against.
+    pub url: String,
+    /// Scenario time the run lasted (µs).
+    pub elapsed_us: u64,
+}
+
+fn stream(seed: u64, s: u64) -> ChaCha8Rng {
+    let mut r = ChaCha8Rng::seed_from_u64(seed);
+    r.set_stream(s);
+    r
+}
+
+/// A stable Ed25519 key per name (the same identity every run).
+fn key_of(name: &str) -> [u8; 32] {
+    let mut h = crate::sweep::Fnv::default();
+    h.write(b"herdsim live identity ");
+    h.write(name.as_bytes());
+    let seed = u64::from_str_radix(&h.hex(), 16).unwrap_or(0);
+    let mut k = [0u8; 32];
+    let mut r = ChaCha8Rng::seed_from_u64(seed);
+    for b in k.iter_mut() {
+        *b = r.random();
+    }
+    k
+}
+
+/// Run one replication (blocking: it runs its own tokio runtime).
+/// `progress` is called with the scenario time reached.
+pub fn run_rep(
+    setup: &Setup,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Outcome, LiveError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| LiveError::Failure(format!("cannot start the async runtime: {e}")))?;
+    rt.block_on(run_async(setup, stop, progress))
+}
+
+/// The embedded server's options: the scenario's policy; its TTL and
+/// rate limit divided by the speed (they are scenario durations).
+pub fn embedded_options(setup: &Setup, agents: usize) -> serve::Options {
+    let s = &setup.scenario;
+    let scale = |ms: f64| -> u64 {
+        if ms <= 0.0 {
+            0
+        } else {
+            ((ms / setup.speed).ceil() as u64).max(1)
+        }
+    };
+    serve::Options {
+        listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+        floor: floor::Config {
+            policy: setup.policy,
+            ttl_ms: scale(s.server.ttl_ms),
+            enabled: s.server.enabled,
+            rate_limit_ms: scale(s.server.rate_limit_ms),
+            sweep_phase_ms: 0,
+            sweep_drift_us: 0,
+        },
+        limits: serve::Limits {
+            // The agents' frame rate scales with the speed: no limit.
+            rate_per_sec: 0,
+            max_connections: agents + 16,
+            ..serve::Limits::default()
+        },
+        log: setup.server_log.clone(),
+        operator_name: OPERATOR.into(),
+        server_name: "herdsim".into(),
+    }
+}
+
+async fn run_async(
+    setup: &Setup,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Outcome, LiveError> {
+    let n = setup.scenario.agent_count() as usize;
+    match &setup.url {
+        Some(url) => {
+            drive(setup, url.clone(), stop, progress).await
+        }
+        None => {
+            let bound = serve::bind(embedded_options(setup, n))
+                .await
+                .map_err(|e| LiveError::Failure(format!("embedded server: {e}")))?;
+            let url = format!("ws://{}", bound.local_addr());
+            let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+            let server = tokio::spawn(bound.run(async {
+                let _ = stop_rx.await;
+            }));
+            let driven = drive(setup, url, stop, progress).await;
+            let _ = stop_tx.send(());
+            let report = server
+                .await
+                .map_err(|e| LiveError::Failure(format!("embedded server: {e}")))?
+                .map_err(|e| LiveError::Failure(format!("embedded server: {e}")))?;
+            let mut out = driven?;
+            let st = report.stats;
+            out.result = out.finish_with(ServerCounts {
+                yields: st.yields,
+                expired: st.expired,
+                relayed: st.relayed,
+                overruled: st.overruled,
+            });
+            Ok(out)
+        }
+    }
+}
+
+impl Outcome {
+    fn finish_with(&self, srv: ServerCounts) -> RunResult {
+        // Replace the server counters the clients could not see; the
+        // yields stay the ones the agents received.
+        let mut r = self.result.clone();
+        for (name, v) in [
+            ("expired_claims", srv.expired),
+            ("relayed", srv.relayed),
+            ("overruled", srv.overruled),
+        ] {
+            if let Some(i) = crate::metrics::METRICS.iter().position(|m| *m == name) {
+                r.values[i] = v as f64;
+            }
+        }
+        r
+    }
+}
+
+#[derive(Debug)]
+enum Timer {
+    Post,
+    Agent { a: usize, inc: u32, msg_id: String },
+    Done { a: usize, inc: u32, msg_id: String },
+    Crash { a: usize, inc: u32 },
+    Reconnect { a: usize },
+}
+
+struct Driver<'a> {
+    setup: &'a Setup,
+    url: String,
+    t0: Instant,
+    last_us: u64,
+    agents: Vec<Agent>,
+    ids: Vec<String>,
+    channels: Vec<Vec<String>>,
+    idents: Vec<Identity>,
+    /// Connection 0 is the operator, 1..=n the agents.
+    links: Vec<Option<Link>>,
+    gens: Vec<u32>,
+    inc: Vec<u32>,
+    timers: BTreeMap<(u64, u64), Timer>,
+    seq: u64,
+    ends: BTreeMap<(usize, String), (u64, u64)>,
+    workload: Workload,
+    workload_over: bool,
+    next_id: u32,
+    depth: BTreeMap<String, u32>,
+    obs: Observer,
+    trace: Option<Vec<u8>>,
+    restart: Dist,
+    server_rng: ChaCha8Rng,
+    tx: mpsc::UnboundedSender<Event>,
+    reconnecting: usize,
+    last_activity: Instant,
+    failure: Option<String>,
+}
+
+async fn drive(
+    setup: &Setup,
+    url: String,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Outcome, LiveError> {
+    let s = &setup.scenario;
+    let seed = setup.seed;
+    let fail = |m: String| LiveError::Failure(m);
+    // Behaviours, one per group; agents in group order, as the simulator.
+    let mut behaviours = Vec::new();
+    let mut group_of = Vec::new();
+    for (gi, g) in s.agents.iter().enumerate() {
+        let b = Behaviour::from_group(s, g, setup.policy, &setup.base_dir, &setup.cache)
+            .map_err(|e| LiveError::BadInput(format!("agents.{}: {e}", g.name)))?;
+        behaviours.push(Arc::new(b));
+        group_of.extend(std::iter::repeat_n(gi, g.count as usize));
+    }
+    let n = group_of.len();
+    let names: Vec<String> = (0..n).map(|i| names::agent_id(i, n)).collect();
+    let mut idents = vec![Identity {
+        name: OPERATOR.into(),
+        key: setup.keyed.then(|| key_of(OPERATOR)),
+    }];
+    idents.extend(names.iter().map(|nm| Identity {
+        name: nm.clone(),
+        key: setup.keyed.then(|| key_of(nm)),
+    }));
+    let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
+    // Connect and join: the operator first, then the agents in order.
+    let mut links = Vec::with_capacity(n + 1);
+    let mut ids = Vec::with_capacity(n);
+    let mut channels = Vec::with_capacity(n);
+    let (op_link, _op_id) = conn::open(
+        &url,
+        &idents[0],
+        std::slice::from_ref(&s.workload.channel),
+        0,
+        0,
+        tx.clone(),
+    )
+    .await
+    .map_err(fail)?;
+    links.push(Some(op_link));
+    for i in 0..n {
+        let chans = behaviours[group_of[i]].channels.clone();
+        let (link, id) = conn::open(&url, &idents[i + 1], &chans, i + 1, 0, tx.clone())
+            .await
+            .map_err(fail)?;
+        links.push(Some(link));
+        ids.push(id);
+        channels.push(chans);
+    }
+    let epoch_us = (s.epoch_ms as i64).saturating_mul(1000);
+    let mut agents = Vec::with_capacity(n);
+    for i in 0..n {
+        let b = behaviours[group_of[i]].clone();
+        let mut rng = stream(seed, 16 + 4 * i as u64);
+        let skew = b.skew.sample_signed_us(&mut rng);
+        agents.push(Agent::new(ids[i].clone(), b, rng, epoch_us + skew));
+    }
+    let workload = Workload::new(
+        s,
+        ids.clone(),
+        stream(seed, 1),
+        &setup.base_dir,
+        &setup.cache,
+    )
+    .map_err(|e| LiveError::BadInput(format!("workload: {e}")))?;
+    let restart = s
+        .server
+        .restart
+        .prepare_with(&setup.base_dir, &setup.cache)
+        .map_err(|e| LiveError::BadInput(format!("server.restart: {e}")))?;
+    let now = Instant::now();
+    let mut d = Driver {
+        setup,
+        url,
+        t0: now,
+        last_us: 0,
+        agents,
+        ids,
+        channels,
+        idents,
+        links,
+        gens: vec![0; n + 1],
+        inc: vec![0; n],
+        timers: BTreeMap::new(),
+        seq: 0,
+        ends: BTreeMap::new(),
+        workload,
+        workload_over: false,
+        next_id: 0,
+        depth: BTreeMap::new(),
+        obs: Observer::new(),
+        trace: setup.trace.then(Vec::new),
+        restart,
+        server_rng: stream(seed, 2),
+        tx,
+        reconnecting: 0,
+        last_activity: now,
+        failure: None,
+    };
+    match d.workload.next_post(0) {
+        Some(at) => {
+            d.schedule(at, Timer::Post);
+        }
+        None => d.workload_over = true,
+    }
+    let mut interrupted = false;
+    let mut last_progress = Instant::now();
+    loop {
+        if stop.load(Ordering::SeqCst) {
+            interrupted = true;
+            break;
+        }
+        if let Some(f) = d.failure.take() {
+            return Err(LiveError::Failure(f));
+        }
+        if d.workload_over
+            && d.timers.is_empty()
+            && d.reconnecting == 0
+            && d.last_activity.elapsed() >= QUIET
+        {
+            break;
+        }
+        let deadline = d
+            .timers
+            .keys()
+            .next()
+            .map(|(at, _)| d.instant_of(*at))
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+        tokio::select! {
+            ev = rx.recv() => match ev {
+                Some(ev) => d.on_event(ev),
+                None => break,
+            },
+            () = tokio::time::sleep_until(deadline.into()) => d.fire_due(),
+            () = tokio::time::sleep(Duration::from_millis(50)) => {}
+        }
+        if last_progress.elapsed() >= Duration::from_millis(100) {
+            last_progress = Instant::now();
+            progress(d.now());
+        }
+    }
+    let elapsed_us = d.now();
+    // Close every connection (the server sees them leave).
+    d.links.clear();
+    let (result, counts) = d.obs.finish(None);
+    Ok(Outcome {
+        result,
+        counts,
+        delays_us: std::mem::take(&mut d.obs.delays_us),
+        lateness_us: std::mem::take(&mut d.obs.lateness_us),
+        trace: d.trace.take().unwrap_or_default(),
+        interrupted,
+        url: d.url.clone(),
+        elapsed_us,
+    })
+}
+
+impl Driver<'_> {
+    /// Scenario time now (µs), never going back.
+    fn now(&mut self) -> u64 {
+        let real = self.t0.elapsed().as_secs_f64();
+        let t = (real * self.setup.speed * 1e6) as u64;
+        self.last_us = self.last_us.max(t);
+        self.last_us
+    }
+
+    fn instant_of(&self, at_us: u64) -> Instant {
+        self.t0 + Duration::from_secs_f64(at_us as f64 / 1e6 / self.setup.speed)
+    }
+
+    fn schedule(&mut self, at_us: u64, t: Timer) -> (u64, u64) {
+        self.seq += 1;
+        let key = (at_us, self.seq);
+        self.timers.insert(key, t);
+        key
+    }
+
+    fn trace(&mut self, line: Value) {
+        if let Some(buf) = self.trace.as_mut() {
+            let _ = serde_json::to_writer(&mut *buf, &line);
+            buf.push(b'\n');
+        }
+    }
+
+    fn trace_state(&mut self, a: usize, msg_id: Option<&str>, ev: &str, extra: Value) {
+        if self.trace.is_none() {
+            return;
+        }
+        let mut line = json!({"t_us": self.last_us, "ev": ev, "agent": self.ids[a]});
+        if let Some(m) = msg_id {
+            line["msg_id"] = Value::String(m.to_string());
+        }
+        if let (Some(obj), Value::Object(more)) = (line.as_object_mut(), extra) {
+            obj.extend(more);
+        }
+        self.trace(line);
+    }
+
+    fn new_id(&mut self) -> String {
+        let m = self.next_id;
+        self.next_id = self.next_id.saturating_add(1);
+        names::msg_id(m)
+    }
+
+    fn fire_due(&mut self) {
+        let now = self.now();
+        while let Some(entry) = self.timers.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let ((at, _), timer) = entry.remove_entry();
+            let late = Instant::now().saturating_duration_since(self.instant_of(at));
+            self.obs.lateness_us.push(late.as_micros() as u64);
+            self.obs.events += 1;
+            self.on_timer(now, timer);
+        }
+    }
+
+    fn on_timer(&mut self, now: u64, timer: Timer) {
+        let mut out = Vec::new();
+        match timer {
+            Timer::Post => self.post(now),
+            Timer::Agent { a, inc, msg_id } => {
+                if self.inc[a] == inc {
+                    self.agents[a].handle(now, Input::Timer { msg_id: &msg_id }, &mut out);
+                    self.apply(a, now, out);
+                }
+            }
+            Timer::Done { a, inc, msg_id } => {
+                if self.inc[a] == inc {
+                    self.ends.remove(&(a, msg_id.clone()));
+                    let reply_id = Some(self.new_id());
+                    self.agents[a].handle(
+                        now,
+                        Input::InferenceDone {
+                            msg_id: &msg_id,
+                            reply_id,
+                        },
+                        &mut out,
+                    );
+                    self.apply(a, now, out);
+                }
+            }
+            Timer::Crash { a, inc } => {
+                if self.inc[a] == inc {
+                    self.agents[a].handle(now, Input::Crash, &mut out);
+                    self.apply(a, now, out);
+                }
+            }
+            Timer::Reconnect { a } => {
+                self.reconnecting += 1;
+                let conn = a + 1;
+                let generation = self.gens[conn];
+                let url = self.url.clone();
+                let ident = self.idents[conn].clone();
+                let chans = self.channels[a].clone();
+                let tx = self.tx.clone();
+                tokio::spawn(async move {
+                    let ev = match conn::open(&url, &ident, &chans, conn, generation, tx.clone())
+                        .await
+                    {
+                        Ok((link, _id)) => Event::Up {
+                            conn,
+                            generation,
+                            link,
+                        },
+                        Err(error) => Event::Failed { conn, error },
+                    };
+                    let _ = tx.send(ev);
+                });
+            }
+        }
+    }
+
+    /// The operator posts the workload's next message.
+    fn post(&mut self, now: u64) {
+        let m = self.next_id;
+        let id = self.new_id();
+        let (to, content) = self.workload.draw(m);
+        let kind = if to.starts_with('@') {
+            "dm"
+        } else if content.split_whitespace().any(|w| w.starts_with('@')) {
+            "mention"
+        } else {
+            "channel"
+        };
+        self.obs.authored(&id, kind != "dm", now, OPERATOR);
+        self.depth.insert(id.clone(), 0);
+        self.trace(json!({"t_us": now, "ev": "post", "msg_id": id, "from": OPERATOR, "to": to, "kind": kind}));
+        let msg = ClientMsg::Msg {
+            id: Some(id),
+            to,
+            content,
+            in_reply_to: None,
+        };
+        if let Some(l) = &self.links[0] {
+            l.send(msg.to_json_string());
+        }
+        match self.workload.next_post(now) {
+            Some(at) => {
+                self.schedule(at, Timer::Post);
+            }
+            None => self.workload_over = true,
+        }
+    }
+
+    fn on_event(&mut self, ev: Event) {
+        match ev {
+            Event::Frame {
+                conn,
+                generation,
+                text,
+            } => {
+                if self.gens.get(conn) != Some(&generation) {
+                    return;
+                }
+                self.last_activity = Instant::now();
+                self.obs.events += 1;
+                let now = self.now();
+                let Ok(v) = serde_json::from_str::<Value>(&text) else {
+                    return;
+                };
+                let Ok(msg) = ServerMsg::from_value(&v) else {
+                    return; // PONG, JOINED, ... : not the floor's
+                };
+                if conn == 0 {
+                    self.operator_frame(now, &msg);
+                } else {
+                    self.agent_frame(conn - 1, now, &msg);
+                }
+            }
+            Event::Closed { conn, generation } => {
+                if self.gens.get(conn) == Some(&generation) && self.links[conn].is_some() {
+                    let who = if conn == 0 {
+                        OPERATOR.to_string()
+                    } else {
+                        self.ids[conn - 1].clone()
+                    };
+                    self.failure = Some(format!(
+                        "{}: the server closed the connection of {who}",
+                        self.url
+                    ));
+                }
+            }
+            Event::Up {
+                conn,
+                generation,
+                link,
+            } => {
+                self.reconnecting = self.reconnecting.saturating_sub(1);
+                if self.gens[conn] == generation {
+                    self.links[conn] = Some(link);
+                    self.last_activity = Instant::now();
+                    let now = self.now();
+                    let _ = now;
+                    self.trace_state(conn - 1, None, "reconnect", json!({}));
+                }
+            }
+            Event::Failed { conn, error } => {
+                self.reconnecting = self.reconnecting.saturating_sub(1);
+                let who = self.ids.get(conn.wrapping_sub(1)).cloned().unwrap_or_default();
+                self.failure = Some(format!("reconnecting {who}: {error}"));
+            }
+        }
+    }
+
+    fn operator_frame(&mut self, now: u64, msg: &ServerMsg) {
+        if let ServerMsg::Msg {
+            id,
+            from,
+            in_reply_to: Some(parent),
+            ..
+        } = msg
+        {
+            self.obs.relay_seen(from, "MSG", id, now);
+            self.obs.reply_seen(parent, id, now);
+            self.trace(json!({"t_us": now, "ev": "op_recv", "msg": msg.to_json()}));
+        }
+    }
+
+    fn agent_frame(&mut self, a: usize, now: u64, msg: &ServerMsg) {
+        if self.trace.is_some() {
+            let line = json!({"t_us": now, "ev": "recv", "agent": self.ids[a], "msg": msg.to_json()});
+            self.trace(line);
+        }
+        let depth = match msg {
+            ServerMsg::Msg {
+                id,
+                from,
+                in_reply_to,
+                ..
+            } => {
+                self.obs.relay_seen(from, "MSG", id, now);
+                let d = match self.depth.get(id) {
+                    Some(d) => *d,
+                    None => in_reply_to
+                        .as_ref()
+                        .and_then(|p| self.depth.get(p))
+                        .map_or(0, |d| d + 1),
+                };
+                Some(d)
+            }
+            ServerMsg::RespondingTo { msg_id, from, .. } => {
+                self.obs.relay_seen(from, "CLAIM", msg_id, now);
+                None
+            }
+            ServerMsg::Yield { .. } => {
+                self.obs.yields += 1;
+                None
+            }
+            _ => None,
+        };
+        let mut out = Vec::new();
+        self.agents[a].handle(now, Input::Server { msg, depth }, &mut out);
+        self.apply(a, now, out);
+    }
+
+    fn send(&mut self, a: usize, now: u64, msg: &ClientMsg) {
+        if self.trace.is_some() {
+            let line = json!({"t_us": now, "ev": "send", "agent": self.ids[a], "msg": msg.to_json()});
+            self.trace(line);
+        }
+        if let Some(l) = &self.links[a + 1] {
+            l.send(msg.to_json_string());
+        }
+    }
+
+    fn cancel_end(&mut self, a: usize, msg_id: &str) {
+        if let Some(key) = self.ends.remove(&(a, msg_id.to_string())) {
+            self.timers.remove(&key);
+        }
+    }
+
+    fn apply(&mut self, a: usize, now: u64, out: Vec<Output>) {
+        // The reply of each finished inference (its Done comes first).
+        let replies: BTreeMap<String, (String, u64)> = out
+            .iter()
+            .filter_map(|o| match o {
+                Output::Reply {
+                    msg: ClientMsg::Msg { id: Some(id), .. },
+                    parent,
+                    infer_us,
+                } => Some((parent.clone(), (id.clone(), *infer_us))),
+                _ => None,
+            })
+            .collect();
+        for o in out {
+            match o {
+                Output::Send(msg) => {
+                    if let ClientMsg::RespondingTo { msg_id, .. } = &msg {
+                        let me = self.ids[a].clone();
+                        self.obs.claimed(&me, msg_id, now);
+                    }
+                    self.send(a, now, &msg);
+                }
+                Output::Reply { msg, parent, .. } => {
+                    if let ClientMsg::Msg { id: Some(id), to, .. } = &msg {
+                        let me = self.ids[a].clone();
+                        self.obs.authored(id, to.starts_with('#'), now, &me);
+                        let d = self.depth.get(&parent).map_or(1, |d| d + 1);
+                        self.depth.insert(id.clone(), d);
+                    }
+                    self.send(a, now, &msg);
+                }
+                Output::Wants { msg_id } => self.obs.wants(&msg_id),
+                Output::SetTimer {
+                    msg_id,
+                    at_us,
+                    kind,
+                } => {
+                    let ev = match kind {
+                        TimerKind::Csma => "csma",
+                        TimerKind::Recheck => "recheck_wait",
+                    };
+                    self.trace_state(a, Some(&msg_id), ev, json!({"until_us": at_us}));
+                    let inc = self.inc[a];
+                    self.schedule(at_us, Timer::Agent { a, inc, msg_id });
+                }
+                Output::Infer {
+                    msg_id,
+                    started_at,
+                    duration_us: _,
+                    end,
+                    ignore_yield,
+                } => {
+                    let hung = end == InferenceEnd::Hang;
+                    self.obs.infer(a, &msg_id, hung);
+                    let inc = self.inc[a];
+                    let (until, crash) = match end {
+                        InferenceEnd::DoneAt(t) => {
+                            let key = self.schedule(
+                                t,
+                                Timer::Done {
+                                    a,
+                                    inc,
+                                    msg_id: msg_id.clone(),
+                                },
+                            );
+                            self.ends.insert((a, msg_id.clone()), key);
+                            (Some(t), false)
+                        }
+                        InferenceEnd::CrashAt(t) => {
+                            let key = self.schedule(t, Timer::Crash { a, inc });
+                            self.ends.insert((a, msg_id.clone()), key);
+                            (None, true)
+                        }
+                        InferenceEnd::Hang => (None, false),
+                    };
+                    self.trace_state(
+                        a,
+                        Some(&msg_id),
+                        "infer",
+                        json!({"started_at": started_at, "until_us": until, "ignore_yield": ignore_yield, "hung": hung, "crash": crash}),
+                    );
+                }
+                Output::Abort {
+                    msg_id,
+                    winner,
+                    ran_us,
+                } => {
+                    self.cancel_end(a, &msg_id);
+                    self.obs.aborted(a, &msg_id, ran_us);
+                    self.trace_state(a, Some(&msg_id), "abort", json!({"winner": winner}));
+                }
+                Output::Done { msg_id } => {
+                    let (reply, infer_us) = match replies.get(&msg_id) {
+                        Some((id, us)) => (Some(id.clone()), *us),
+                        None => (None, 0),
+                    };
+                    self.obs.done(a, &msg_id, infer_us, reply);
+                    self.trace_state(a, Some(&msg_id), "done", json!({}));
+                }
+                Output::Skip { msg_id, reason } => {
+                    let reason = match reason {
+                        floor::SkipReason::SeenClaim => "seen_claim",
+                        floor::SkipReason::SeenResponse => "seen_response",
+                    };
+                    self.trace_state(a, Some(&msg_id), "skip", json!({"reason": reason}));
+                }
+                Output::Idle { .. } => {}
+                Output::Lost { msg_id, ran_us, .. } => {
+                    self.cancel_end(a, &msg_id);
+                    self.obs.lost(a, &msg_id, ran_us);
+                }
+                Output::Crashed => {
+                    self.inc[a] = self.inc[a].wrapping_add(1);
+                    let conn = a + 1;
+                    self.gens[conn] = self.gens[conn].wrapping_add(1);
+                    // Dropping the link closes the socket without a close
+                    // frame: the server sees an abrupt disconnect.
+                    self.links[conn] = None;
+                    self.trace_state(a, None, "crash", json!({}));
+                    let d = self.restart.sample_us(&mut self.server_rng);
+                    self.schedule(now + d, Timer::Reconnect { a });
+                }
+            }
+        }
+    }
+}

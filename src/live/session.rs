@@ -1,0 +1,400 @@
+//! `herdsim live` as a library call: check the input, run the live
+//! replications, write the results (and with `compare`, simulate the same
+//! scenario with the measured link delays and compare).
+
+use super::{LiveError, Outcome, Setup, compare, observe::Observer};
+use crate::floor::PolicyKind;
+use crate::metrics::RunResult;
+use crate::model::{Prepared, simulate};
+use crate::report::{atomic, csv_out, table};
+use crate::scenario::Loaded;
+use crate::sweep::{Job, Row};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+/// What `herdsim live` was asked.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub scenario: Option<PathBuf>,
+    pub sets: Vec<String>,
+    pub seed: Option<u64>,
+    pub reps: Option<u32>,
+    pub policy: Option<String>,
+    pub url: Option<String>,
+    pub speed: f64,
+    pub out: PathBuf,
+    pub keyed: bool,
+    pub compare: bool,
+    pub quiet: bool,
+    pub server_log: Option<PathBuf>,
+}
+
+/// What a finished (or interrupted) session produced.
+#[derive(Debug)]
+pub struct Finished {
+    /// The text for stdout.
+    pub stdout: String,
+    /// Stopped by a signal; the files hold what was measured until then.
+    pub interrupted: bool,
+    /// The results folder.
+    pub dir: PathBuf,
+    /// Replications finished (the last one partial when interrupted).
+    pub reps_done: usize,
+    pub reps_planned: u32,
+    /// Some metric disagreed (with `compare`).
+    pub disagree: bool,
+}
+
+/// A checked session, ready to run.
+pub struct Checked {
+    loaded: Loaded,
+    setup: Setup,
+    name: String,
+    master: u64,
+    reps: u32,
+    dir: PathBuf,
+    opts: Options,
+    /// Notes for stderr (what the live run does not use).
+    pub notes: Vec<String>,
+}
+
+fn bad(m: impl Into<String>) -> LiveError {
+    LiveError::BadInput(m.into())
+}
+
+/// Check everything before anything runs or is written.
+pub fn check(opts: Options) -> Result<Checked, LiveError> {
+    if !(opts.speed.is_finite() && opts.speed > 0.0 && opts.speed <= super::MAX_SPEED) {
+        return Err(bad(format!(
+            "--speed {}: must be a number above 0 and at most {}",
+            opts.speed,
+            super::MAX_SPEED
+        )));
+    }
+    if let Some(u) = &opts.url
+        && !(u.starts_with("ws://") || u.starts_with("wss://"))
+    {
+        return Err(bad(format!("--url {u}: must start with ws:// or wss://")));
+    }
+    if opts.url.is_some() && opts.server_log.is_some() {
+        return Err(bad(
+            "--server-log: only the embedded server writes a log (drop --url or --server-log)",
+        ));
+    }
+    let mut loaded = match &opts.scenario {
+        Some(p) => Loaded::from_file(p),
+        None => Loaded::builtin_default(),
+    }?;
+    for s in &opts.sets {
+        loaded.apply_set(s)?;
+    }
+    if let Some(seed) = opts.seed {
+        loaded.apply_as(&format!("seed={seed}"), &format!("--seed {seed}"))?;
+    }
+    if let Some(reps) = opts.reps {
+        loaded.apply_as(&format!("reps={reps}"), &format!("--reps {reps}"))?;
+    }
+    let base = loaded.base()?;
+    let notes = super::check_scenario(&loaded, &base)?;
+    let policy = match &opts.policy {
+        Some(p) => p
+            .parse::<PolicyKind>()
+            .map_err(|e| bad(format!("--policy {p}: {e}")))?,
+        None => base
+            .policy_kinds()
+            .first()
+            .copied()
+            .ok_or_else(|| bad(format!("{}: `policies` is empty", loaded.file)))?,
+    };
+    // Every distribution must prepare (empirical files readable).
+    Prepared::with_cache(&base, &loaded.base_dir, &loaded.data)
+        .map_err(|e| bad(format!("{}: {e}", loaded.file)))?;
+    let dir = opts.out.join(format!("{}-live", base.name));
+    if dir.exists() && !dir.is_dir() {
+        return Err(bad(format!("{}: exists and is not a folder", dir.display())));
+    }
+    if let Some(log) = &opts.server_log
+        && log.is_dir()
+    {
+        return Err(bad(format!("--server-log {}: is a folder", log.display())));
+    }
+    let setup = Setup {
+        scenario: base.clone(),
+        base_dir: loaded.base_dir.clone(),
+        cache: loaded.data.clone(),
+        policy,
+        speed: opts.speed,
+        seed: 0,
+        url: opts.url.clone(),
+        keyed: opts.keyed,
+        trace: true,
+        server_log: opts.server_log.clone(),
+    };
+    Ok(Checked {
+        name: base.name.clone(),
+        master: base.seed,
+        reps: base.reps,
+        loaded,
+        setup,
+        dir,
+        opts,
+        notes,
+    })
+}
+
+/// Expected scenario duration of one replication (µs), for the progress bar.
+fn expected_us(s: &crate::scenario::Scenario) -> u64 {
+    let w = &s.workload;
+    let ms = match w.duration_ms {
+        Some(d) => d,
+        None => w.count as f64 * w.mean_gap_ms,
+    };
+    (ms * 1000.0).max(1.0) as u64
+}
+
+fn progress_bar(total: u64, quiet: bool) -> ProgressBar {
+    let target = if quiet {
+        ProgressDrawTarget::hidden()
+    } else {
+        ProgressDrawTarget::stderr()
+    };
+    let bar = ProgressBar::with_draw_target(Some(total), target);
+    if let Ok(style) =
+        ProgressStyle::with_template("{spinner} {elapsed_precise} {wide_bar} {msg}, ETA {eta}")
+    {
+        bar.set_style(style);
+    }
+    bar
+}
+
+fn failure(e: impl std::fmt::Display) -> LiveError {
+    LiveError::Failure(e.to_string())
+}
+
+fn write(path: &Path, bytes: &[u8]) -> Result<(), LiveError> {
+    atomic::write(path, bytes).map_err(|e| failure(format!("{}: {e}", path.display())))
+}
+
+impl Checked {
+    /// The results folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Run, write every file, return the stdout text. `bar_hook` receives
+    /// the progress bar (to keep it tidy while a signal message prints).
+    pub fn run(
+        self,
+        stop: &AtomicBool,
+        bar_hook: &dyn Fn(&ProgressBar),
+    ) -> Result<Finished, LiveError> {
+        let per_rep = expected_us(&self.setup.scenario) / 1000;
+        let bar = progress_bar(per_rep * u64::from(self.reps), self.opts.quiet);
+        bar_hook(&bar);
+        let reps = self.reps;
+        let mut prog = |rep: u32, us: u64| {
+            bar.set_position(u64::from(rep) * per_rep + (us / 1000).min(per_rep));
+            bar.set_message(format!("live rep {}/{reps}", rep + 1));
+        };
+        let rows = super::run_reps(&self.setup, self.master, self.reps, stop, &mut prog)?;
+        bar.finish_and_clear();
+        let interrupted = rows.iter().any(|(_, o)| o.interrupted);
+        std::fs::create_dir_all(&self.dir)
+            .map_err(|e| failure(format!("{}: {e}", self.dir.display())))?;
+        let plain: Vec<Row> = rows.iter().map(|(r, _)| r.clone()).collect();
+        let keys: Vec<String> = Vec::new();
+        let params = |_: usize| Vec::new();
+        let summary = csv_out::summarise(&plain, &params);
+        write(
+            &self.dir.join("summary.csv"),
+            &csv_out::summary_csv(&self.name, &keys, &summary).map_err(failure)?,
+        )?;
+        write(
+            &self.dir.join("runs.csv"),
+            &csv_out::runs_csv(&self.name, &keys, &plain, &params).map_err(failure)?,
+        )?;
+        write(&self.dir.join("live.csv"), &self.live_csv(&rows)?)?;
+        if let Some((_, o)) = rows.first() {
+            write(&self.dir.join("trace.jsonl"), &o.trace)?;
+        }
+        let delays: Vec<u64> = rows
+            .iter()
+            .flat_map(|(_, o)| o.delays_us.iter().copied())
+            .collect();
+        let delays_path = self.dir.join("link_delays.csv");
+        write(&delays_path, &delays_csv(&delays))?;
+        let mut stdout = String::new();
+        stdout.push_str(&format!(
+            "live: {} under {} at speed {} against {}{}\n",
+            self.name,
+            self.setup.policy.name(),
+            self.setup.speed,
+            rows.first()
+                .map_or("(no connection)".to_string(), |(_, o)| o.url.clone()),
+            if self.setup.url.is_none() {
+                " (embedded herdsim serve)"
+            } else {
+                ""
+            }
+        ));
+        stdout.push_str(&table::render(&keys, &summary));
+        stdout.push_str(&format!(
+            "link delay (one way, scenario ms): p50 {} p95 {} p99 {} from {} samples\n",
+            show(Observer::delay_quantile_ms(&delays, 0.5)),
+            show(Observer::delay_quantile_ms(&delays, 0.95)),
+            show(Observer::delay_quantile_ms(&delays, 0.99)),
+            delays.len()
+        ));
+        let mut disagree = false;
+        if self.opts.compare && !interrupted {
+            if delays.is_empty() {
+                return Err(failure(
+                    "--compare: no link delay was measured (no message was relayed)",
+                ));
+            }
+            let live: Vec<RunResult> = super::results(&rows);
+            let sim = self.simulate(&delays_path, rows.len() as u32)?;
+            let lines = compare::compare(&live, &sim);
+            disagree = lines.iter().any(|l| !l.agree);
+            let sim_rows: Vec<Row> = sim
+                .iter()
+                .enumerate()
+                .map(|(r, res)| Row {
+                    job: Job {
+                        point: 0,
+                        policy: self.setup.policy,
+                        rep: r as u32,
+                        seed: super::seeds(self.master, r as u32 + 1)[r],
+                    },
+                    result: res.clone(),
+                })
+                .collect();
+            let sim_dir = self.dir.join("sim");
+            std::fs::create_dir_all(&sim_dir)
+                .map_err(|e| failure(format!("{}: {e}", sim_dir.display())))?;
+            let sim_summary = csv_out::summarise(&sim_rows, &params);
+            write(
+                &sim_dir.join("summary.csv"),
+                &csv_out::summary_csv(&self.name, &keys, &sim_summary).map_err(failure)?,
+            )?;
+            write(
+                &sim_dir.join("runs.csv"),
+                &csv_out::runs_csv(&self.name, &keys, &sim_rows, &params).map_err(failure)?,
+            )?;
+            write(
+                &self.dir.join("compare.csv"),
+                &compare::csv(&self.name, self.setup.policy.name(), &lines).map_err(failure)?,
+            )?;
+            let title = format!(
+                "{}: live ({} at speed {}) vs simulated, {} replications",
+                self.name,
+                self.setup.policy.name(),
+                self.setup.speed,
+                rows.len()
+            );
+            crate::report::plot::versus_figure(&self.dir.join("compare.png"), &title, &lines)
+                .map_err(failure)?;
+            stdout.push_str("\nlive versus simulated (same seeds, measured link delays):\n");
+            stdout.push_str(&compare::table(&lines));
+        }
+        stdout.push_str(&format!("results in {}\n", self.dir.display()));
+        Ok(Finished {
+            stdout,
+            interrupted,
+            dir: self.dir.clone(),
+            reps_done: rows.len(),
+            reps_planned: self.reps,
+            disagree,
+        })
+    }
+
+    /// The simulator on the same scenario, its network replaced by the
+    /// measured one-way delays (an empirical distribution), same seeds.
+    fn simulate(&self, delays: &Path, reps: u32) -> Result<Vec<RunResult>, LiveError> {
+        let mut loaded = self.loaded.clone();
+        let path = toml::Value::String(delays.display().to_string()).to_string();
+        for set in [
+            "network.base_ms=0".to_string(),
+            format!("network.jitter={{kind=\"empirical\", path={path}}}"),
+            "network.fifo=true".to_string(),
+            "server.processing={kind=\"fixed\", ms=0}".to_string(),
+            "server.disconnect_detect={kind=\"fixed\", ms=0}".to_string(),
+        ] {
+            loaded.apply_set(&set)?;
+        }
+        let s = loaded.base()?;
+        let p = Prepared::with_cache(&s, &loaded.base_dir, &loaded.data)
+            .map_err(|e| bad(format!("{}: {e}", delays.display())))?;
+        super::seeds(self.master, reps)
+            .into_iter()
+            .map(|seed| {
+                simulate(&p, self.setup.policy, seed, None)
+                    .map_err(|e| bad(format!("{}: {e}", self.loaded.file)))
+            })
+            .collect()
+    }
+
+    fn live_csv(&self, rows: &[(Row, Outcome)]) -> Result<Vec<u8>, LiveError> {
+        let mut w = csv::Writer::from_writer(Vec::new());
+        let head = [
+            "scenario",
+            "policy",
+            "rep",
+            "seed",
+            "live",
+            "url",
+            "speed",
+            "keyed",
+            "interrupted",
+            "elapsed_ms",
+            "link_delay_samples",
+            "link_delay_p50_ms",
+            "link_delay_p95_ms",
+            "link_delay_p99_ms",
+            "timer_late_p50_real_ms",
+            "timer_late_p99_real_ms",
+        ];
+        w.write_record(head).map_err(failure)?;
+        for (r, o) in rows {
+            let q = |xs: &[u64], p: f64| csv_out::num(Observer::delay_quantile_ms(xs, p));
+            w.write_record([
+                self.name.clone(),
+                self.setup.policy.name().to_string(),
+                r.job.rep.to_string(),
+                r.job.seed.to_string(),
+                "true".into(),
+                o.url.clone(),
+                csv_out::num(self.setup.speed),
+                self.setup.keyed.to_string(),
+                o.interrupted.to_string(),
+                csv_out::num(o.elapsed_us as f64 / 1000.0),
+                o.delays_us.len().to_string(),
+                q(&o.delays_us, 0.5),
+                q(&o.delays_us, 0.95),
+                q(&o.delays_us, 0.99),
+                q(&o.lateness_us, 0.5),
+                q(&o.lateness_us, 0.99),
+            ])
+            .map_err(failure)?;
+        }
+        w.into_inner().map_err(|e| failure(e.to_string()))
+    }
+}
+
+fn show(x: f64) -> String {
+    if x.is_nan() {
+        "n/a".into()
+    } else {
+        format!("{x:.1}")
+    }
+}
+
+fn delays_csv(delays_us: &[u64]) -> Vec<u8> {
+    let mut s = String::from("delay_ms\n");
+    for d in delays_us {
+        s.push_str(&csv_out::num(*d as f64 / 1000.0));
+        s.push('\n');
+    }
+    s.into_bytes()
+}

@@ -1,0 +1,146 @@
+//! The `herdsim live --compare` figure: one panel per metric, the live and
+//! the simulated mean with their 95% confidence intervals side by side,
+//! and whether they agree.
+
+use super::draw::{self, de};
+use super::output::{self, Figure, Format};
+use crate::live::compare::Line;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use std::path::Path;
+
+const LIVE: RGBColor = RGBColor(213, 94, 0);
+const SIM: RGBColor = RGBColor(0, 114, 178);
+const COLS: usize = 3;
+
+struct Versus<'a> {
+    title: &'a str,
+    lines: &'a [Line],
+}
+
+/// Draw the comparison `lines` to `out` (`.png` or `.svg`), atomically.
+pub fn versus_figure(out: &Path, title: &str, lines: &[Line]) -> anyhow::Result<()> {
+    let format = Format::from_path(out)?;
+    let rows = lines.len().div_ceil(COLS).max(1) as u32;
+    output::render(out, format, (1500, 80 + 360 * rows), &Versus { title, lines })
+}
+
+impl Figure for Versus<'_> {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> anyhow::Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        root.fill(&draw::BACKGROUND).map_err(de)?;
+        let (top, body) = root.split_vertically(70);
+        top.draw(&Text::new(
+            self.title.to_string(),
+            (20, 12),
+            draw::bold(24.0),
+        ))
+        .map_err(de)?;
+        top.draw(&Text::new(
+            "orange: live, blue: simulated with the measured link delays; bars: 95% CI over replications"
+                .to_string(),
+            (20, 42),
+            draw::font(17.0).color(&draw::MUTED),
+        ))
+        .map_err(de)?;
+        let rows = self.lines.len().div_ceil(COLS).max(1);
+        let panels = body.split_evenly((rows, COLS));
+        for (line, area) in self.lines.iter().zip(panels.iter()) {
+            panel(area, line)?;
+        }
+        Ok(())
+    }
+}
+
+fn panel<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, l: &Line) -> anyhow::Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    let ci = |s: &crate::metrics::stats::Summary| if s.n >= 2 { s.ci95 } else { 0.0 };
+    let pts = [(0.0, l.live, LIVE), (1.0, l.sim, SIM)];
+    let hi = pts
+        .iter()
+        .map(|(_, s, _)| s.mean + ci(s))
+        .filter(|x| x.is_finite())
+        .fold(0.0_f64, f64::max);
+    let lo = pts
+        .iter()
+        .map(|(_, s, _)| s.mean - ci(s))
+        .filter(|x| x.is_finite())
+        .fold(0.0_f64, f64::min);
+    let mut y1 = hi + (hi - lo) * 0.15;
+    if y1 - lo < 1e-9 {
+        y1 = lo + 1.0;
+    }
+    let caption = format!(
+        "{}: {}",
+        l.metric,
+        if l.agree { "agree" } else { "DISAGREE" }
+    );
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, draw::bold(18.0))
+        .margin(12)
+        .x_label_area_size(30)
+        .y_label_area_size(70)
+        .build_cartesian_2d(-0.6f64..1.6f64, lo..y1)
+        .map_err(de)?;
+    let y_dec = draw::decimals_for(draw::tick_step(lo, y1, 6));
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(2)
+        .x_label_formatter(&|v: &f64| {
+            if v.abs() < 0.3 {
+                "live".into()
+            } else if (v - 1.0).abs() < 0.3 {
+                "simulated".into()
+            } else {
+                String::new()
+            }
+        })
+        .y_labels(6)
+        .y_label_formatter(&|v: &f64| draw::tick(*v, y_dec))
+        .label_style(draw::font(14.0).color(&draw::MUTED))
+        .light_line_style(draw::GRID)
+        .bold_line_style(draw::GRID_BOLD)
+        .draw()
+        .map_err(de)?;
+    for (x, s, color) in pts {
+        if !s.mean.is_finite() {
+            continue;
+        }
+        let c = ci(&s);
+        chart
+            .draw_series(std::iter::once(Rectangle::new(
+                [(x - 0.3, 0.0f64.max(lo)), (x + 0.3, s.mean)],
+                color.mix(0.35).filled(),
+            )))
+            .map_err(de)?;
+        if c > 0.0 {
+            chart
+                .draw_series(std::iter::once(PathElement::new(
+                    vec![(x, s.mean - c), (x, s.mean + c)],
+                    color.stroke_width(3),
+                )))
+                .map_err(de)?;
+            for y in [s.mean - c, s.mean + c] {
+                chart
+                    .draw_series(std::iter::once(PathElement::new(
+                        vec![(x - 0.1, y), (x + 0.1, y)],
+                        color.stroke_width(3),
+                    )))
+                    .map_err(de)?;
+            }
+        }
+        chart
+            .draw_series(std::iter::once(Circle::new(
+                (x, s.mean),
+                5,
+                color.filled(),
+            )))
+            .map_err(de)?;
+    }
+    Ok(())
+}
