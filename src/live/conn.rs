@@ -7,6 +7,7 @@ use ed25519_dalek::{Signer, SigningKey};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use std::time::Duration;
+use std::sync::mpsc as std_mpsc;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
@@ -95,7 +96,7 @@ pub async fn open(
     channels: &[String],
     conn: usize,
     generation: u32,
-    events: mpsc::UnboundedSender<Event>,
+    events: std_mpsc::Sender<Event>,
 ) -> Result<(Link, String), String> {
     let fut = async {
         let (mut ws, _) = tokio_tungstenite::connect_async(url)

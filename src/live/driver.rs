@@ -1,19 +1,26 @@
-//! One live replication: the scenario's agents, each an [`Agent`] actor
-//! on its own WebSocket connection, and the operator posting the
-//! workload, driven by real timers at `speed` times real time.
+//! One live replication: the scenario's agents, each an
+//! [`crate::agent::Agent`] actor on its own WebSocket connection, and the
+//! operator posting the [`crate::agent::Workload`], driven by real timers
+//! at `speed` times real time.
 //!
-//! One task (this driver) owns every actor, the timer queue and the
-//! observations; each connection has a reader task that forwards frames to
-//! it and a writer task that sends what it is given. The driver's clock is
-//! scenario time: `now_us` = real time since the start x `speed`.
+//! Two threads. The driver thread (the caller's) owns every actor, the
+//! timer queue and the observations, and waits for the next frame or the
+//! next timer with a precise timeout (`recv_timeout`, not the 1 ms wheel of
+//! the async runtime: at `--speed 100` a millisecond of real time is 100 ms
+//! of scenario time). The I/O thread runs a tokio runtime with one reader
+//! and one writer task per connection (and the embedded server): readers
+//! forward frames to the driver, writers send what the driver gives them.
+//! The driver's clock is scenario time: `now_us` = real time since the
+//! start x `speed`.
 
-use super::actor::{Agent, Behaviour, InferenceEnd, Input, Output, TimerKind, Workload};
 use super::conn::{self, Event, Identity, Link};
 use super::observe::{Counts, Observer};
 use super::{LiveError, Setup};
+use crate::agent::{Agent, InferenceEnd, Input, Output, PostKind, TimerKind, Workload};
 use crate::floor::{self, ClientMsg, ServerMsg};
 use crate::metrics::RunResult;
 use crate::metrics::run::ServerCounts;
+use crate::model::Prepared;
 use crate::model::dist::Dist;
 use crate::model::names;
 use crate::serve;
@@ -21,10 +28,9 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
 
 /// The operator's IDENTIFY name.
 pub const OPERATOR: &str = "operator";
@@ -52,38 +58,18 @@ pub struct Outcome {
     pub elapsed_us: u64,
 }
 
-fn stream(seed: u64, s: u64) -> ChaCha8Rng {
-    let mut r = ChaCha8Rng::seed_from_u64(seed);
-    r.set_stream(s);
-    r
-}
-
 /// A stable Ed25519 key per name (the same identity every run).
 fn key_of(name: &str) -> [u8; 32] {
     let mut h = crate::sweep::Fnv::default();
     h.write(b"herdsim live identity ");
     h.write(name.as_bytes());
     let seed = u64::from_str_radix(&h.hex(), 16).unwrap_or(0);
-    let mut k = [0u8; 32];
     let mut r = ChaCha8Rng::seed_from_u64(seed);
+    let mut k = [0u8; 32];
     for b in k.iter_mut() {
         *b = r.random();
     }
     k
-}
-
-/// Run one replication (blocking: it runs its own tokio runtime).
-/// `progress` is called with the scenario time reached.
-pub fn run_rep(
-    setup: &Setup,
-    stop: &AtomicBool,
-    progress: &mut dyn FnMut(u64),
-) -> Result<Outcome, LiveError> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| LiveError::Failure(format!("cannot start the async runtime: {e}")))?;
-    rt.block_on(run_async(setup, stop, progress))
 }
 
 /// The embedded server's options: the scenario's policy; its TTL and
@@ -119,29 +105,88 @@ pub fn embedded_options(setup: &Setup, agents: usize) -> serve::Options {
     }
 }
 
-async fn run_async(
+/// Ids on the wire versus the actors' names (keyed identities only: the
+/// server names an agent by its key, the actors and the trace by
+/// `agent-NNN`). Frames are translated token by token at the boundary.
+#[derive(Debug, Default)]
+struct Names {
+    to_wire: BTreeMap<String, String>,
+    from_wire: BTreeMap<String, String>,
+}
+
+fn translate(text: &str, table: &BTreeMap<String, String>) -> String {
+    if table.is_empty() {
+        return text.to_string();
+    }
+    let is_tok = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+    let mut out = String::with_capacity(text.len());
+    let mut tok = String::new();
+    for c in text.chars().chain(std::iter::once('\0')) {
+        if is_tok(c) {
+            tok.push(c);
+            continue;
+        }
+        if !tok.is_empty() {
+            out.push_str(table.get(&tok).map_or(tok.as_str(), String::as_str));
+            tok.clear();
+        }
+        if c != '\0' {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Run one replication (blocking). `progress` gets the scenario time reached.
+pub fn run_rep(
     setup: &Setup,
     stop: &AtomicBool,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Outcome, LiveError> {
-    let n = setup.scenario.agent_count() as usize;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| LiveError::Failure(format!("cannot start the async runtime: {e}")))?;
+    let handle = rt.handle().clone();
+    let (quit_tx, quit_rx) = tokio::sync::oneshot::channel::<()>();
+    let io = std::thread::Builder::new()
+        .name("herdsim-live-io".into())
+        .spawn(move || {
+            rt.block_on(async {
+                let _ = quit_rx.await;
+            });
+        })
+        .map_err(|e| LiveError::Failure(format!("cannot start the I/O thread: {e}")))?;
+    let result = run_on(setup, &handle, stop, progress);
+    let _ = quit_tx.send(());
+    let _ = io.join();
+    result
+}
+
+fn run_on(
+    setup: &Setup,
+    handle: &tokio::runtime::Handle,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Outcome, LiveError> {
+    let prepared = Prepared::with_cache(&setup.scenario, &setup.base_dir, &setup.cache)
+        .map_err(|e| LiveError::BadInput(e.to_string()))?;
     match &setup.url {
-        Some(url) => {
-            drive(setup, url.clone(), stop, progress).await
-        }
+        Some(url) => drive(setup, &prepared, handle, url.clone(), stop, progress),
         None => {
-            let bound = serve::bind(embedded_options(setup, n))
-                .await
+            let opts = embedded_options(setup, prepared.agents());
+            let bound = handle
+                .block_on(serve::bind(opts))
                 .map_err(|e| LiveError::Failure(format!("embedded server: {e}")))?;
             let url = format!("ws://{}", bound.local_addr());
             let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-            let server = tokio::spawn(bound.run(async {
+            let server = handle.spawn(bound.run(async {
                 let _ = stop_rx.await;
             }));
-            let driven = drive(setup, url, stop, progress).await;
+            let driven = drive(setup, &prepared, handle, url, stop, progress);
             let _ = stop_tx.send(());
-            let report = server
-                .await
+            let report = handle
+                .block_on(server)
                 .map_err(|e| LiveError::Failure(format!("embedded server: {e}")))?
                 .map_err(|e| LiveError::Failure(format!("embedded server: {e}")))?;
             let mut out = driven?;
@@ -159,8 +204,8 @@ async fn run_async(
 
 impl Outcome {
     fn finish_with(&self, srv: ServerCounts) -> RunResult {
-        // Replace the server counters the clients could not see; the
-        // yields stay the ones the agents received.
+        // The server counters the clients could not see; the yields stay
+        // the ones the agents received.
         let mut r = self.result.clone();
         for (name, v) in [
             ("expired_claims", srv.expired),
@@ -186,6 +231,7 @@ enum Timer {
 
 struct Driver<'a> {
     setup: &'a Setup,
+    handle: &'a tokio::runtime::Handle,
     url: String,
     t0: Instant,
     last_us: u64,
@@ -193,6 +239,7 @@ struct Driver<'a> {
     ids: Vec<String>,
     channels: Vec<Vec<String>>,
     idents: Vec<Identity>,
+    names: Names,
     /// Connection 0 is the operator, 1..=n the agents.
     links: Vec<Option<Link>>,
     gens: Vec<u32>,
@@ -208,89 +255,71 @@ struct Driver<'a> {
     trace: Option<Vec<u8>>,
     restart: Dist,
     server_rng: ChaCha8Rng,
-    tx: mpsc::UnboundedSender<Event>,
+    tx: mpsc::Sender<Event>,
     reconnecting: usize,
     last_activity: Instant,
     failure: Option<String>,
 }
 
-async fn drive(
+fn stream(seed: u64, s: u64) -> ChaCha8Rng {
+    let mut r = ChaCha8Rng::seed_from_u64(seed);
+    r.set_stream(s);
+    r
+}
+
+fn drive(
     setup: &Setup,
+    p: &Prepared,
+    handle: &tokio::runtime::Handle,
     url: String,
     stop: &AtomicBool,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Outcome, LiveError> {
-    let s = &setup.scenario;
     let seed = setup.seed;
-    let fail = |m: String| LiveError::Failure(m);
-    // Behaviours, one per group; agents in group order, as the simulator.
-    let mut behaviours = Vec::new();
-    let mut group_of = Vec::new();
-    for (gi, g) in s.agents.iter().enumerate() {
-        let b = Behaviour::from_group(s, g, setup.policy, &setup.base_dir, &setup.cache)
-            .map_err(|e| LiveError::BadInput(format!("agents.{}: {e}", g.name)))?;
-        behaviours.push(Arc::new(b));
-        group_of.extend(std::iter::repeat_n(gi, g.count as usize));
-    }
-    let n = group_of.len();
-    let names: Vec<String> = (0..n).map(|i| names::agent_id(i, n)).collect();
+    let n = p.agents();
+    let ids: Vec<String> = p.agent_ids().to_vec();
     let mut idents = vec![Identity {
         name: OPERATOR.into(),
         key: setup.keyed.then(|| key_of(OPERATOR)),
     }];
-    idents.extend(names.iter().map(|nm| Identity {
+    idents.extend(ids.iter().map(|nm| Identity {
         name: nm.clone(),
         key: setup.keyed.then(|| key_of(nm)),
     }));
-    let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
+    let (tx, rx) = mpsc::channel::<Event>();
     // Connect and join: the operator first, then the agents in order.
     let mut links = Vec::with_capacity(n + 1);
-    let mut ids = Vec::with_capacity(n);
+    let mut names = Names::default();
     let mut channels = Vec::with_capacity(n);
-    let (op_link, _op_id) = conn::open(
-        &url,
-        &idents[0],
-        std::slice::from_ref(&s.workload.channel),
-        0,
-        0,
-        tx.clone(),
-    )
-    .await
-    .map_err(fail)?;
+    let op_channel = vec![p.channel().to_string()];
+    let (op_link, op_id) = handle
+        .block_on(conn::open(&url, &idents[0], &op_channel, 0, 0, tx.clone()))
+        .map_err(LiveError::Failure)?;
     links.push(Some(op_link));
+    let mut wire_ids = vec![op_id];
     for i in 0..n {
-        let chans = behaviours[group_of[i]].channels.clone();
-        let (link, id) = conn::open(&url, &idents[i + 1], &chans, i + 1, 0, tx.clone())
-            .await
-            .map_err(fail)?;
+        let chans = p.channels(i).to_vec();
+        let (link, id) = handle
+            .block_on(conn::open(&url, &idents[i + 1], &chans, i + 1, 0, tx.clone()))
+            .map_err(LiveError::Failure)?;
         links.push(Some(link));
-        ids.push(id);
+        wire_ids.push(id);
         channels.push(chans);
     }
-    let epoch_us = (s.epoch_ms as i64).saturating_mul(1000);
-    let mut agents = Vec::with_capacity(n);
-    for i in 0..n {
-        let b = behaviours[group_of[i]].clone();
-        let mut rng = stream(seed, 16 + 4 * i as u64);
-        let skew = b.skew.sample_signed_us(&mut rng);
-        agents.push(Agent::new(ids[i].clone(), b, rng, epoch_us + skew));
+    if setup.keyed {
+        let mine = std::iter::once(OPERATOR.to_string()).chain(ids.iter().cloned());
+        for (name, wire) in mine.zip(wire_ids.iter()) {
+            if &name != wire {
+                names.to_wire.insert(name.clone(), wire.clone());
+                names.from_wire.insert(wire.clone(), name);
+            }
+        }
     }
-    let workload = Workload::new(
-        s,
-        ids.clone(),
-        stream(seed, 1),
-        &setup.base_dir,
-        &setup.cache,
-    )
-    .map_err(|e| LiveError::BadInput(format!("workload: {e}")))?;
-    let restart = s
-        .server
-        .restart
-        .prepare_with(&setup.base_dir, &setup.cache)
-        .map_err(|e| LiveError::BadInput(format!("server.restart: {e}")))?;
+    let agents: Vec<Agent> = (0..n).map(|i| p.new_agent(i, setup.policy, seed)).collect();
     let now = Instant::now();
     let mut d = Driver {
         setup,
+        handle,
         url,
         t0: now,
         last_us: 0,
@@ -298,19 +327,20 @@ async fn drive(
         ids,
         channels,
         idents,
+        names,
         links,
         gens: vec![0; n + 1],
         inc: vec![0; n],
         timers: BTreeMap::new(),
         seq: 0,
         ends: BTreeMap::new(),
-        workload,
+        workload: p.new_workload(seed),
         workload_over: false,
         next_id: 0,
         depth: BTreeMap::new(),
         obs: Observer::new(),
         trace: setup.trace.then(Vec::new),
-        restart,
+        restart: p.restart().clone(),
         server_rng: stream(seed, 2),
         tx,
         reconnecting: 0,
@@ -333,6 +363,7 @@ async fn drive(
         if let Some(f) = d.failure.take() {
             return Err(LiveError::Failure(f));
         }
+        d.fire_due();
         if d.workload_over
             && d.timers.is_empty()
             && d.reconnecting == 0
@@ -340,19 +371,14 @@ async fn drive(
         {
             break;
         }
-        let deadline = d
-            .timers
-            .keys()
-            .next()
-            .map(|(at, _)| d.instant_of(*at))
-            .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
-        tokio::select! {
-            ev = rx.recv() => match ev {
-                Some(ev) => d.on_event(ev),
-                None => break,
-            },
-            () = tokio::time::sleep_until(deadline.into()) => d.fire_due(),
-            () = tokio::time::sleep(Duration::from_millis(50)) => {}
+        let mut wait = Duration::from_millis(50);
+        if let Some((at, _)) = d.timers.keys().next() {
+            wait = wait.min(d.instant_of(*at).saturating_duration_since(Instant::now()));
+        }
+        match rx.recv_timeout(wait) {
+            Ok(ev) => d.on_event(ev),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
         if last_progress.elapsed() >= Duration::from_millis(100) {
             last_progress = Instant::now();
@@ -449,12 +475,12 @@ impl Driver<'_> {
             Timer::Done { a, inc, msg_id } => {
                 if self.inc[a] == inc {
                     self.ends.remove(&(a, msg_id.clone()));
-                    let reply_id = Some(self.new_id());
+                    let reply_id = self.new_id();
                     self.agents[a].handle(
                         now,
                         Input::InferenceDone {
                             msg_id: &msg_id,
-                            reply_id,
+                            reply_id: Some(&reply_id),
                         },
                         &mut out,
                     );
@@ -475,7 +501,7 @@ impl Driver<'_> {
                 let ident = self.idents[conn].clone();
                 let chans = self.channels[a].clone();
                 let tx = self.tx.clone();
-                tokio::spawn(async move {
+                self.handle.spawn(async move {
                     let ev = match conn::open(&url, &ident, &chans, conn, generation, tx.clone())
                         .await
                     {
@@ -496,15 +522,11 @@ impl Driver<'_> {
     fn post(&mut self, now: u64) {
         let m = self.next_id;
         let id = self.new_id();
-        let (to, content) = self.workload.draw(m);
-        let kind = if to.starts_with('@') {
-            "dm"
-        } else if content.split_whitespace().any(|w| w.starts_with('@')) {
-            "mention"
-        } else {
-            "channel"
-        };
-        self.obs.authored(&id, kind != "dm", now, OPERATOR);
+        let post = self.workload.draw(m);
+        let (to, content) = (post.to, post.content);
+        let kind = PostKind::of(&to, &content);
+        self.obs.authored(&id, kind != PostKind::Dm, now, OPERATOR);
+        let kind = kind.name();
         self.depth.insert(id.clone(), 0);
         self.trace(json!({"t_us": now, "ev": "post", "msg_id": id, "from": OPERATOR, "to": to, "kind": kind}));
         let msg = ClientMsg::Msg {
@@ -514,7 +536,7 @@ impl Driver<'_> {
             in_reply_to: None,
         };
         if let Some(l) = &self.links[0] {
-            l.send(msg.to_json_string());
+            l.send(translate(&msg.to_json_string(), &self.names.to_wire));
         }
         match self.workload.next_post(now) {
             Some(at) => {
@@ -537,6 +559,7 @@ impl Driver<'_> {
                 self.last_activity = Instant::now();
                 self.obs.events += 1;
                 let now = self.now();
+                let text = translate(&text, &self.names.from_wire);
                 let Ok(v) = serde_json::from_str::<Value>(&text) else {
                     return;
                 };
@@ -641,7 +664,7 @@ impl Driver<'_> {
             self.trace(line);
         }
         if let Some(l) = &self.links[a + 1] {
-            l.send(msg.to_json_string());
+            l.send(translate(&msg.to_json_string(), &self.names.to_wire));
         }
     }
 

@@ -2,7 +2,6 @@
 //! real (scaled) time, and the metrics measured from what happened
 //! (docs/live.md).
 //!
-//! - `actor`: the agent actor the driver runs (sans-IO);
 //! - `conn`: the agentchat client handshake and the connection tasks;
 //! - `driver`: one replication: connections, timers, the operator;
 //! - [`observe`]: what was observed, and the metrics from it;
@@ -12,7 +11,6 @@
 //! nothing here is deterministic except the draws (the same seed gives the
 //! agents the same decisions, the timing of the network does not repeat).
 
-pub mod actor;
 pub mod compare;
 mod conn;
 pub mod driver;
