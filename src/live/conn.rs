@@ -99,7 +99,7 @@ pub async fn open(
     events: std_mpsc::Sender<Event>,
 ) -> Result<(Link, String), String> {
     let fut = async {
-        let (mut ws, _) = tokio_tungstenite::connect_async(url)
+        let (mut ws, _) = tokio_tungstenite::connect_async_with_config(url, None, true)
             .await
             .map_err(|e| format!("cannot connect to {url}: {e}"))?;
         let key = ident.key.map(|k| SigningKey::from_bytes(&k));

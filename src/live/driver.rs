@@ -458,6 +458,7 @@ impl Driver<'_> {
             let late = Instant::now().saturating_duration_since(self.instant_of(at));
             self.obs.lateness_us.push(late.as_micros() as u64);
             self.obs.events += 1;
+            self.last_activity = Instant::now();
             self.on_timer(now, timer);
         }
     }
@@ -611,13 +612,23 @@ impl Driver<'_> {
         if let ServerMsg::Msg {
             id,
             from,
+            to,
+            content,
             in_reply_to: Some(parent),
-            ..
         } = msg
         {
             self.obs.relay_seen(from, "MSG", id, now);
             self.obs.reply_seen(parent, id, now);
-            self.trace(json!({"t_us": now, "ev": "op_recv", "msg": msg.to_json()}));
+            // A live trace has no server-side view: the reply is logged
+            // as received when the operator got its relay (what the
+            // metrics count), in the simulator's `server_recv` form.
+            let sent = ClientMsg::Msg {
+                id: Some(id.clone()),
+                to: to.clone(),
+                content: content.clone(),
+                in_reply_to: Some(parent.clone()),
+            };
+            self.trace(json!({"t_us": now, "ev": "server_recv", "agent": from, "msg": sent.to_json()}));
         }
     }
 

@@ -1,0 +1,359 @@
+//! `herdsim live` on loopback against an embedded or spawned `herdsim
+//! serve`. Every run is small and fast (a few seconds of real time at a
+//! high `--speed`); no test asserts on timing. The scenarios are chosen so
+//! that timing noise of a loaded machine (a few ms of real time, i.e. tens
+//! of ms of scenario time at these speeds) cannot change what is asserted:
+//! see each scenario's comment and docs/live.md ("The tests").
+
+use assert_cmd::Command;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::Stdio;
+
+fn herdsim() -> Command {
+    Command::cargo_bin("herdsim").expect("binary")
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).expect("write scenario");
+    p
+}
+
+/// Five agents that all start at once (CSMA 0): under `spec` every
+/// message is contested by all five (the claims reach the server within
+/// a fraction of a millisecond of each other, far inside the inference),
+/// so the floor must YIELD four of them; under `none` all five answer.
+/// The outcome does not depend on any timing finer than the 300 ms
+/// inference (15 ms of real time at speed 20).
+const ALL_AT_ONCE: &str = r#"
+name = "all-at-once"
+seed = 3
+reps = 1
+policies = ["spec"]
+[server]
+ttl_ms = 45000
+[[agents]]
+name = "agents"
+count = 5
+respond_p = 1.0
+csma = { kind = "fixed", ms = 0 }
+inference = { kind = "fixed", ms = 300 }
+[workload]
+arrivals = "fixed"
+mean_gap_ms = 1000
+count = 12
+"#;
+
+/// Column `name` of every data row of a CSV.
+fn column(csv: &str, name: &str) -> Vec<String> {
+    let mut lines = csv.lines();
+    let head: Vec<&str> = lines.next().expect("header").split(',').collect();
+    let i = head
+        .iter()
+        .position(|h| *h == name)
+        .unwrap_or_else(|| panic!("no column {name} in {head:?}"));
+    lines
+        .map(|l| l.split(',').nth(i).unwrap_or("").to_string())
+        .collect()
+}
+
+fn num(csv: &str, name: &str) -> f64 {
+    column(csv, name)[0].parse().expect("a number")
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+#[test]
+fn spec_has_no_duplicates_and_counts_claims_and_yields() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let sc = write(tmp.path(), "s.toml", ALL_AT_ONCE);
+    let out = tmp.path().join("out");
+    herdsim()
+        .args(["live", "--speed", "20", "--quiet", "--out"])
+        .arg(&out)
+        .arg(&sc)
+        .assert()
+        .success();
+    let dir = out.join("all-at-once-live");
+    let runs = read(&dir.join("runs.csv"));
+    assert_eq!(num(&runs, "duplicate_rate"), 0.0, "{runs}");
+    assert_eq!(num(&runs, "unanswered_rate"), 0.0, "{runs}");
+    assert_eq!(num(&runs, "messages"), 12.0, "{runs}");
+    // Every agent claims every message; four of five are yielded.
+    assert_eq!(num(&runs, "claims"), 60.0, "{runs}");
+    assert_eq!(num(&runs, "yields"), 48.0, "{runs}");
+    assert_eq!(num(&runs, "starters_per_msg"), 5.0, "{runs}");
+    assert!(num(&runs, "wasted_inference_rate") > 0.0);
+    // The same files as `run`, with the same headers.
+    let sim_out = tmp.path().join("sim");
+    herdsim()
+        .args(["run", "--quiet", "--no-plot", "--out"])
+        .arg(&sim_out)
+        .arg(&sc)
+        .assert()
+        .success();
+    let sim_dir = sim_out.join("all-at-once");
+    for f in ["summary.csv", "runs.csv"] {
+        let live_head = read(&dir.join(f)).lines().next().map(str::to_string);
+        let sim_head = read(&sim_dir.join(f)).lines().next().map(str::to_string);
+        assert_eq!(live_head, sim_head, "{f}");
+    }
+    let live = read(&dir.join("live.csv"));
+    assert_eq!(column(&live, "live"), ["true"]);
+    assert_eq!(column(&live, "speed"), ["20"]);
+    assert!(column(&live, "url")[0].starts_with("ws://127.0.0.1:"));
+    assert!(num(&live, "link_delay_samples") > 0.0);
+    // The trace draws as a timeline.
+    let png = tmp.path().join("m0.png");
+    herdsim()
+        .args(["plot", "--timeline"])
+        .arg(dir.join("trace.jsonl"))
+        .args(["--msg", "m0", "-o"])
+        .arg(&png)
+        .assert()
+        .success();
+    assert!(png.exists());
+}
+
+#[test]
+fn none_gives_duplicates() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let sc = write(tmp.path(), "s.toml", ALL_AT_ONCE);
+    let out = tmp.path().join("out");
+    herdsim()
+        .args(["live", "--speed", "20", "--quiet", "--policy", "none", "--out"])
+        .arg(&out)
+        .arg(&sc)
+        .assert()
+        .success();
+    let runs = read(&out.join("all-at-once-live/runs.csv"));
+    assert_eq!(num(&runs, "duplicate_rate"), 1.0, "{runs}");
+    assert_eq!(num(&runs, "responses_per_msg"), 5.0, "{runs}");
+    assert_eq!(num(&runs, "claims"), 0.0, "{runs}");
+}
+
+/// A collision-rich scenario under `none`: five agents, a CSMA window
+/// (0-2 s) narrower than two inferences (1-2 s each), so most questions
+/// get several answers, and the waste is large. Which agent answers
+/// depends on the CSMA and inference draws (the same in both, same
+/// seeds) and only at the margin on the link: an answer is a duplicate
+/// unless its CSMA ends after the first reply arrived, a comparison
+/// between seconds that the few ms of real jitter at speed 20 cannot
+/// flip often enough to move the rates out of their intervals.
+const COLLISIONS: &str = r#"
+name = "collisions"
+seed = 11
+reps = 3
+policies = ["none"]
+[[agents]]
+name = "agents"
+count = 5
+respond_p = 1.0
+csma = { kind = "uniform", min_ms = 0, max_ms = 2000 }
+inference = { kind = "uniform", min_ms = 1000, max_ms = 2000 }
+[workload]
+arrivals = "fixed"
+mean_gap_ms = 5000
+count = 20
+"#;
+
+#[test]
+fn collision_rich_live_and_simulated_agree() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let sc = write(tmp.path(), "s.toml", COLLISIONS);
+    let out = tmp.path().join("out");
+    let assert = herdsim()
+        .args(["live", "--speed", "20", "--quiet", "--compare", "--out"])
+        .arg(&out)
+        .arg(&sc)
+        .assert()
+        .success();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
+    assert!(stdout.contains("live versus simulated"), "{stdout}");
+    let dir = out.join("collisions-live");
+    let cmp = read(&dir.join("compare.csv"));
+    let metrics = column(&cmp, "metric");
+    let agree = column(&cmp, "agree");
+    let live = column(&cmp, "live_mean");
+    for m in ["duplicate_rate", "wasted_inference_rate"] {
+        let i = metrics.iter().position(|x| x == m).expect("metric");
+        assert_eq!(agree[i], "true", "{m} disagrees:\n{cmp}\n{stdout}");
+        let v: f64 = live[i].parse().expect("number");
+        assert!(v > 0.2, "{m} = {v}: not collision-rich\n{cmp}");
+    }
+    assert!(dir.join("sim/summary.csv").exists());
+    let delays = read(&dir.join("link_delays.csv"));
+    assert!(delays.lines().count() > 10);
+    let img = image::open(dir.join("compare.png")).expect("the figure decodes");
+    assert!(img.width() >= 1000);
+}
+
+#[test]
+fn keyed_identities_against_a_spawned_agentchat_server() {
+    let bin = assert_cmd::cargo::cargo_bin("herdsim");
+    let mut server = std::process::Command::new(&bin)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--policy",
+            "agentchat-0.36",
+            "--rate-limit",
+            "0",
+            "--ttl-ms",
+            "2250",
+        ])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("serve starts");
+    let mut line = String::new();
+    let stderr = server.stderr.take().expect("stderr");
+    BufReader::new(stderr).read_line(&mut line).expect("a line");
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("ws://"))
+        .unwrap_or_else(|| panic!("no url in {line}"))
+        .to_string();
+    let tmp = tempfile::tempdir().expect("tmp");
+    // Gap 2 s of scenario time (0.1 s real at speed 20) keeps each agent
+    // well under agentchat's fixed 1 message per second of real time.
+    let sc = write(
+        tmp.path(),
+        "s.toml",
+        &ALL_AT_ONCE
+            .replace("mean_gap_ms = 1000", "mean_gap_ms = 30000")
+            .replace("count = 12", "count = 4"),
+    );
+    let out = tmp.path().join("out");
+    let result = herdsim()
+        .args([
+            "live",
+            "--speed",
+            "20",
+            "--quiet",
+            "--keyed",
+            "--policy",
+            "agentchat-0.36",
+            "--url",
+            &url,
+            "--out",
+        ])
+        .arg(&out)
+        .arg(&sc)
+        .output()
+        .expect("runs");
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(
+        result.status.success(),
+        "{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    let dir = out.join("all-at-once-live");
+    let runs = read(&dir.join("runs.csv"));
+    assert_eq!(num(&runs, "messages"), 4.0, "{runs}");
+    assert_eq!(num(&runs, "duplicate_rate"), 0.0, "{runs}");
+    assert!(num(&runs, "claims") > 0.0, "{runs}");
+    // Not observable from the clients of a remote server.
+    assert_eq!(column(&runs, "relayed"), ["NaN"]);
+    let live = read(&dir.join("live.csv"));
+    assert_eq!(column(&live, "keyed"), ["true"]);
+    // The trace names agents as the scenario does, not by key.
+    assert!(read(&dir.join("trace.jsonl")).contains("\"agent\":\"agent-000\""));
+}
+
+#[test]
+fn bad_input_is_exit_2_with_one_message() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let sc = write(tmp.path(), "s.toml", ALL_AT_ONCE);
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec!["--speed".into(), "0".into()], "--speed"),
+        (vec!["--speed".into(), "NaN".into()], "--speed"),
+        (vec!["--url".into(), "http://x".into()], "--url"),
+        (vec!["--policy".into(), "nope".into()], "--policy"),
+        (
+            vec!["--set".into(), "network.loss_p=0.1".into()],
+            "network.loss_p",
+        ),
+        (
+            vec!["--set".into(), "sweep.agents.0.count=[2,3]".into()],
+            "sweep",
+        ),
+    ];
+    for (args, key) in cases {
+        let out = herdsim()
+            .arg("live")
+            .arg(&sc)
+            .args(&args)
+            .args(["--quiet", "--out"])
+            .arg(tmp.path().join("out"))
+            .output()
+            .expect("runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.starts_with("herdsim: error: "), "{err}");
+        assert!(err.contains(key), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+    // A scripted scenario is refused, naming `script`.
+    let scripted = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/incident-replay.toml");
+    let out = herdsim()
+        .arg("live")
+        .arg(&scripted)
+        .args(["--quiet", "--out"])
+        .arg(tmp.path().join("out"))
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("script"), "{err}");
+    assert!(!tmp.path().join("out").exists(), "nothing written");
+}
+
+#[cfg(unix)]
+#[test]
+fn an_interrupt_writes_what_was_measured() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    // Long enough never to finish before the signal (1000 posts 1 s
+    // apart at speed 10: 100 s of real time).
+    let sc = write(
+        tmp.path(),
+        "s.toml",
+        &ALL_AT_ONCE.replace("count = 12", "count = 1000"),
+    );
+    let out = tmp.path().join("out");
+    let bin = assert_cmd::cargo::cargo_bin("herdsim");
+    let mut child = std::process::Command::new(&bin)
+        .args(["live", "--speed", "10", "--out"])
+        .arg(&out)
+        .arg(&sc)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("live starts");
+    // Its first note on stderr comes once the input is checked; the
+    // signal handler is set right after. Wait for that, then a little.
+    let mut err = BufReader::new(child.stderr.take().expect("stderr"));
+    let mut first = String::new();
+    err.read_line(&mut first).expect("a note");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut err, &mut rest);
+    let status = child.wait().expect("exits");
+    assert_eq!(status.code(), Some(130), "{first}{rest}");
+    assert!(rest.contains("interrupted"), "{rest}");
+    let runs = read(&out.join("all-at-once-live/runs.csv"));
+    assert!(num(&runs, "messages") >= 1.0, "{runs}");
+    assert_eq!(
+        column(&read(&out.join("all-at-once-live/live.csv")), "interrupted"),
+        ["true"]
+    );
+}
