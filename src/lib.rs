@@ -7,7 +7,9 @@
 //! on nothing else in the crate; `engine` knows nothing of agents.
 //! `serve` is the live side: a WebSocket chat server around `floor::Server`
 //! (real time and sockets, never on the simulator's path); `arbitrate` and
-//! `serve` share one event path (`serve::events`).
+//! `serve` share one event path (`serve::events`). `live` runs the agent
+//! actors (`agent`) against a real server with real timers and measures the
+//! same metrics from what it observes (real time and sockets too).
 
 /// This build's identity: a hash of the simulation source, `Cargo.lock`,
 /// the compiler and the target (see `build.rs`). Journals and shard

@@ -124,7 +124,9 @@ fn none_gives_duplicates() {
     let sc = write(tmp.path(), "s.toml", ALL_AT_ONCE);
     let out = tmp.path().join("out");
     herdsim()
-        .args(["live", "--speed", "20", "--quiet", "--policy", "none", "--out"])
+        .args([
+            "live", "--speed", "20", "--quiet", "--policy", "none", "--out",
+        ])
         .arg(&out)
         .arg(&sc)
         .assert()

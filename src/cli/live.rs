@@ -5,8 +5,8 @@ use crate::live::LiveError;
 use crate::live::session::{self, Options};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -90,7 +90,9 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
             say("herdsim: stopped at once; nothing written");
             std::process::exit(i32::from(super::EXIT_INTERRUPTED));
         }
-        say("herdsim: interrupted: writing what was measured so far (interrupt again to stop at once)");
+        say(
+            "herdsim: interrupted: writing what was measured so far (interrupt again to stop at once)",
+        );
     });
     let hook = |b: &indicatif::ProgressBar| {
         if let Ok(mut g) = BAR.lock() {

@@ -88,7 +88,11 @@ pub fn two_proportion(x1: f64, n1: f64, x2: f64, n2: f64) -> (f64, f64) {
     let se = (p * (1.0 - p) * (1.0 / n1 + 1.0 / n2)).sqrt();
     let d = x1 / n1 - x2 / n2;
     if se == 0.0 {
-        return if d == 0.0 { (0.0, 1.0) } else { (f64::INFINITY, 0.0) };
+        return if d == 0.0 {
+            (0.0, 1.0)
+        } else {
+            (f64::INFINITY, 0.0)
+        };
     }
     let z = d / se;
     let p = match Normal::new(0.0, 1.0) {
@@ -112,7 +116,11 @@ pub fn welch(a: &[f64], b: &[f64]) -> (f64, f64) {
     let (va, vb) = (v(a, ma) / a.len() as f64, v(b, mb) / b.len() as f64);
     let se2 = va + vb;
     if se2 == 0.0 {
-        return if ma == mb { (0.0, 1.0) } else { (f64::INFINITY, 0.0) };
+        return if ma == mb {
+            (0.0, 1.0)
+        } else {
+            (f64::INFINITY, 0.0)
+        };
     }
     let t = (ma - mb) / se2.sqrt();
     let df = se2 * se2

@@ -300,7 +300,14 @@ fn drive(
     for i in 0..n {
         let chans = p.channels(i).to_vec();
         let (link, id) = handle
-            .block_on(conn::open(&url, &idents[i + 1], &chans, i + 1, 0, tx.clone()))
+            .block_on(conn::open(
+                &url,
+                &idents[i + 1],
+                &chans,
+                i + 1,
+                0,
+                tx.clone(),
+            ))
             .map_err(LiveError::Failure)?;
         links.push(Some(link));
         wire_ids.push(id);
@@ -602,7 +609,11 @@ impl Driver<'_> {
             }
             Event::Failed { conn, error } => {
                 self.reconnecting = self.reconnecting.saturating_sub(1);
-                let who = self.ids.get(conn.wrapping_sub(1)).cloned().unwrap_or_default();
+                let who = self
+                    .ids
+                    .get(conn.wrapping_sub(1))
+                    .cloned()
+                    .unwrap_or_default();
                 self.failure = Some(format!("reconnecting {who}: {error}"));
             }
         }
@@ -628,13 +639,16 @@ impl Driver<'_> {
                 content: content.clone(),
                 in_reply_to: Some(parent.clone()),
             };
-            self.trace(json!({"t_us": now, "ev": "server_recv", "agent": from, "msg": sent.to_json()}));
+            self.trace(
+                json!({"t_us": now, "ev": "server_recv", "agent": from, "msg": sent.to_json()}),
+            );
         }
     }
 
     fn agent_frame(&mut self, a: usize, now: u64, msg: &ServerMsg) {
         if self.trace.is_some() {
-            let line = json!({"t_us": now, "ev": "recv", "agent": self.ids[a], "msg": msg.to_json()});
+            let line =
+                json!({"t_us": now, "ev": "recv", "agent": self.ids[a], "msg": msg.to_json()});
             self.trace(line);
         }
         let depth = match msg {
@@ -671,7 +685,8 @@ impl Driver<'_> {
 
     fn send(&mut self, a: usize, now: u64, msg: &ClientMsg) {
         if self.trace.is_some() {
-            let line = json!({"t_us": now, "ev": "send", "agent": self.ids[a], "msg": msg.to_json()});
+            let line =
+                json!({"t_us": now, "ev": "send", "agent": self.ids[a], "msg": msg.to_json()});
             self.trace(line);
         }
         if let Some(l) = &self.links[a + 1] {
@@ -708,7 +723,10 @@ impl Driver<'_> {
                     self.send(a, now, &msg);
                 }
                 Output::Reply { msg, parent, .. } => {
-                    if let ClientMsg::Msg { id: Some(id), to, .. } = &msg {
+                    if let ClientMsg::Msg {
+                        id: Some(id), to, ..
+                    } = &msg
+                    {
                         let me = self.ids[a].clone();
                         self.obs.authored(id, to.starts_with('#'), now, &me);
                         let d = self.depth.get(&parent).map_or(1, |d| d + 1);

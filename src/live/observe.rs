@@ -99,10 +99,7 @@ impl Observer {
     /// A relay of something `from` sent arrived now: half the round trip
     /// (sender to server to receiver) is one link delay sample.
     pub fn relay_seen(&mut self, from: &str, kind: &'static str, msg_id: &str, now_us: u64) {
-        if let Some(&t0) = self
-            .sent
-            .get(&(from.to_string(), kind, msg_id.to_string()))
-        {
+        if let Some(&t0) = self.sent.get(&(from.to_string(), kind, msg_id.to_string())) {
             self.delays_us.push(now_us.saturating_sub(t0) / 2);
         }
     }

@@ -112,7 +112,10 @@ pub fn check(opts: Options) -> Result<Checked, LiveError> {
         .map_err(|e| bad(format!("{}: {e}", loaded.file)))?;
     let dir = opts.out.join(format!("{}-live", base.name));
     if dir.exists() && !dir.is_dir() {
-        return Err(bad(format!("{}: exists and is not a folder", dir.display())));
+        return Err(bad(format!(
+            "{}: exists and is not a folder",
+            dir.display()
+        )));
     }
     if let Some(log) = &opts.server_log
         && log.is_dir()

@@ -104,7 +104,11 @@ impl World<'_> {
                 }
                 self.send_up(a, msg, None);
             }
-            Output::Reply { msg, parent, infer_us } => {
+            Output::Reply {
+                msg,
+                parent,
+                infer_us,
+            } => {
                 // The reply carries its inference time for the wasted-time
                 // count; it keeps the parent open until it reaches the
                 // server (or is lost).
@@ -120,7 +124,11 @@ impl World<'_> {
                     info.pending += 1;
                 }
             }
-            Output::SetTimer { msg_id, at_us, kind } => self.set_timer(a, &msg_id, at_us, kind),
+            Output::SetTimer {
+                msg_id,
+                at_us,
+                kind,
+            } => self.set_timer(a, &msg_id, at_us, kind),
             Output::Infer {
                 msg_id,
                 started_at,
@@ -137,7 +145,12 @@ impl World<'_> {
                     return;
                 };
                 self.end_inference(a, m, Some(ran_us));
-                self.trace_state(a, Some(m), "abort", || serde_json::json!({"winner": winner}));
+                self.trace_state(
+                    a,
+                    Some(m),
+                    "abort",
+                    || serde_json::json!({"winner": winner}),
+                );
             }
             Output::Done { msg_id } => {
                 let m = self.num_of(&msg_id);
@@ -176,7 +189,14 @@ impl World<'_> {
             return;
         };
         let inc = self.agents[a as usize].inc;
-        self.eng.schedule_at(at_us, Ev::Timer { agent: a, inc, msg: m });
+        self.eng.schedule_at(
+            at_us,
+            Ev::Timer {
+                agent: a,
+                inc,
+                msg: m,
+            },
+        );
         let ev = match kind {
             TimerKind::Csma => "csma",
             TimerKind::Recheck => "recheck_wait",

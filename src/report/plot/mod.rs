@@ -26,8 +26,8 @@ use std::path::Path;
 
 pub use panels::{PlotSpec, STANDARD_METRICS, XScale, figure_size};
 pub use summary::Summary;
-pub use versus::versus_figure;
 pub use timeline::{MAX_AGENT_LANES, TIMELINE_WIDTH, most_contested, timeline_height};
+pub use versus::versus_figure;
 
 /// A problem with the input of a figure: the message names the file and the
 /// line or field at fault.

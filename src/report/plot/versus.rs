@@ -22,7 +22,12 @@ struct Versus<'a> {
 pub fn versus_figure(out: &Path, title: &str, lines: &[Line]) -> anyhow::Result<()> {
     let format = Format::from_path(out)?;
     let rows = lines.len().div_ceil(COLS).max(1) as u32;
-    output::render(out, format, (1500, 80 + 360 * rows), &Versus { title, lines })
+    output::render(
+        out,
+        format,
+        (1500, 80 + 360 * rows),
+        &Versus { title, lines },
+    )
 }
 
 impl Figure for Versus<'_> {
@@ -135,11 +140,7 @@ where
             }
         }
         chart
-            .draw_series(std::iter::once(Circle::new(
-                (x, s.mean),
-                5,
-                color.filled(),
-            )))
+            .draw_series(std::iter::once(Circle::new((x, s.mean), 5, color.filled())))
             .map_err(de)?;
     }
     Ok(())
