@@ -191,17 +191,16 @@ pub async fn open(
     let reader = tokio::spawn(async move {
         while let Some(m) = stream.next().await {
             let Ok(m) = m else { break };
-            if let Some(text) = text_of(m) {
-                if events
+            if let Some(text) = text_of(m)
+                && events
                     .send(Event::Frame {
                         conn,
                         generation,
                         text,
                     })
                     .is_err()
-                {
-                    return;
-                }
+            {
+                return;
             }
         }
         let _ = events.send(Event::Closed { conn, generation });

@@ -97,13 +97,11 @@ pub fn check_scenario(loaded: &Loaded, s: &Scenario) -> Result<Vec<String>, Scen
             "live cannot drop messages on a real link; set network.loss_p = 0".into(),
         ));
     }
-    let mut notes = Vec::new();
-    notes.push(
+    Ok(vec![
         "network.base_ms, network.jitter, network.fifo, server.processing and \
          server.disconnect_detect are not used: the link and the server are real"
             .to_string(),
-    );
-    Ok(notes)
+    ])
 }
 
 /// The seeds of a live plan: replication `r` runs with the seed the
