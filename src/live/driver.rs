@@ -105,36 +105,85 @@ pub fn embedded_options(setup: &Setup, agents: usize) -> serve::Options {
     }
 }
 
-/// Ids on the wire versus the actors' names (keyed identities only: the
-/// server names an agent by its key, the actors and the trace by
-/// `agent-NNN`). Frames are translated token by token at the boundary.
+/// Ids on the wire versus the driver's. A keyed server names an agent by
+/// its key (the actors and the trace use `agent-NNN`); a server that
+/// assigns message ids of its own (agentchat does) relays the driver's
+/// `mN` under another id, learnt from the message's content (`question N`,
+/// `answer to mN from agent-NNN`). Frames are mapped at the boundary, both
+/// ways; with `herdsim serve` (names kept, ids kept) nothing changes.
 #[derive(Debug, Default)]
 struct Names {
+    /// Agent and operator names to wire ids, and back (keyed only).
     to_wire: BTreeMap<String, String>,
     from_wire: BTreeMap<String, String>,
+    /// Message ids: the server's to the driver's, and back.
+    alias_in: BTreeMap<String, String>,
+    alias_out: BTreeMap<String, String>,
 }
 
-fn translate(text: &str, table: &BTreeMap<String, String>) -> String {
-    if table.is_empty() {
-        return text.to_string();
+impl Names {
+    fn inward(&self, s: &str) -> Option<&String> {
+        self.from_wire.get(s).or_else(|| self.alias_in.get(s))
     }
+
+    fn outward(&self, s: &str) -> Option<&String> {
+        self.to_wire.get(s).or_else(|| self.alias_out.get(s))
+    }
+
+    fn is_empty(&self) -> bool {
+        self.to_wire.is_empty() && self.alias_in.is_empty()
+    }
+}
+
+/// Map every token of `text` (runs of `[A-Za-z0-9_-]`) through `f`.
+fn map_tokens(text: &str, f: &dyn Fn(&str) -> Option<String>) -> String {
     let is_tok = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
     let mut out = String::with_capacity(text.len());
     let mut tok = String::new();
-    for c in text.chars().chain(std::iter::once('\0')) {
-        if is_tok(c) {
-            tok.push(c);
-            continue;
-        }
-        if !tok.is_empty() {
-            out.push_str(table.get(&tok).map_or(tok.as_str(), String::as_str));
-            tok.clear();
-        }
-        if c != '\0' {
-            out.push(c);
+    for c in text.chars().map(Some).chain(std::iter::once(None)) {
+        match c {
+            Some(c) if is_tok(c) => tok.push(c),
+            _ => {
+                if !tok.is_empty() {
+                    match f(&tok) {
+                        Some(m) => out.push_str(&m),
+                        None => out.push_str(&tok),
+                    }
+                    tok.clear();
+                }
+                if let Some(c) = c {
+                    out.push(c);
+                }
+            }
         }
     }
     out
+}
+
+/// Map the strings of a frame: whole values (`"m3"`, `"@id"`) and the
+/// tokens of `content`.
+fn map_value(v: &mut Value, f: &dyn Fn(&str) -> Option<String>) {
+    match v {
+        Value::Object(obj) => {
+            for (k, x) in obj.iter_mut() {
+                match x {
+                    Value::String(s) if k == "content" => *s = map_tokens(s, f),
+                    Value::String(s) => {
+                        if let Some(m) = f(s) {
+                            *s = m;
+                        } else if let Some(rest) = s.strip_prefix('@')
+                            && let Some(m) = f(rest)
+                        {
+                            *s = format!("@{m}");
+                        }
+                    }
+                    other => map_value(other, f),
+                }
+            }
+        }
+        Value::Array(xs) => xs.iter_mut().for_each(|x| map_value(x, f)),
+        _ => {}
+    }
 }
 
 /// Run one replication (blocking). `progress` gets the scenario time reached.
@@ -251,6 +300,8 @@ struct Driver<'a> {
     workload_over: bool,
     next_id: u32,
     depth: BTreeMap<String, u32>,
+    /// (author, parent) -> the driver's id of the reply.
+    replies: BTreeMap<(String, String), String>,
     obs: Observer,
     trace: Option<Vec<u8>>,
     restart: Dist,
@@ -345,6 +396,7 @@ fn drive(
         workload_over: false,
         next_id: 0,
         depth: BTreeMap::new(),
+        replies: BTreeMap::new(),
         obs: Observer::new(),
         trace: setup.trace.then(Vec::new),
         restart: p.restart().clone(),
@@ -409,6 +461,61 @@ fn drive(
 }
 
 impl Driver<'_> {
+    /// A client message as the server must see it.
+    fn wire(&self, msg: &ClientMsg) -> String {
+        if self.names.is_empty() {
+            return msg.to_json_string();
+        }
+        let mut v = msg.to_json();
+        map_value(&mut v, &|s| self.names.outward(s).cloned());
+        v.to_string()
+    }
+
+    /// A server frame in the driver's names: keyed ids back to agent
+    /// names, the server's message ids back to the driver's (learning new
+    /// ones from the content), and a leading `@` dropped from the sender,
+    /// winner and holder when it names one of ours.
+    fn inward(&mut self, v: &mut Value) {
+        if !self.names.is_empty() {
+            let names = &self.names;
+            map_value(v, &|s| names.inward(s).cloned());
+        }
+        if v["type"] == "MSG"
+            && let Some(id) = v["id"].as_str()
+            && !self.depth.contains_key(id)
+            && let Some(ours) = self.learn(v["content"].as_str().unwrap_or(""))
+        {
+            self.names.alias_in.insert(id.to_string(), ours.clone());
+            self.names.alias_out.insert(ours.clone(), id.to_string());
+            v["id"] = Value::String(ours);
+        }
+        for k in ["from", "winner", "holder"] {
+            if let Some(bare) = v[k].as_str().and_then(|s| s.strip_prefix('@'))
+                && (bare == OPERATOR || self.ids.iter().any(|i| i == bare))
+            {
+                v[k] = Value::String(bare.to_string());
+            }
+        }
+    }
+
+    /// The driver's id of a message relayed under an id of the server's,
+    /// from its content.
+    fn learn(&self, content: &str) -> Option<String> {
+        let words: Vec<&str> = content.split_whitespace().collect();
+        if let Some(i) = words.iter().position(|w| *w == "question")
+            && let Some(n) = words.get(i + 1).and_then(|w| w.parse::<u32>().ok())
+        {
+            return Some(names::msg_id(n));
+        }
+        if let ["answer", "to", parent, "from", agent] = words.as_slice() {
+            return self
+                .replies
+                .get(&(agent.to_string(), parent.to_string()))
+                .cloned();
+        }
+        None
+    }
+
     /// Scenario time now (µs), never going back.
     fn now(&mut self) -> u64 {
         let real = self.t0.elapsed().as_secs_f64();
@@ -544,7 +651,7 @@ impl Driver<'_> {
             in_reply_to: None,
         };
         if let Some(l) = &self.links[0] {
-            l.send(translate(&msg.to_json_string(), &self.names.to_wire));
+            l.send(self.wire(&msg));
         }
         match self.workload.next_post(now) {
             Some(at) => {
@@ -567,10 +674,10 @@ impl Driver<'_> {
                 self.last_activity = Instant::now();
                 self.obs.events += 1;
                 let now = self.now();
-                let text = translate(&text, &self.names.from_wire);
-                let Ok(v) = serde_json::from_str::<Value>(&text) else {
+                let Ok(mut v) = serde_json::from_str::<Value>(&text) else {
                     return;
                 };
+                self.inward(&mut v);
                 let Ok(msg) = ServerMsg::from_value(&v) else {
                     return; // PONG, JOINED, ... : not the floor's
                 };
@@ -690,7 +797,7 @@ impl Driver<'_> {
             self.trace(line);
         }
         if let Some(l) = &self.links[a + 1] {
-            l.send(translate(&msg.to_json_string(), &self.names.to_wire));
+            l.send(self.wire(&msg));
         }
     }
 
@@ -731,6 +838,7 @@ impl Driver<'_> {
                         self.obs.authored(id, to.starts_with('#'), now, &me);
                         let d = self.depth.get(&parent).map_or(1, |d| d + 1);
                         self.depth.insert(id.clone(), d);
+                        self.replies.insert((me, parent.clone()), id.clone());
                     }
                     self.send(a, now, &msg);
                 }
@@ -827,5 +935,29 @@ impl Driver<'_> {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_map_ids_both_ways() {
+        let mut n = Names::default();
+        n.from_wire
+            .insert("a1b2c3d4e5f60718".into(), "agent-000".into());
+        n.alias_in.insert("msg_77".into(), "m3".into());
+        let mut v = serde_json::json!({"type": "MSG", "id": "msg_77", "from": "@a1b2c3d4e5f60718",
+            "to": "#general", "content": "@a1b2c3d4e5f60718 answer to msg_77 from a1b2c3d4e5f60718"});
+        map_value(&mut v, &|s| n.inward(s).cloned());
+        assert_eq!(v["id"], "m3");
+        assert_eq!(v["from"], "@agent-000");
+        assert_eq!(v["to"], "#general");
+        assert_eq!(v["content"], "@agent-000 answer to m3 from agent-000");
+        assert_eq!(
+            map_tokens("hi, @x-1!", &|s| (s == "x-1").then(|| "y".into())),
+            "hi, @y!"
+        );
     }
 }
