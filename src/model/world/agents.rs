@@ -104,23 +104,17 @@ impl World<'_> {
                 }
                 self.send_up(a, msg, None);
             }
-            Output::Reply { msg, parent, infer_us } => {
-                // The reply carries its inference time for the wasted-time
-                // count; it keeps the parent open until it reaches the
-                // server (or is lost).
-                if let Some(info) = self.num_of(&parent).and_then(|m| self.msgs.get_mut(&m)) {
-                    info.pending += 1;
-                }
-                let dur = self.reply_counted.then_some(infer_us);
-                self.send_up(a, msg, dur);
-            }
-            Output::Wants { msg_id } => {
-                if let Some(info) = self.num_of(&msg_id).and_then(|m| self.msgs.get_mut(&m)) {
-                    info.wanted += 1;
-                    info.pending += 1;
-                }
-            }
-            Output::SetTimer { msg_id, at_us, kind } => self.set_timer(a, &msg_id, at_us, kind),
+            Output::Reply {
+                msg,
+                parent,
+                infer_us,
+            } => self.send_reply(a, msg, &parent, infer_us),
+            Output::Wants { msg_id } => self.wants(&msg_id),
+            Output::SetTimer {
+                msg_id,
+                at_us,
+                kind,
+            } => self.set_timer(a, &msg_id, at_us, kind),
             Output::Infer {
                 msg_id,
                 started_at,
@@ -137,7 +131,12 @@ impl World<'_> {
                     return;
                 };
                 self.end_inference(a, m, Some(ran_us));
-                self.trace_state(a, Some(m), "abort", || serde_json::json!({"winner": winner}));
+                self.trace_state(
+                    a,
+                    Some(m),
+                    "abort",
+                    || serde_json::json!({"winner": winner}),
+                );
             }
             Output::Done { msg_id } => {
                 let m = self.num_of(&msg_id);
@@ -170,13 +169,39 @@ impl World<'_> {
         }
     }
 
+    /// Agent `a` sends its reply to `parent`. The reply carries its
+    /// inference time for the wasted-time count; it keeps the parent open
+    /// until it reaches the server (or is lost).
+    fn send_reply(&mut self, a: u32, msg: ClientMsg, parent: &str, infer_us: u64) {
+        if let Some(info) = self.num_of(parent).and_then(|m| self.msgs.get_mut(&m)) {
+            info.pending += 1;
+        }
+        let dur = self.reply_counted.then_some(infer_us);
+        self.send_up(a, msg, dur);
+    }
+
+    /// An agent decided to answer `msg_id`: it holds the message open.
+    fn wants(&mut self, msg_id: &str) {
+        if let Some(info) = self.num_of(msg_id).and_then(|m| self.msgs.get_mut(&m)) {
+            info.wanted += 1;
+            info.pending += 1;
+        }
+    }
+
     /// A CSMA timer or a recheck wake for agent `a`.
     fn set_timer(&mut self, a: u32, msg_id: &str, at_us: u64, kind: TimerKind) {
         let Some(m) = self.num_of(msg_id) else {
             return;
         };
         let inc = self.agents[a as usize].inc;
-        self.eng.schedule_at(at_us, Ev::Timer { agent: a, inc, msg: m });
+        self.eng.schedule_at(
+            at_us,
+            Ev::Timer {
+                agent: a,
+                inc,
+                msg: m,
+            },
+        );
         let ev = match kind {
             TimerKind::Csma => "csma",
             TimerKind::Recheck => "recheck_wait",

@@ -196,7 +196,13 @@ impl Prepared {
         let mut rng = stream(seed, agent_stream(i));
         let skew_us = g.skew.sample_signed_us(&mut rng);
         let offset = self.epoch_us + skew_us;
-        Agent::new(self.ids[i].clone(), policy, g.behaviour.clone(), rng, offset)
+        Agent::new(
+            self.ids[i].clone(),
+            policy,
+            g.behaviour.clone(),
+            rng,
+            offset,
+        )
     }
 
     /// The operator's workload of replication `seed` (component stream 1).

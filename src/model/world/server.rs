@@ -43,7 +43,13 @@ impl World<'_> {
         self.wake = Some((at, key));
     }
 
-    pub(super) fn server_in(&mut self, now: u64, agent: u32, msg: ClientMsg, infer_us: Option<u64>) {
+    pub(super) fn server_in(
+        &mut self,
+        now: u64,
+        agent: u32,
+        msg: ClientMsg,
+        infer_us: Option<u64>,
+    ) {
         if self.trace.is_some() {
             self.trace_line(serde_json::json!({
                 "t_us": now, "ev": "server_recv", "agent": self.p.ids[agent as usize], "msg": msg.to_json(),
