@@ -146,7 +146,7 @@ impl Prepared {
     }
 
     /// Cap the events pending at once (a replication that needs more
-    /// stops with [`RunLimit::Pending`]); unbounded by default.
+    /// stops with [`RunLimit::Pending`](super::RunLimit::Pending)); unbounded by default.
     pub fn set_max_pending(&mut self, n: usize) {
         // The event queue addresses at most u32::MAX pending events.
         self.max_pending = n.clamp(1, u32::MAX as usize - 1);
