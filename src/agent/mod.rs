@@ -23,6 +23,8 @@
 mod workload;
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod tests;
 
 pub use workload::{Post, PostKind, Workload};
