@@ -139,7 +139,7 @@ impl Driver {
                 }
             }
         }
-        for (m, _) in &self.busy {
+        for m in self.busy.keys() {
             prop_assert!(self.agent.is_busy(m));
         }
         for m in self.running.keys() {
