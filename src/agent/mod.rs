@@ -27,7 +27,7 @@ mod proptests;
 #[cfg(test)]
 mod tests;
 
-pub use workload::{Post, PostKind, Workload};
+pub use workload::{Post, PostKind, Workload, WorkloadParams};
 
 use crate::floor::{self, Action, ClientConfig, ClientMsg, PolicyKind, ServerMsg, SkipReason};
 use crate::model::dist::Dist;

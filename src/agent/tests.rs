@@ -69,6 +69,11 @@ fn feed(a: &mut Agent, now_us: u64, input: Input<'_>) -> Vec<Output> {
     out
 }
 
+/// A server message that is not a MSG to consider answering.
+fn hear(a: &mut Agent, now_us: u64, msg: &ServerMsg) -> Vec<Output> {
+    feed(a, now_us, Input::Server { msg, depth: None })
+}
+
 fn root(a: &mut Agent, now_us: u64, id: &str) -> Vec<Output> {
     let msg = relay(id, "operator", CH, "question");
     feed(
@@ -257,14 +262,7 @@ fn a_seen_claim_makes_it_skip() {
     let mut a = agent(behaviour());
     root(&mut a, 0, "m0");
     let c = claim("m0", OTHER, 0);
-    let out = feed(
-        &mut a,
-        1_000,
-        Input::Server {
-            msg: &c,
-            depth: None,
-        },
-    );
+    let out = hear(&mut a, 1_000, &c);
     assert_eq!(out, []);
     let out = feed(&mut a, 2_000, Input::Timer { msg_id: "m0" });
     assert_eq!(
@@ -292,14 +290,7 @@ fn a_seen_response_makes_it_skip() {
         in_reply_to: Some("m0".into()),
     };
     // Not considered as a message to answer here (depth None).
-    feed(
-        &mut a,
-        1_000,
-        Input::Server {
-            msg: &reply,
-            depth: None,
-        },
-    );
+    hear(&mut a, 1_000, &reply);
     let out = feed(&mut a, 2_000, Input::Timer { msg_id: "m0" });
     assert_eq!(
         out,
@@ -321,14 +312,7 @@ fn recheck_after_the_claim_is_believed_expired() {
     let mut a = agent(b);
     root(&mut a, 0, "m0");
     let c = claim("m0", OTHER, 0);
-    feed(
-        &mut a,
-        1_000,
-        Input::Server {
-            msg: &c,
-            depth: None,
-        },
-    );
+    hear(&mut a, 1_000, &c);
     let out = feed(&mut a, 2_000, Input::Timer { msg_id: "m0" });
     // Seen at local 1 ms, TTL 50 ms: believed live until 51 ms.
     let recheck = Output::SetTimer {
@@ -355,14 +339,7 @@ fn yield_aborts_the_inference() {
     root(&mut a, 0, "m0");
     feed(&mut a, 2_000, Input::Timer { msg_id: "m0" });
     let y = yield_to("m0", OTHER);
-    let out = feed(
-        &mut a,
-        30_000,
-        Input::Server {
-            msg: &y,
-            depth: None,
-        },
-    );
+    let out = hear(&mut a, 30_000, &y);
     assert_eq!(
         out,
         [
@@ -388,14 +365,7 @@ fn an_earlier_relayed_claim_aborts_under_spec() {
     root(&mut a, 0, "m0");
     feed(&mut a, 2_000, Input::Timer { msg_id: "m0" });
     let c = claim("m0", OTHER, 1);
-    let out = feed(
-        &mut a,
-        3_000,
-        Input::Server {
-            msg: &c,
-            depth: None,
-        },
-    );
+    let out = hear(&mut a, 3_000, &c);
     assert!(matches!(out[0], Output::Abort { ran_us: 1_000, .. }));
 }
 
@@ -414,17 +384,7 @@ fn ignore_yield_keeps_inferring_and_answers() {
         }
     ));
     let y = yield_to("m0", OTHER);
-    assert_eq!(
-        feed(
-            &mut a,
-            30_000,
-            Input::Server {
-                msg: &y,
-                depth: None
-            }
-        ),
-        []
-    );
+    assert_eq!(hear(&mut a, 30_000, &y), []);
     let done = Input::InferenceDone {
         msg_id: "m0",
         reply_id: Some("m9"),
@@ -442,17 +402,7 @@ fn a_hung_inference_never_ends_and_obeys_nothing() {
     let out = feed(&mut a, 2_000, Input::Timer { msg_id: "m0" });
     assert_eq!(out[1], infer("m0", 2, InferenceEnd::Hang));
     let y = yield_to("m0", OTHER);
-    assert_eq!(
-        feed(
-            &mut a,
-            30_000,
-            Input::Server {
-                msg: &y,
-                depth: None
-            }
-        ),
-        []
-    );
+    assert_eq!(hear(&mut a, 30_000, &y), []);
     assert!(a.is_running("m0") && a.is_busy("m0"));
 }
 
@@ -554,17 +504,7 @@ fn agentchat_clients_do_not_abort_on_a_relayed_claim() {
     root(&mut a, 0, "m0");
     feed(&mut a, 2_000, Input::Timer { msg_id: "m0" });
     let c = claim("m0", OTHER, 1);
-    assert_eq!(
-        feed(
-            &mut a,
-            3_000,
-            Input::Server {
-                msg: &c,
-                depth: None
-            }
-        ),
-        []
-    );
+    assert_eq!(hear(&mut a, 3_000, &c), []);
 }
 
 #[test]
@@ -579,16 +519,16 @@ fn mention_is_a_whole_word() {
 fn the_workload_posts_count_messages_of_each_kind() {
     let agents: Vec<String> = (0..4).map(|i| format!("agent-00{i}")).collect();
     let rng = ChaCha8Rng::seed_from_u64(1);
-    let mut w = Workload::new(
-        Dist::fixed_us(1_000),
-        300,
-        None,
-        CH.into(),
-        0.2,
-        0.3,
+    let params = WorkloadParams {
+        gap: Dist::fixed_us(1_000),
+        count: 300,
+        duration_us: None,
+        channel: CH.into(),
+        dm_p: 0.2,
+        mention_p: 0.3,
         agents,
-        rng,
-    );
+    };
+    let mut w = Workload::new(params, rng);
     let mut now = 0;
     let mut kinds = [0usize; 3];
     while let Some(at) = w.next_post(now) {
@@ -612,16 +552,16 @@ fn the_workload_posts_count_messages_of_each_kind() {
 #[test]
 fn a_timed_workload_stops_at_its_duration() {
     let rng = ChaCha8Rng::seed_from_u64(1);
-    let mut w = Workload::new(
-        Dist::fixed_us(1_000),
-        0,
-        Some(10_500),
-        CH.into(),
-        0.0,
-        0.0,
-        vec![ME.into()],
-        rng,
-    );
+    let params = WorkloadParams {
+        gap: Dist::fixed_us(1_000),
+        count: 0,
+        duration_us: Some(10_500),
+        channel: CH.into(),
+        dm_p: 0.0,
+        mention_p: 0.0,
+        agents: vec![ME.into()],
+    };
+    let mut w = Workload::new(params, rng);
     let mut now = 0;
     while let Some(at) = w.next_post(now) {
         now = at;
