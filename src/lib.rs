@@ -2,9 +2,20 @@
 //! control among LLM agents sharing a chat channel.
 //!
 //! Data flows one way (see README.md for the picture):
-//! `scenario` -> `sweep` -> `model` (drives `engine` and `floor`) ->
-//! `metrics` -> `report`. `floor` is the real arbitration logic and depends
-//! on nothing else in the crate; `engine` knows nothing of agents.
+//!
+//! ```text
+//! scenario -> sweep -> model -> metrics -> report
+//!                        |-- agent  (Agent, Workload: sans-IO actors)
+//!                        |     `-- floor::Client
+//!                        |-- engine (virtual clock; knows no agents)
+//!                        `-- floor::Server
+//! ```
+//!
+//! `floor` is the real arbitration logic and depends on nothing else in the
+//! crate; `agent` is everything an agent decides (inputs and the time in,
+//! actions out) and depends only on `floor` and the distributions; `engine`
+//! knows nothing of agents; `model`'s world only wires actors, links, the
+//! server and the engine.
 //! `serve` is the live side: a WebSocket chat server around `floor::Server`
 //! (real time and sockets, never on the simulator's path); `arbitrate` and
 //! `serve` share one event path (`serve::events`). `live` runs the agent

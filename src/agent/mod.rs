@@ -23,9 +23,11 @@
 mod workload;
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod tests;
 
-pub use workload::{Post, PostKind, Workload};
+pub use workload::{Post, PostKind, Workload, WorkloadParams};
 
 use crate::floor::{self, Action, ClientConfig, ClientMsg, PolicyKind, ServerMsg, SkipReason};
 use crate::model::dist::Dist;
@@ -576,10 +578,10 @@ impl Agent {
         if !slot.busy || slot.running.is_some() || self.client.is_tracking(msg_id) {
             return;
         }
-        self.slots.remove(msg_id);
-        out.push(Output::Idle {
-            msg_id: msg_id.to_string(),
-        });
+        // The slot's key is the id to report: no new allocation.
+        if let Some((msg_id, _)) = self.slots.remove_entry(msg_id) {
+            out.push(Output::Idle { msg_id });
+        }
     }
 }
 

@@ -45,54 +45,40 @@ pub struct Post {
     pub content: String,
 }
 
-/// The operator's random workload: gaps between posts, and for each post a
-/// DM, an @mention or a plain channel message.
+/// What the operator's workload is: `count` posts (or, with `duration_us`,
+/// as many as fit), `gap` apart, to `channel`; a post is a DM to a random
+/// agent of `agents` with probability `dm_p`, else an @mention of one with
+/// probability `mention_p`, else a plain channel message.
+#[derive(Debug, Clone)]
+pub struct WorkloadParams {
+    pub gap: Dist,
+    /// Posts in all (when `duration_us` is `None`).
+    pub count: u64,
+    /// Post until this driver time instead of counting.
+    pub duration_us: Option<u64>,
+    pub channel: String,
+    pub dm_p: f64,
+    pub mention_p: f64,
+    pub agents: Vec<String>,
+}
+
+/// The operator's random workload, drawing from its own stream.
 #[derive(Debug, Clone)]
 pub struct Workload {
-    gap: Dist,
-    /// Posts in all (when `duration_us` is `None`).
-    count: u64,
-    /// Post until this driver time instead of counting.
-    duration_us: Option<u64>,
-    channel: String,
-    dm_p: f64,
-    mention_p: f64,
-    agents: Vec<String>,
+    p: WorkloadParams,
     posted: u64,
     rng: ChaCha8Rng,
 }
 
 impl Workload {
-    /// `count` posts (or, with `duration_us`, as many as fit), `gap` apart,
-    /// to `channel`; a post is a DM to a random agent of `agents` with
-    /// probability `dm_p`, else an @mention of one with `mention_p`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        gap: Dist,
-        count: u64,
-        duration_us: Option<u64>,
-        channel: String,
-        dm_p: f64,
-        mention_p: f64,
-        agents: Vec<String>,
-        rng: ChaCha8Rng,
-    ) -> Workload {
-        Workload {
-            gap,
-            count,
-            duration_us,
-            channel,
-            dm_p,
-            mention_p,
-            agents,
-            posted: 0,
-            rng,
-        }
+    /// The workload `p`, drawing from `rng`.
+    pub fn new(p: WorkloadParams, rng: ChaCha8Rng) -> Workload {
+        Workload { p, posted: 0, rng }
     }
 
     /// The workload's channel.
     pub fn channel(&self) -> &str {
-        &self.channel
+        &self.p.channel
     }
 
     /// Posts scheduled so far.
@@ -103,11 +89,12 @@ impl Workload {
     /// Driver time of the next post after `now_us`, or `None` when the
     /// workload is over.
     pub fn next_post(&mut self, now_us: u64) -> Option<u64> {
-        if self.duration_us.is_none() && self.posted >= self.count {
+        let p = &self.p;
+        if p.duration_us.is_none() && self.posted >= p.count {
             return None;
         }
-        let at = now_us + self.gap.sample_us(&mut self.rng);
-        if let Some(d) = self.duration_us
+        let at = now_us + p.gap.sample_us(&mut self.rng);
+        if let Some(d) = p.duration_us
             && at > d
         {
             return None;
@@ -118,23 +105,24 @@ impl Workload {
 
     /// Where post number `m` goes and what it says.
     pub fn draw(&mut self, m: u32) -> Post {
+        let p = &self.p;
         let r: f64 = self.rng.random();
-        let n = self.agents.len() as u32;
-        if n > 0 && r < self.dm_p {
+        let n = p.agents.len() as u32;
+        if n > 0 && r < p.dm_p {
             let k = self.rng.random_range(0..n) as usize;
             Post {
-                to: format!("@{}", self.agents[k]),
+                to: format!("@{}", p.agents[k]),
                 content: format!("question {m}"),
             }
-        } else if n > 0 && r < self.dm_p + self.mention_p {
+        } else if n > 0 && r < p.dm_p + p.mention_p {
             let k = self.rng.random_range(0..n) as usize;
             Post {
-                to: self.channel.clone(),
-                content: format!("@{} question {m}", self.agents[k]),
+                to: p.channel.clone(),
+                content: format!("@{} question {m}", p.agents[k]),
             }
         } else {
             Post {
-                to: self.channel.clone(),
+                to: p.channel.clone(),
                 content: format!("question {m}"),
             }
         }

@@ -108,22 +108,8 @@ impl World<'_> {
                 msg,
                 parent,
                 infer_us,
-            } => {
-                // The reply carries its inference time for the wasted-time
-                // count; it keeps the parent open until it reaches the
-                // server (or is lost).
-                if let Some(info) = self.num_of(&parent).and_then(|m| self.msgs.get_mut(&m)) {
-                    info.pending += 1;
-                }
-                let dur = self.reply_counted.then_some(infer_us);
-                self.send_up(a, msg, dur);
-            }
-            Output::Wants { msg_id } => {
-                if let Some(info) = self.num_of(&msg_id).and_then(|m| self.msgs.get_mut(&m)) {
-                    info.wanted += 1;
-                    info.pending += 1;
-                }
-            }
+            } => self.send_reply(a, msg, &parent, infer_us),
+            Output::Wants { msg_id } => self.wants(&msg_id),
             Output::SetTimer {
                 msg_id,
                 at_us,
@@ -180,6 +166,25 @@ impl World<'_> {
                 }
             }
             Output::Crashed => self.trace_state(a, None, "crash", || serde_json::json!({})),
+        }
+    }
+
+    /// Agent `a` sends its reply to `parent`. The reply carries its
+    /// inference time for the wasted-time count; it keeps the parent open
+    /// until it reaches the server (or is lost).
+    fn send_reply(&mut self, a: u32, msg: ClientMsg, parent: &str, infer_us: u64) {
+        if let Some(info) = self.num_of(parent).and_then(|m| self.msgs.get_mut(&m)) {
+            info.pending += 1;
+        }
+        let dur = self.reply_counted.then_some(infer_us);
+        self.send_up(a, msg, dur);
+    }
+
+    /// An agent decided to answer `msg_id`: it holds the message open.
+    fn wants(&mut self, msg_id: &str) {
+        if let Some(info) = self.num_of(msg_id).and_then(|m| self.msgs.get_mut(&m)) {
+            info.wanted += 1;
+            info.pending += 1;
         }
     }
 

@@ -33,9 +33,11 @@ impl World<'_> {
         let info = MsgInfo::new(now, 0, kind != PostKind::Dm, pending);
         self.msgs.insert(m, info);
         let id = self.id_of(m);
-        self.trace_line(serde_json::json!({
-            "t_us": now, "ev": "post", "msg_id": id, "from": OPERATOR, "to": to, "kind": kind.name(),
-        }));
+        if self.trace.is_some() {
+            self.trace_line(serde_json::json!({
+                "t_us": now, "ev": "post", "msg_id": id, "from": OPERATOR, "to": to, "kind": kind.name(),
+            }));
+        }
         let msg = ClientMsg::Msg {
             id: Some(id),
             to,

@@ -4,7 +4,7 @@
 //! [`Prepared::new_workload`]) exactly as a simulated run does, so that
 //! another driver (`herdsim live`) gets the same agents.
 
-use crate::agent::{Agent, Behaviour, Workload};
+use crate::agent::{Agent, Behaviour, Workload, WorkloadParams};
 use crate::floor::PolicyKind;
 use crate::model::dist::{DataCache, Dist, DistError, DistSpec};
 use crate::model::names;
@@ -146,7 +146,7 @@ impl Prepared {
     }
 
     /// Cap the events pending at once (a replication that needs more
-    /// stops with [`RunLimit::Pending`]); unbounded by default.
+    /// stops with [`RunLimit::Pending`](super::RunLimit::Pending)); unbounded by default.
     pub fn set_max_pending(&mut self, n: usize) {
         // The event queue addresses at most u32::MAX pending events.
         self.max_pending = n.clamp(1, u32::MAX as usize - 1);
@@ -207,16 +207,16 @@ impl Prepared {
 
     /// The operator's workload of replication `seed` (component stream 1).
     pub fn new_workload(&self, seed: u64) -> Workload {
-        Workload::new(
-            self.gap.clone(),
-            self.count,
-            self.duration_us,
-            self.channel.clone(),
-            self.dm_p,
-            self.mention_p,
-            self.ids.clone(),
-            stream(seed, 1),
-        )
+        let params = WorkloadParams {
+            gap: self.gap.clone(),
+            count: self.count,
+            duration_us: self.duration_us,
+            channel: self.channel.clone(),
+            dm_p: self.dm_p,
+            mention_p: self.mention_p,
+            agents: self.ids.clone(),
+        };
+        Workload::new(params, stream(seed, 1))
     }
 }
 
