@@ -797,7 +797,7 @@ impl Driver<'_> {
             self.trace(line);
         }
         if let Some(l) = &self.links[a + 1] {
-            l.send(self.wire(&msg));
+            l.send(self.wire(msg));
         }
     }
 

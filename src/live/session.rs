@@ -192,6 +192,9 @@ impl Checked {
         stop: &AtomicBool,
         bar_hook: &dyn Fn(&ProgressBar),
     ) -> Result<Finished, LiveError> {
+        // The folder first: an unwritable --out fails before minutes of live run.
+        std::fs::create_dir_all(&self.dir)
+            .map_err(|e| failure(format!("{}: {e}", self.dir.display())))?;
         let per_rep = expected_us(&self.setup.scenario) / 1000;
         let bar = progress_bar(per_rep * u64::from(self.reps), self.opts.quiet);
         bar_hook(&bar);
@@ -203,8 +206,6 @@ impl Checked {
         let rows = super::run_reps(&self.setup, self.master, self.reps, stop, &mut prog)?;
         bar.finish_and_clear();
         let interrupted = rows.iter().any(|(_, o)| o.interrupted);
-        std::fs::create_dir_all(&self.dir)
-            .map_err(|e| failure(format!("{}: {e}", self.dir.display())))?;
         let plain: Vec<Row> = rows.iter().map(|(r, _)| r.clone()).collect();
         let keys: Vec<String> = Vec::new();
         let params = |_: usize| Vec::new();
