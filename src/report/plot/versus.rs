@@ -70,11 +70,9 @@ where
         .map(|(_, s, _)| s.mean + ci(s))
         .filter(|x| x.is_finite())
         .fold(0.0_f64, f64::max);
-    let lo = pts
-        .iter()
-        .map(|(_, s, _)| s.mean - ci(s))
-        .filter(|x| x.is_finite())
-        .fold(0.0_f64, f64::min);
+    // Every compared metric is a share, a count or a time: never below 0,
+    // so a CI reaching below it is cut at the axis.
+    let lo = 0.0_f64;
     let mut y1 = hi + (hi - lo) * 0.15;
     if y1 - lo < 1e-9 {
         y1 = lo + 1.0;
@@ -119,18 +117,18 @@ where
         let c = ci(&s);
         chart
             .draw_series(std::iter::once(Rectangle::new(
-                [(x - 0.3, 0.0f64.max(lo)), (x + 0.3, s.mean)],
+                [(x - 0.3, lo), (x + 0.3, s.mean)],
                 color.mix(0.35).filled(),
             )))
             .map_err(de)?;
         if c > 0.0 {
             chart
                 .draw_series(std::iter::once(PathElement::new(
-                    vec![(x, s.mean - c), (x, s.mean + c)],
+                    vec![(x, (s.mean - c).max(0.0)), (x, s.mean + c)],
                     color.stroke_width(3),
                 )))
                 .map_err(de)?;
-            for y in [s.mean - c, s.mean + c] {
+            for y in [(s.mean - c).max(0.0), s.mean + c] {
                 chart
                     .draw_series(std::iter::once(PathElement::new(
                         vec![(x - 0.1, y), (x + 0.1, y)],
