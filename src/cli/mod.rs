@@ -7,11 +7,11 @@ use std::process::ExitCode;
 
 pub mod arbitrate;
 pub mod interrupt;
-pub mod memory;
 pub mod merge;
 pub mod plot;
 pub mod run;
 pub mod serve;
+pub mod term;
 pub mod tune;
 pub mod validate;
 
@@ -44,6 +44,15 @@ impl From<anyhow::Error> for CliError {
 impl From<std::io::Error> for CliError {
     fn from(e: std::io::Error) -> Self {
         CliError::Failure(e.into())
+    }
+}
+
+impl From<crate::sweep::Error> for CliError {
+    fn from(e: crate::sweep::Error) -> Self {
+        match e {
+            crate::sweep::Error::Input(m) => CliError::BadInput(m),
+            crate::sweep::Error::Failure(e) => CliError::Failure(e),
+        }
     }
 }
 
@@ -146,6 +155,15 @@ pub fn print_out(text: &str) -> Result<(), CliError> {
 /// else happens (the exit status still tells).
 pub fn note(line: impl std::fmt::Display) {
     let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
+
+/// `1 thread`, `2 threads`.
+pub fn plural(n: usize, word: &str) -> String {
+    if n == 1 {
+        format!("{n} {word}")
+    } else {
+        format!("{n} {word}s")
+    }
 }
 
 /// Whether an error is a write to a closed pipe (the reader went away).

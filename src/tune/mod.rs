@@ -32,17 +32,16 @@
 //! results only, so the outcome is the same for any thread count.
 
 pub mod report;
+pub mod request;
 pub mod space;
 pub mod stats;
 
 use crate::floor::PolicyKind;
 use crate::metrics::stats::Summary;
 use crate::metrics::{METRICS, RunResult};
-use crate::model::{Prepared, simulate};
+use crate::model::Prepared;
 use crate::scenario::Loaded;
-use crate::sweep::rep_seed;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use rayon::prelude::*;
+use crate::sweep::{self, Job, Observer, rep_seed};
 use space::Space;
 use stats::Paired;
 use std::cmp::Ordering;
@@ -117,8 +116,6 @@ pub struct Settings {
     /// Bound on the mean `ttfr_p95_ms` (none: unconstrained).
     pub budget_ms: Option<f64>,
     pub threads: usize,
-    /// No progress bar.
-    pub quiet: bool,
 }
 
 /// Where a candidate came from.
@@ -201,13 +198,9 @@ impl Candidate {
     }
 }
 
-/// Why tuning stopped.
-#[derive(Debug)]
-pub enum TuneError {
-    /// Bad input (a parameter value the scenario rejects): exit 2.
-    Input(String),
-    Failure(anyhow::Error),
-}
+/// Why tuning stopped: bad input (a flag, a parameter value the scenario
+/// rejects: exit 2) or a failure; the error type of every sweep.
+pub use crate::sweep::Error as TuneError;
 
 /// Everything tuning found.
 #[derive(Debug)]
@@ -252,32 +245,28 @@ fn nan_last(x: f64) -> f64 {
     if x.is_nan() { f64::INFINITY } else { x }
 }
 
-/// Search `space` over `loaded` (the scenario with `--set` applied).
-pub fn tune(loaded: &Loaded, space: &Space, s: &Settings) -> Result<Outcome, TuneError> {
-    let pool = crate::sweep::pool(s.threads).map_err(|m| TuneError::Failure(anyhow::anyhow!(m)))?;
-    let target = if s.quiet {
-        ProgressDrawTarget::hidden()
-    } else {
-        ProgressDrawTarget::stderr()
-    };
-    let bar = ProgressBar::with_draw_target(Some(0), target);
-    if let Ok(style) = ProgressStyle::with_template(
-        "{spinner} {elapsed_precise} {wide_bar} {msg}, runs {pos} of about {len}, ETA {eta}",
-    ) {
-        bar.set_style(style);
-    }
+/// Search `space` over `loaded` (the scenario with `--set` applied),
+/// telling `obs` how far it is (in runs, against an estimate).
+pub fn tune(
+    loaded: &Loaded,
+    space: &Space,
+    s: &Settings,
+    obs: &dyn Observer,
+) -> Result<Outcome, TuneError> {
+    let pool = sweep::pool(s.threads).map_err(|m| TuneError::Failure(anyhow::anyhow!(m)))?;
     let mut t = Tuner {
         loaded,
         space,
         s,
         pool,
-        bar,
+        obs,
+        length: 0,
         cands: Vec::new(),
         seen: BTreeMap::new(),
         runs: 0,
     };
     let result = t.search();
-    t.bar.finish_and_clear();
+    obs.finish();
     result
 }
 
@@ -286,7 +275,9 @@ struct Tuner<'a> {
     space: &'a Space,
     s: &'a Settings,
     pool: rayon::ThreadPool,
-    bar: ProgressBar,
+    obs: &'a dyn Observer,
+    /// The length the progress meter was given (runs).
+    length: u64,
     cands: Vec<Candidate>,
     /// Snapped values (as bits) -> candidate id.
     seen: BTreeMap<Vec<u64>, usize>,
@@ -302,13 +293,13 @@ impl Tuner<'_> {
         let current = self.add_current()?;
         // 2. The grid.
         let grid = self.space.grid(self.s.levels);
-        self.bar
-            .set_message(format!("grid of {} candidates", grid.len()));
+        self.obs
+            .message(format!("grid of {} candidates", grid.len()));
         // The bar's length is an estimate made now (the refinement and the
         // duel decide their own length as they go), so the ETA means
         // something from the start; it is raised only if the search outgrows it.
-        self.bar
-            .set_length(self.estimated_runs(grid.len()).max(self.runs));
+        self.length = self.estimated_runs(grid.len()).max(self.runs);
+        self.obs.length(self.length);
         let mut batch = vec![current];
         for v in grid {
             batch.push(self.add(v, Source::Grid)?);
@@ -337,7 +328,7 @@ impl Tuner<'_> {
             let Some(base) = self.cands[inc].values.clone() else {
                 break;
             };
-            self.bar.set_message(format!("refining, round {round}"));
+            self.obs.message(format!("refining, round {round}"));
             let mut polls = Vec::new();
             for &d in &free {
                 let dim = &self.space.dims[d];
@@ -369,7 +360,7 @@ impl Tuner<'_> {
         // 4. The duel: the best against the best candidate that is not an
         // exact tie with it (a tie is the same objective on every common
         // replication: more replications of it would be wasted).
-        self.bar.set_message("comparing the best two");
+        self.obs.message("comparing the best two".into());
         // Candidates already given more replications stand for their clones
         // (tied on the clone's fewer replications): a clone is not extended
         // in turn.
@@ -424,7 +415,7 @@ impl Tuner<'_> {
         // The current settings on the recommendation's replications.
         if let Some(c) = chosen {
             let n = self.cands[c].reps() as u32;
-            self.bar.set_message("current settings");
+            self.obs.message("current settings".into());
             self.ensure(&[current], n)?;
         }
         let count = |src: Source| self.cands.iter().filter(|c| c.source == src).count();
@@ -515,37 +506,49 @@ impl Tuner<'_> {
         (1 + grid as u64 + refine) * reps + duel
     }
 
-    /// Run candidates `ids` up to `n` replications each, in parallel.
+    /// Run candidates `ids` up to `n` replications each, in parallel, as
+    /// a sweep runs its jobs ([`sweep::execute`]): a candidate is a point.
     fn ensure(&mut self, ids: &[usize], n: u32) -> Result<(), TuneError> {
         let mut ids = ids.to_vec();
         ids.sort_unstable();
         ids.dedup();
-        let jobs: Vec<(usize, u32)> = ids
+        let (policy, seed) = (self.s.policy, self.s.seed);
+        let jobs: Vec<Job> = ids
             .iter()
-            .flat_map(|&id| (self.cands[id].reps() as u32..n).map(move |r| (id, r)))
+            .flat_map(|&id| {
+                (self.cands[id].reps() as u32..n).map(move |rep| Job {
+                    point: id,
+                    policy,
+                    rep,
+                    seed: rep_seed(seed, 0, rep),
+                })
+            })
             .collect();
         if jobs.is_empty() {
             return Ok(());
         }
-        let need = self.bar.position() + jobs.len() as u64;
-        if self.bar.length().is_none_or(|len| need > len) {
-            self.bar.set_length(need);
+        let need = self.runs + jobs.len() as u64;
+        if need > self.length {
+            self.length = need;
+            self.obs.length(need);
         }
-        let (cands, policy, seed, bar) = (&self.cands, self.s.policy, self.s.seed, &self.bar);
-        let results: Result<Vec<RunResult>, _> = self.pool.install(|| {
-            jobs.par_iter()
-                .map(|&(id, r)| {
-                    let res = simulate(&cands[id].prepared, policy, rep_seed(seed, 0, r), None);
-                    bar.inc(1);
-                    res
-                })
-                .collect()
-        });
-        let results =
-            results.map_err(|e: crate::model::RunLimit| TuneError::Input(e.to_string()))?;
-        // Jobs of one candidate are in replication order.
-        for (&(id, _), res) in jobs.iter().zip(results) {
-            self.cands[id].runs.push(res);
+        let cands = &self.cands;
+        let world = |id: usize| cands.get(id).map(|c| &c.prepared);
+        let obs = self.obs;
+        let done = |_: &sweep::Row| {
+            obs.advance(1);
+            Ok(())
+        };
+        let never = std::sync::atomic::AtomicBool::new(false);
+        let rows = sweep::execute(&jobs, &world, &self.pool, &done, &never).map_err(|e| {
+            match e.downcast_ref::<crate::model::RunLimit>() {
+                Some(limit) => TuneError::Input(limit.to_string()),
+                None => TuneError::Failure(e),
+            }
+        })?;
+        // Rows come back in job order: a candidate's in replication order.
+        for row in rows {
+            self.cands[row.job.point].runs.push(row.result);
         }
         self.runs += jobs.len() as u64;
         Ok(())
