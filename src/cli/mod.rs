@@ -20,41 +20,9 @@ pub const EXIT_BAD_INPUT: u8 = 2;
 /// Exit status 1: any other failure.
 pub const EXIT_FAILURE: u8 = 1;
 
-/// An error that ends a subcommand, with the exit status it maps to.
-#[derive(Debug)]
-pub enum CliError {
-    /// Bad input: exit 2. The message names the file, field and line.
-    BadInput(String),
-    /// Anything else: exit 1.
-    Failure(anyhow::Error),
-}
-
-impl CliError {
-    pub fn bad(msg: impl Into<String>) -> Self {
-        CliError::BadInput(msg.into())
-    }
-}
-
-impl From<anyhow::Error> for CliError {
-    fn from(e: anyhow::Error) -> Self {
-        CliError::Failure(e)
-    }
-}
-
-impl From<std::io::Error> for CliError {
-    fn from(e: std::io::Error) -> Self {
-        CliError::Failure(e.into())
-    }
-}
-
-impl From<crate::sweep::Error> for CliError {
-    fn from(e: crate::sweep::Error) -> Self {
-        match e {
-            crate::sweep::Error::Input(m) => CliError::BadInput(m),
-            crate::sweep::Error::Failure(e) => CliError::Failure(e),
-        }
-    }
-}
+/// An error that ends a subcommand: [`crate::error::Error`], whose
+/// `Input` maps to exit status 2 and `Failure` to 1.
+pub use crate::error::Error as CliError;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -204,7 +172,7 @@ pub fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
-        Err(CliError::BadInput(msg)) => {
+        Err(CliError::Input(msg)) => {
             note(format_args!("herdsim: error: {msg}"));
             ExitCode::from(EXIT_BAD_INPUT)
         }

@@ -21,6 +21,14 @@ impl Term {
         Term::new(quiet, style)
     }
 
+    /// No bar: the notes only.
+    pub fn notes() -> Term {
+        Term {
+            bar: ProgressBar::hidden(),
+            quiet: false,
+        }
+    }
+
     fn new(quiet: bool, template: &str) -> Term {
         let target = if quiet {
             ProgressDrawTarget::hidden()

@@ -20,6 +20,7 @@ pub mod resume;
 pub mod runner;
 pub mod shard;
 
+pub use crate::error::Error;
 pub use load::Plan;
 pub use progress::Observer;
 pub use shard::Shard;
@@ -29,41 +30,6 @@ use crate::metrics::{METRICS, RunResult};
 use crate::model::{Prepared, simulate};
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicBool, Ordering};
-
-/// Why a run, a merge or a search did not finish: the command line maps
-/// [`Error::Input`] to exit status 2 and [`Error::Failure`] to 1.
-#[derive(Debug)]
-pub enum Error {
-    /// Bad input (a file, a key, an option): the message names it.
-    Input(String),
-    /// Anything else (a write that failed, a thread that did not start).
-    Failure(anyhow::Error),
-}
-
-impl Error {
-    /// Bad input with this message.
-    pub fn input(msg: impl Into<String>) -> Error {
-        Error::Input(msg.into())
-    }
-}
-
-impl From<anyhow::Error> for Error {
-    fn from(e: anyhow::Error) -> Self {
-        Error::Failure(e)
-    }
-}
-
-impl From<std::io::Error> for Error {
-    fn from(e: std::io::Error) -> Self {
-        Error::Failure(e.into())
-    }
-}
-
-impl From<crate::scenario::ScenarioError> for Error {
-    fn from(e: crate::scenario::ScenarioError) -> Self {
-        Error::Input(e.to_string())
-    }
-}
 
 /// SplitMix64 finalizer: a bijective mix of 64 bits.
 fn mix(mut z: u64) -> u64 {

@@ -49,7 +49,7 @@ pub fn merge(
         .map(|d| read_shard(d))
         .collect::<Result<Vec<_>, _>>()?;
     let Some(first) = shards.first() else {
-        return Err(Error::input("merge needs the folders of the shards"));
+        return Err(Error::bad("merge needs the folders of the shards"));
     };
     check_complete(&shards)?;
     let dir = out.join(&first.meta.scenario);
