@@ -12,12 +12,16 @@ pub struct Term {
 impl Term {
     /// A bar for a sweep: points, replications, ETA.
     pub fn sweep(quiet: bool) -> Term {
-        Term::new(quiet, "{spinner} {elapsed_precise} {wide_bar} {msg}, ETA {eta}")
+        Term::new(
+            quiet,
+            "{spinner} {elapsed_precise} {wide_bar} {msg}, ETA {eta}",
+        )
     }
 
     /// A bar for a tuning search: runs against an estimate.
     pub fn tune(quiet: bool) -> Term {
-        let style = "{spinner} {elapsed_precise} {wide_bar} {msg}, runs {pos} of about {len}, ETA {eta}";
+        let style =
+            "{spinner} {elapsed_precise} {wide_bar} {msg}, runs {pos} of about {len}, ETA {eta}";
         Term::new(quiet, style)
     }
 

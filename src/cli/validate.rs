@@ -26,8 +26,17 @@ pub struct Args {
 /// is itself a valid scenario file that resolves to the same run.
 pub fn run(args: Args) -> Result<ExitCode, CliError> {
     let budget = memory::budget(None);
-    let plan = Plan::load(Some(&args.scenario), &args.set, args.seed, args.reps, budget)?;
-    let text = plan.loaded.resolved_toml().map_err(crate::sweep::Error::from)?;
+    let plan = Plan::load(
+        Some(&args.scenario),
+        &args.set,
+        args.seed,
+        args.reps,
+        budget,
+    )?;
+    let text = plan
+        .loaded
+        .resolved_toml()
+        .map_err(crate::sweep::Error::from)?;
     super::print_out(&text)?;
     if !text.ends_with('\n') {
         super::print_out("\n")?;

@@ -66,7 +66,9 @@ pub fn timeline(
         Some(m) => m.to_string(),
         None => {
             let id = plot::most_contested(trace).map_err(to_error)?;
-            obs.warn(&format!("herdsim: drawing the most contested message: {id}"));
+            obs.warn(&format!(
+                "herdsim: drawing the most contested message: {id}"
+            ));
             id
         }
     };
@@ -134,11 +136,11 @@ mod tests {
     #[test]
     fn figures_go_beside_the_input_into_a_folder_or_to_a_file() {
         let input = Path::new("results/x/summary.csv");
+        assert_eq!(target(None, input, "c.png"), Path::new("results/x/c.png"));
         assert_eq!(
-            target(None, input, "c.png"),
-            Path::new("results/x/c.png")
+            target(None, Path::new("t.jsonl"), "c.png"),
+            Path::new("c.png")
         );
-        assert_eq!(target(None, Path::new("t.jsonl"), "c.png"), Path::new("c.png"));
         assert_eq!(
             target(Some(Path::new("o/f.svg")), input, "c.png"),
             Path::new("o/f.svg")
@@ -153,7 +155,10 @@ mod tests {
     fn a_missing_input_is_bad_input() {
         let spec = PlotSpec::default();
         let missing = Path::new("/nonexistent/summary.csv");
-        assert!(matches!(summary(missing, None, &spec), Err(Error::Input(_))));
+        assert!(matches!(
+            summary(missing, None, &spec),
+            Err(Error::Input(_))
+        ));
         let e = timeline(missing, None, None, None, &());
         assert!(matches!(e, Err(Error::Input(m)) if m.ends_with("no such file")));
     }

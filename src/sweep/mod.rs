@@ -260,10 +260,16 @@ mod tests {
         let mut bad = good.clone();
         bad[2] = "x".into();
         assert_eq!(parse_metrics(bad.iter().map(String::as_str)).err(), Some(2));
-        assert_eq!(parse_metrics(good[..n - 1].iter().map(String::as_str)).err(), Some(n - 1));
+        assert_eq!(
+            parse_metrics(good[..n - 1].iter().map(String::as_str)).err(),
+            Some(n - 1)
+        );
         let mut long = good.clone();
         long.push("1".into());
-        assert_eq!(parse_metrics(long.iter().map(String::as_str)).err(), Some(n));
+        assert_eq!(
+            parse_metrics(long.iter().map(String::as_str)).err(),
+            Some(n)
+        );
     }
 
     #[test]

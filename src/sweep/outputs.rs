@@ -95,7 +95,10 @@ pub fn check(
     {
         format!("{} is not a folder", parent.display())
     } else if let Some(i) = inputs.iter().find(|i| paths::same(t, i)) {
-        format!("is an input of this run ({}); name another file", i.display())
+        format!(
+            "is an input of this run ({}); name another file",
+            i.display()
+        )
     } else if outputs.iter().any(|o| paths::same(t, o)) {
         "is a results file of this run; name another file".to_string()
     } else {

@@ -165,7 +165,9 @@ fn check_resumable(old: &Header, new: &Header, plan: &Plan, jpath: &Path) -> Res
         return Err(plan.loaded.error_at(&key, why).into());
     }
     let why = if old.data != new.data {
-        format!("an empirical data file the scenario reads changed since the interrupted run; {hint}")
+        format!(
+            "an empirical data file the scenario reads changed since the interrupted run; {hint}"
+        )
     } else if old.herdsim != new.herdsim {
         format!(
             "written by herdsim {}, this is herdsim {}; {hint}",

@@ -291,7 +291,11 @@ impl Prep<'_> {
         }
         let finished_jobs: Vec<Job> = finished.iter().map(|r| r.job).collect();
         let per_point = self.plan.policies.len() as u32 * self.plan.reps;
-        let cost: Vec<u64> = self.prepared.iter().map(|(_, w)| w.expected_cost()).collect();
+        let cost: Vec<u64> = self
+            .prepared
+            .iter()
+            .map(|(_, w)| w.expected_cost())
+            .collect();
         let tally = Tally::new(obs, &self.points, &cost, per_point, &finished_jobs);
         let started = Instant::now();
         let record = |row: &Row| {
@@ -393,3 +397,7 @@ impl Prep<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+#[path = "runner_tests.rs"]
+mod tests;

@@ -329,10 +329,35 @@ mod tests {
         let s = r.check().expect("the default scenario tunes");
         assert_eq!(s.settings.max_reps, 4 * s.settings.reps);
         let cases: [(&str, Request); 4] = [
-            ("--reps 1", Request { reps: Some(1), ..request() }),
-            ("--max-reps 2", Request { reps: Some(3), max_reps: Some(2), ..request() }),
-            ("--grid 1", Request { grid: Some(1), ..request() }),
-            ("--policy nope", Request { policy: "nope".into(), ..request() }),
+            (
+                "--reps 1",
+                Request {
+                    reps: Some(1),
+                    ..request()
+                },
+            ),
+            (
+                "--max-reps 2",
+                Request {
+                    reps: Some(3),
+                    max_reps: Some(2),
+                    ..request()
+                },
+            ),
+            (
+                "--grid 1",
+                Request {
+                    grid: Some(1),
+                    ..request()
+                },
+            ),
+            (
+                "--policy nope",
+                Request {
+                    policy: "nope".into(),
+                    ..request()
+                },
+            ),
         ];
         for (start, r) in cases {
             match r.check() {
