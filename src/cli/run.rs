@@ -5,7 +5,6 @@
 use super::term::Term;
 use super::{CliError, interrupt, note, plural};
 use crate::report::table;
-use crate::sweep::journal::JOURNAL_FILE;
 use crate::sweep::runner::{self, JournalMode, Options, Outcome};
 use crate::sweep::{self, Plan, Shard, memory};
 use std::path::PathBuf;
@@ -78,10 +77,10 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         plot: !args.no_plot,
         budget,
     };
+    let run = runner::prepare(&plan, &opts)?;
     let term = Term::sweep(args.quiet);
-    let jpath = plan.results_dir(&args.out).join(JOURNAL_FILE);
-    let stop = interrupt::catch(&jpath, term.bar());
-    let done = match runner::run(&plan, &opts, &term, stop)? {
+    let stop = interrupt::catch(run.journal(), term.bar());
+    let done = match run.start(&term, stop)? {
         Outcome::Finished(done) => done,
         Outcome::Interrupted {
             saved,

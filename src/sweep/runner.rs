@@ -3,7 +3,8 @@
 //!
 //! [`run`] takes a checked [`Plan`] and [`Options`], and does, in order:
 //! every remaining check of the options and the output paths (nothing is
-//! written or simulated before they pass), the lock of the results folder,
+//! written or simulated before they pass: [`prepare`]), then
+//! ([`Run::start`]) the lock of the results folder,
 //! the replications a journal of an interrupted run already holds
 //! ([`resume`](super::resume)), the remaining replications (each appended
 //! to `<out>/<name>/runs.journal` as it finishes), then `runs.csv`,
@@ -86,9 +87,10 @@ pub struct Finished {
     pub elapsed: f64,
 }
 
-/// A plan's jobs over the points this run computes, their worlds, and
-/// what the run is (for the journal and `shard.toml`).
-struct Prep<'p> {
+/// A run checked and ready to start ([`prepare`]): the plan's jobs over
+/// the points this run computes, their worlds, the worker pool and what
+/// the run is (for the journal and `shard.toml`). Nothing is written yet.
+pub struct Run<'p> {
     plan: &'p Plan,
     opts: &'p Options,
     points: Vec<usize>,
@@ -98,57 +100,85 @@ struct Prep<'p> {
     dir: PathBuf,
     jpath: PathBuf,
     trace_policy: Option<PolicyKind>,
+    pool: rayon::ThreadPool,
 }
 
-/// Run `plan` as `opts` say; see the module documentation.
+/// Run `plan` as `opts` say: [`prepare`], then [`Run::start`].
 pub fn run(
     plan: &Plan,
     opts: &Options,
     obs: &dyn Observer,
     stop: &AtomicBool,
 ) -> Result<Outcome, Error> {
-    let p = prepare(plan, opts)?;
-    let pool = super::pool(opts.threads).map_err(|m| Error::Failure(anyhow::anyhow!(m)))?;
-    // One run per results folder: held until this call returns.
-    let _lock = outputs::lock_results(&p.dir, obs)?;
-    let jobs = Jobs {
-        plan,
-        points: &p.points,
-        jobs: &p.jobs,
-    };
-    let finished = resume::finished_rows(&jobs, &p.header, &p.jpath, opts.journal, obs)?;
-    let (new_rows, complete, elapsed) = p.execute(&finished, &pool, obs, stop)?;
-    if !complete {
-        return Ok(Outcome::Interrupted {
-            saved: finished.len() + new_rows.len(),
-            total: p.jobs.len(),
-            journal: p.jpath.clone(),
-        });
-    }
-    let resumed = finished.len();
-    let ev = METRICS.iter().position(|m| *m == "events").unwrap_or(0);
-    // fold from +0: an empty sum of f64 is -0, printed "-0".
-    let events = new_rows
-        .iter()
-        .map(|r| r.result.values[ev])
-        .fold(0.0, |a, b| a + b);
-    let runs = new_rows.len();
-    let mut rows = finished;
-    rows.extend(new_rows);
-    let tables = p.write(&mut rows, obs)?;
-    Ok(Outcome::Finished(Finished {
-        dir: p.dir,
-        keys: tables.keys,
-        summary: tables.summary,
-        runs,
-        resumed,
-        events,
-        elapsed,
-    }))
+    prepare(plan, opts)?.start(obs, stop)
 }
 
-/// Every check of the options and output paths, and the worlds.
-fn prepare<'p>(plan: &'p Plan, opts: &'p Options) -> Result<Prep<'p>, Error> {
+impl Run<'_> {
+    /// Where the journal of this run goes (a stop keeps it there).
+    pub fn journal(&self) -> &Path {
+        &self.jpath
+    }
+
+    /// Lock the results folder, take what a journal holds, run the rest
+    /// and write the results. Once `stop` is set, no further replication
+    /// starts and the run ends with [`Outcome::Interrupted`].
+    pub fn start(self, obs: &dyn Observer, stop: &AtomicBool) -> Result<Outcome, Error> {
+        // One run per results folder: held until this call returns.
+        let _lock = outputs::lock_results(&self.dir, obs)?;
+        let mode = self.opts.journal;
+        let finished = resume::finished_rows(&self.jobs(), &self.header, &self.jpath, mode, obs)?;
+        self.finish(finished, obs, stop)
+    }
+
+    fn jobs(&self) -> Jobs<'_> {
+        Jobs {
+            plan: self.plan,
+            points: &self.points,
+            jobs: &self.jobs,
+        }
+    }
+
+    /// Run the jobs not in `finished`, then write all.
+    fn finish(
+        self,
+        finished: Vec<Row>,
+        obs: &dyn Observer,
+        stop: &AtomicBool,
+    ) -> Result<Outcome, Error> {
+        let (new_rows, complete, elapsed) = self.execute(&finished, obs, stop)?;
+        if !complete {
+            return Ok(Outcome::Interrupted {
+                saved: finished.len() + new_rows.len(),
+                total: self.jobs.len(),
+                journal: self.jpath.clone(),
+            });
+        }
+        let resumed = finished.len();
+        let ev = METRICS.iter().position(|m| *m == "events").unwrap_or(0);
+        // fold from +0: an empty sum of f64 is -0, printed "-0".
+        let events = new_rows
+            .iter()
+            .map(|r| r.result.values[ev])
+            .fold(0.0, |a, b| a + b);
+        let runs = new_rows.len();
+        let mut rows = finished;
+        rows.extend(new_rows);
+        let tables = self.write(&mut rows, obs)?;
+        Ok(Outcome::Finished(Finished {
+            dir: self.dir,
+            keys: tables.keys,
+            summary: tables.summary,
+            runs,
+            resumed,
+            events,
+            elapsed,
+        }))
+    }
+}
+
+/// Every check of the options and output paths, the worlds and the
+/// worker pool: a run ready to [`Run::start`], nothing written yet.
+pub fn prepare<'p>(plan: &'p Plan, opts: &'p Options) -> Result<Run<'p>, Error> {
     let trace_policy = check_trace_policy(plan, opts)?;
     let threads = opts.threads;
     if threads == 0 || threads > MAX_THREADS {
@@ -185,7 +215,9 @@ fn prepare<'p>(plan: &'p Plan, opts: &'p Options) -> Result<Prep<'p>, Error> {
     let data_files = journal::data_files(&resolved);
     inputs.extend(data_files.iter().map(|p| plan.loaded.base_dir.join(p)));
     outputs::check(&opts.out, &dir, opts.trace.as_deref(), &inputs)?;
-    Ok(Prep {
+    let pool = super::pool(threads).map_err(|m| Error::Failure(anyhow::anyhow!(m)))?;
+    Ok(Run {
+        pool,
         jpath: dir.join(JOURNAL_FILE),
         plan,
         opts,
@@ -252,22 +284,17 @@ fn header(plan: &Plan, shard: Option<Shard>, jobs: usize) -> Result<Header, Erro
     })
 }
 
-impl Prep<'_> {
+impl Run<'_> {
     /// The jobs not in `finished`, each appended to the journal as it
     /// finishes: the new rows, whether they are all the remaining ones
     /// (not when `stop` ended the run first) and the seconds they took.
     fn execute(
         &self,
         finished: &[Row],
-        pool: &rayon::ThreadPool,
         obs: &dyn Observer,
         stop: &AtomicBool,
     ) -> Result<(Vec<Row>, bool, f64), Error> {
-        let jobs = Jobs {
-            plan: self.plan,
-            points: &self.points,
-            jobs: &self.jobs,
-        };
+        let jobs = self.jobs();
         let mut done = vec![false; self.jobs.len()];
         for i in finished.iter().filter_map(|r| jobs.index(&r.job)) {
             done[i] = true;
@@ -309,7 +336,7 @@ impl Prep<'_> {
             let i = self.prepared.binary_search_by_key(&p, |(q, _)| *q).ok()?;
             Some(&self.prepared[i].1)
         };
-        let result = super::execute(&remaining, &world, pool, &record, stop);
+        let result = super::execute(&remaining, &world, &self.pool, &record, stop);
         obs.finish();
         let new_rows = result.map_err(|e| self.limit_is_bad_input(e))?;
         let elapsed = started.elapsed().as_secs_f64();

@@ -288,10 +288,56 @@ type RankKey = (u8, f64, f64, f64, usize);
 
 impl Tuner<'_> {
     fn search(&mut self) -> Result<Outcome, TuneError> {
-        let reps = self.s.reps;
         // 1. The scenario as it is.
         let current = self.add_current()?;
         // 2. The grid.
+        self.grid(current)?;
+        // 3. Compass search from the best.
+        self.refine()?;
+        // 4. The duel.
+        let dueled = self.duel()?;
+        let ranked = self.representatives(&dueled);
+        let chosen = ranked.first().copied();
+        let (mut ties, mut runner_up) = (Vec::new(), None);
+        if let Some(a) = chosen {
+            // Every feasible candidate tied with the chosen one, clones included.
+            ties = self
+                .ranked(true)
+                .into_iter()
+                .filter(|&b| b != a && self.tied(a, b))
+                .collect();
+            runner_up = ranked[1..]
+                .iter()
+                .find(|&&b| !self.tied(a, b))
+                .map(|&b| (b, self.paired(a, b)));
+            // The current settings on the recommendation's replications.
+            let n = self.cands[a].reps() as u32;
+            self.obs.message("current settings".into());
+            self.ensure(&[current], n)?;
+        }
+        let count = |src: Source| self.cands.iter().filter(|c| c.source == src).count();
+        Ok(Outcome {
+            grid_count: count(Source::Grid),
+            refine_count: count(Source::Refine),
+            candidates: std::mem::take(&mut self.cands),
+            chosen,
+            runner_up,
+            ties,
+            current,
+            runs: self.runs,
+        })
+    }
+
+    /// The paired objective differences of `a` and `b`.
+    fn paired(&self, a: usize, b: usize) -> Paired {
+        Paired::of(
+            &self.cands[a].objective(&self.s.weights),
+            &self.cands[b].objective(&self.s.weights),
+        )
+    }
+
+    /// Step 2: the current settings and the grid, at `reps` each.
+    fn grid(&mut self, current: usize) -> Result<(), TuneError> {
         let grid = self.space.grid(self.s.levels);
         self.obs
             .message(format!("grid of {} candidates", grid.len()));
@@ -304,8 +350,11 @@ impl Tuner<'_> {
         for v in grid {
             batch.push(self.add(v, Source::Grid)?);
         }
-        self.ensure(&batch, reps)?;
-        // 3. Compass search from the best.
+        self.ensure(&batch, self.s.reps)
+    }
+
+    /// Step 3: a compass search from the best candidate so far.
+    fn refine(&mut self) -> Result<(), TuneError> {
         let Some(mut inc) = self.ranked(false).first().copied() else {
             return Err(TuneError::Input(
                 "no candidate in the searched ranges is a valid window (min <= max)".into(),
@@ -340,7 +389,7 @@ impl Tuner<'_> {
                     }
                 }
             }
-            self.ensure(&polls, reps)?;
+            self.ensure(&polls, self.s.reps)?;
             let best = polls
                 .iter()
                 .copied()
@@ -357,9 +406,15 @@ impl Tuner<'_> {
                 }
             }
         }
-        // 4. The duel: the best against the best candidate that is not an
-        // exact tie with it (a tie is the same objective on every common
-        // replication: more replications of it would be wasted).
+        Ok(())
+    }
+
+    /// Step 4: the best against the best candidate that is not an exact
+    /// tie with it (a tie is the same objective on every common
+    /// replication: more replications of it would be wasted), until the
+    /// difference is resolved or `max_reps` is reached. Returns the
+    /// candidates dueled.
+    fn duel(&mut self) -> Result<Vec<usize>, TuneError> {
         self.obs.message("comparing the best two".into());
         // Candidates already given more replications stand for their clones
         // (tied on the clone's fewer replications): a clone is not extended
@@ -382,53 +437,12 @@ impl Tuner<'_> {
                 self.ensure(&[a, b], n)?;
                 continue;
             }
-            let p = Paired::of(
-                &self.cands[a].objective(&self.s.weights),
-                &self.cands[b].objective(&self.s.weights),
-            );
-            if p.resolved() || n >= self.s.max_reps {
+            if self.paired(a, b).resolved() || n >= self.s.max_reps {
                 break;
             }
             self.ensure(&[a, b], (2 * n).min(self.s.max_reps))?;
         }
-        let ranked = self.representatives(&dueled);
-        let chosen = ranked.first().copied();
-        let (mut ties, mut runner_up) = (Vec::new(), None);
-        if let Some(a) = chosen {
-            // Every feasible candidate tied with the chosen one, clones included.
-            ties = self
-                .ranked(true)
-                .into_iter()
-                .filter(|&b| b != a && self.tied(a, b))
-                .collect();
-            for &b in &ranked[1..] {
-                if !self.tied(a, b) {
-                    let p = Paired::of(
-                        &self.cands[a].objective(&self.s.weights),
-                        &self.cands[b].objective(&self.s.weights),
-                    );
-                    runner_up = Some((b, p));
-                    break;
-                }
-            }
-        }
-        // The current settings on the recommendation's replications.
-        if let Some(c) = chosen {
-            let n = self.cands[c].reps() as u32;
-            self.obs.message("current settings".into());
-            self.ensure(&[current], n)?;
-        }
-        let count = |src: Source| self.cands.iter().filter(|c| c.source == src).count();
-        Ok(Outcome {
-            grid_count: count(Source::Grid),
-            refine_count: count(Source::Refine),
-            candidates: std::mem::take(&mut self.cands),
-            chosen,
-            runner_up,
-            ties,
-            current,
-            runs: self.runs,
-        })
+        Ok(dueled)
     }
 
     /// The scenario's own settings as candidate 0.
