@@ -1,5 +1,5 @@
 //! `herdsim merge`: join the results of `herdsim run --shard K/N` into the
-//! single-run result, through [`sweep::merge`] (which checks every shard
+//! single-run result, through [`crate::sweep::merge`] (which checks every shard
 //! against the plan it records before it writes anything).
 
 use super::term::Term;

@@ -1,5 +1,5 @@
 //! `herdsim run`: simulate a scenario and write its results, through
-//! [`sweep::runner`] (which checks everything before it writes anything,
+//! [`crate::sweep::runner`] (which checks everything before it writes anything,
 //! journals each replication and resumes an interrupted run).
 
 use super::term::Term;

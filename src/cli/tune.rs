@@ -1,5 +1,5 @@
 //! `herdsim tune`: recommend a CSMA window and claim TTL under a latency
-//! budget, through [`tune::request`] (see [`crate::tune`] for the method):
+//! budget, through [`crate::tune::request`] (see [`crate::tune`] for the method):
 //! every check first, then the search, then `<out>/<name>/tune/`.
 
 use super::term::Term;

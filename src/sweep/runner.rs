@@ -6,7 +6,7 @@
 //! written or simulated before they pass: [`prepare`]), then
 //! ([`Run::start`]) the lock of the results folder,
 //! the replications a journal of an interrupted run already holds
-//! ([`resume`](super::resume)), the remaining replications (each appended
+//! ([`resume`]), the remaining replications (each appended
 //! to `<out>/<name>/runs.journal` as it finishes), then `runs.csv`,
 //! `summary.csv`, `shard.toml` (a shard), the trace and the comparison
 //! figure, and last the journal's removal. A set `stop` flag (Ctrl-C)
