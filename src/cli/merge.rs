@@ -27,7 +27,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<ExitCode, CliError> {
-    let term = Term::sweep(args.quiet);
+    let term = Term::notes(args.quiet);
     let m = merge::merge(&args.dirs, &args.out, !args.no_plot, &term)?;
     if !args.quiet {
         super::print_out(&table::render(&m.keys, &m.summary))?;

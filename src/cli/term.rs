@@ -25,11 +25,11 @@ impl Term {
         Term::new(quiet, style)
     }
 
-    /// No bar: the notes only.
-    pub fn notes() -> Term {
+    /// No bar: the notes only (`quiet`: the warnings only).
+    pub fn notes(quiet: bool) -> Term {
         Term {
             bar: ProgressBar::hidden(),
-            quiet: false,
+            quiet,
         }
     }
 
@@ -71,7 +71,12 @@ impl Observer for Term {
         self.bar.finish_and_clear();
     }
     fn warn(&self, line: &str) {
-        self.bar.suspend(|| super::note(line));
+        // Around the bar once it is on screen (it has work to show).
+        if self.bar.length().is_some_and(|n| n > 0) {
+            self.bar.suspend(|| super::note(line));
+        } else {
+            super::note(line);
+        }
     }
     fn info(&self, line: &str) {
         if !self.quiet {
