@@ -15,6 +15,7 @@
 //! failed write) is not. `herdsim plot` maps the first kind to exit status 2.
 
 mod draw;
+mod layout;
 mod output;
 mod panels;
 pub mod pareto;
