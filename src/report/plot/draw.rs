@@ -8,6 +8,7 @@ use super::output::FAMILY;
 use anyhow::anyhow;
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::{CoordTranslate, Shift};
+use plotters::element::{Drawable, PointCollection};
 use plotters::prelude::*;
 use plotters::style::FontStyle;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -124,8 +125,20 @@ pub fn text<DB: DrawingBackend, CT: CoordTranslate>(
     anchor: (HPos, VPos),
 ) -> anyhow::Result<()> {
     let st = style.pos(Pos::new(anchor.0, anchor.1));
-    area.draw(&(EmptyElement::at(at) + Text::new(s.into(), offset, st)))
-        .map_err(de)
+    put(area, at, Text::new(s.into(), offset, st))
+}
+
+/// Draw `e`, whose coordinates are pixel offsets, at the point `at`.
+pub fn put<DB: DrawingBackend, CT: CoordTranslate, E>(
+    area: &DrawingArea<DB, CT>,
+    at: CT::From,
+    e: E,
+) -> anyhow::Result<()>
+where
+    E: Drawable<DB>,
+    for<'b> &'b E: PointCollection<'b, (i32, i32)>,
+{
+    area.draw(&(EmptyElement::at(at) + e)).map_err(de)
 }
 
 /// A line through `points`.
@@ -177,10 +190,11 @@ pub fn error_bar<DB: DrawingBackend>(
     path(area, vec![from, to], style)?;
     if cap > 0 {
         for end in [from, to] {
-            area.draw(
-                &(EmptyElement::at(end) + PathElement::new(vec![(-cap, 0), (cap, 0)], style)),
-            )
-            .map_err(de)?;
+            put(
+                area,
+                end,
+                PathElement::new(vec![(-cap, 0), (cap, 0)], style),
+            )?;
         }
     }
     Ok(())
@@ -205,8 +219,7 @@ pub fn arrow<DB: DrawingBackend>(
     let (l, hw) = (11.0, 5.0);
     let p1 = ((-ux * l - uy * hw) as i32, (-uy * l + ux * hw) as i32);
     let p2 = ((-ux * l + uy * hw) as i32, (-uy * l - ux * hw) as i32);
-    area.draw(&(EmptyElement::at(to) + Polygon::new(vec![(0, 0), p1, p2], color.filled())))
-        .map_err(de)
+    put(area, to, Polygon::new(vec![(0, 0), p1, p2], color.filled()))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -251,51 +264,30 @@ where
         BACKGROUND.to_rgba().filled()
     };
     let edge = color.stroke_width(2);
-    let poly = |pts: Vec<(i32, i32)>| -> anyhow::Result<()> {
-        let mut closed = pts.clone();
-        closed.push(pts[0]);
-        area.draw(&(EmptyElement::at(at.clone()) + Polygon::new(pts, fill)))
-            .map_err(de)?;
-        area.draw(&(EmptyElement::at(at.clone()) + PathElement::new(closed, edge)))
-            .map_err(de)?;
-        Ok(())
-    };
-    match shape {
+    let (h, t, q, d) = (r + r / 3, r * 2 / 3, r * 4 / 5, r + r / 4);
+    let pts = match shape {
         Shape::Circle => {
-            area.draw(&(EmptyElement::at(at.clone()) + Circle::new((0, 0), r, fill)))
-                .map_err(de)?;
-            area.draw(&(EmptyElement::at(at) + Circle::new((0, 0), r, edge)))
-                .map_err(de)?;
-            Ok(())
-        }
-        Shape::TriangleUp => {
-            let h = r + r / 3;
-            poly(vec![(0, -h), (h, r * 2 / 3), (-h, r * 2 / 3)])
-        }
-        Shape::TriangleDown => {
-            let h = r + r / 3;
-            poly(vec![(0, h), (h, -r * 2 / 3), (-h, -r * 2 / 3)])
-        }
-        Shape::Square => {
-            let s = r * 4 / 5;
-            poly(vec![(-s, -s), (s, -s), (s, s), (-s, s)])
-        }
-        Shape::Diamond => {
-            let s = r + r / 4;
-            poly(vec![(0, -s), (s, 0), (0, s), (-s, 0)])
+            put(area, at.clone(), Circle::new((0, 0), r, fill))?;
+            return put(area, at, Circle::new((0, 0), r, edge));
         }
         Shape::Cross => {
-            let s = r;
             let st = color.stroke_width(3);
-            area.draw(
-                &(EmptyElement::at(at.clone()) + PathElement::new(vec![(-s, -s), (s, s)], st)),
-            )
-            .map_err(de)?;
-            area.draw(&(EmptyElement::at(at) + PathElement::new(vec![(-s, s), (s, -s)], st)))
-                .map_err(de)?;
-            Ok(())
+            put(
+                area,
+                at.clone(),
+                PathElement::new(vec![(-r, -r), (r, r)], st),
+            )?;
+            return put(area, at, PathElement::new(vec![(-r, r), (r, -r)], st));
         }
-    }
+        Shape::TriangleUp => vec![(0, -h), (h, t), (-h, t)],
+        Shape::TriangleDown => vec![(0, h), (h, -t), (-h, -t)],
+        Shape::Square => vec![(-q, -q), (q, -q), (q, q), (-q, q)],
+        Shape::Diamond => vec![(0, -d), (d, 0), (0, d), (-d, 0)],
+    };
+    let mut closed = pts.clone();
+    closed.push(pts[0]);
+    put(area, at.clone(), Polygon::new(pts, fill))?;
+    put(area, at, PathElement::new(closed, edge))
 }
 
 /// What a legend entry shows before its label.
@@ -317,6 +309,32 @@ pub enum Swatch {
     },
     /// A short line (a reference line).
     Rule { color: RGBColor, dashed: bool },
+}
+
+impl Swatch {
+    pub fn line(color: RGBColor, shape: Shape, dashed: bool) -> Swatch {
+        Swatch::Line {
+            color,
+            shape,
+            dashed,
+        }
+    }
+
+    pub fn mark(shape: Shape, color: RGBColor, filled: bool) -> Swatch {
+        Swatch::Mark {
+            shape,
+            color,
+            filled,
+        }
+    }
+
+    pub fn patch(fill: RGBAColor, edge: RGBColor) -> Swatch {
+        Swatch::Patch { fill, edge }
+    }
+
+    pub fn rule(color: RGBColor, dashed: bool) -> Swatch {
+        Swatch::Rule { color, dashed }
+    }
 }
 
 pub struct LegendEntry {
@@ -610,13 +628,7 @@ mod tests {
         super::super::output::ensure_fonts().expect("fonts");
         let style = font(20.0);
         let entries: Vec<LegendEntry> = (0..8)
-            .map(|i| {
-                let rule = Swatch::Rule {
-                    color: INK,
-                    dashed: false,
-                };
-                LegendEntry::new(rule, format!("a fairly long legend label {i}"))
-            })
+            .map(|i| LegendEntry::new(Swatch::rule(INK, false), format!("long legend label {i}")))
             .collect();
         let line = row_height(&style);
         assert_eq!(legend_height(&entries, &style, 100_000), line);

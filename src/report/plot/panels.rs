@@ -111,68 +111,47 @@ struct MetricInfo {
     kind: Kind,
 }
 
+/// The panel title, the y axis name (without its unit) and the kind of
+/// every metric herdsim writes.
+#[rustfmt::skip]
+const KNOWN: [(&str, &str, &str, Kind); 16] = {
+    use Kind::{Millis, Percent, Plain};
+    [
+        ("duplicate_rate", "Duplicate responses", "messages with 2+ replies", Percent),
+        ("responses_per_msg", "Responses per message", "replies per message", Plain),
+        ("unanswered_rate", "Unanswered messages", "messages with no reply", Percent),
+        ("wasted_inference_rate", "Wasted inference time", "inference time wasted", Percent),
+        ("wasted_inference_count_rate", "Wasted inferences", "inferences wasted", Percent),
+        ("ttfr_p50_ms", "Median time to first response", "p50 time to first reply", Millis),
+        ("ttfr_p95_ms", "p95 time to first response", "p95 time to first reply", Millis),
+        ("ttfr_p99_ms", "p99 time to first response", "p99 time to first reply", Millis),
+        ("single_starter_rate", "Messages one agent started on",
+            "messages with exactly one starter", Percent),
+        ("starters_per_msg", "Agents starting per message", "inferences started per message",
+            Plain),
+        ("claims", "Claims sent", "RESPONDING_TO per run", Plain),
+        ("yields", "YIELDs sent", "YIELDs per run", Plain),
+        ("expired_claims", "Expired claims", "claims expired per run", Plain),
+        ("relayed", "Server fan-out", "messages relayed per run", Plain),
+        ("lost", "Lost messages", "messages lost per run", Plain),
+        ("events", "Simulation events", "events per run", Plain),
+    ]
+};
+
+/// Title, axis name and kind of a metric: from [`KNOWN`], else from its
+/// name (a `_rate` is a percentage, a `_ms` a time).
 fn describe(name: &str) -> (String, String, Kind) {
-    let (t, a, k) = match name {
-        "duplicate_rate" => (
-            "Duplicate responses",
-            "messages with 2+ replies",
-            Kind::Percent,
-        ),
-        "responses_per_msg" => ("Responses per message", "replies per message", Kind::Plain),
-        "unanswered_rate" => (
-            "Unanswered messages",
-            "messages with no reply",
-            Kind::Percent,
-        ),
-        "wasted_inference_rate" => (
-            "Wasted inference time",
-            "inference time wasted",
-            Kind::Percent,
-        ),
-        "wasted_inference_count_rate" => ("Wasted inferences", "inferences wasted", Kind::Percent),
-        "ttfr_p50_ms" => (
-            "Median time to first response",
-            "p50 time to first reply",
-            Kind::Millis,
-        ),
-        "ttfr_p95_ms" => (
-            "p95 time to first response",
-            "p95 time to first reply",
-            Kind::Millis,
-        ),
-        "ttfr_p99_ms" => (
-            "p99 time to first response",
-            "p99 time to first reply",
-            Kind::Millis,
-        ),
-        "single_starter_rate" => (
-            "Messages one agent started on",
-            "messages with exactly one starter",
-            Kind::Percent,
-        ),
-        "starters_per_msg" => (
-            "Agents starting per message",
-            "inferences started per message",
-            Kind::Plain,
-        ),
-        "claims" => ("Claims sent", "RESPONDING_TO per run", Kind::Plain),
-        "yields" => ("YIELDs sent", "YIELDs per run", Kind::Plain),
-        "expired_claims" => ("Expired claims", "claims expired per run", Kind::Plain),
-        "relayed" => ("Server fan-out", "messages relayed per run", Kind::Plain),
-        "lost" => ("Lost messages", "messages lost per run", Kind::Plain),
-        "events" => ("Simulation events", "events per run", Kind::Plain),
-        other => {
-            let kind = if other.ends_with("_rate") {
-                Kind::Percent
-            } else if other.ends_with("_ms") {
-                Kind::Millis
-            } else {
-                Kind::Plain
-            };
-            return (other.to_string(), other.replace('_', " "), kind);
-        }
+    if let Some(&(_, title, axis, kind)) = KNOWN.iter().find(|k| k.0 == name) {
+        return (title.to_string(), axis.to_string(), kind);
+    }
+    let kind = if name.ends_with("_rate") {
+        Kind::Percent
+    } else if name.ends_with("_ms") {
+        Kind::Millis
+    } else {
+        Kind::Plain
     };
-    (t.to_string(), a.to_string(), k)
+    (name.to_string(), name.replace('_', " "), kind)
 }
 
 #[derive(Debug, Clone)]
@@ -274,14 +253,7 @@ impl<'a> PanelFigure<'a> {
     fn legend(&self) -> Vec<LegendEntry> {
         self.series
             .iter()
-            .map(|s| {
-                let line = Swatch::Line {
-                    color: s.color,
-                    shape: s.shape,
-                    dashed: s.dashed,
-                };
-                LegendEntry::new(line, s.label.clone())
-            })
+            .map(|s| LegendEntry::new(Swatch::line(s.color, s.shape, s.dashed), s.label.clone()))
             .collect()
     }
 

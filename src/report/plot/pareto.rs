@@ -184,26 +184,15 @@ impl Frame {
 impl ParetoChart {
     fn legend(&self) -> Vec<LegendEntry> {
         let budget = self.budget_ms.is_some();
-        let mark = |shape, color, filled| Swatch::Mark {
-            shape,
-            color,
-            filled,
-        };
+        let mark = Swatch::mark;
         let has = |m: Mark| self.points.iter().any(|p| p.mark == m);
         let candidate = if budget {
             "candidate within the budget"
         } else {
             "candidate"
         };
-        let front = Swatch::Line {
-            color: GREEN,
-            shape: Shape::Circle,
-            dashed: false,
-        };
-        let budget_rule = Swatch::Rule {
-            color: VERMILLION,
-            dashed: true,
-        };
+        let front = Swatch::line(GREEN, Shape::Circle, false);
+        let budget_rule = Swatch::rule(VERMILLION, true);
         [
             (true, mark(Shape::Circle, BLUE, true), candidate),
             (

@@ -83,62 +83,15 @@ const fn ms(
 }
 
 /// Every mark kind, in legend order.
+#[rustfmt::skip]
 const MARKS: [MarkStyle; 8] = [
-    ms(
-        MarkKind::ClaimSent,
-        Shape::TriangleUp,
-        7,
-        CLAIM,
-        true,
-        0.3,
-        "RESPONDING_TO sent",
-    ),
-    ms(
-        MarkKind::YieldRecv,
-        Shape::TriangleDown,
-        7,
-        YIELD,
-        true,
-        0.3,
-        "YIELD received",
-    ),
-    ms(
-        MarkKind::MsgSent,
-        Shape::Diamond,
-        7,
-        REPLY,
-        true,
-        0.3,
-        "MSG (reply) sent",
-    ),
-    ms(
-        MarkKind::ClaimSeen,
-        Shape::Circle,
-        5,
-        CLAIM,
-        false,
-        -0.33,
-        "claim seen",
-    ),
-    ms(
-        MarkKind::ReplySeen,
-        Shape::Square,
-        6,
-        REPLY,
-        false,
-        -0.33,
-        "reply seen",
-    ),
+    ms(MarkKind::ClaimSent, Shape::TriangleUp, 7, CLAIM, true, 0.3, "RESPONDING_TO sent"),
+    ms(MarkKind::YieldRecv, Shape::TriangleDown, 7, YIELD, true, 0.3, "YIELD received"),
+    ms(MarkKind::MsgSent, Shape::Diamond, 7, REPLY, true, 0.3, "MSG (reply) sent"),
+    ms(MarkKind::ClaimSeen, Shape::Circle, 5, CLAIM, false, -0.33, "claim seen"),
+    ms(MarkKind::ReplySeen, Shape::Square, 6, REPLY, false, -0.33, "reply seen"),
     ms(MarkKind::Skip, Shape::Cross, 6, MUTED, true, 0.0, "skip"),
-    ms(
-        MarkKind::Lost,
-        Shape::Cross,
-        7,
-        LOST,
-        true,
-        0.3,
-        "lost in transit",
-    ),
+    ms(MarkKind::Lost, Shape::Cross, 7, LOST, true, 0.3, "lost in transit"),
     ms(MarkKind::Crash, Shape::Cross, 9, INK, true, 0.0, "crash"),
 ];
 
@@ -157,11 +110,7 @@ impl TimelineFigure<'_> {
         let tl = self.timeline;
         let mut out = Vec::new();
         if tl.lanes.iter().any(|l| !l.csma.is_empty()) {
-            let fill = CSMA_FILL.to_rgba();
-            let patch = Swatch::Patch {
-                fill,
-                edge: CSMA_EDGE,
-            };
+            let patch = Swatch::patch(CSMA_FILL.to_rgba(), CSMA_EDGE);
             out.push(LegendEntry::new(patch, "CSMA wait"));
         }
         let ends: Vec<&End> = tl
@@ -181,28 +130,17 @@ impl TimelineFigure<'_> {
             let label = infer_label(&how);
             if ends.iter().any(|e| infer_label(e) == label) && !seen.contains(&label) {
                 seen.push(label);
-                let fill = infer_color(&how).mix(0.85);
-                let patch = Swatch::Patch {
-                    fill,
-                    edge: infer_color(&how),
-                };
-                out.push(LegendEntry::new(patch, label));
+                let c = infer_color(&how);
+                out.push(LegendEntry::new(Swatch::patch(c.mix(0.85), c), label));
             }
         }
         let has = |k: MarkKind| tl.lanes.iter().flat_map(|l| &l.marks).any(|m| m.kind == k);
         for m in MARKS.iter().filter(|m| has(m.kind)) {
-            let mark = Swatch::Mark {
-                shape: m.shape,
-                color: m.color,
-                filled: m.filled,
-            };
+            let mark = Swatch::mark(m.shape, m.color, m.filled);
             out.push(LegendEntry::new(mark, m.label));
         }
         if tl.first_reply.is_some() {
-            let rule = Swatch::Rule {
-                color: FIRST,
-                dashed: true,
-            };
+            let rule = Swatch::rule(FIRST, true);
             out.push(LegendEntry::new(rule, "first reply at the server"));
         }
         out
