@@ -293,48 +293,14 @@ where
 /// What a legend entry shows before its label.
 #[derive(Debug, Clone)]
 pub enum Swatch {
-    /// A line with a marker on it (a series), dashed when `dashed`.
-    Line {
-        color: RGBColor,
-        shape: Shape,
-        dashed: bool,
-    },
-    /// A filled box (an interval kind), with an optional outline colour.
-    Patch { fill: RGBAColor, edge: RGBColor },
-    /// A lone marker.
-    Mark {
-        shape: Shape,
-        color: RGBColor,
-        filled: bool,
-    },
-    /// A short line (a reference line).
-    Rule { color: RGBColor, dashed: bool },
-}
-
-impl Swatch {
-    pub fn line(color: RGBColor, shape: Shape, dashed: bool) -> Swatch {
-        Swatch::Line {
-            color,
-            shape,
-            dashed,
-        }
-    }
-
-    pub fn mark(shape: Shape, color: RGBColor, filled: bool) -> Swatch {
-        Swatch::Mark {
-            shape,
-            color,
-            filled,
-        }
-    }
-
-    pub fn patch(fill: RGBAColor, edge: RGBColor) -> Swatch {
-        Swatch::Patch { fill, edge }
-    }
-
-    pub fn rule(color: RGBColor, dashed: bool) -> Swatch {
-        Swatch::Rule { color, dashed }
-    }
+    /// A line with a marker on it (a series): colour, marker, dashed.
+    Line(RGBColor, Shape, bool),
+    /// A filled box (an interval kind): fill, outline.
+    Patch(RGBAColor, RGBColor),
+    /// A lone marker: shape, colour, filled.
+    Mark(Shape, RGBColor, bool),
+    /// A short line (a reference line): colour, dashed.
+    Rule(RGBColor, bool),
 }
 
 pub struct LegendEntry {
@@ -419,28 +385,20 @@ fn draw_swatch<DB: DrawingBackend>(
     cy: i32,
 ) -> anyhow::Result<()> {
     let mid = (x + SWATCH_W / 2, cy);
-    match swatch {
-        Swatch::Line {
-            color,
-            shape,
-            dashed,
-        } => {
+    match *swatch {
+        Swatch::Line(color, shape, dashed) => {
             let dash = dashed.then_some((13.0, 8.0));
             swatch_line(area, x, cy, dash, color.stroke_width(3))?;
-            marker(area, mid, *shape, 6, color.to_rgba(), true)
+            marker(area, mid, shape, 6, color.to_rgba(), true)
         }
-        Swatch::Patch { fill, edge } => boxed(
+        Swatch::Patch(fill, edge) => boxed(
             area,
             [(x, cy - 8), (x + SWATCH_W, cy + 8)],
             fill.filled(),
             edge.stroke_width(1),
         ),
-        Swatch::Mark {
-            shape,
-            color,
-            filled,
-        } => marker(area, mid, *shape, 7, color.to_rgba(), *filled),
-        Swatch::Rule { color, dashed } => {
+        Swatch::Mark(shape, color, filled) => marker(area, mid, shape, 7, color.to_rgba(), filled),
+        Swatch::Rule(color, dashed) => {
             let dash = dashed.then_some((9.0, 5.0));
             swatch_line(area, x, cy, dash, color.stroke_width(2))
         }
@@ -628,7 +586,7 @@ mod tests {
         super::super::output::ensure_fonts().expect("fonts");
         let style = font(20.0);
         let entries: Vec<LegendEntry> = (0..8)
-            .map(|i| LegendEntry::new(Swatch::rule(INK, false), format!("long legend label {i}")))
+            .map(|i| LegendEntry::new(Swatch::Rule(INK, false), format!("long legend label {i}")))
             .collect();
         let line = row_height(&style);
         assert_eq!(legend_height(&entries, &style, 100_000), line);

@@ -253,7 +253,7 @@ impl<'a> PanelFigure<'a> {
     fn legend(&self) -> Vec<LegendEntry> {
         self.series
             .iter()
-            .map(|s| LegendEntry::new(Swatch::line(s.color, s.shape, s.dashed), s.label.clone()))
+            .map(|s| LegendEntry::new(Swatch::Line(s.color, s.shape, s.dashed), s.label.clone()))
             .collect()
     }
 
@@ -360,6 +360,34 @@ impl<'a> PanelFigure<'a> {
         (unit, all)
     }
 
+    /// The frame of metric `m`'s panel: a caption when there are several
+    /// panels, the y axis `y` in `unit`, and `extra` pixels more under the x
+    /// axis for staggered category labels.
+    fn axes(&self, m: &MetricInfo, y: &YAxis, unit: Unit, extra: u32, s: f64) -> Axes {
+        let log = if y.log.is_some() { ", log scale" } else { "" };
+        let categorical = !matches!(self.x, XAxis::Numeric { .. });
+        Axes {
+            // A single panel is named by the figure title.
+            caption: (self.metrics.len() > 1).then(|| (m.title.clone(), draw::bold(22.0 * s))),
+            margins: Axes::margins(10.0 * s, 26.0 * s),
+            label_areas: ((58.0 * s) as u32 + extra, (84.0 * s) as u32),
+            x: self.x_range(),
+            y: y.range,
+            x_ticks: if categorical {
+                Ticks::Hidden
+            } else {
+                Ticks::Linear(X_LABELS)
+            },
+            y_ticks: match &y.log {
+                Some(l) => Ticks::Log(l.clone()),
+                None => Ticks::Linear(Y_LABELS),
+            },
+            x_desc: (!matches!(self.x, XAxis::Bars)).then(|| self.x_desc()),
+            y_desc: Some(format!("{}{}{log}", m.axis, unit.axis_suffix())),
+            fonts: (16.0 * s, 18.0 * s),
+        }
+    }
+
     fn draw_panel<DB: DrawingBackend>(
         &self,
         area: &DrawingArea<DB, Shift>,
@@ -372,64 +400,26 @@ impl<'a> PanelFigure<'a> {
         let (unit, mut all) = self.scaled_points(m);
         let bars = matches!(self.x, XAxis::Bars);
         let y = YAxis::choose(m.kind, bars, &mut all);
-        let tick_font = draw::font(16.0 * s).color(&draw::MUTED);
+        let font = draw::font(16.0 * s).color(&draw::MUTED);
         let labels = self.category_labels();
-        let widest = labels.iter().map(|l| draw::text_width(l, &tick_font));
-        let fit = CategoryFit::of(
-            widest.max().unwrap_or(0),
-            labels.len(),
-            area.dim_in_pixel().0,
-            s,
-        );
-        let line_h = (tick_font.font.get_size() * 1.3) as u32;
-        let y_desc = match &y.log {
-            Some(_) => format!("{}{}, log scale", m.axis, unit.axis_suffix()),
-            None => format!("{}{}", m.axis, unit.axis_suffix()),
-        };
-        let numeric = matches!(self.x, XAxis::Numeric { .. });
-        let axes = Axes {
-            // A single panel is named by the figure title.
-            caption: (self.metrics.len() > 1).then(|| (m.title.clone(), draw::bold(22.0 * s))),
-            margins: Axes::margins(10.0 * s, 26.0 * s),
-            label_areas: (
-                (58.0 * s) as u32 + if fit.stagger { line_h } else { 0 },
-                (84.0 * s) as u32,
-            ),
-            x: self.x_range(),
-            y: y.range,
-            x_ticks: if numeric {
-                Ticks::Linear(X_LABELS)
-            } else {
-                Ticks::Hidden
-            },
-            y_ticks: match &y.log {
-                Some(l) => Ticks::Log(l.clone()),
-                None => Ticks::Linear(Y_LABELS),
-            },
-            x_desc: (!bars).then(|| self.x_desc()),
-            y_desc: Some(y_desc),
-            fonts: (16.0 * s, 18.0 * s),
-        };
-        let chart = draw::axes(area, &axes)?;
-        let ticks = LabelStyle {
-            font: &tick_font,
+        let widest = labels.iter().map(|l| draw::text_width(l, &font)).max();
+        let (w, h) = area.dim_in_pixel();
+        let fit = CategoryFit::of(widest.unwrap_or(0), labels.len(), w, s);
+        let line_h = (font.font.get_size() * 1.3) as i32;
+        let extra = if fit.stagger { line_h as u32 } else { 0 };
+        let chart = draw::axes(area, &self.axes(m, &y, unit, extra, s))?;
+        let style = LabelStyle {
+            font: &font,
             fit,
-            line_h: line_h as i32,
+            line_h,
             s,
         };
-        draw_category_labels(area, &chart, &labels, y.range.0, &ticks)?;
+        draw_category_labels(area, &chart, &labels, y.range.0, &style)?;
         if y.empty {
-            let (w, h) = area.dim_in_pixel();
             let st = draw::font(18.0 * s).color(&draw::MUTED);
             let mid = (w as i32 / 2, h as i32 / 2);
-            return draw::text(
-                area,
-                mid,
-                (0, 0),
-                "no data",
-                &st,
-                (HPos::Center, VPos::Center),
-            );
+            let centre = (HPos::Center, VPos::Center);
+            return draw::text(area, mid, (0, 0), "no data", &st, centre);
         }
         let pa = chart.plotting_area();
         if bars {
@@ -456,30 +446,13 @@ impl<'a> PanelFigure<'a> {
             let c = self.series[si].color;
             for &(x, mean, lo, hi) in pts {
                 let base = 0.0_f64.clamp(y0, y1);
-                let bar = Rectangle::new(
-                    [(x - 0.32, base), (x + 0.32, clamp(mean))],
-                    c.mix(0.85).filled(),
-                );
-                pa.draw(&bar).map_err(de)?;
-                if clamp(hi) > clamp(lo) {
-                    draw::error_bar(
-                        pa,
-                        (x, clamp(lo)),
-                        (x, clamp(hi)),
-                        cap,
-                        draw::INK.stroke_width(2),
-                    )?;
-                }
+                let corners = [(x - 0.32, base), (x + 0.32, clamp(mean))];
+                pa.draw(&Rectangle::new(corners, c.mix(0.85).filled()))
+                    .map_err(de)?;
+                whisker(pa, x, (clamp(lo), clamp(hi)), cap, draw::INK)?;
                 let value = format!("{}{}", layout::tick(mean, dec), unit.value_suffix());
-                let offset = (0, -(6.0 * s) as i32);
-                draw::text(
-                    pa,
-                    (x, clamp(hi)),
-                    offset,
-                    value,
-                    &value_font,
-                    (HPos::Center, VPos::Bottom),
-                )?;
+                let (offset, anchor) = ((0, -(6.0 * s) as i32), (HPos::Center, VPos::Bottom));
+                draw::text(pa, (x, clamp(hi)), offset, value, &value_font, anchor)?;
             }
         }
         Ok(())
@@ -505,23 +478,11 @@ impl<'a> PanelFigure<'a> {
         for (si, pts) in all.iter().enumerate() {
             let sr = &self.series[si];
             for &(x, mean, lo, hi) in pts {
-                if (!lines || pts.len() < 2) && clamp(hi) > clamp(lo) {
-                    draw::error_bar(
-                        pa,
-                        (x, clamp(lo)),
-                        (x, clamp(hi)),
-                        cap,
-                        sr.color.stroke_width(2),
-                    )?;
+                if !lines || pts.len() < 2 {
+                    whisker(pa, x, (clamp(lo), clamp(hi)), cap, sr.color)?;
                 }
-                draw::marker(
-                    pa,
-                    (x, clamp(mean)),
-                    sr.shape,
-                    mark_r,
-                    sr.color.to_rgba(),
-                    true,
-                )?;
+                let c = sr.color.to_rgba();
+                draw::marker(pa, (x, clamp(mean)), sr.shape, mark_r, c, true)?;
             }
         }
         Ok(())
@@ -559,6 +520,20 @@ impl<'a> PanelFigure<'a> {
         }
         Ok(())
     }
+}
+
+/// A CI from `lo` to `hi` at `x`, with caps, when it has a length.
+fn whisker<DB: DrawingBackend>(
+    pa: &Plot<DB>,
+    x: f64,
+    (lo, hi): (f64, f64),
+    cap: i32,
+    color: RGBColor,
+) -> anyhow::Result<()> {
+    if hi <= lo {
+        return Ok(());
+    }
+    draw::error_bar(pa, (x, lo), (x, hi), cap, color.stroke_width(2))
 }
 
 /// The metrics to plot (their names as given, and what to draw of each).

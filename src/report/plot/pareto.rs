@@ -184,15 +184,15 @@ impl Frame {
 impl ParetoChart {
     fn legend(&self) -> Vec<LegendEntry> {
         let budget = self.budget_ms.is_some();
-        let mark = Swatch::mark;
+        let mark = Swatch::Mark;
         let has = |m: Mark| self.points.iter().any(|p| p.mark == m);
         let candidate = if budget {
             "candidate within the budget"
         } else {
             "candidate"
         };
-        let front = Swatch::line(GREEN, Shape::Circle, false);
-        let budget_rule = Swatch::rule(VERMILLION, true);
+        let front = Swatch::Line(GREEN, Shape::Circle, false);
+        let budget_rule = Swatch::Rule(VERMILLION, true);
         [
             (true, mark(Shape::Circle, BLUE, true), candidate),
             (

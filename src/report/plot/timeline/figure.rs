@@ -110,7 +110,7 @@ impl TimelineFigure<'_> {
         let tl = self.timeline;
         let mut out = Vec::new();
         if tl.lanes.iter().any(|l| !l.csma.is_empty()) {
-            let patch = Swatch::patch(CSMA_FILL.to_rgba(), CSMA_EDGE);
+            let patch = Swatch::Patch(CSMA_FILL.to_rgba(), CSMA_EDGE);
             out.push(LegendEntry::new(patch, "CSMA wait"));
         }
         let ends: Vec<&End> = tl
@@ -131,16 +131,16 @@ impl TimelineFigure<'_> {
             if ends.iter().any(|e| infer_label(e) == label) && !seen.contains(&label) {
                 seen.push(label);
                 let c = infer_color(&how);
-                out.push(LegendEntry::new(Swatch::patch(c.mix(0.85), c), label));
+                out.push(LegendEntry::new(Swatch::Patch(c.mix(0.85), c), label));
             }
         }
         let has = |k: MarkKind| tl.lanes.iter().flat_map(|l| &l.marks).any(|m| m.kind == k);
         for m in MARKS.iter().filter(|m| has(m.kind)) {
-            let mark = Swatch::mark(m.shape, m.color, m.filled);
+            let mark = Swatch::Mark(m.shape, m.color, m.filled);
             out.push(LegendEntry::new(mark, m.label));
         }
         if tl.first_reply.is_some() {
-            let rule = Swatch::rule(FIRST, true);
+            let rule = Swatch::Rule(FIRST, true);
             out.push(LegendEntry::new(rule, "first reply at the server"));
         }
         out
@@ -323,13 +323,26 @@ impl<DB: DrawingBackend> Panel<'_, '_, DB> {
         let px_per_ms = f64::from(self.pa.dim_in_pixel().0.max(1)) / (self.o.x1 - self.o.x0);
         let (a, b) = at_least(a, b, 10.0 / px_per_ms);
         let corners = [(self.clip(a), -0.5), (self.clip(b), self.top())];
-        let fill = RGBColor(255, 226, 120).mix(0.35).filled();
-        draw::boxed(
-            self.pa,
-            corners,
-            fill,
-            RGBColor(214, 170, 0).stroke_width(1),
-        )
+        let (fill, edge) = (RGBColor(255, 226, 120).mix(0.35), RGBColor(214, 170, 0));
+        draw::boxed(self.pa, corners, fill.filled(), edge.stroke_width(1))
+    }
+
+    /// A bar from `a` to `b` ms around lane row `y`, `h` high, cut at the
+    /// window's edges; false (nothing drawn) when it is outside.
+    fn span(
+        &self,
+        (a, b): (f64, f64),
+        y: f64,
+        h: f64,
+        fill: RGBAColor,
+        edge: RGBColor,
+    ) -> anyhow::Result<bool> {
+        if b < self.o.x0 || a > self.o.x1 {
+            return Ok(false);
+        }
+        let corners = [(self.clip(a), y - h), (self.clip(b), y + h)];
+        draw::boxed(self.pa, corners, fill.filled(), edge.stroke_width(1))?;
+        Ok(true)
     }
 
     /// The first reply at the server: a dashed rule across every lane.
@@ -346,37 +359,22 @@ impl<DB: DrawingBackend> Panel<'_, '_, DB> {
     fn draw_bars(&self, li: usize, lane: &Lane) -> anyhow::Result<()> {
         let y = self.y_of(li + 1);
         for &(a, b) in &lane.csma {
-            let (a, b) = (self.tl.rel_ms(a), self.tl.rel_ms(b));
-            if b < self.o.x0 || a > self.o.x1 {
-                continue;
-            }
-            let corners = [(self.clip(a), y - 0.13), (self.clip(b), y + 0.13)];
-            draw::boxed(
-                self.pa,
-                corners,
-                CSMA_FILL.filled(),
-                CSMA_EDGE.stroke_width(1),
-            )?;
+            let ab = (self.tl.rel_ms(a), self.tl.rel_ms(b));
+            self.span(ab, y, 0.13, CSMA_FILL.to_rgba(), CSMA_EDGE)?;
         }
         for inf in &lane.infers {
             let a = self.tl.rel_ms(inf.start);
             let b = inf.end.map(|e| self.tl.rel_ms(e)).unwrap_or(f64::INFINITY);
-            if b < self.o.x0 || a > self.o.x1 {
-                continue;
-            }
             let c = infer_color(&inf.how);
             let faint = inf.end.is_none();
-            let corners = [(self.clip(a), y - 0.22), (self.clip(b), y + 0.22)];
-            let fill = c.mix(if faint { 0.4 } else { 0.85 }).filled();
-            draw::boxed(self.pa, corners, fill, c.stroke_width(1))?;
+            if !self.span((a, b), y, 0.22, c.mix(if faint { 0.4 } else { 0.85 }), c)? {
+                continue;
+            }
             if let End::Aborted { .. } = inf.how
                 && self.inside(b)
             {
-                draw::path(
-                    self.pa,
-                    vec![(b, y - 0.3), (b, y + 0.3)],
-                    YIELD.stroke_width(3),
-                )?;
+                let st = YIELD.stroke_width(3);
+                draw::path(self.pa, vec![(b, y - 0.3), (b, y + 0.3)], st)?;
             }
             if faint && self.o.labels && self.inside(a) {
                 // Say why the bar runs off the edge.
