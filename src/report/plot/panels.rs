@@ -1089,4 +1089,98 @@ mod tests {
         );
         assert_eq!(with_unit("agents.0.count"), "agents.0.count");
     }
+
+    fn one_series(means: &[f64]) -> Vec<Vec<Pt>> {
+        let pts = means.iter().enumerate();
+        vec![pts.map(|(i, &m)| (i as f64, m, m * 0.9, m * 1.1)).collect()]
+    }
+
+    #[test]
+    fn y_axis_keeps_zero_for_rates_and_room_for_latencies() {
+        let y = YAxis::choose(Kind::Percent, false, &mut one_series(&[40.0, 60.0]));
+        assert_eq!(y.range.0, 0.0);
+        assert!((y.range.1 - 72.6).abs() < 1e-9, "{y:?}");
+        assert!(y.log.is_none() && !y.empty);
+        // Never above 100%.
+        let y = YAxis::choose(Kind::Percent, false, &mut one_series(&[90.0]));
+        assert_eq!(y.range, (0.0, 100.0));
+        // A latency far from zero starts near its lowest value, on a step.
+        let y = YAxis::choose(Kind::Millis, false, &mut one_series(&[9.0, 10.0]));
+        assert!(y.range.0 > 0.0 && y.range.0 < 8.1, "{y:?}");
+        // ... but bars start at zero.
+        let y = YAxis::choose(Kind::Millis, true, &mut one_series(&[9.0, 10.0]));
+        assert_eq!(y.range.0, 0.0);
+        let y = YAxis::choose(Kind::Plain, false, &mut vec![Vec::new()]);
+        assert!(y.empty);
+        assert_eq!(y.range, (0.0, 1.0));
+    }
+
+    #[test]
+    fn y_axis_goes_log_when_series_differ_by_30_times() {
+        let mut all = one_series(&[80.0, 0.05]);
+        let y = YAxis::choose(Kind::Percent, false, &mut all);
+        let l = y.log.expect("log");
+        assert_eq!(y.range, (l.zero_row(), l.top));
+        // The points moved to their log positions.
+        assert!((all[0][0].1 - 80f64.log10()).abs() < 1e-12);
+        // Never for times, nor bars.
+        let y = YAxis::choose(Kind::Millis, false, &mut one_series(&[80.0, 0.05]));
+        assert!(y.log.is_none());
+        let y = YAxis::choose(Kind::Percent, true, &mut one_series(&[80.0, 0.05]));
+        assert!(y.log.is_none());
+    }
+
+    #[test]
+    fn category_labels_stagger_when_they_collide() {
+        // 4 slots of (1000 - 120) / 4 = 220 px.
+        let fit = CategoryFit::of(150, 4, 1000, 1.0);
+        assert_eq!(
+            fit,
+            CategoryFit {
+                stagger: false,
+                max_w: 209
+            }
+        );
+        let fit = CategoryFit::of(210, 4, 1000, 1.0);
+        assert_eq!(
+            fit,
+            CategoryFit {
+                stagger: true,
+                max_w: 396
+            }
+        );
+        // One label never staggers.
+        assert!(!CategoryFit::of(5000, 1, 1000, 1.0).stagger);
+    }
+
+    #[test]
+    fn units_follow_the_kind_and_the_size() {
+        let ms = Unit::of(Kind::Millis, 1500.0);
+        assert_eq!(
+            (ms.scale, ms.axis_suffix(), ms.value_suffix()),
+            (1.0, " (ms)".into(), " ms".into())
+        );
+        let s = Unit::of(Kind::Millis, 5000.0);
+        assert_eq!((s.scale, s.value_suffix()), (0.001, " s".into()));
+        let pct = Unit::of(Kind::Percent, 0.5);
+        assert_eq!(
+            (pct.scale, pct.axis_suffix(), pct.value_suffix()),
+            (100.0, " (%)".into(), "%".into())
+        );
+        let plain = Unit::of(Kind::Plain, 7.0);
+        assert_eq!(
+            (plain.axis_suffix(), plain.value_suffix()),
+            (String::new(), String::new())
+        );
+    }
+
+    #[test]
+    fn numeric_ranges_are_padded() {
+        assert_eq!(padded_range(&[0.0, 100.0]), (-4.0, 104.0));
+        assert_eq!(padded_range(&[5.0]), (4.0, 6.0));
+        assert_eq!(padded_range(&[]), (0.0, 1.0));
+        assert!(uneven(&[0.0, 50.0, 500.0, 5000.0]));
+        assert!(!uneven(&[1000.0, 2000.0, 4000.0, 8000.0]));
+        assert!(!uneven(&[0.0, 1000.0]));
+    }
 }

@@ -484,4 +484,36 @@ mod tests {
             assert!(std::fs::metadata(&out).expect("written").len() > 1000);
         }
     }
+
+    #[test]
+    fn frame_holds_the_budget_and_focuses_on_the_recommendation() {
+        let mut points: Vec<ParetoPoint> = (0..10)
+            .map(|i| pt(3000.0 + 1000.0 * f64::from(i), 0.001 * f64::from(i + 1)))
+            .collect();
+        points[9].ys[0].0 = 0.9; // far worse than the rest
+        points[2].mark = Mark::Chosen;
+        let chart = ParetoChart {
+            title: String::new(),
+            subtitle: String::new(),
+            budget_ms: Some(20000.0),
+            panels: vec![ParetoAxis {
+                label: "duplicate rate".into(),
+                percent: true,
+            }],
+            points,
+        };
+        let f = Frame::of(&chart, 0);
+        assert_eq!((f.xs, f.xunit, f.ys), (0.001, "s", 100.0));
+        // 3 s to 20 s (the budget), padded by 6%.
+        assert!(
+            (f.x.0 - 1.98).abs() < 1e-9 && (f.x.1 - 21.02).abs() < 1e-9,
+            "{f:?}"
+        );
+        // Three times the recommendation's 0.3%, plus 8% headroom.
+        assert_eq!(f.y.0, 0.0);
+        assert!((f.y.1 - 0.972).abs() < 1e-9, "{f:?}");
+        assert_eq!(f.above, 1);
+        assert_eq!(f.at(&chart.points[2], 0), Some((5.0, 0.3)));
+        assert_eq!(f.at(&chart.points[2], 1), None);
+    }
 }
