@@ -9,7 +9,7 @@
 //! fonts; an SVG names the `sans-serif` family and leaves the glyphs to the
 //! viewer.
 //!
-//! The code is split by job: [`layout`] computes where things go (header
+//! The code is split by job: `layout` computes where things go (header
 //! rows, legend rows, ticks, the log axis, dashes, grids) as plain functions;
 //! `draw` turns that into plotters calls once for every figure (palette,
 //! fonts, markers, the header, axes in one house style, legend, error bars,
