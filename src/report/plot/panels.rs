@@ -1110,7 +1110,7 @@ mod tests {
         // ... but bars start at zero.
         let y = YAxis::choose(Kind::Millis, true, &mut one_series(&[9.0, 10.0]));
         assert_eq!(y.range.0, 0.0);
-        let y = YAxis::choose(Kind::Plain, false, &mut vec![Vec::new()]);
+        let y = YAxis::choose(Kind::Plain, false, &mut [Vec::new()]);
         assert!(y.empty);
         assert_eq!(y.range, (0.0, 1.0));
     }
