@@ -346,14 +346,8 @@ pub fn draw_legend<DB: DrawingBackend>(
     for (e, (x, cy)) in entries.iter().zip(places) {
         draw_swatch(area, &e.swatch, x, cy)?;
         let at = (x + SWATCH_W + SWATCH_GAP, cy);
-        text(
-            area,
-            at,
-            (0, 0),
-            e.label.clone(),
-            style,
-            (HPos::Left, VPos::Center),
-        )?;
+        let left = (HPos::Left, VPos::Center);
+        text(area, at, (0, 0), e.label.clone(), style, left)?;
     }
     Ok(())
 }

@@ -896,14 +896,8 @@ fn draw_category_labels<DB: DrawingBackend>(
         draw::path(area, vec![(px, py), tick_end], draw::MUTED.stroke_width(1))?;
         let second_row = t.fit.stagger && k % 2 == 1;
         let dy = (9.0 * t.s) as i32 + if second_row { t.line_h } else { 0 };
-        draw::text(
-            area,
-            (px, py + dy),
-            (0, 0),
-            label,
-            t.font,
-            (HPos::Center, VPos::Top),
-        )?;
+        let top = (HPos::Center, VPos::Top);
+        draw::text(area, (px, py + dy), (0, 0), label, t.font, top)?;
     }
     Ok(())
 }

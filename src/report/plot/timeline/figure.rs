@@ -49,54 +49,26 @@ fn infer_label(how: &End) -> &'static str {
     }
 }
 
-/// How a lane mark is drawn (in the legend too): its shape, radius,
-/// colour, fill, its offset from the lane's centre line (in lanes, up),
-/// and its legend label.
-struct MarkStyle {
-    kind: MarkKind,
-    shape: Shape,
-    r: i32,
-    color: RGBColor,
-    filled: bool,
-    dy: f64,
-    label: &'static str,
-}
-
-const fn ms(
-    kind: MarkKind,
-    shape: Shape,
-    r: i32,
-    color: RGBColor,
-    filled: bool,
-    dy: f64,
-    label: &'static str,
-) -> MarkStyle {
-    MarkStyle {
-        kind,
-        shape,
-        r,
-        color,
-        filled,
-        dy,
-        label,
-    }
-}
+/// How a lane mark is drawn (in the legend too): its kind, shape, radius,
+/// colour, fill, offset from the lane's centre line (in lanes, up), and
+/// legend label.
+struct MarkStyle(MarkKind, Shape, i32, RGBColor, bool, f64, &'static str);
 
 /// Every mark kind, in legend order.
 #[rustfmt::skip]
 const MARKS: [MarkStyle; 8] = [
-    ms(MarkKind::ClaimSent, Shape::TriangleUp, 7, CLAIM, true, 0.3, "RESPONDING_TO sent"),
-    ms(MarkKind::YieldRecv, Shape::TriangleDown, 7, YIELD, true, 0.3, "YIELD received"),
-    ms(MarkKind::MsgSent, Shape::Diamond, 7, REPLY, true, 0.3, "MSG (reply) sent"),
-    ms(MarkKind::ClaimSeen, Shape::Circle, 5, CLAIM, false, -0.33, "claim seen"),
-    ms(MarkKind::ReplySeen, Shape::Square, 6, REPLY, false, -0.33, "reply seen"),
-    ms(MarkKind::Skip, Shape::Cross, 6, MUTED, true, 0.0, "skip"),
-    ms(MarkKind::Lost, Shape::Cross, 7, LOST, true, 0.3, "lost in transit"),
-    ms(MarkKind::Crash, Shape::Cross, 9, INK, true, 0.0, "crash"),
+    MarkStyle(MarkKind::ClaimSent, Shape::TriangleUp, 7, CLAIM, true, 0.3, "RESPONDING_TO sent"),
+    MarkStyle(MarkKind::YieldRecv, Shape::TriangleDown, 7, YIELD, true, 0.3, "YIELD received"),
+    MarkStyle(MarkKind::MsgSent, Shape::Diamond, 7, REPLY, true, 0.3, "MSG (reply) sent"),
+    MarkStyle(MarkKind::ClaimSeen, Shape::Circle, 5, CLAIM, false, -0.33, "claim seen"),
+    MarkStyle(MarkKind::ReplySeen, Shape::Square, 6, REPLY, false, -0.33, "reply seen"),
+    MarkStyle(MarkKind::Skip, Shape::Cross, 6, MUTED, true, 0.0, "skip"),
+    MarkStyle(MarkKind::Lost, Shape::Cross, 7, LOST, true, 0.3, "lost in transit"),
+    MarkStyle(MarkKind::Crash, Shape::Cross, 9, INK, true, 0.0, "crash"),
 ];
 
 fn mark_style(kind: MarkKind) -> &'static MarkStyle {
-    MARKS.iter().find(|m| m.kind == kind).unwrap_or(&MARKS[0])
+    MARKS.iter().find(|m| m.0 == kind).unwrap_or(&MARKS[0])
 }
 
 /// The timeline drawn as a figure.
@@ -135,9 +107,10 @@ impl TimelineFigure<'_> {
             }
         }
         let has = |k: MarkKind| tl.lanes.iter().flat_map(|l| &l.marks).any(|m| m.kind == k);
-        for m in MARKS.iter().filter(|m| has(m.kind)) {
-            let mark = Swatch::Mark(m.shape, m.color, m.filled);
-            out.push(LegendEntry::new(mark, m.label));
+        for &MarkStyle(kind, shape, _, color, filled, _, label) in &MARKS {
+            if has(kind) {
+                out.push(LegendEntry::new(Swatch::Mark(shape, color, filled), label));
+            }
         }
         if tl.first_reply.is_some() {
             let rule = Swatch::Rule(FIRST, true);
@@ -453,14 +426,8 @@ impl<DB: DrawingBackend> Panel<'_, '_, DB> {
         };
         let st = draw::bold(15.0).color(&REPLY);
         let label = format!("first reply +{} ms", fmt_ms(x));
-        draw::text(
-            self.pa,
-            (x, self.top()),
-            (dx, 4),
-            label,
-            &st,
-            (h, VPos::Top),
-        )
+        let at = (x, self.top());
+        draw::text(self.pa, at, (dx, 4), label, &st, (h, VPos::Top))
     }
 
     /// Agent lane marks, on top of everything.
@@ -472,9 +439,8 @@ impl<DB: DrawingBackend> Panel<'_, '_, DB> {
                 if !self.inside(x) {
                     continue;
                 }
-                let s = mark_style(m.kind);
-                let color = s.color.to_rgba();
-                draw::marker(self.pa, (x, y + s.dy), s.shape, s.r, color, s.filled)?;
+                let &MarkStyle(_, shape, r, color, filled, dy, _) = mark_style(m.kind);
+                draw::marker(self.pa, (x, y + dy), shape, r, color.to_rgba(), filled)?;
             }
         }
         Ok(())
@@ -556,14 +522,8 @@ impl TimelineFigure<'_> {
     ) -> anyhow::Result<()> {
         let anchor = (HPos::Right, VPos::Center);
         if i == 0 {
-            return draw::text(
-                area,
-                (right, py),
-                (0, 0),
-                "server",
-                &draw::bold(17.0),
-                anchor,
-            );
+            let st = draw::bold(17.0);
+            return draw::text(area, (right, py), (0, 0), "server", &st, anchor);
         }
         let tl = self.timeline;
         let lane = &tl.lanes[i - 1];
@@ -658,7 +618,7 @@ mod tests {
     #[test]
     fn every_mark_kind_has_one_style() {
         for m in &MARKS {
-            assert_eq!(mark_style(m.kind).label, m.label);
+            assert_eq!(mark_style(m.0).6, m.6);
         }
     }
 }
