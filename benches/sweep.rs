@@ -16,7 +16,7 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use herdsim::floor::PolicyKind;
 use herdsim::model::Prepared;
 use herdsim::scenario::Loaded;
-use herdsim::sweep::{self, Job, Progress, Row};
+use herdsim::sweep::{self, Job, Row};
 use std::hint::black_box;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -31,7 +31,6 @@ const REPS: u32 = 4;
 struct Plan {
     prepared: Vec<(usize, Prepared)>,
     jobs: Vec<Job>,
-    progress: Progress,
 }
 
 impl Plan {
@@ -49,29 +48,18 @@ impl Plan {
             .collect();
         let indexes: Vec<usize> = prepared.iter().map(|(i, _)| *i).collect();
         let jobs = sweep::plan(1, &indexes, &POLICIES, REPS);
-        let per_point = POLICIES.len() as u32 * REPS;
-        let cost: Vec<u64> = prepared.iter().map(|(_, w)| w.expected_cost()).collect();
-        let progress = Progress::new(&indexes, &cost, per_point, &[], true);
-        Plan {
-            prepared,
-            jobs,
-            progress,
-        }
+        Plan { prepared, jobs }
     }
 
     fn run(&self, threads: usize) -> Vec<Row> {
         let record = |_: &Row| Ok(());
         let pool = sweep::pool(threads).expect("pool");
         let stop = std::sync::atomic::AtomicBool::new(false);
-        sweep::execute(
-            &self.jobs,
-            &self.prepared,
-            &pool,
-            &self.progress,
-            &record,
-            &stop,
-        )
-        .expect("sweep runs")
+        let world = |p: usize| {
+            let i = self.prepared.binary_search_by_key(&p, |(q, _)| *q).ok()?;
+            Some(&self.prepared[i].1)
+        };
+        sweep::execute(&self.jobs, &world, &pool, &record, &stop).expect("sweep runs")
     }
 }
 

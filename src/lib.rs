@@ -30,6 +30,7 @@ pub const BUILD: &str = env!("HERDSIM_BUILD");
 pub mod agent;
 pub mod cli;
 pub mod engine;
+pub mod error;
 pub mod floor;
 pub mod live;
 pub mod metrics;

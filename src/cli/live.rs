@@ -59,7 +59,7 @@ fn say(line: &str) {
 
 fn map(e: LiveError) -> CliError {
     match e {
-        LiveError::BadInput(m) => CliError::BadInput(m),
+        LiveError::BadInput(m) => CliError::Input(m),
         LiveError::Failure(m) => CliError::Failure(anyhow::anyhow!(m)),
     }
 }

@@ -8,11 +8,11 @@ use std::process::ExitCode;
 pub mod arbitrate;
 pub mod interrupt;
 pub mod live;
-pub mod memory;
 pub mod merge;
 pub mod plot;
 pub mod run;
 pub mod serve;
+pub mod term;
 pub mod tune;
 pub mod validate;
 
@@ -21,32 +21,9 @@ pub const EXIT_BAD_INPUT: u8 = 2;
 /// Exit status 1: any other failure.
 pub const EXIT_FAILURE: u8 = 1;
 
-/// An error that ends a subcommand, with the exit status it maps to.
-#[derive(Debug)]
-pub enum CliError {
-    /// Bad input: exit 2. The message names the file, field and line.
-    BadInput(String),
-    /// Anything else: exit 1.
-    Failure(anyhow::Error),
-}
-
-impl CliError {
-    pub fn bad(msg: impl Into<String>) -> Self {
-        CliError::BadInput(msg.into())
-    }
-}
-
-impl From<anyhow::Error> for CliError {
-    fn from(e: anyhow::Error) -> Self {
-        CliError::Failure(e)
-    }
-}
-
-impl From<std::io::Error> for CliError {
-    fn from(e: std::io::Error) -> Self {
-        CliError::Failure(e.into())
-    }
-}
+/// An error that ends a subcommand: [`crate::error::Error`], whose
+/// `Input` maps to exit status 2 and `Failure` to 1.
+pub use crate::error::Error as CliError;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -151,6 +128,15 @@ pub fn note(line: impl std::fmt::Display) {
     let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
+/// `1 thread`, `2 threads`.
+pub fn plural(n: usize, word: &str) -> String {
+    if n == 1 {
+        format!("{n} {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
 /// Whether an error is a write to a closed pipe (the reader went away).
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
@@ -190,7 +176,7 @@ pub fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
-        Err(CliError::BadInput(msg)) => {
+        Err(CliError::Input(msg)) => {
             note(format_args!("herdsim: error: {msg}"));
             ExitCode::from(EXIT_BAD_INPUT)
         }

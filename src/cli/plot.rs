@@ -1,9 +1,11 @@
 //! `herdsim plot`: comparison plots from a results directory or a
-//! `summary.csv`, or the timeline of one message from a trace.
+//! `summary.csv`, or the timeline of one message from a trace
+//! ([`crate::report::figures`] draws them).
 
 use super::CliError;
-use crate::report::plot::{self, PlotSpec, XScale};
-use std::path::{Path, PathBuf};
+use crate::report::figures;
+use crate::report::plot::{PlotSpec, XScale};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(clap::Args, Debug)]
@@ -84,133 +86,36 @@ fn parse_size(s: &str) -> Result<(u32, u32), String> {
     Ok((w, h))
 }
 
-fn to_cli(e: anyhow::Error) -> CliError {
-    if plot::is_input_error(&e) {
-        CliError::BadInput(e.to_string())
-    } else {
-        CliError::Failure(e)
-    }
-}
-
-/// Keep an id usable in a file name.
-fn file_safe(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
-
-fn beside(path: &Path, name: &str) -> PathBuf {
-    match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.join(name),
-        _ => PathBuf::from(name),
-    }
-}
-
-/// Whether `path` names a figure file (by its extension) rather than a
-/// directory.
-fn names_file(path: &Path) -> bool {
-    !path.is_dir() && path.extension().is_some()
-}
-
-/// Where the figure goes: `--out` as a file (its extension decides the
-/// format; an unsupported one is rejected by the figure writer, naming
-/// .png and .svg), `--out` as a directory holding the default name (the
-/// atomic writer creates missing directories), or the default name beside
-/// `input`.
-fn target(out: Option<&Path>, input: &Path, default_name: &str) -> PathBuf {
-    match out {
-        None => beside(input, default_name),
-        Some(o) if names_file(o) => o.to_path_buf(),
-        Some(dir) => dir.join(default_name),
-    }
-}
-
 pub fn run(args: Args) -> Result<ExitCode, CliError> {
-    if let Some(trace) = &args.timeline {
-        if !trace.is_file() {
-            return Err(CliError::bad(format!("{}: no such file", trace.display())));
+    let (out, title) = (args.out.as_deref(), args.title.as_deref());
+    let written = match (&args.timeline, &args.input) {
+        (Some(trace), _) => {
+            let term = super::term::Term::notes(false);
+            figures::timeline(trace, args.msg.as_deref(), out, title, &term)?
         }
-        let id = match &args.msg {
-            Some(m) => m.clone(),
-            None => {
-                let id = plot::most_contested(trace).map_err(to_cli)?;
-                super::note(format_args!(
-                    "herdsim: drawing the most contested message: {id}"
-                ));
-                id
-            }
-        };
-        let name = format!("timeline-{}.png", file_safe(&id));
-        if !args.out.as_deref().is_some_and(names_file) {
-            // The id comes from the trace file: the rule of every name
-            // herdsim makes a file name of.
-            crate::scenario::validate::check_name(&name).map_err(|m| {
-                CliError::bad(format!(
-                    "{}: message `{id}`: the figure's file name {m}; name the file with --out FILE.png",
-                    trace.display()
-                ))
-            })?;
+        (None, Some(input)) => {
+            let spec = PlotSpec {
+                x: args.x.clone(),
+                metrics: args
+                    .metrics
+                    .iter()
+                    .map(|m| m.trim().to_string())
+                    .filter(|m| !m.is_empty())
+                    .collect(),
+                by: args.by.clone(),
+                title: args.title.clone(),
+                size: args.size,
+                x_scale: args.x_scale,
+            };
+            figures::summary(input, out, &spec)?
         }
-        let out = target(args.out.as_deref(), trace, &name);
-        plot::timeline_figure(trace, Some(&id), &out, args.title.as_deref()).map_err(to_cli)?;
-        super::print_out(&format!("{}\n", out.display()))?;
-        return Ok(ExitCode::SUCCESS);
-    }
-
-    let Some(input) = &args.input else {
-        return Err(CliError::bad(
-            "give a results directory or a summary.csv (or --timeline TRACE)",
-        ));
-    };
-    let csv = if input.is_dir() {
-        let c = input.join("summary.csv");
-        if !c.is_file() {
-            return Err(CliError::bad(format!(
-                "{}: no summary.csv in this directory",
-                input.display()
-            )));
+        (None, None) => {
+            return Err(CliError::bad(
+                "give a results directory or a summary.csv (or --timeline TRACE)",
+            ));
         }
-        c
-    } else if input.is_file() {
-        input.clone()
-    } else {
-        return Err(CliError::bad(format!(
-            "{}: no such file or directory",
-            input.display()
-        )));
     };
-    let metrics: Vec<String> = args
-        .metrics
-        .iter()
-        .map(|m| m.trim().to_string())
-        .filter(|m| !m.is_empty())
-        .collect();
-    let name = if metrics.is_empty() {
-        "comparison.png".to_string()
-    } else {
-        let names: Vec<String> = metrics
-            .iter()
-            .map(|m| file_safe(m.strip_suffix("_mean").unwrap_or(m)))
-            .collect();
-        format!("{}.png", names.join("-"))
-    };
-    let out = target(args.out.as_deref(), &csv, &name);
-    let spec = PlotSpec {
-        x: args.x.clone(),
-        metrics,
-        by: args.by.clone(),
-        title: args.title.clone(),
-        size: args.size,
-        x_scale: args.x_scale,
-    };
-    plot::metric_figure(&csv, &out, &spec).map_err(to_cli)?;
-    super::print_out(&format!("{}\n", out.display()))?;
+    super::print_out(&format!("{}\n", written.display()))?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -223,11 +128,5 @@ mod tests {
         assert_eq!(parse_size("1600x1200"), Ok((1600, 1200)));
         assert!(parse_size("1600").is_err());
         assert!(parse_size("ax2").is_err());
-    }
-
-    #[test]
-    fn ids_become_safe_file_names() {
-        assert_eq!(file_safe("m1"), "m1");
-        assert_eq!(file_safe("a/b c"), "a_b_c");
     }
 }

@@ -1,7 +1,7 @@
 //! `herdsim validate`: check a scenario and print it resolved.
 
 use super::CliError;
-use super::run::load_plan;
+use crate::sweep::{Plan, memory};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -25,11 +25,18 @@ pub struct Args {
 /// default filled in, overrides applied, sweep ranges expanded. The output
 /// is itself a valid scenario file that resolves to the same run.
 pub fn run(args: Args) -> Result<ExitCode, CliError> {
-    let plan = load_plan(Some(&args.scenario), &args.set, args.seed, args.reps)?;
+    let budget = memory::budget(None);
+    let plan = Plan::load(
+        Some(&args.scenario),
+        &args.set,
+        args.seed,
+        args.reps,
+        budget,
+    )?;
     let text = plan
         .loaded
         .resolved_toml()
-        .map_err(|e| CliError::bad(e.to_string()))?;
+        .map_err(crate::sweep::Error::from)?;
     super::print_out(&text)?;
     if !text.ends_with('\n') {
         super::print_out("\n")?;

@@ -192,8 +192,8 @@ impl FolderLock {
 }
 
 /// The pid in a temporary file name: `.<name>.<pid>.tmp` (see
-/// [`super::atomic`]) or `.<stem>.tmp-<pid>-<n>.<png|svg>` (a figure being
-/// drawn, see `plot::output`).
+/// [`super::atomic`], which figures use too) or `.<stem>.tmp-<pid>-<n>.<png|svg>`
+/// (a figure left behind by a build that wrote figures on its own).
 fn temp_pid(name: &str) -> Option<u32> {
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
     let rest = name.strip_prefix('.')?;

@@ -2,6 +2,7 @@
 
 pub mod atomic;
 pub mod csv_out;
+pub mod figures;
 pub mod lock;
 pub mod paths;
 pub mod plot;

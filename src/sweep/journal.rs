@@ -31,7 +31,7 @@
 
 use super::{Fnv, Job, Row, Shard};
 use crate::floor::PolicyKind;
-use crate::metrics::{METRICS, RunResult};
+use crate::metrics::METRICS;
 use crate::report::{atomic, csv_out};
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -186,27 +186,15 @@ fn parse_line(line: &str) -> Option<Row> {
     if h.hex() != check {
         return None;
     }
-    let fields: Vec<&str> = body.split('\t').collect();
-    if fields.len() != 4 + METRICS.len() {
-        return None;
-    }
-    let point = fields[0].parse().ok()?;
-    let policy: PolicyKind = fields[1].parse().ok()?;
-    let rep = fields[2].parse().ok()?;
-    let seed = fields[3].parse().ok()?;
-    let mut values = [0.0; METRICS.len()];
-    for (v, f) in values.iter_mut().zip(&fields[4..]) {
-        *v = f.parse().ok()?;
-    }
-    Some(Row {
-        job: Job {
-            point,
-            policy,
-            rep,
-            seed,
-        },
-        result: RunResult { values },
-    })
+    let mut fields = body.split('\t');
+    let job = Job {
+        point: fields.next()?.parse().ok()?,
+        policy: fields.next()?.parse().ok()?,
+        rep: fields.next()?.parse().ok()?,
+        seed: fields.next()?.parse().ok()?,
+    };
+    let result = super::parse_metrics(fields).ok()?;
+    Some(Row { job, result })
 }
 
 /// A journal as read back.
@@ -372,6 +360,7 @@ pub fn first_difference(old: &toml::Table, new: &toml::Table) -> Option<(String,
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::RunResult;
 
     fn row(point: usize, rep: u32, x: f64) -> Row {
         let mut values = [0.0; METRICS.len()];

@@ -11,16 +11,25 @@
 //! and [`shard::ShardMeta`] records what `herdsim merge` needs.
 
 pub mod journal;
+pub mod load;
+pub mod memory;
+pub mod merge;
+pub mod outputs;
+pub mod progress;
+pub mod resume;
+pub mod runner;
 pub mod shard;
 
+pub use crate::error::Error;
+pub use load::Plan;
+pub use progress::Observer;
 pub use shard::Shard;
 
 use crate::floor::PolicyKind;
-use crate::metrics::RunResult;
+use crate::metrics::{METRICS, RunResult};
 use crate::model::{Prepared, simulate};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// SplitMix64 finalizer: a bijective mix of 64 bits.
 fn mix(mut z: u64) -> u64 {
@@ -70,113 +79,6 @@ pub fn plan(master: u64, points: &[usize], policies: &[PolicyKind], reps: u32) -
     jobs
 }
 
-/// Progress of a sweep on stderr: points and replications done and an
-/// ETA. The bar advances by each replication's expected cost (agents x
-/// posts, [`Prepared::expected_cost`]) rather than by one, so the ETA does
-/// not say "0 s" while the costliest points are still to run. Hidden when
-/// `quiet` or when stderr is not a terminal (indicatif's stderr target
-/// draws nothing then).
-pub struct Progress {
-    bar: ProgressBar,
-    /// Jobs per point (policies x reps).
-    per_point: u32,
-    /// Expected cost of one job of each point, by position in the point list.
-    cost: Vec<u64>,
-    /// Finished jobs of each point, indexed by position in the run's point list.
-    done: Vec<AtomicU32>,
-    points_done: AtomicUsize,
-    points_total: usize,
-    jobs_done: AtomicUsize,
-    jobs_total: usize,
-}
-
-impl Progress {
-    /// `points` is the run's point list; `cost` the expected cost of one job
-    /// of each (same order); `finished` the jobs already done (resumed from
-    /// a journal); `per_point` = policies x reps.
-    pub fn new(
-        points: &[usize],
-        cost: &[u64],
-        per_point: u32,
-        finished: &[Job],
-        quiet: bool,
-    ) -> Progress {
-        let target = if quiet {
-            ProgressDrawTarget::hidden()
-        } else {
-            ProgressDrawTarget::stderr()
-        };
-        let cost: Vec<u64> = (0..points.len())
-            .map(|i| cost.get(i).copied().unwrap_or(1).max(1))
-            .collect();
-        let total: u64 = cost.iter().map(|c| c * u64::from(per_point)).sum();
-        let bar = ProgressBar::with_draw_target(Some(total), target);
-        if let Ok(style) =
-            ProgressStyle::with_template("{spinner} {elapsed_precise} {wide_bar} {msg}, ETA {eta}")
-        {
-            bar.set_style(style);
-        }
-        let done: Vec<AtomicU32> = points.iter().map(|_| AtomicU32::new(0)).collect();
-        let mut pos = 0u64;
-        for job in finished {
-            if let Ok(i) = points.binary_search(&job.point) {
-                done[i].fetch_add(1, Ordering::Relaxed);
-                pos += cost[i];
-            }
-        }
-        let points_done = done
-            .iter()
-            .filter(|d| d.load(Ordering::Relaxed) >= per_point)
-            .count();
-        let p = Progress {
-            bar,
-            per_point,
-            cost,
-            done,
-            points_done: AtomicUsize::new(points_done),
-            points_total: points.len(),
-            jobs_done: AtomicUsize::new(finished.len()),
-            jobs_total: points.len() * per_point as usize,
-        };
-        p.bar.set_message(p.message(points_done, finished.len()));
-        p.bar.set_position(pos);
-        p.bar.reset_eta();
-        p
-    }
-
-    fn message(&self, points_done: usize, jobs_done: usize) -> String {
-        format!(
-            "points {points_done}/{}, replications {jobs_done}/{}",
-            self.points_total, self.jobs_total
-        )
-    }
-
-    /// One job of the point at `slot` (its position in the point list) finished.
-    fn job_done(&self, slot: usize) {
-        let finished_point = self
-            .done
-            .get(slot)
-            .is_some_and(|d| d.fetch_add(1, Ordering::Relaxed) + 1 == self.per_point);
-        if finished_point {
-            self.points_done.fetch_add(1, Ordering::Relaxed);
-        }
-        let jobs = self.jobs_done.fetch_add(1, Ordering::Relaxed) + 1;
-        self.bar
-            .set_message(self.message(self.points_done.load(Ordering::Relaxed), jobs));
-        self.bar.inc(self.cost.get(slot).copied().unwrap_or(1));
-    }
-
-    /// The bar (a handle to it), e.g. to print a message around it.
-    pub fn bar(&self) -> ProgressBar {
-        self.bar.clone()
-    }
-
-    /// Remove the bar from the terminal.
-    pub fn finish(&self) {
-        self.bar.finish_and_clear();
-    }
-}
-
 /// Most worker threads `--jobs` may ask for.
 pub const MAX_THREADS: usize = 1024;
 
@@ -194,27 +96,37 @@ pub fn pool(threads: usize) -> Result<rayon::ThreadPool, String> {
         .map_err(|e| format!("--jobs {threads}: cannot start {threads} worker threads: {e}"))
 }
 
-/// Run `jobs` on `pool`. `prepared` holds each point's world, sorted by
-/// point; `record` is called with each finished row as soon as it is done
-/// (from any thread; it appends to the journal). Once `stop` is set (by
-/// Ctrl-C), no further job starts; the ones running finish and are
-/// recorded. The finished rows come back in job order.
-pub fn execute(
+/// All cores (at most [`MAX_THREADS`]).
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(MAX_THREADS)
+}
+
+/// The world of a point (a sweep point, a tuning candidate), if prepared.
+pub type Worlds<'w> = dyn Fn(usize) -> Option<&'w Prepared> + Sync + 'w;
+
+/// Run `jobs` on `pool`: the one way herdsim executes replications (`run`,
+/// `merge`'s shards and `tune` all come through here). `world` gives each
+/// job's prepared world by its point; `done` is called with each finished
+/// row as soon as it is done (from any thread: it appends to the journal,
+/// advances the progress). Once `stop` is set (by Ctrl-C), no further job
+/// starts; the ones running finish and are recorded. The finished rows
+/// come back in job order, whatever the threads did.
+pub fn execute<'w>(
     jobs: &[Job],
-    prepared: &[(usize, Prepared)],
+    world: &Worlds<'w>,
     pool: &rayon::ThreadPool,
-    progress: &Progress,
-    record: &(dyn Fn(&Row) -> anyhow::Result<()> + Sync),
+    done: &(dyn Fn(&Row) -> anyhow::Result<()> + Sync),
     stop: &AtomicBool,
 ) -> anyhow::Result<Vec<Row>> {
     let run_one = |job: &Job| -> anyhow::Result<Option<Row>> {
         if stop.load(Ordering::SeqCst) {
             return Ok(None);
         }
-        let slot = prepared
-            .binary_search_by_key(&job.point, |(p, _)| *p)
-            .map_err(|_| anyhow::anyhow!("internal: point {} was not prepared", job.point))?;
-        let result = simulate(&prepared[slot].1, job.policy, job.seed, None).map_err(|e| {
+        let w = world(job.point)
+            .ok_or_else(|| anyhow::anyhow!("internal: point {} was not prepared", job.point))?;
+        let result = simulate(w, job.policy, job.seed, None).map_err(|e| {
             anyhow::Error::new(e).context(format!(
                 "point {}, policy {}, replication {} (seed {})",
                 job.point,
@@ -224,8 +136,7 @@ pub fn execute(
             ))
         })?;
         let row = Row { job: *job, result };
-        record(&row)?;
-        progress.job_done(slot);
+        done(&row)?;
         Ok(Some(row))
     };
     // One job per task: rayon's adaptive splitting would otherwise leave
@@ -246,6 +157,21 @@ pub fn execute(
 pub fn sort_rows(rows: &mut [Row], policies: &[PolicyKind]) {
     let rank = |p: PolicyKind| policies.iter().position(|q| *q == p).unwrap_or(usize::MAX);
     rows.sort_by_key(|r| (r.job.point, rank(r.job.policy), r.job.rep));
+}
+
+/// The metric values of a row, one field per metric in [`METRICS`] order,
+/// as `runs.csv` and the journal write them (the one parser of both).
+/// `Err(i)`: field `i` is missing or not a number.
+pub fn parse_metrics<'a>(fields: impl IntoIterator<Item = &'a str>) -> Result<RunResult, usize> {
+    let mut values = [0.0; METRICS.len()];
+    let mut fields = fields.into_iter();
+    for (i, v) in values.iter_mut().enumerate() {
+        *v = fields.next().and_then(|f| f.parse().ok()).ok_or(i)?;
+    }
+    match fields.next() {
+        Some(_) => Err(METRICS.len()),
+        None => Ok(RunResult { values }),
+    }
 }
 
 /// FNV-1a, 64 bits: a stable hash (same on every machine and Rust
@@ -281,25 +207,6 @@ impl Fnv {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn progress_weighs_replications_by_cost() {
-        // Points 3 and 8: a cheap one and one 100 times dearer; 2 jobs each;
-        // one job of the dear point already done (resumed).
-        let done = plan(1, &[8], &[PolicyKind::Spec], 1);
-        let p = Progress::new(&[3, 8], &[1, 100], 2, &done, true);
-        assert_eq!(p.bar.length(), Some(2 + 200));
-        assert_eq!(p.bar.position(), 100);
-        p.job_done(0);
-        assert_eq!(p.bar.position(), 101);
-        p.job_done(1);
-        assert_eq!(p.bar.position(), 201);
-        assert_eq!(p.points_done.load(Ordering::Relaxed), 1);
-        assert_eq!(p.jobs_done.load(Ordering::Relaxed), 3);
-        // A zero or missing cost counts as 1.
-        let q = Progress::new(&[0, 1], &[0], 1, &[], true);
-        assert_eq!(q.bar.length(), Some(2));
-    }
 
     #[test]
     fn seeds_differ_by_point_and_rep_not_policy() {
@@ -340,5 +247,51 @@ mod tests {
         sort_rows(&mut rows, &policies);
         let got: Vec<Job> = rows.iter().map(|r| r.job).collect();
         assert_eq!(got, jobs);
+    }
+
+    #[test]
+    fn metrics_parse_all_or_name_the_bad_field() {
+        let n = METRICS.len();
+        let good: Vec<String> = (0..n).map(|i| format!("{i}.5")).collect();
+        let r = parse_metrics(good.iter().map(String::as_str)).expect("parses");
+        assert_eq!(r.values[1], 1.5);
+        let nan = parse_metrics(std::iter::repeat_n("NaN", n)).expect("NaN is a value");
+        assert!(nan.values[0].is_nan());
+        let mut bad = good.clone();
+        bad[2] = "x".into();
+        assert_eq!(parse_metrics(bad.iter().map(String::as_str)).err(), Some(2));
+        assert_eq!(
+            parse_metrics(good[..n - 1].iter().map(String::as_str)).err(),
+            Some(n - 1)
+        );
+        let mut long = good.clone();
+        long.push("1".into());
+        assert_eq!(
+            parse_metrics(long.iter().map(String::as_str)).err(),
+            Some(n)
+        );
+    }
+
+    #[test]
+    fn execute_returns_rows_in_job_order_and_honours_stop() {
+        let l = crate::scenario::Loaded::builtin_default().expect("default");
+        let mut s = l.base().expect("base");
+        s.workload.count = 5;
+        let w = Prepared::new(&s, std::path::Path::new(".")).expect("prepares");
+        let world = |p: usize| (p < 3).then_some(&w);
+        let jobs = plan(9, &[0, 2], &[PolicyKind::Spec, PolicyKind::None], 2);
+        let pool = pool(2).expect("pool");
+        let count = std::sync::atomic::AtomicUsize::new(0);
+        let done = |_: &Row| {
+            count.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        };
+        let rows = execute(&jobs, &world, &pool, &done, &AtomicBool::new(false)).expect("runs");
+        assert_eq!(rows.iter().map(|r| r.job).collect::<Vec<_>>(), jobs);
+        assert_eq!(count.load(Ordering::SeqCst), jobs.len());
+        let none = execute(&jobs, &world, &pool, &done, &AtomicBool::new(true)).expect("runs");
+        assert!(none.is_empty(), "a set stop flag starts nothing");
+        let missing = plan(9, &[5], &[PolicyKind::Spec], 1);
+        assert!(execute(&missing, &world, &pool, &done, &AtomicBool::new(false)).is_err());
     }
 }

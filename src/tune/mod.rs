@@ -32,17 +32,16 @@
 //! results only, so the outcome is the same for any thread count.
 
 pub mod report;
+pub mod request;
 pub mod space;
 pub mod stats;
 
 use crate::floor::PolicyKind;
 use crate::metrics::stats::Summary;
 use crate::metrics::{METRICS, RunResult};
-use crate::model::{Prepared, simulate};
+use crate::model::Prepared;
 use crate::scenario::Loaded;
-use crate::sweep::rep_seed;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use rayon::prelude::*;
+use crate::sweep::{self, Job, Observer, rep_seed};
 use space::Space;
 use stats::Paired;
 use std::cmp::Ordering;
@@ -117,8 +116,6 @@ pub struct Settings {
     /// Bound on the mean `ttfr_p95_ms` (none: unconstrained).
     pub budget_ms: Option<f64>,
     pub threads: usize,
-    /// No progress bar.
-    pub quiet: bool,
 }
 
 /// Where a candidate came from.
@@ -201,13 +198,9 @@ impl Candidate {
     }
 }
 
-/// Why tuning stopped.
-#[derive(Debug)]
-pub enum TuneError {
-    /// Bad input (a parameter value the scenario rejects): exit 2.
-    Input(String),
-    Failure(anyhow::Error),
-}
+/// Why tuning stopped: bad input (a flag, a parameter value the scenario
+/// rejects: exit 2) or a failure; the error type of every sweep.
+pub use crate::sweep::Error as TuneError;
 
 /// Everything tuning found.
 #[derive(Debug)]
@@ -252,32 +245,28 @@ fn nan_last(x: f64) -> f64 {
     if x.is_nan() { f64::INFINITY } else { x }
 }
 
-/// Search `space` over `loaded` (the scenario with `--set` applied).
-pub fn tune(loaded: &Loaded, space: &Space, s: &Settings) -> Result<Outcome, TuneError> {
-    let pool = crate::sweep::pool(s.threads).map_err(|m| TuneError::Failure(anyhow::anyhow!(m)))?;
-    let target = if s.quiet {
-        ProgressDrawTarget::hidden()
-    } else {
-        ProgressDrawTarget::stderr()
-    };
-    let bar = ProgressBar::with_draw_target(Some(0), target);
-    if let Ok(style) = ProgressStyle::with_template(
-        "{spinner} {elapsed_precise} {wide_bar} {msg}, runs {pos} of about {len}, ETA {eta}",
-    ) {
-        bar.set_style(style);
-    }
+/// Search `space` over `loaded` (the scenario with `--set` applied),
+/// telling `obs` how far it is (in runs, against an estimate).
+pub fn tune(
+    loaded: &Loaded,
+    space: &Space,
+    s: &Settings,
+    obs: &dyn Observer,
+) -> Result<Outcome, TuneError> {
+    let pool = sweep::pool(s.threads).map_err(|m| TuneError::Failure(anyhow::anyhow!(m)))?;
     let mut t = Tuner {
         loaded,
         space,
         s,
         pool,
-        bar,
+        obs,
+        length: 0,
         cands: Vec::new(),
         seen: BTreeMap::new(),
         runs: 0,
     };
     let result = t.search();
-    t.bar.finish_and_clear();
+    obs.finish();
     result
 }
 
@@ -286,7 +275,9 @@ struct Tuner<'a> {
     space: &'a Space,
     s: &'a Settings,
     pool: rayon::ThreadPool,
-    bar: ProgressBar,
+    obs: &'a dyn Observer,
+    /// The length the progress meter was given (runs).
+    length: u64,
     cands: Vec<Candidate>,
     /// Snapped values (as bits) -> candidate id.
     seen: BTreeMap<Vec<u64>, usize>,
@@ -297,24 +288,73 @@ type RankKey = (u8, f64, f64, f64, usize);
 
 impl Tuner<'_> {
     fn search(&mut self) -> Result<Outcome, TuneError> {
-        let reps = self.s.reps;
         // 1. The scenario as it is.
         let current = self.add_current()?;
         // 2. The grid.
+        self.grid(current)?;
+        // 3. Compass search from the best.
+        self.refine()?;
+        // 4. The duel.
+        let dueled = self.duel()?;
+        let ranked = self.representatives(&dueled);
+        let chosen = ranked.first().copied();
+        let (mut ties, mut runner_up) = (Vec::new(), None);
+        if let Some(a) = chosen {
+            // Every feasible candidate tied with the chosen one, clones included.
+            ties = self
+                .ranked(true)
+                .into_iter()
+                .filter(|&b| b != a && self.tied(a, b))
+                .collect();
+            runner_up = ranked[1..]
+                .iter()
+                .find(|&&b| !self.tied(a, b))
+                .map(|&b| (b, self.paired(a, b)));
+            // The current settings on the recommendation's replications.
+            let n = self.cands[a].reps() as u32;
+            self.obs.message("current settings".into());
+            self.ensure(&[current], n)?;
+        }
+        let count = |src: Source| self.cands.iter().filter(|c| c.source == src).count();
+        Ok(Outcome {
+            grid_count: count(Source::Grid),
+            refine_count: count(Source::Refine),
+            candidates: std::mem::take(&mut self.cands),
+            chosen,
+            runner_up,
+            ties,
+            current,
+            runs: self.runs,
+        })
+    }
+
+    /// The paired objective differences of `a` and `b`.
+    fn paired(&self, a: usize, b: usize) -> Paired {
+        Paired::of(
+            &self.cands[a].objective(&self.s.weights),
+            &self.cands[b].objective(&self.s.weights),
+        )
+    }
+
+    /// Step 2: the current settings and the grid, at `reps` each.
+    fn grid(&mut self, current: usize) -> Result<(), TuneError> {
         let grid = self.space.grid(self.s.levels);
-        self.bar
-            .set_message(format!("grid of {} candidates", grid.len()));
+        self.obs
+            .message(format!("grid of {} candidates", grid.len()));
         // The bar's length is an estimate made now (the refinement and the
         // duel decide their own length as they go), so the ETA means
         // something from the start; it is raised only if the search outgrows it.
-        self.bar
-            .set_length(self.estimated_runs(grid.len()).max(self.runs));
+        self.length = self.estimated_runs(grid.len()).max(self.runs);
+        self.obs.length(self.length);
         let mut batch = vec![current];
         for v in grid {
             batch.push(self.add(v, Source::Grid)?);
         }
-        self.ensure(&batch, reps)?;
-        // 3. Compass search from the best.
+        self.ensure(&batch, self.s.reps)
+    }
+
+    /// Step 3: a compass search from the best candidate so far.
+    fn refine(&mut self) -> Result<(), TuneError> {
         let Some(mut inc) = self.ranked(false).first().copied() else {
             return Err(TuneError::Input(
                 "no candidate in the searched ranges is a valid window (min <= max)".into(),
@@ -337,7 +377,7 @@ impl Tuner<'_> {
             let Some(base) = self.cands[inc].values.clone() else {
                 break;
             };
-            self.bar.set_message(format!("refining, round {round}"));
+            self.obs.message(format!("refining, round {round}"));
             let mut polls = Vec::new();
             for &d in &free {
                 let dim = &self.space.dims[d];
@@ -349,7 +389,7 @@ impl Tuner<'_> {
                     }
                 }
             }
-            self.ensure(&polls, reps)?;
+            self.ensure(&polls, self.s.reps)?;
             let best = polls
                 .iter()
                 .copied()
@@ -366,10 +406,16 @@ impl Tuner<'_> {
                 }
             }
         }
-        // 4. The duel: the best against the best candidate that is not an
-        // exact tie with it (a tie is the same objective on every common
-        // replication: more replications of it would be wasted).
-        self.bar.set_message("comparing the best two");
+        Ok(())
+    }
+
+    /// Step 4: the best against the best candidate that is not an exact
+    /// tie with it (a tie is the same objective on every common
+    /// replication: more replications of it would be wasted), until the
+    /// difference is resolved or `max_reps` is reached. Returns the
+    /// candidates dueled.
+    fn duel(&mut self) -> Result<Vec<usize>, TuneError> {
+        self.obs.message("comparing the best two".into());
         // Candidates already given more replications stand for their clones
         // (tied on the clone's fewer replications): a clone is not extended
         // in turn.
@@ -391,53 +437,12 @@ impl Tuner<'_> {
                 self.ensure(&[a, b], n)?;
                 continue;
             }
-            let p = Paired::of(
-                &self.cands[a].objective(&self.s.weights),
-                &self.cands[b].objective(&self.s.weights),
-            );
-            if p.resolved() || n >= self.s.max_reps {
+            if self.paired(a, b).resolved() || n >= self.s.max_reps {
                 break;
             }
             self.ensure(&[a, b], (2 * n).min(self.s.max_reps))?;
         }
-        let ranked = self.representatives(&dueled);
-        let chosen = ranked.first().copied();
-        let (mut ties, mut runner_up) = (Vec::new(), None);
-        if let Some(a) = chosen {
-            // Every feasible candidate tied with the chosen one, clones included.
-            ties = self
-                .ranked(true)
-                .into_iter()
-                .filter(|&b| b != a && self.tied(a, b))
-                .collect();
-            for &b in &ranked[1..] {
-                if !self.tied(a, b) {
-                    let p = Paired::of(
-                        &self.cands[a].objective(&self.s.weights),
-                        &self.cands[b].objective(&self.s.weights),
-                    );
-                    runner_up = Some((b, p));
-                    break;
-                }
-            }
-        }
-        // The current settings on the recommendation's replications.
-        if let Some(c) = chosen {
-            let n = self.cands[c].reps() as u32;
-            self.bar.set_message("current settings");
-            self.ensure(&[current], n)?;
-        }
-        let count = |src: Source| self.cands.iter().filter(|c| c.source == src).count();
-        Ok(Outcome {
-            grid_count: count(Source::Grid),
-            refine_count: count(Source::Refine),
-            candidates: std::mem::take(&mut self.cands),
-            chosen,
-            runner_up,
-            ties,
-            current,
-            runs: self.runs,
-        })
+        Ok(dueled)
     }
 
     /// The scenario's own settings as candidate 0.
@@ -515,37 +520,49 @@ impl Tuner<'_> {
         (1 + grid as u64 + refine) * reps + duel
     }
 
-    /// Run candidates `ids` up to `n` replications each, in parallel.
+    /// Run candidates `ids` up to `n` replications each, in parallel, as
+    /// a sweep runs its jobs ([`sweep::execute`]): a candidate is a point.
     fn ensure(&mut self, ids: &[usize], n: u32) -> Result<(), TuneError> {
         let mut ids = ids.to_vec();
         ids.sort_unstable();
         ids.dedup();
-        let jobs: Vec<(usize, u32)> = ids
+        let (policy, seed) = (self.s.policy, self.s.seed);
+        let jobs: Vec<Job> = ids
             .iter()
-            .flat_map(|&id| (self.cands[id].reps() as u32..n).map(move |r| (id, r)))
+            .flat_map(|&id| {
+                (self.cands[id].reps() as u32..n).map(move |rep| Job {
+                    point: id,
+                    policy,
+                    rep,
+                    seed: rep_seed(seed, 0, rep),
+                })
+            })
             .collect();
         if jobs.is_empty() {
             return Ok(());
         }
-        let need = self.bar.position() + jobs.len() as u64;
-        if self.bar.length().is_none_or(|len| need > len) {
-            self.bar.set_length(need);
+        let need = self.runs + jobs.len() as u64;
+        if need > self.length {
+            self.length = need;
+            self.obs.length(need);
         }
-        let (cands, policy, seed, bar) = (&self.cands, self.s.policy, self.s.seed, &self.bar);
-        let results: Result<Vec<RunResult>, _> = self.pool.install(|| {
-            jobs.par_iter()
-                .map(|&(id, r)| {
-                    let res = simulate(&cands[id].prepared, policy, rep_seed(seed, 0, r), None);
-                    bar.inc(1);
-                    res
-                })
-                .collect()
-        });
-        let results =
-            results.map_err(|e: crate::model::RunLimit| TuneError::Input(e.to_string()))?;
-        // Jobs of one candidate are in replication order.
-        for (&(id, _), res) in jobs.iter().zip(results) {
-            self.cands[id].runs.push(res);
+        let cands = &self.cands;
+        let world = |id: usize| cands.get(id).map(|c| &c.prepared);
+        let obs = self.obs;
+        let done = |_: &sweep::Row| {
+            obs.advance(1);
+            Ok(())
+        };
+        let never = std::sync::atomic::AtomicBool::new(false);
+        let rows = sweep::execute(&jobs, &world, &self.pool, &done, &never).map_err(|e| {
+            match e.downcast_ref::<crate::model::RunLimit>() {
+                Some(limit) => TuneError::Input(limit.to_string()),
+                None => TuneError::Failure(e),
+            }
+        })?;
+        // Rows come back in job order: a candidate's in replication order.
+        for row in rows {
+            self.cands[row.job.point].runs.push(row.result);
         }
         self.runs += jobs.len() as u64;
         Ok(())

@@ -9,12 +9,21 @@
 //! fonts; an SVG names the `sans-serif` family and leaves the glyphs to the
 //! viewer.
 //!
+//! The code is split by job: `layout` computes where things go (header
+//! rows, legend rows, ticks, the log axis, dashes, grids) as plain functions;
+//! `draw` turns that into plotters calls once for every figure (palette,
+//! fonts, markers, the header, axes in one house style, legend, error bars,
+//! boxes, arrows); `output` picks the format and writes the file. Each figure
+//! (`panels`, `pareto`, `timeline`) computes its own frame (ranges, units,
+//! zoom) and then only draws its marks.
+//!
 //! Errors caused by the input (a missing file, an unknown column or metric,
 //! a malformed CSV or trace line, a message that is not in the trace) are
 //! [`InputError`]s inside the returned `anyhow::Error`; anything else (a
 //! failed write) is not. `herdsim plot` maps the first kind to exit status 2.
 
 mod draw;
+mod layout;
 mod output;
 mod panels;
 pub mod pareto;

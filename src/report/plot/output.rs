@@ -1,14 +1,17 @@
-//! Output: the embedded font, the backend chosen by extension, and the
-//! atomic write (temporary file in the target directory, then rename).
+//! Output: the embedded font, the format chosen by extension, the figure
+//! drawn in memory and written atomically.
 
 use super::bad;
+use crate::report::atomic;
 use anyhow::{Context, anyhow};
+use image::ColorType;
+use image::ImageEncoder;
+use image::codecs::png::PngEncoder;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::{FontStyle, register_font};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 static REGULAR: &[u8] = include_bytes!("../../../assets/fonts/LiberationSans-Regular.ttf");
 static BOLD: &[u8] = include_bytes!("../../../assets/fonts/LiberationSans-Bold.ttf");
@@ -63,7 +66,8 @@ pub trait Figure {
         DB::ErrorType: 'static;
 }
 
-/// Draw `fig` at `size` pixels into `out`, atomically.
+/// Draw `fig` at `size` pixels into `out`, atomically (as every file
+/// herdsim writes, through [`crate::report::atomic`]).
 pub fn render<F: Figure>(
     out: &Path,
     format: Format,
@@ -77,49 +81,25 @@ pub fn render<F: Figure>(
             size.0, size.1
         )));
     }
-    let dir = match out.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let tmp = temp_path(&dir, out, format);
-    let result = write_to(&tmp, format, size, fig).and_then(|()| {
-        std::fs::rename(&tmp, out)
-            .with_context(|| format!("renaming {} to {}", tmp.display(), out.display()))
-    });
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    let bytes = encode(format, size, fig)?;
+    atomic::write(out, &bytes).with_context(|| format!("writing {}", out.display()))
 }
 
-fn temp_path(dir: &Path, out: &Path, format: Format) -> PathBuf {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let stem = out
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "figure".to_string());
-    // The bitmap encoder picks the format from the extension, so keep it.
-    let ext = match format {
-        Format::Png => "png",
-        Format::Svg => "svg",
-    };
-    dir.join(format!(".{stem}.tmp-{}-{n}.{ext}", std::process::id()))
-}
-
-fn write_to<F: Figure>(
-    tmp: &Path,
-    format: Format,
-    size: (u32, u32),
-    fig: &F,
-) -> anyhow::Result<()> {
+/// The figure as the bytes of a PNG or an SVG file.
+fn encode<F: Figure>(format: Format, size: (u32, u32), fig: &F) -> anyhow::Result<Vec<u8>> {
     match format {
         Format::Png => {
-            let root = BitMapBackend::new(tmp, size).into_drawing_area();
-            fig.draw(&root)?;
-            root.present()
-                .map_err(|e| anyhow!("writing {}: {e}", tmp.display()))?;
+            let mut pixels = vec![0u8; size.0 as usize * size.1 as usize * 3];
+            {
+                let root = BitMapBackend::with_buffer(&mut pixels, size).into_drawing_area();
+                fig.draw(&root)?;
+                root.present().map_err(|e| anyhow!("drawing PNG: {e}"))?;
+            }
+            let mut png = Vec::new();
+            PngEncoder::new(&mut png)
+                .write_image(&pixels, size.0, size.1, ColorType::Rgb8)
+                .map_err(|e| anyhow!("encoding PNG: {e}"))?;
+            Ok(png)
         }
         Format::Svg => {
             let mut text = String::new();
@@ -128,10 +108,9 @@ fn write_to<F: Figure>(
                 fig.draw(&root)?;
                 root.present().map_err(|e| anyhow!("drawing SVG: {e}"))?;
             }
-            std::fs::write(tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
+            Ok(text.into_bytes())
         }
     }
-    Ok(())
 }
 
 #[cfg(test)]

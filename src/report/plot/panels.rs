@@ -3,13 +3,13 @@
 //! another key), with 95% confidence bands or whiskers.
 
 use super::bad;
-use super::draw::{self, LegendEntry, Shape, Swatch, de};
+use super::draw::{self, Axes, Chart, Header, LegendEntry, Plot, Shape, Swatch, Ticks, de};
+use super::layout::{self, HeaderRows, LogAxis, capitalize, grid};
 use super::output::Figure;
 use super::summary::Summary;
 use plotters::coord::Shift;
-use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
-use plotters::style::text_anchor::{HPos, Pos, VPos};
+use plotters::style::text_anchor::{HPos, VPos};
 
 /// The metrics of the standard comparison figure, in panel order.
 pub const STANDARD_METRICS: [&str; 4] = [
@@ -92,15 +92,6 @@ pub fn figure_size(n: usize) -> (u32, u32) {
     }
 }
 
-fn grid(n: usize) -> (usize, usize) {
-    match n {
-        0 | 1 => (1, 1),
-        2 => (1, 2),
-        3 | 4 => (2, 2),
-        _ => (n.div_ceil(3), 3),
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Kind {
     /// A fraction 0..1, shown as %.
@@ -120,68 +111,47 @@ struct MetricInfo {
     kind: Kind,
 }
 
+/// The panel title, the y axis name (without its unit) and the kind of
+/// every metric herdsim writes.
+#[rustfmt::skip]
+const KNOWN: [(&str, &str, &str, Kind); 16] = {
+    use Kind::{Millis, Percent, Plain};
+    [
+        ("duplicate_rate", "Duplicate responses", "messages with 2+ replies", Percent),
+        ("responses_per_msg", "Responses per message", "replies per message", Plain),
+        ("unanswered_rate", "Unanswered messages", "messages with no reply", Percent),
+        ("wasted_inference_rate", "Wasted inference time", "inference time wasted", Percent),
+        ("wasted_inference_count_rate", "Wasted inferences", "inferences wasted", Percent),
+        ("ttfr_p50_ms", "Median time to first response", "p50 time to first reply", Millis),
+        ("ttfr_p95_ms", "p95 time to first response", "p95 time to first reply", Millis),
+        ("ttfr_p99_ms", "p99 time to first response", "p99 time to first reply", Millis),
+        ("single_starter_rate", "Messages one agent started on",
+            "messages with exactly one starter", Percent),
+        ("starters_per_msg", "Agents starting per message", "inferences started per message",
+            Plain),
+        ("claims", "Claims sent", "RESPONDING_TO per run", Plain),
+        ("yields", "YIELDs sent", "YIELDs per run", Plain),
+        ("expired_claims", "Expired claims", "claims expired per run", Plain),
+        ("relayed", "Server fan-out", "messages relayed per run", Plain),
+        ("lost", "Lost messages", "messages lost per run", Plain),
+        ("events", "Simulation events", "events per run", Plain),
+    ]
+};
+
+/// Title, axis name and kind of a metric: from [`KNOWN`], else from its
+/// name (a `_rate` is a percentage, a `_ms` a time).
 fn describe(name: &str) -> (String, String, Kind) {
-    let (t, a, k) = match name {
-        "duplicate_rate" => (
-            "Duplicate responses",
-            "messages with 2+ replies",
-            Kind::Percent,
-        ),
-        "responses_per_msg" => ("Responses per message", "replies per message", Kind::Plain),
-        "unanswered_rate" => (
-            "Unanswered messages",
-            "messages with no reply",
-            Kind::Percent,
-        ),
-        "wasted_inference_rate" => (
-            "Wasted inference time",
-            "inference time wasted",
-            Kind::Percent,
-        ),
-        "wasted_inference_count_rate" => ("Wasted inferences", "inferences wasted", Kind::Percent),
-        "ttfr_p50_ms" => (
-            "Median time to first response",
-            "p50 time to first reply",
-            Kind::Millis,
-        ),
-        "ttfr_p95_ms" => (
-            "p95 time to first response",
-            "p95 time to first reply",
-            Kind::Millis,
-        ),
-        "ttfr_p99_ms" => (
-            "p99 time to first response",
-            "p99 time to first reply",
-            Kind::Millis,
-        ),
-        "single_starter_rate" => (
-            "Messages one agent started on",
-            "messages with exactly one starter",
-            Kind::Percent,
-        ),
-        "starters_per_msg" => (
-            "Agents starting per message",
-            "inferences started per message",
-            Kind::Plain,
-        ),
-        "claims" => ("Claims sent", "RESPONDING_TO per run", Kind::Plain),
-        "yields" => ("YIELDs sent", "YIELDs per run", Kind::Plain),
-        "expired_claims" => ("Expired claims", "claims expired per run", Kind::Plain),
-        "relayed" => ("Server fan-out", "messages relayed per run", Kind::Plain),
-        "lost" => ("Lost messages", "messages lost per run", Kind::Plain),
-        "events" => ("Simulation events", "events per run", Kind::Plain),
-        other => {
-            let kind = if other.ends_with("_rate") {
-                Kind::Percent
-            } else if other.ends_with("_ms") {
-                Kind::Millis
-            } else {
-                Kind::Plain
-            };
-            return (other.to_string(), other.replace('_', " "), kind);
-        }
+    if let Some(&(_, title, axis, kind)) = KNOWN.iter().find(|k| k.0 == name) {
+        return (title.to_string(), axis.to_string(), kind);
+    }
+    let kind = if name.ends_with("_rate") {
+        Kind::Percent
+    } else if name.ends_with("_ms") {
+        Kind::Millis
+    } else {
+        Kind::Plain
     };
-    (t.to_string(), a.to_string(), k)
+    (name.to_string(), name.replace('_', " "), kind)
 }
 
 #[derive(Debug, Clone)]
@@ -234,34 +204,7 @@ impl<'a> PanelFigure<'a> {
     pub fn new(summary: &'a Summary, spec: &PlotSpec) -> anyhow::Result<Self> {
         let file = summary.path.display().to_string();
         let columns = summary.key_names.join(", ");
-        // Metrics.
-        let names: Vec<String> = if spec.metrics.is_empty() {
-            standard_metrics(summary)
-        } else {
-            spec.metrics.iter().map(|m| m.trim().to_string()).collect()
-        };
-        let mut metrics = Vec::new();
-        for name in &names {
-            let base = name.strip_suffix("_mean").unwrap_or(name);
-            let (mean_col, ci_col) = summary.metric_cols(base).ok_or_else(|| {
-                bad(format!(
-                    "{file}: no metric `{base}` (no column `{base}_mean`); metrics in the file: {}",
-                    summary.metrics().join(", ")
-                ))
-            })?;
-            let (title, axis, kind) = describe(base);
-            metrics.push(MetricInfo {
-                mean_col,
-                ci_col,
-                title,
-                axis,
-                kind,
-            });
-        }
-        if metrics.is_empty() {
-            return Err(bad(format!("{file}: no metric to plot")));
-        }
-
+        let (names, metrics) = metric_infos(summary, spec, &file)?;
         // Series key.
         let by_name = spec.by.as_deref().unwrap_or("policy");
         let by = summary.key_col(by_name).ok_or_else(|| {
@@ -269,34 +212,13 @@ impl<'a> PanelFigure<'a> {
                 "{file}: --by: no column `{by_name}` (columns: {columns})"
             ))
         })?;
-        let varies = |c: usize| summary.distinct(c).len() > 1;
-
-        // X axis.
         let x_col = match spec.x.as_deref() {
             Some(name) => Some(summary.key_col(name).ok_or_else(|| {
                 bad(format!(
                     "{file}: --x: no column `{name}` (columns: {columns})"
                 ))
             })?),
-            None => {
-                // The swept key with the most distinct values, numeric first.
-                let mut best: Option<(bool, usize, usize)> = None;
-                for c in summary.param_cols() {
-                    let n = summary.distinct(c).len();
-                    if n < 2 {
-                        continue;
-                    }
-                    let cand = (summary.is_numeric(c), n, c);
-                    let better = match best {
-                        None => true,
-                        Some((bn, bc, _)) => (cand.0, cand.1) > (bn, bc),
-                    };
-                    if better {
-                        best = Some(cand);
-                    }
-                }
-                best.map(|b| b.2)
-            }
+            None => default_x(summary),
         };
         if x_col == Some(by) {
             return Err(bad(format!(
@@ -306,126 +228,13 @@ impl<'a> PanelFigure<'a> {
         }
         let x = match x_col {
             None => XAxis::Bars,
-            Some(c) if summary.is_numeric(c) => {
-                // Distinct values in order, with the text of their first row.
-                let mut pts: Vec<(f64, String)> = Vec::new();
-                for r in &summary.rows {
-                    let v = r.keys[c].parse::<f64>().unwrap_or(f64::NAN);
-                    if !pts.iter().any(|p| p.0 == v) {
-                        pts.push((v, r.keys[c].clone()));
-                    }
-                }
-                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-                let gaps: Vec<f64> = pts.windows(2).map(|w| w[1].0 - w[0].0).collect();
-                let min_gap = gaps.iter().copied().fold(f64::INFINITY, f64::min);
-                let max_gap = gaps.iter().copied().fold(0.0, f64::max);
-                let uneven = gaps.len() >= 2 && max_gap >= 10.0 * min_gap;
-                let even = match spec.x_scale {
-                    XScale::Even => true,
-                    XScale::Linear => false,
-                    XScale::Auto => uneven,
-                };
-                if even {
-                    XAxis::Even {
-                        col: c,
-                        vals: pts.iter().map(|p| p.0).collect(),
-                        labels: pts.into_iter().map(|p| p.1).collect(),
-                    }
-                } else {
-                    XAxis::Numeric { col: c }
-                }
-            }
-            Some(c) => XAxis::Categorical {
-                col: c,
-                cats: summary.distinct(c),
-            },
+            Some(c) => x_axis(summary, c, spec.x_scale),
         };
         let x_name = x_col
             .map(|c| summary.key_names[c].clone())
             .unwrap_or_default();
-
-        // Other columns that vary split the series further.
-        let extras: Vec<usize> = (0..summary.key_names.len())
-            .filter(|&c| c != by && Some(c) != x_col && varies(c))
-            .collect();
-        let by_values = summary.distinct(by);
-        let by_is_name = by == summary.policy_col || Some(by) == summary.scenario_col;
-        let colors = draw::assign_colors(&by_values, by == summary.policy_col);
-        let mut combos: Vec<Vec<String>> = Vec::new();
-        let mut series: Vec<Series> = Vec::new();
-        let mut keys: Vec<(String, Vec<String>)> = Vec::new();
-        for (i, row) in summary.rows.iter().enumerate() {
-            let bv = row.keys[by].clone();
-            let combo: Vec<String> = extras.iter().map(|&c| row.keys[c].clone()).collect();
-            let key = (bv.clone(), combo.clone());
-            if let Some(k) = keys.iter().position(|k| *k == key) {
-                series[k].rows.push(i);
-                continue;
-            }
-            let ci = match combos.iter().position(|c| *c == combo) {
-                Some(p) => p,
-                None => {
-                    combos.push(combo.clone());
-                    combos.len() - 1
-                }
-            };
-            let bi = by_values.iter().position(|v| *v == bv).unwrap_or(0);
-            let mut label = if by_is_name {
-                bv.clone()
-            } else {
-                format!("{}={bv}", summary.key_names[by])
-            };
-            for (j, &c) in extras.iter().enumerate() {
-                label.push_str(&format!(", {}={}", summary.key_names[c], combo[j]));
-            }
-            keys.push(key);
-            series.push(Series {
-                label,
-                color: colors[bi],
-                shape: Shape::nth(ci),
-                dashed: ci % 2 == 1,
-                rows: vec![i],
-            });
-        }
-
-        // Titles.
-        let standard = spec.metrics.is_empty()
-            || names
-                .iter()
-                .map(|n| n.strip_suffix("_mean").unwrap_or(n))
-                .eq(STANDARD_METRICS.iter().copied());
-        let what = if standard && names.iter().any(|n| n == "single_starter_rate") {
-            "duplicates, wasted inference, latency and single starters".to_string()
-        } else if standard {
-            "duplicates, wasted inference, latency and unanswered messages".to_string()
-        } else {
-            let t: Vec<String> = metrics.iter().map(|m| m.title.to_lowercase()).collect();
-            t.join(", ")
-        };
-        let what = match &x {
-            XAxis::Bars => {
-                if standard {
-                    "floor-control policies compared".to_string()
-                } else {
-                    what
-                }
-            }
-            _ => format!("{what} vs {x_name}"),
-        };
-        let title = match (&spec.title, summary.scenario_label()) {
-            (Some(t), _) => t.clone(),
-            (None, Some(s)) => format!("{s}: {what}"),
-            (None, None) => capitalize(&what),
-        };
-        let interval = if x.lines() {
-            "shaded bands: 95% confidence interval of the mean"
-        } else {
-            "whiskers: 95% confidence interval of the mean"
-        };
-        let subtitle = match summary.reps_label() {
-            Some(r) => format!("Mean over {r} replications per point; {interval}"),
-            None => format!("Mean over replications; {interval}"),
-        };
+        let series = build_series(summary, by, x_col);
+        let (title, subtitle) = titles(summary, spec, &names, &metrics, &x, &x_name);
         Ok(PanelFigure {
             summary,
             x,
@@ -444,14 +253,7 @@ impl<'a> PanelFigure<'a> {
     fn legend(&self) -> Vec<LegendEntry> {
         self.series
             .iter()
-            .map(|s| LegendEntry {
-                swatch: Swatch::Line {
-                    color: s.color,
-                    shape: s.shape,
-                    dashed: s.dashed,
-                },
-                label: s.label.clone(),
-            })
+            .map(|s| LegendEntry::new(Swatch::Line(s.color, s.shape, s.dashed), s.label.clone()))
             .collect()
     }
 
@@ -495,17 +297,7 @@ impl<'a> PanelFigure<'a> {
                     .iter()
                     .filter_map(|r| r.keys[*col].parse::<f64>().ok())
                     .collect();
-                let lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
-                let hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-                if !lo.is_finite() {
-                    (0.0, 1.0)
-                } else if lo == hi {
-                    let pad = (lo.abs() * 0.1).max(1.0);
-                    (lo - pad, hi + pad)
-                } else {
-                    let pad = (hi - lo) * 0.04;
-                    (lo - pad, hi + pad)
-                }
+                padded_range(&vals)
             }
         }
     }
@@ -540,6 +332,62 @@ impl<'a> PanelFigure<'a> {
         }
     }
 
+    /// Labels drawn by hand at each category or sweep point (none on a
+    /// numeric axis).
+    fn category_labels(&self) -> Vec<String> {
+        match &self.x {
+            XAxis::Bars => self.series.iter().map(|s| s.label.clone()).collect(),
+            XAxis::Categorical { cats, .. } => cats.clone(),
+            XAxis::Even { labels, .. } => labels.clone(),
+            XAxis::Numeric { .. } => Vec::new(),
+        }
+    }
+
+    /// The unit of metric `m` (from the largest value it reaches) and its
+    /// points, per series, in that unit.
+    fn scaled_points(&self, m: &MetricInfo) -> (Unit, Vec<Vec<Pt>>) {
+        let raw_max = self
+            .summary
+            .rows
+            .iter()
+            .map(|r| r.values[m.mean_col] + m.ci_col.map(|c| r.values[c]).unwrap_or(0.0))
+            .filter(|v| v.is_finite())
+            .fold(f64::NEG_INFINITY, f64::max);
+        let unit = Unit::of(m.kind, raw_max);
+        let all = (0..self.series.len())
+            .map(|si| self.points(si, m, unit.scale))
+            .collect();
+        (unit, all)
+    }
+
+    /// The frame of metric `m`'s panel: a caption when there are several
+    /// panels, the y axis `y` in `unit`, and `extra` pixels more under the x
+    /// axis for staggered category labels.
+    fn axes(&self, m: &MetricInfo, y: &YAxis, unit: Unit, extra: u32, s: f64) -> Axes {
+        let log = if y.log.is_some() { ", log scale" } else { "" };
+        let categorical = !matches!(self.x, XAxis::Numeric { .. });
+        Axes {
+            // A single panel is named by the figure title.
+            caption: (self.metrics.len() > 1).then(|| (m.title.clone(), draw::bold(22.0 * s))),
+            margins: Axes::margins(10.0 * s, 26.0 * s),
+            label_areas: ((58.0 * s) as u32 + extra, (84.0 * s) as u32),
+            x: self.x_range(),
+            y: y.range,
+            x_ticks: if categorical {
+                Ticks::Hidden
+            } else {
+                Ticks::Linear(X_LABELS)
+            },
+            y_ticks: match &y.log {
+                Some(l) => Ticks::Log(l.clone()),
+                None => Ticks::Linear(Y_LABELS),
+            },
+            x_desc: (!matches!(self.x, XAxis::Bars)).then(|| self.x_desc()),
+            y_desc: Some(format!("{}{}{log}", m.axis, unit.axis_suffix())),
+            fonts: (16.0 * s, 18.0 * s),
+        }
+    }
+
     fn draw_panel<DB: DrawingBackend>(
         &self,
         area: &DrawingArea<DB, Shift>,
@@ -549,400 +397,513 @@ impl<'a> PanelFigure<'a> {
     where
         DB::ErrorType: 'static,
     {
-        // Units and scale.
-        let raw_max = self
-            .summary
-            .rows
-            .iter()
-            .map(|r| r.values[m.mean_col] + m.ci_col.map(|c| r.values[c]).unwrap_or(0.0))
-            .filter(|v| v.is_finite())
-            .fold(f64::NEG_INFINITY, f64::max);
-        let (scale, unit) = match m.kind {
-            Kind::Percent => (100.0, " (%)"),
-            Kind::Millis if raw_max >= 2000.0 => (0.001, " (s)"),
-            Kind::Millis => (1.0, " (ms)"),
-            Kind::Plain => (1.0, ""),
-        };
-        let mut all: Vec<Vec<Pt>> = (0..self.series.len())
-            .map(|si| self.points(si, m, scale))
-            .collect();
-        let lo = all
-            .iter()
-            .flatten()
-            .map(|p| p.2)
-            .fold(f64::INFINITY, f64::min);
-        let hi = all
-            .iter()
-            .flatten()
-            .map(|p| p.3)
-            .fold(f64::NEG_INFINITY, f64::max);
-        let empty = !lo.is_finite();
+        let (unit, mut all) = self.scaled_points(m);
         let bars = matches!(self.x, XAxis::Bars);
-        // A log axis when the series live on different scales (one policy
-        // near 80%, another near 0.1%): on a linear axis the small one is a
-        // flat line at zero and its trend, the thing a reader came to see,
-        // is invisible.
-        let log = if bars || empty || m.kind == Kind::Millis {
-            None
-        } else {
-            LogAxis::choose(&all)
+        let y = YAxis::choose(m.kind, bars, &mut all);
+        let font = draw::font(16.0 * s).color(&draw::MUTED);
+        let labels = self.category_labels();
+        let widest = labels.iter().map(|l| draw::text_width(l, &font)).max();
+        let (w, h) = area.dim_in_pixel();
+        let fit = CategoryFit::of(widest.unwrap_or(0), labels.len(), w, s);
+        let line_h = (font.font.get_size() * 1.3) as i32;
+        let extra = if fit.stagger { line_h as u32 } else { 0 };
+        let chart = draw::axes(area, &self.axes(m, &y, unit, extra, s))?;
+        let style = LabelStyle {
+            font: &font,
+            fit,
+            line_h,
+            s,
         };
-        if let Some(l) = &log {
-            for p in all.iter_mut().flatten() {
-                *p = (p.0, l.pos(p.1), l.pos(p.2), l.pos(p.3));
-            }
+        draw_category_labels(area, &chart, &labels, y.range.0, &style)?;
+        if y.empty {
+            let st = draw::font(18.0 * s).color(&draw::MUTED);
+            let mid = (w as i32 / 2, h as i32 / 2);
+            let centre = (HPos::Center, VPos::Center);
+            return draw::text(area, mid, (0, 0), "no data", &st, centre);
         }
-        let (y0, y1) = if let Some(l) = &log {
-            (l.zero_row(), l.top)
-        } else if empty {
-            (0.0, 1.0)
+        let pa = chart.plotting_area();
+        if bars {
+            self.draw_bars(pa, &all, y.range, unit, s)
         } else {
-            let min_mean = all
-                .iter()
-                .flatten()
-                .map(|p| p.1)
-                .fold(f64::INFINITY, f64::min);
-            // Rates and counts keep zero on the axis; a latency that never
-            // comes near zero gets the room for its differences instead
-            // (bars always start at zero).
-            let y0 = if min_mean < 0.0 {
-                lo - (hi - lo) * 0.08
-            } else if m.kind == Kind::Millis && !bars && lo > 0.4 * hi {
-                let step = draw::tick_step(0.0, hi - lo, 4);
-                ((lo - (hi - lo) * 0.1) / step).floor() * step
-            } else {
-                0.0
-            };
-            let mut y1 = hi + (hi - y0).abs() * 0.1;
-            if m.kind == Kind::Percent && hi <= 100.0 {
-                y1 = y1.min(100.0);
-            }
-            if y1 - y0 < 1e-9 {
-                y1 = y0
-                    + if m.kind == Kind::Percent {
-                        1.0
-                    } else {
-                        1.0_f64.max(y0.abs() * 0.1)
-                    };
-            }
-            (y0, y1)
-        };
-        let (x0, x1) = self.x_range();
-        // Ticks drawn by hand at each category or sweep point.
-        let categorical = !matches!(self.x, XAxis::Numeric { .. });
-        let lines = self.x.lines();
-
-        let tick_font = draw::font(16.0 * s).color(&draw::MUTED);
-        let desc_font = draw::font(18.0 * s);
-        let cat_labels: Vec<String> = match &self.x {
-            XAxis::Bars => self.series.iter().map(|s| s.label.clone()).collect(),
-            XAxis::Categorical { cats, .. } => cats.clone(),
-            XAxis::Even { labels, .. } => labels.clone(),
-            XAxis::Numeric { .. } => Vec::new(),
-        };
-        // Category labels stagger over two rows when they would collide,
-        // and are shortened when even that is not enough.
-        let (aw, _) = area.dim_in_pixel();
-        let slot = (aw as f64 - 120.0 * s) / cat_labels.len().max(1) as f64;
-        let widest = cat_labels
-            .iter()
-            .map(|l| draw::text_width(l, &tick_font))
-            .max()
-            .unwrap_or(0);
-        let stagger = categorical && cat_labels.len() > 1 && widest as f64 > slot * 0.9;
-        let max_label = if stagger {
-            (slot * 1.8) as i32
-        } else {
-            (slot * 0.95).max(40.0) as i32
-        };
-        let line_h = (tick_font.font.get_size() * 1.3) as u32;
-        let x_label_area = (58.0 * s) as u32 + if stagger { line_h } else { 0 };
-
-        let mut builder = ChartBuilder::on(area);
-        if self.metrics.len() > 1 {
-            // A single panel is named by the figure title.
-            builder.caption(&m.title, draw::bold(22.0 * s));
+            self.draw_series(pa, &all, y.range, s)
         }
-        let mut chart = builder
-            .margin((10.0 * s) as u32)
-            .margin_right((26.0 * s) as u32)
-            .x_label_area_size(x_label_area)
-            .y_label_area_size((84.0 * s) as u32)
-            .build_cartesian_2d(x0..x1, y0..y1)
-            .map_err(de)?;
-        let y_dec = draw::decimals_for(draw::tick_step(y0, y1, Y_LABELS));
-        let x_dec = draw::decimals_for(draw::tick_step(x0, x1, X_LABELS));
-        let log_fmt = log.clone();
-        let yfmt = move |v: &f64| match &log_fmt {
-            Some(l) => l.label(*v),
-            None => draw::tick(*v, y_dec),
-        };
-        let xfmt = move |v: &f64| draw::tick(*v, x_dec);
-        let y_desc = if log.is_some() {
-            format!("{}{unit}, log scale", m.axis)
-        } else {
-            format!("{}{unit}", m.axis)
-        };
-        let y_labels = match &log {
-            // One label per decade: the axis spans whole decades.
-            Some(l) => (l.top - l.zero_row()).round() as usize + 1,
-            None => Y_LABELS,
-        };
-        let x_desc = self.x_desc();
-        {
-            let mut mesh = chart.configure_mesh();
-            mesh.y_desc(y_desc)
-                .y_labels(y_labels)
-                .max_light_lines(1)
-                .y_label_formatter(&yfmt)
-                .label_style(tick_font.clone())
-                .axis_desc_style(desc_font.clone())
-                .bold_line_style(draw::GRID_BOLD.stroke_width(1))
-                .light_line_style(draw::GRID.stroke_width(1))
-                .axis_style(draw::MUTED.stroke_width(1));
-            if categorical {
-                mesh.disable_x_mesh().x_labels(0);
-                if !bars {
-                    mesh.x_desc(x_desc.clone());
-                }
-            } else {
-                mesh.x_desc(x_desc.clone())
-                    .x_labels(X_LABELS)
-                    .x_label_formatter(&xfmt);
-            }
-            mesh.draw().map_err(de)?;
-        }
+    }
 
-        // Category labels, drawn by hand at each category.
-        if categorical {
-            let base = area.get_base_pixel();
-            for (k, label) in cat_labels.iter().enumerate() {
-                let (px, py) = chart.backend_coord(&(k as f64, y0));
-                let (px, py) = (px - base.0, py - base.1);
-                let label = draw::fit_text(label, &tick_font, max_label);
-                // Tick mark.
-                area.draw(&PathElement::new(
-                    vec![(px, py), (px, py + (5.0 * s) as i32)],
-                    draw::MUTED.stroke_width(1),
-                ))
-                .map_err(de)?;
-                let dy = (9.0 * s) as i32
-                    + if stagger && k % 2 == 1 {
-                        line_h as i32
-                    } else {
-                        0
-                    };
-                let st = tick_font.pos(Pos::new(HPos::Center, VPos::Top));
-                area.draw(&Text::new(label, (px, py + dy), st))
+    /// One bar per series with its CI and its value on top.
+    fn draw_bars<DB: DrawingBackend>(
+        &self,
+        pa: &Plot<DB>,
+        all: &[Vec<Pt>],
+        (y0, y1): (f64, f64),
+        unit: Unit,
+        s: f64,
+    ) -> anyhow::Result<()> {
+        let clamp = |v: f64| v.clamp(y0, y1);
+        let cap = (6.0 * s).round().max(2.0) as i32;
+        let dec = layout::tick_decimals(y0, y1, Y_LABELS) + 1;
+        let value_font = draw::font(15.0 * s);
+        for (si, pts) in all.iter().enumerate() {
+            let c = self.series[si].color;
+            for &(x, mean, lo, hi) in pts {
+                let base = 0.0_f64.clamp(y0, y1);
+                let corners = [(x - 0.32, base), (x + 0.32, clamp(mean))];
+                pa.draw(&Rectangle::new(corners, c.mix(0.85).filled()))
                     .map_err(de)?;
+                whisker(pa, x, (clamp(lo), clamp(hi)), cap, draw::INK)?;
+                let value = format!("{}{}", layout::tick(mean, dec), unit.value_suffix());
+                let (offset, anchor) = ((0, -(6.0 * s) as i32), (HPos::Center, VPos::Bottom));
+                draw::text(pa, (x, clamp(hi)), offset, value, &value_font, anchor)?;
             }
         }
+        Ok(())
+    }
 
-        if empty {
-            let (w, h) = area.dim_in_pixel();
-            area.draw(&Text::new(
-                "no data",
-                (w as i32 / 2, h as i32 / 2),
-                desc_font
-                    .color(&draw::MUTED)
-                    .pos(Pos::new(HPos::Center, VPos::Center)),
-            ))
-            .map_err(de)?;
-            return Ok(());
+    /// Lines with their CI bands (whiskers where a series has one point),
+    /// or points with whiskers on a categorical axis. Bands first, then
+    /// lines, then markers, so that nothing hides a line.
+    fn draw_series<DB: DrawingBackend>(
+        &self,
+        pa: &Plot<DB>,
+        all: &[Vec<Pt>],
+        (y0, y1): (f64, f64),
+        s: f64,
+    ) -> anyhow::Result<()> {
+        let clamp = |v: f64| v.clamp(y0, y1);
+        let lines = self.x.lines();
+        if lines {
+            self.draw_lines(pa, all, (y0, y1), s)?;
         }
-
-        let line_w = (2.5 * s).round().max(1.0) as u32;
         let mark_r = (5.0 * s).round().max(2.0) as i32;
         let cap = (6.0 * s).round().max(2.0) as i32;
-        let clamp = |v: f64| v.clamp(y0, y1);
-
-        if bars {
-            let suffix = match unit {
-                " (%)" => "%",
-                " (s)" => " s",
-                " (ms)" => " ms",
-                _ => "",
-            };
-            for (si, pts) in all.iter().enumerate() {
-                let c = self.series[si].color;
-                for &(x, mean, lo, hi) in pts {
-                    let base = 0.0_f64.clamp(y0, y1);
-                    chart
-                        .draw_series(std::iter::once(Rectangle::new(
-                            [(x - 0.32, base), (x + 0.32, clamp(mean))],
-                            c.mix(0.85).filled(),
-                        )))
-                        .map_err(de)?;
-                    error_bar(&mut chart, x, clamp(lo), clamp(hi), cap, draw::INK)?;
-                    chart
-                        .draw_series(std::iter::once(
-                            EmptyElement::at((x, clamp(hi)))
-                                + Text::new(
-                                    format!("{}{suffix}", draw::tick(mean, y_dec + 1)),
-                                    (0, -(6.0 * s) as i32),
-                                    draw::font(15.0 * s).pos(Pos::new(HPos::Center, VPos::Bottom)),
-                                ),
-                        ))
-                        .map_err(de)?;
-                }
-            }
-            return Ok(());
-        }
-
-        // Bands first, then lines, then markers, so nothing hides a line.
-        if lines {
-            for (si, pts) in all.iter().enumerate() {
-                if pts.len() < 2 || pts.iter().all(|p| p.2 == p.1 && p.3 == p.1) {
-                    continue;
-                }
-                let c = self.series[si].color;
-                let alpha = (0.5 / self.series.len() as f64).clamp(0.08, 0.2);
-                let mut poly: Vec<(f64, f64)> = pts.iter().map(|p| (p.0, clamp(p.3))).collect();
-                poly.extend(pts.iter().rev().map(|p| (p.0, clamp(p.2))));
-                chart
-                    .draw_series(std::iter::once(Polygon::new(poly, c.mix(alpha).filled())))
-                    .map_err(de)?;
-            }
-            for (si, pts) in all.iter().enumerate() {
-                let sr = &self.series[si];
-                let style = sr.color.stroke_width(line_w);
-                let line: Vec<(f64, f64)> = pts.iter().map(|p| (p.0, clamp(p.1))).collect();
-                if sr.dashed {
-                    let dash = (10.0 * s) as i32;
-                    let gap = (6.0 * s) as i32;
-                    chart
-                        .draw_series(DashedLineSeries::new(line, dash, gap, style))
-                        .map_err(de)?;
-                } else {
-                    chart
-                        .draw_series(LineSeries::new(line, style))
-                        .map_err(de)?;
-                }
-            }
-        }
         for (si, pts) in all.iter().enumerate() {
             let sr = &self.series[si];
             for &(x, mean, lo, hi) in pts {
                 if !lines || pts.len() < 2 {
-                    error_bar(&mut chart, x, clamp(lo), clamp(hi), cap, sr.color)?;
+                    whisker(pa, x, (clamp(lo), clamp(hi)), cap, sr.color)?;
                 }
-                draw::marker(
-                    chart.plotting_area(),
-                    (x, clamp(mean)),
-                    sr.shape,
-                    mark_r,
-                    sr.color.to_rgba(),
-                    true,
-                )?;
+                let c = sr.color.to_rgba();
+                draw::marker(pa, (x, clamp(mean)), sr.shape, mark_r, c, true)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The CI bands, then the lines (dashed for the series so marked).
+    fn draw_lines<DB: DrawingBackend>(
+        &self,
+        pa: &Plot<DB>,
+        all: &[Vec<Pt>],
+        (y0, y1): (f64, f64),
+        s: f64,
+    ) -> anyhow::Result<()> {
+        let clamp = |v: f64| v.clamp(y0, y1);
+        let alpha = (0.5 / self.series.len() as f64).clamp(0.08, 0.2);
+        for (si, pts) in all.iter().enumerate() {
+            if pts.len() < 2 || pts.iter().all(|p| p.2 == p.1 && p.3 == p.1) {
+                continue;
+            }
+            let mut band: Vec<(f64, f64)> = pts.iter().map(|p| (p.0, clamp(p.3))).collect();
+            band.extend(pts.iter().rev().map(|p| (p.0, clamp(p.2))));
+            let fill = self.series[si].color.mix(alpha).filled();
+            pa.draw(&Polygon::new(band, fill)).map_err(de)?;
+        }
+        let line_w = (2.5 * s).round().max(1.0) as u32;
+        for (si, pts) in all.iter().enumerate() {
+            let sr = &self.series[si];
+            let style = sr.color.stroke_width(line_w);
+            let line: Vec<(f64, f64)> = pts.iter().map(|p| (p.0, clamp(p.1))).collect();
+            if sr.dashed {
+                draw::dashed(pa, line, ((10.0 * s) as i32, (6.0 * s) as i32), style)?;
+            } else {
+                draw::path(pa, line, style)?;
             }
         }
         Ok(())
     }
 }
 
+/// A CI from `lo` to `hi` at `x`, with caps, when it has a length.
+fn whisker<DB: DrawingBackend>(
+    pa: &Plot<DB>,
+    x: f64,
+    (lo, hi): (f64, f64),
+    cap: i32,
+    color: RGBColor,
+) -> anyhow::Result<()> {
+    if hi <= lo {
+        return Ok(());
+    }
+    draw::error_bar(pa, (x, lo), (x, hi), cap, color.stroke_width(2))
+}
+
+/// The metrics to plot (their names as given, and what to draw of each).
+fn metric_infos(
+    summary: &Summary,
+    spec: &PlotSpec,
+    file: &str,
+) -> anyhow::Result<(Vec<String>, Vec<MetricInfo>)> {
+    let names: Vec<String> = if spec.metrics.is_empty() {
+        standard_metrics(summary)
+    } else {
+        spec.metrics.iter().map(|m| m.trim().to_string()).collect()
+    };
+    let mut metrics = Vec::new();
+    for name in &names {
+        let base = name.strip_suffix("_mean").unwrap_or(name);
+        let (mean_col, ci_col) = summary.metric_cols(base).ok_or_else(|| {
+            bad(format!(
+                "{file}: no metric `{base}` (no column `{base}_mean`); metrics in the file: {}",
+                summary.metrics().join(", ")
+            ))
+        })?;
+        let (title, axis, kind) = describe(base);
+        metrics.push(MetricInfo {
+            mean_col,
+            ci_col,
+            title,
+            axis,
+            kind,
+        });
+    }
+    if metrics.is_empty() {
+        return Err(bad(format!("{file}: no metric to plot")));
+    }
+    Ok((names, metrics))
+}
+
+/// The swept key with the most distinct values, numeric first.
+fn default_x(summary: &Summary) -> Option<usize> {
+    let mut best: Option<(bool, usize, usize)> = None;
+    for c in summary.param_cols() {
+        let n = summary.distinct(c).len();
+        if n < 2 {
+            continue;
+        }
+        let cand = (summary.is_numeric(c), n, c);
+        if best.is_none_or(|(bn, bc, _)| (cand.0, cand.1) > (bn, bc)) {
+            best = Some(cand);
+        }
+    }
+    best.map(|b| b.2)
+}
+
+/// The x axis of column `c`: to scale, evenly spaced or categorical.
+fn x_axis(summary: &Summary, c: usize, x_scale: XScale) -> XAxis {
+    if !summary.is_numeric(c) {
+        return XAxis::Categorical {
+            col: c,
+            cats: summary.distinct(c),
+        };
+    }
+    // Distinct values in order, with the text of their first row.
+    let mut pts: Vec<(f64, String)> = Vec::new();
+    for r in &summary.rows {
+        let v = r.keys[c].parse::<f64>().unwrap_or(f64::NAN);
+        if !pts.iter().any(|p| p.0 == v) {
+            pts.push((v, r.keys[c].clone()));
+        }
+    }
+    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let vals: Vec<f64> = pts.iter().map(|p| p.0).collect();
+    let even = match x_scale {
+        XScale::Even => true,
+        XScale::Linear => false,
+        XScale::Auto => uneven(&vals),
+    };
+    if even {
+        XAxis::Even {
+            col: c,
+            vals,
+            labels: pts.into_iter().map(|p| p.1).collect(),
+        }
+    } else {
+        XAxis::Numeric { col: c }
+    }
+}
+
+/// Sorted sweep points are very unevenly spaced: the largest gap is at
+/// least 10 times the smallest.
+fn uneven(vals: &[f64]) -> bool {
+    let gaps: Vec<f64> = vals.windows(2).map(|w| w[1] - w[0]).collect();
+    let min_gap = gaps.iter().copied().fold(f64::INFINITY, f64::min);
+    let max_gap = gaps.iter().copied().fold(0.0, f64::max);
+    gaps.len() >= 2 && max_gap >= 10.0 * min_gap
+}
+
+/// The range of a numeric axis over `vals`, padded by 4% (or around a
+/// single value).
+fn padded_range(vals: &[f64]) -> (f64, f64) {
+    let lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if !lo.is_finite() {
+        (0.0, 1.0)
+    } else if lo == hi {
+        let pad = (lo.abs() * 0.1).max(1.0);
+        (lo - pad, hi + pad)
+    } else {
+        let pad = (hi - lo) * 0.04;
+        (lo - pad, hi + pad)
+    }
+}
+
+/// One series per value of column `by`, split further by every other
+/// column that varies (besides x): those share the colour of their `by`
+/// value and differ in marker shape and dashes.
+fn build_series(summary: &Summary, by: usize, x_col: Option<usize>) -> Vec<Series> {
+    let extras: Vec<usize> = (0..summary.key_names.len())
+        .filter(|&c| c != by && Some(c) != x_col && summary.distinct(c).len() > 1)
+        .collect();
+    let by_values = summary.distinct(by);
+    let by_is_name = by == summary.policy_col || Some(by) == summary.scenario_col;
+    let colors = draw::assign_colors(&by_values, by == summary.policy_col);
+    let mut combos: Vec<Vec<String>> = Vec::new();
+    let mut series: Vec<Series> = Vec::new();
+    let mut keys: Vec<(String, Vec<String>)> = Vec::new();
+    for (i, row) in summary.rows.iter().enumerate() {
+        let bv = row.keys[by].clone();
+        let combo: Vec<String> = extras.iter().map(|&c| row.keys[c].clone()).collect();
+        let key = (bv.clone(), combo.clone());
+        if let Some(k) = keys.iter().position(|k| *k == key) {
+            series[k].rows.push(i);
+            continue;
+        }
+        let ci = combos.iter().position(|c| *c == combo).unwrap_or_else(|| {
+            combos.push(combo.clone());
+            combos.len() - 1
+        });
+        let bi = by_values.iter().position(|v| *v == bv).unwrap_or(0);
+        let mut label = if by_is_name {
+            bv.clone()
+        } else {
+            format!("{}={bv}", summary.key_names[by])
+        };
+        for (j, &c) in extras.iter().enumerate() {
+            label.push_str(&format!(", {}={}", summary.key_names[c], combo[j]));
+        }
+        keys.push(key);
+        series.push(Series {
+            label,
+            color: colors[bi],
+            shape: Shape::nth(ci),
+            dashed: ci % 2 == 1,
+            rows: vec![i],
+        });
+    }
+    series
+}
+
+/// The figure's title (`spec.title`, or what is plotted against what for
+/// which scenario) and subtitle (replications and what the CI shows).
+fn titles(
+    summary: &Summary,
+    spec: &PlotSpec,
+    names: &[String],
+    metrics: &[MetricInfo],
+    x: &XAxis,
+    x_name: &str,
+) -> (String, String) {
+    let standard = spec.metrics.is_empty()
+        || names
+            .iter()
+            .map(|n| n.strip_suffix("_mean").unwrap_or(n))
+            .eq(STANDARD_METRICS.iter().copied());
+    let what = if standard && names.iter().any(|n| n == "single_starter_rate") {
+        "duplicates, wasted inference, latency and single starters".to_string()
+    } else if standard {
+        "duplicates, wasted inference, latency and unanswered messages".to_string()
+    } else {
+        let t: Vec<String> = metrics.iter().map(|m| m.title.to_lowercase()).collect();
+        t.join(", ")
+    };
+    let what = match x {
+        XAxis::Bars if standard => "floor-control policies compared".to_string(),
+        XAxis::Bars => what,
+        _ => format!("{what} vs {x_name}"),
+    };
+    let title = match (&spec.title, summary.scenario_label()) {
+        (Some(t), _) => t.clone(),
+        (None, Some(s)) => format!("{s}: {what}"),
+        (None, None) => capitalize(&what),
+    };
+    let interval = if x.lines() {
+        "shaded bands: 95% confidence interval of the mean"
+    } else {
+        "whiskers: 95% confidence interval of the mean"
+    };
+    let subtitle = match summary.reps_label() {
+        Some(r) => format!("Mean over {r} replications per point; {interval}"),
+        None => format!("Mean over replications; {interval}"),
+    };
+    (title, subtitle)
+}
+
 /// A point: (x, mean, low end of the CI, high end).
 type Pt = (f64, f64, f64, f64);
 
-/// A base-10 log y axis over whole decades, `bottom..top` in log10 units,
-/// with a row one decade below `bottom` for zero (and anything a CI takes
-/// below the axis), labelled `0`.
-#[derive(Debug, Clone, PartialEq)]
-struct LogAxis {
-    /// log10 of the lowest decade shown.
-    bottom: f64,
-    /// log10 of the top of the axis.
-    top: f64,
+/// The display unit of a metric.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Unit {
+    /// Factor from the stored value.
+    scale: f64,
+    /// "%", "s", "ms" or "".
+    name: &'static str,
 }
 
-impl LogAxis {
-    /// Decades a log axis may span at most: smaller values go to the zero row.
-    const MAX_DECADES: f64 = 5.0;
+impl Unit {
+    /// Rates in %, times in s from 2 s on (else ms), counts as they are.
+    fn of(kind: Kind, max: f64) -> Unit {
+        let (scale, name) = match kind {
+            Kind::Percent => (100.0, "%"),
+            Kind::Millis => layout::time_unit(max),
+            Kind::Plain => (1.0, ""),
+        };
+        Unit { scale, name }
+    }
 
-    /// A log axis when the positive means span a factor of 30 or more
-    /// (positive values only; zeros sit on the zero row).
-    fn choose(all: &[Vec<Pt>]) -> Option<LogAxis> {
-        let means = all.iter().flatten().map(|p| p.1).filter(|v| *v > 0.0);
-        let lo = means.clone().fold(f64::INFINITY, f64::min);
-        let hi = means.fold(f64::NEG_INFINITY, f64::max);
-        if !(lo.is_finite() && hi.is_finite()) || hi < 30.0 * lo {
-            return None;
+    /// Appended to an axis name: " (%)".
+    fn axis_suffix(&self) -> String {
+        match self.name {
+            "" => String::new(),
+            n => format!(" ({n})"),
         }
-        let top_v = all.iter().flatten().map(|p| p.3).fold(hi, f64::max);
-        let top = top_v.log10().ceil().max(hi.log10() + 0.1);
-        // The lowest decade holds the smallest positive mean and CI low end.
-        let low = all
-            .iter()
-            .flatten()
-            .flat_map(|p| [p.1, p.2])
-            .filter(|v| *v > 0.0)
-            .fold(lo, f64::min);
-        let bottom = low.log10().floor().max(top.floor() - Self::MAX_DECADES);
-        Some(LogAxis { bottom, top })
     }
 
-    fn zero_row(&self) -> f64 {
-        self.bottom - 1.0
+    /// Appended to a value: "%", " s".
+    fn value_suffix(&self) -> String {
+        match self.name {
+            "" | "%" => self.name.to_string(),
+            n => format!(" {n}"),
+        }
     }
+}
 
-    /// Position of a value on the axis.
-    fn pos(&self, v: f64) -> f64 {
-        if v > 0.0 {
-            v.log10().max(self.zero_row()).min(self.top)
+/// The y axis of a panel.
+#[derive(Debug, Clone, PartialEq)]
+struct YAxis {
+    range: (f64, f64),
+    log: Option<LogAxis>,
+    /// No point to draw.
+    empty: bool,
+}
+
+impl YAxis {
+    /// The y axis for the points `all` (per series) of a metric of `kind`;
+    /// on a log axis the points are moved to their log positions.
+    ///
+    /// A log axis when the series live on different scales (one policy
+    /// near 80%, another near 0.1%): on a linear axis the small one is a
+    /// flat line at zero and its trend, the thing a reader came to see, is
+    /// invisible. Rates and counts keep zero on a linear axis; a latency
+    /// that never comes near zero gets the room for its differences
+    /// instead (bars always start at zero).
+    fn choose(kind: Kind, bars: bool, all: &mut [Vec<Pt>]) -> YAxis {
+        let pts = || all.iter().flatten();
+        let lo = pts().map(|p| p.2).fold(f64::INFINITY, f64::min);
+        let hi = pts().map(|p| p.3).fold(f64::NEG_INFINITY, f64::max);
+        let empty = !lo.is_finite();
+        let log = if bars || empty || kind == Kind::Millis {
+            None
         } else {
-            self.zero_row()
-        }
+            let col = |k: fn(&Pt) -> f64| pts().map(k).collect::<Vec<f64>>();
+            LogAxis::choose(&col(|p| p.1), &col(|p| p.2), &col(|p| p.3))
+        };
+        let range = if let Some(l) = &log {
+            for p in all.iter_mut().flatten() {
+                *p = (p.0, l.pos(p.1), l.pos(p.2), l.pos(p.3));
+            }
+            (l.zero_row(), l.top)
+        } else if empty {
+            (0.0, 1.0)
+        } else {
+            let min_mean = pts().map(|p| p.1).fold(f64::INFINITY, f64::min);
+            linear_range(kind, bars, lo, hi, min_mean)
+        };
+        YAxis { range, log, empty }
     }
+}
 
-    /// A tick label: `0` on the zero row, the decade's value on a whole
-    /// decade, nothing elsewhere.
-    fn label(&self, v: f64) -> String {
-        if (v - self.zero_row()).abs() < 1e-9 {
-            return "0".into();
-        }
-        if v < self.bottom - 1e-9 || (v - v.round()).abs() > 1e-9 {
-            return String::new();
-        }
-        let k = v.round() as i32;
-        let d = (-k).max(0) as usize;
-        format!("{:.d$}", 10f64.powi(k))
+/// A linear y range holding `lo..hi`, 10% headroom on top.
+fn linear_range(kind: Kind, bars: bool, lo: f64, hi: f64, min_mean: f64) -> (f64, f64) {
+    let y0 = if min_mean < 0.0 {
+        lo - (hi - lo) * 0.08
+    } else if kind == Kind::Millis && !bars && lo > 0.4 * hi {
+        let step = layout::tick_step(0.0, hi - lo, 4);
+        ((lo - (hi - lo) * 0.1) / step).floor() * step
+    } else {
+        0.0
+    };
+    let mut y1 = hi + (hi - y0).abs() * 0.1;
+    if kind == Kind::Percent && hi <= 100.0 {
+        y1 = y1.min(100.0);
     }
+    if y1 - y0 < 1e-9 {
+        y1 = y0
+            + if kind == Kind::Percent {
+                1.0
+            } else {
+                1.0_f64.max(y0.abs() * 0.1)
+            };
+    }
+    (y0, y1)
+}
+
+/// How the category labels fit under a panel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CategoryFit {
+    /// On two alternating rows: they would collide on one.
+    stagger: bool,
+    /// Widest a label may be (longer ones are shortened).
+    max_w: i32,
+}
+
+impl CategoryFit {
+    /// `n` labels, the widest `widest` pixels, under a panel `area_w`
+    /// pixels wide at scale `s`.
+    fn of(widest: i32, n: usize, area_w: u32, s: f64) -> CategoryFit {
+        let slot = (area_w as f64 - 120.0 * s) / n.max(1) as f64;
+        let stagger = n > 1 && widest as f64 > slot * 0.9;
+        let max_w = if stagger {
+            (slot * 1.8) as i32
+        } else {
+            (slot * 0.95).max(40.0) as i32
+        };
+        CategoryFit { stagger, max_w }
+    }
+}
+
+/// How category labels are drawn.
+struct LabelStyle<'a> {
+    font: &'a TextStyle<'a>,
+    fit: CategoryFit,
+    line_h: i32,
+    s: f64,
+}
+
+/// The category labels, each under a tick mark at its category.
+fn draw_category_labels<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    chart: &Chart<'_, DB>,
+    labels: &[String],
+    y0: f64,
+    t: &LabelStyle,
+) -> anyhow::Result<()> {
+    let base = area.get_base_pixel();
+    for (k, label) in labels.iter().enumerate() {
+        let (px, py) = chart.backend_coord(&(k as f64, y0));
+        let (px, py) = (px - base.0, py - base.1);
+        let label = draw::fit_text(label, t.font, t.fit.max_w);
+        let tick_end = (px, py + (5.0 * t.s) as i32);
+        draw::path(area, vec![(px, py), tick_end], draw::MUTED.stroke_width(1))?;
+        let second_row = t.fit.stagger && k % 2 == 1;
+        let dy = (9.0 * t.s) as i32 + if second_row { t.line_h } else { 0 };
+        let top = (HPos::Center, VPos::Top);
+        draw::text(area, (px, py + dy), (0, 0), label, t.font, top)?;
+    }
+    Ok(())
 }
 
 const X_LABELS: usize = 8;
 const Y_LABELS: usize = 7;
-
-type Chart<'a, 'b, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
-
-fn error_bar<DB: DrawingBackend>(
-    chart: &mut Chart<'_, '_, DB>,
-    x: f64,
-    lo: f64,
-    hi: f64,
-    cap: i32,
-    color: RGBColor,
-) -> anyhow::Result<()>
-where
-    DB::ErrorType: 'static,
-{
-    if hi <= lo {
-        return Ok(());
-    }
-    let st = color.stroke_width(2);
-    chart
-        .draw_series(std::iter::once(PathElement::new(
-            vec![(x, lo), (x, hi)],
-            st,
-        )))
-        .map_err(de)?;
-    for y in [lo, hi] {
-        chart
-            .draw_series(std::iter::once(
-                EmptyElement::at((x, y)) + PathElement::new(vec![(-cap, 0), (cap, 0)], st),
-            ))
-            .map_err(de)?;
-    }
-    Ok(())
-}
 
 /// A key name with its unit spelled out, from its suffix.
 fn with_unit(key: &str) -> String {
@@ -959,97 +920,30 @@ fn with_unit(key: &str) -> String {
     }
 }
 
-fn capitalize(s: &str) -> String {
-    let mut c = s.chars();
-    match c.next() {
-        Some(f) => f.to_uppercase().collect::<String>() + c.as_str(),
-        None => String::new(),
-    }
-}
-
 impl Figure for PanelFigure<'_> {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> anyhow::Result<()>
     where
         DB::ErrorType: 'static,
     {
-        root.fill(&draw::BACKGROUND).map_err(de)?;
-        let (w, h) = root.dim_in_pixel();
         let n = self.metrics.len();
-        let base_w = figure_size(n).0 as f64;
-        let base_h = figure_size(n).1 as f64;
-        let s = (w as f64 / base_w).min(h as f64 / base_h).clamp(0.5, 3.0);
-
-        let title_font = draw::bold(30.0 * s);
-        let sub_font = draw::font(18.0 * s).color(&draw::MUTED);
-        let legend_font = draw::font(19.0 * s);
+        let s = layout::scale_factor(root.dim_in_pixel(), figure_size(n));
         let bars = matches!(self.x, XAxis::Bars);
         let legend = if bars { Vec::new() } else { self.legend() };
-        let pad = (14.0 * s) as i32;
-        let title_h = (40.0 * s) as i32;
-        let sub_h = (28.0 * s) as i32;
-        let legend_h = draw::legend_height(&legend, &legend_font, w as i32 - 60);
-        let header = pad + title_h + sub_h + legend_h + if legend.is_empty() { 0 } else { pad };
-
-        let title = draw::fit_text(&self.title, &title_font, w as i32 - 40);
-        root.draw(&Text::new(
-            title,
-            (w as i32 / 2, pad),
-            title_font.pos(Pos::new(HPos::Center, VPos::Top)),
-        ))
-        .map_err(de)?;
-        root.draw(&Text::new(
-            self.subtitle.clone(),
-            (w as i32 / 2, pad + title_h),
-            sub_font.pos(Pos::new(HPos::Center, VPos::Top)),
-        ))
-        .map_err(de)?;
-        let (head, body) = root.split_vertically(header.min(h as i32 / 2));
-        if !legend.is_empty() {
-            let (_, legend_area) = head.split_vertically(pad + title_h + sub_h);
-            draw::draw_legend(&legend_area, &legend, &legend_font)?;
-        }
-        let body = body.margin(0, (8.0 * s) as i32, (8.0 * s) as i32, (8.0 * s) as i32);
-        let (rows, cols) = grid(n);
-        let cells = body.split_evenly((rows, cols));
+        let body = draw::header(
+            root,
+            &Header {
+                title: &self.title,
+                subtitle: &self.subtitle,
+                legend: &legend,
+                sizes: (30.0 * s, 18.0 * s, 19.0 * s),
+                rows: HeaderRows::scaled(s, 40.0, 28.0),
+            },
+        )?;
+        let cells = draw::cells(&body, s, grid(n));
         for (m, cell) in self.metrics.iter().zip(cells.iter()) {
             self.draw_panel(cell, m, s)?;
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod log_axis_tests {
-    use super::*;
-
-    fn pts(means: &[f64]) -> Vec<Vec<Pt>> {
-        vec![means.iter().map(|&m| (0.0, m, m * 0.9, m * 1.1)).collect()]
-    }
-
-    #[test]
-    fn chosen_only_when_the_series_span_a_factor_of_30() {
-        assert_eq!(LogAxis::choose(&pts(&[50.0, 80.0, 0.0])), None);
-        assert_eq!(LogAxis::choose(&pts(&[0.0, 0.0])), None);
-        let l = LogAxis::choose(&pts(&[80.0, 0.72, 0.03])).expect("log");
-        assert_eq!((l.bottom, l.zero_row()), (-2.0, -3.0));
-        assert!(l.top >= 80f64.log10() + 0.1 && l.top <= 2.1, "{l:?}");
-    }
-
-    #[test]
-    fn decades_are_whole_and_labelled() {
-        // A tiny value cannot stretch the axis past five decades, and the
-        // bottom stays on a whole decade so that every decade is labelled.
-        let l = LogAxis::choose(&pts(&[90.0, 0.000_001])).expect("log");
-        assert_eq!(l.bottom, l.bottom.round());
-        assert_eq!(l.bottom, -3.0);
-        assert_eq!(l.label(l.zero_row()), "0");
-        assert_eq!(l.label(-3.0), "0.001");
-        assert_eq!(l.label(0.0), "1");
-        assert_eq!(l.label(2.0), "100");
-        assert_eq!(l.label(0.5), "");
-        assert_eq!(l.pos(0.0), l.zero_row());
-        assert_eq!(l.pos(1e-9), l.zero_row());
-        assert!((l.pos(10.0) - 1.0).abs() < 1e-12);
     }
 }
 
@@ -1188,5 +1082,99 @@ mod tests {
             "agents.0.respond_p (probability)"
         );
         assert_eq!(with_unit("agents.0.count"), "agents.0.count");
+    }
+
+    fn one_series(means: &[f64]) -> Vec<Vec<Pt>> {
+        let pts = means.iter().enumerate();
+        vec![pts.map(|(i, &m)| (i as f64, m, m * 0.9, m * 1.1)).collect()]
+    }
+
+    #[test]
+    fn y_axis_keeps_zero_for_rates_and_room_for_latencies() {
+        let y = YAxis::choose(Kind::Percent, false, &mut one_series(&[40.0, 60.0]));
+        assert_eq!(y.range.0, 0.0);
+        assert!((y.range.1 - 72.6).abs() < 1e-9, "{y:?}");
+        assert!(y.log.is_none() && !y.empty);
+        // Never above 100%.
+        let y = YAxis::choose(Kind::Percent, false, &mut one_series(&[90.0]));
+        assert_eq!(y.range, (0.0, 100.0));
+        // A latency far from zero starts near its lowest value, on a step.
+        let y = YAxis::choose(Kind::Millis, false, &mut one_series(&[9.0, 10.0]));
+        assert!(y.range.0 > 0.0 && y.range.0 < 8.1, "{y:?}");
+        // ... but bars start at zero.
+        let y = YAxis::choose(Kind::Millis, true, &mut one_series(&[9.0, 10.0]));
+        assert_eq!(y.range.0, 0.0);
+        let y = YAxis::choose(Kind::Plain, false, &mut [Vec::new()]);
+        assert!(y.empty);
+        assert_eq!(y.range, (0.0, 1.0));
+    }
+
+    #[test]
+    fn y_axis_goes_log_when_series_differ_by_30_times() {
+        let mut all = one_series(&[80.0, 0.05]);
+        let y = YAxis::choose(Kind::Percent, false, &mut all);
+        let l = y.log.expect("log");
+        assert_eq!(y.range, (l.zero_row(), l.top));
+        // The points moved to their log positions.
+        assert!((all[0][0].1 - 80f64.log10()).abs() < 1e-12);
+        // Never for times, nor bars.
+        let y = YAxis::choose(Kind::Millis, false, &mut one_series(&[80.0, 0.05]));
+        assert!(y.log.is_none());
+        let y = YAxis::choose(Kind::Percent, true, &mut one_series(&[80.0, 0.05]));
+        assert!(y.log.is_none());
+    }
+
+    #[test]
+    fn category_labels_stagger_when_they_collide() {
+        // 4 slots of (1000 - 120) / 4 = 220 px.
+        let fit = CategoryFit::of(150, 4, 1000, 1.0);
+        assert_eq!(
+            fit,
+            CategoryFit {
+                stagger: false,
+                max_w: 209
+            }
+        );
+        let fit = CategoryFit::of(210, 4, 1000, 1.0);
+        assert_eq!(
+            fit,
+            CategoryFit {
+                stagger: true,
+                max_w: 396
+            }
+        );
+        // One label never staggers.
+        assert!(!CategoryFit::of(5000, 1, 1000, 1.0).stagger);
+    }
+
+    #[test]
+    fn units_follow_the_kind_and_the_size() {
+        let ms = Unit::of(Kind::Millis, 1500.0);
+        assert_eq!(
+            (ms.scale, ms.axis_suffix(), ms.value_suffix()),
+            (1.0, " (ms)".into(), " ms".into())
+        );
+        let s = Unit::of(Kind::Millis, 5000.0);
+        assert_eq!((s.scale, s.value_suffix()), (0.001, " s".into()));
+        let pct = Unit::of(Kind::Percent, 0.5);
+        assert_eq!(
+            (pct.scale, pct.axis_suffix(), pct.value_suffix()),
+            (100.0, " (%)".into(), "%".into())
+        );
+        let plain = Unit::of(Kind::Plain, 7.0);
+        assert_eq!(
+            (plain.axis_suffix(), plain.value_suffix()),
+            (String::new(), String::new())
+        );
+    }
+
+    #[test]
+    fn numeric_ranges_are_padded() {
+        assert_eq!(padded_range(&[0.0, 100.0]), (-4.0, 104.0));
+        assert_eq!(padded_range(&[5.0]), (4.0, 6.0));
+        assert_eq!(padded_range(&[]), (0.0, 1.0));
+        assert!(uneven(&[0.0, 50.0, 500.0, 5000.0]));
+        assert!(!uneven(&[1000.0, 2000.0, 4000.0, 8000.0]));
+        assert!(!uneven(&[0.0, 1000.0]));
     }
 }

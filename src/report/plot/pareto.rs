@@ -6,18 +6,16 @@
 //! it shaded, the current settings and the recommendation marked with
 //! their 95% confidence intervals on both axes.
 
-use super::draw::{self, LegendEntry, Shape, Swatch, de};
+use super::draw::{
+    self, Axes, BLUE, GREEN, Header, LIGHT_GREY, LegendEntry, ORANGE, Plot, Shape, Swatch, Ticks,
+    VERMILLION, de,
+};
+use super::layout::{self, HeaderRows};
 use super::output::{self, Figure, Format};
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use plotters::style::text_anchor::{HPos, Pos, VPos};
+use plotters::style::text_anchor::{HPos, VPos};
 use std::path::Path;
-
-const BLUE: RGBColor = RGBColor(0, 114, 178);
-const ORANGE: RGBColor = RGBColor(230, 159, 0);
-const GREEN: RGBColor = RGBColor(0, 158, 115);
-const VERMILLION: RGBColor = RGBColor(213, 94, 0);
-const GREY: RGBColor = RGBColor(150, 150, 150);
 
 /// How a point is drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,68 +97,126 @@ pub fn front(points: &[ParetoPoint], panel: usize) -> Vec<usize> {
     out
 }
 
+/// Where a panel's points go: the scales and ranges of its axes.
+#[derive(Debug, Clone, PartialEq)]
+struct Frame {
+    /// Factor from ms to the x unit, and the unit's name.
+    xs: f64,
+    xunit: &'static str,
+    /// Factor from the metric to the y axis (100 for percent).
+    ys: f64,
+    x: (f64, f64),
+    y: (f64, f64),
+    /// Candidates above the top of the y axis (drawn on its edge).
+    above: usize,
+}
+
+impl Frame {
+    /// The frame of panel `panel`: every candidate and the budget in x, the
+    /// region around the recommendation and the current settings in y.
+    fn of(chart: &ParetoChart, panel: usize) -> Frame {
+        let finite: Vec<&ParetoPoint> = chart
+            .points
+            .iter()
+            .filter(|p| p.x_ms.0.is_finite() && p.ys.get(panel).is_some_and(|y| y.0.is_finite()))
+            .collect();
+        let x_max_raw = finite
+            .iter()
+            .map(|p| p.x_ms.0 + p.x_ms.1)
+            .chain(chart.budget_ms)
+            .fold(f64::NEG_INFINITY, f64::max);
+        let (xs, xunit) = layout::time_unit(x_max_raw);
+        let ys = if chart.panels[panel].percent {
+            100.0
+        } else {
+            1.0
+        };
+        let (mut x0, mut x1) = finite
+            .iter()
+            .map(|p| ((p.x_ms.0 - p.x_ms.1) * xs, (p.x_ms.0 + p.x_ms.1) * xs))
+            .chain(chart.budget_ms.map(|b| (b * xs, b * xs)))
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), (lo, hi)| {
+                (a.min(lo), b.max(hi))
+            });
+        if !x0.is_finite() {
+            (x0, x1) = (0.0, 1.0);
+        }
+        let pad = ((x1 - x0) * 0.06).max(x1.abs() * 0.01).max(1e-6);
+        let y_hi = finite
+            .iter()
+            .map(|p| (p.ys[panel].0 + p.ys[panel].1) * ys)
+            .fold(0.0_f64, f64::max);
+        // Rates and the objective are never negative: a CI reaching below
+        // zero is cut at the axis.
+        let y0 = finite
+            .iter()
+            .map(|p| p.ys[panel].0 * ys)
+            .fold(0.0_f64, f64::min);
+        // Focus on the region around the recommendation and the current
+        // settings when far worse candidates would squash it; those are
+        // drawn on the top edge.
+        let top = match y_focus(&chart.points, panel).map(|c| c * ys) {
+            Some(c) if y_hi > c * 1.2 => c,
+            _ => y_hi,
+        };
+        let mut y1 = top + (top - y0) * 0.08;
+        if y1 - y0 < 1e-12 {
+            y1 = y0 + if ys == 100.0 { 1.0 } else { 0.01 };
+        }
+        let above = finite.iter().filter(|p| p.ys[panel].0 * ys > y1).count();
+        Frame {
+            xs,
+            xunit,
+            ys,
+            x: ((x0 - pad).max(0.0), x1 + pad),
+            y: (y0, y1),
+            above,
+        }
+    }
+
+    /// Where point `p` goes in panel `panel`, if it has a value there.
+    fn at(&self, p: &ParetoPoint, panel: usize) -> Option<(f64, f64)> {
+        let y = p.ys.get(panel)?;
+        (p.x_ms.0.is_finite() && y.0.is_finite()).then_some((p.x_ms.0 * self.xs, y.0 * self.ys))
+    }
+}
+
 impl ParetoChart {
     fn legend(&self) -> Vec<LegendEntry> {
-        let mut e = vec![LegendEntry {
-            swatch: Swatch::Mark {
-                shape: Shape::Circle,
-                color: BLUE,
-                filled: true,
-            },
-            label: if self.budget_ms.is_some() {
-                "candidate within the budget".into()
-            } else {
-                "candidate".into()
-            },
-        }];
-        if self.budget_ms.is_some() {
-            e.push(LegendEntry {
-                swatch: Swatch::Mark {
-                    shape: Shape::Circle,
-                    color: GREY,
-                    filled: false,
-                },
-                label: "over the budget".into(),
-            });
-        }
-        e.push(LegendEntry {
-            swatch: Swatch::Line {
-                color: GREEN,
-                shape: Shape::Circle,
-                dashed: false,
-            },
-            label: "Pareto front".into(),
-        });
-        if self.points.iter().any(|p| p.mark == Mark::Current) {
-            e.push(LegendEntry {
-                swatch: Swatch::Mark {
-                    shape: Shape::Square,
-                    color: ORANGE,
-                    filled: true,
-                },
-                label: "current settings".into(),
-            });
-        }
-        if self.points.iter().any(|p| p.mark == Mark::Chosen) {
-            e.push(LegendEntry {
-                swatch: Swatch::Mark {
-                    shape: Shape::Diamond,
-                    color: VERMILLION,
-                    filled: true,
-                },
-                label: "recommended (95% CI)".into(),
-            });
-        }
-        if self.budget_ms.is_some() {
-            e.push(LegendEntry {
-                swatch: Swatch::Rule {
-                    color: VERMILLION,
-                    dashed: true,
-                },
-                label: "p95 budget".into(),
-            });
-        }
-        e
+        let budget = self.budget_ms.is_some();
+        let mark = Swatch::Mark;
+        let has = |m: Mark| self.points.iter().any(|p| p.mark == m);
+        let candidate = if budget {
+            "candidate within the budget"
+        } else {
+            "candidate"
+        };
+        let front = Swatch::Line(GREEN, Shape::Circle, false);
+        let budget_rule = Swatch::Rule(VERMILLION, true);
+        [
+            (true, mark(Shape::Circle, BLUE, true), candidate),
+            (
+                budget,
+                mark(Shape::Circle, LIGHT_GREY, false),
+                "over the budget",
+            ),
+            (true, front, "Pareto front"),
+            (
+                has(Mark::Current),
+                mark(Shape::Square, ORANGE, true),
+                "current settings",
+            ),
+            (
+                has(Mark::Chosen),
+                mark(Shape::Diamond, VERMILLION, true),
+                "recommended (95% CI)",
+            ),
+            (budget, budget_rule, "p95 budget"),
+        ]
+        .into_iter()
+        .filter(|e| e.0)
+        .map(|(_, swatch, label)| LegendEntry::new(swatch, label))
+        .collect()
     }
 
     fn draw_panel<DB: DrawingBackend>(
@@ -173,238 +229,147 @@ impl ParetoChart {
         DB::ErrorType: 'static,
     {
         let axis = &self.panels[panel];
-        let finite: Vec<&ParetoPoint> = self
-            .points
-            .iter()
-            .filter(|p| p.x_ms.0.is_finite() && p.ys.get(panel).is_some_and(|y| y.0.is_finite()))
-            .collect();
-        let x_max_raw = finite
-            .iter()
-            .map(|p| p.x_ms.0 + p.x_ms.1)
-            .chain(self.budget_ms)
-            .fold(f64::NEG_INFINITY, f64::max);
-        let (xs, xunit) = if x_max_raw >= 2000.0 {
-            (0.001, "s")
-        } else {
-            (1.0, "ms")
+        let f = Frame::of(self, panel);
+        let title = layout::capitalize(&axis.label);
+        let caption = match f.above {
+            0 => title,
+            n => format!("{title} ({n} off the scale, at the top)"),
         };
-        let ys = if axis.percent { 100.0 } else { 1.0 };
-        let (mut x0, mut x1) = finite
-            .iter()
-            .map(|p| ((p.x_ms.0 - p.x_ms.1) * xs, (p.x_ms.0 + p.x_ms.1) * xs))
-            .chain(self.budget_ms.map(|b| (b * xs, b * xs)))
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), (lo, hi)| {
-                (a.min(lo), b.max(hi))
-            });
-        if !x0.is_finite() {
-            (x0, x1) = (0.0, 1.0);
-        }
-        let pad = ((x1 - x0) * 0.06).max(x1.abs() * 0.01).max(1e-6);
-        let (x0, x1) = ((x0 - pad).max(0.0), x1 + pad);
-        let y_hi = finite
-            .iter()
-            .map(|p| (p.ys[panel].0 + p.ys[panel].1) * ys)
-            .fold(0.0_f64, f64::max);
-        // Rates and the objective are never negative: a CI reaching below
-        // zero is cut at the axis.
-        let y_lo = finite
-            .iter()
-            .map(|p| p.ys[panel].0 * ys)
-            .fold(0.0_f64, f64::min);
-        // Focus on the region around the recommendation and the current
-        // settings when far worse candidates would squash it; those are
-        // drawn on the top edge.
-        let cap = y_focus(&self.points, panel).map(|c| c * ys);
-        let clipped = cap.is_some_and(|c| y_hi > c * 1.2);
-        let top = match cap {
-            Some(c) if clipped => c,
-            _ => y_hi,
-        };
-        let mut y1 = top + (top - y_lo) * 0.08;
-        if y1 - y_lo < 1e-12 {
-            y1 = y_lo + if axis.percent { 1.0 } else { 0.01 };
-        }
-        let y0 = y_lo;
-        let above = finite.iter().filter(|p| p.ys[panel].0 * ys > y1).count();
-
-        let caption = if above > 0 {
-            format!(
-                "{} ({above} off the scale, at the top)",
-                capitalize(&axis.label)
-            )
-        } else {
-            capitalize(&axis.label)
-        };
-        let tick_font = draw::font(15.0 * s).color(&draw::MUTED);
-        let desc_font = draw::font(17.0 * s);
-        let mut chart = ChartBuilder::on(area)
-            .caption(caption, draw::bold(21.0 * s))
-            .margin((10.0 * s) as u32)
-            .margin_right((24.0 * s) as u32)
-            .x_label_area_size((56.0 * s) as u32)
-            .y_label_area_size((80.0 * s) as u32)
-            .build_cartesian_2d(x0..x1, y0..y1)
-            .map_err(de)?;
-        let x_dec = draw::decimals_for(draw::tick_step(x0, x1, 7));
-        let y_dec = draw::decimals_for(draw::tick_step(y0, y1, 7));
-        let xfmt = move |v: &f64| draw::tick(*v, x_dec);
-        let yfmt = move |v: &f64| draw::tick(*v, y_dec);
-        chart
-            .configure_mesh()
-            .x_desc(format!("p95 time to first response ({xunit})"))
-            .y_desc(if axis.percent {
+        let axes = Axes {
+            caption: Some((caption, draw::bold(21.0 * s))),
+            margins: Axes::margins(10.0 * s, 24.0 * s),
+            label_areas: ((56.0 * s) as u32, (80.0 * s) as u32),
+            x: f.x,
+            y: f.y,
+            x_ticks: Ticks::Linear(7),
+            y_ticks: Ticks::Linear(7),
+            x_desc: Some(format!("p95 time to first response ({})", f.xunit)),
+            y_desc: Some(if axis.percent {
                 format!("{} (%)", axis.label)
             } else {
                 axis.label.clone()
-            })
-            .x_labels(7)
-            .y_labels(7)
-            .max_light_lines(1)
-            .x_label_formatter(&xfmt)
-            .y_label_formatter(&yfmt)
-            .label_style(tick_font)
-            .axis_desc_style(desc_font)
-            .bold_line_style(draw::GRID_BOLD.stroke_width(1))
-            .light_line_style(draw::GRID.stroke_width(1))
-            .axis_style(draw::MUTED.stroke_width(1))
-            .draw()
-            .map_err(de)?;
-
-        // The region over the budget, and the budget itself.
+            }),
+            fonts: (15.0 * s, 17.0 * s),
+        };
+        let chart = draw::axes(area, &axes)?;
+        let pa = chart.plotting_area();
         if let Some(b) = self.budget_ms {
-            let bx = b * xs;
-            if bx < x1 {
-                chart
-                    .draw_series(std::iter::once(Rectangle::new(
-                        [(bx.max(x0), y0), (x1, y1)],
-                        GREY.mix(0.12).filled(),
-                    )))
-                    .map_err(de)?;
-            }
-            if bx >= x0 && bx <= x1 {
-                chart
-                    .draw_series(DashedLineSeries::new(
-                        vec![(bx, y0), (bx, y1)],
-                        (9.0 * s) as i32,
-                        (6.0 * s) as i32,
-                        VERMILLION.stroke_width((2.0 * s).round().max(1.0) as u32),
-                    ))
-                    .map_err(de)?;
-                let label = format!("budget {} {xunit}", draw::tick(bx, x_dec + 1));
-                chart
-                    .draw_series(std::iter::once(
-                        EmptyElement::at((bx, y1))
-                            + Text::new(
-                                label,
-                                (-(6.0 * s) as i32, (18.0 * s) as i32),
-                                draw::font(15.0 * s)
-                                    .color(&VERMILLION)
-                                    .pos(Pos::new(HPos::Right, VPos::Top)),
-                            ),
-                    ))
-                    .map_err(de)?;
-            }
+            draw_budget(pa, &f, b * f.xs, s)?;
         }
+        self.draw_candidates(pa, &f, panel, s)?;
+        self.draw_front(pa, &f, panel, s)?;
+        self.draw_marked(pa, &f, panel, s)
+    }
 
-        // Every candidate.
+    /// Every candidate: blue within the budget, grey rings over it, and a
+    /// triangle on the top edge when off the scale.
+    fn draw_candidates<DB: DrawingBackend>(
+        &self,
+        pa: &Plot<DB>,
+        f: &Frame,
+        panel: usize,
+        s: f64,
+    ) -> anyhow::Result<()> {
         let r = (4.0 * s).round().max(2.0) as i32;
         for p in self.points.iter().filter(|p| p.mark == Mark::Candidate) {
-            let Some(y) = p.ys.get(panel) else { continue };
-            if !(p.x_ms.0.is_finite() && y.0.is_finite()) {
+            let Some((x, y)) = f.at(p, panel) else {
                 continue;
-            }
-            let at = (p.x_ms.0 * xs, (y.0 * ys).min(y1));
-            if y.0 * ys > y1 {
-                let color = if p.feasible {
-                    BLUE.mix(0.7)
-                } else {
-                    GREY.to_rgba()
-                };
-                draw::marker(
-                    chart.plotting_area(),
-                    at,
-                    Shape::TriangleUp,
-                    r,
-                    color,
-                    p.feasible,
-                )?;
-            } else if p.feasible {
-                draw::marker(
-                    chart.plotting_area(),
-                    at,
-                    Shape::Circle,
-                    r,
-                    BLUE.mix(0.7),
-                    true,
-                )?;
+            };
+            let shape = if y > f.y.1 {
+                Shape::TriangleUp
             } else {
-                draw::marker(
-                    chart.plotting_area(),
-                    at,
-                    Shape::Circle,
-                    r,
-                    GREY.to_rgba(),
-                    false,
-                )?;
-            }
+                Shape::Circle
+            };
+            let color = if p.feasible {
+                BLUE.mix(0.7)
+            } else {
+                LIGHT_GREY.to_rgba()
+            };
+            draw::marker(pa, (x, y.min(f.y.1)), shape, r, color, p.feasible)?;
         }
+        Ok(())
+    }
 
-        // The Pareto front, as a step line.
-        let f = front(&self.points, panel);
-        if !f.is_empty() {
-            let mut line = Vec::with_capacity(2 * f.len());
-            for (k, &i) in f.iter().enumerate() {
-                let (x, y) = (
-                    self.points[i].x_ms.0 * xs,
-                    (self.points[i].ys[panel].0 * ys).min(y1),
-                );
-                if k > 0 {
-                    let prev_y = line.last().map_or(y, |p: &(f64, f64)| p.1);
-                    line.push((x, prev_y));
-                }
-                line.push((x, y));
+    /// The Pareto front, as a step line.
+    fn draw_front<DB: DrawingBackend>(
+        &self,
+        pa: &Plot<DB>,
+        f: &Frame,
+        panel: usize,
+        s: f64,
+    ) -> anyhow::Result<()> {
+        let mut line: Vec<(f64, f64)> = Vec::new();
+        for i in front(&self.points, panel) {
+            let Some((x, y)) = f.at(&self.points[i], panel) else {
+                continue;
+            };
+            if let Some(&(_, prev_y)) = line.last() {
+                line.push((x, prev_y));
             }
-            chart
-                .draw_series(LineSeries::new(
-                    line,
-                    GREEN.stroke_width((2.5 * s).round().max(1.0) as u32),
-                ))
-                .map_err(de)?;
+            line.push((x, y.min(f.y.1)));
         }
+        if line.is_empty() {
+            return Ok(());
+        }
+        let width = (2.5 * s).round().max(1.0) as u32;
+        draw::path(pa, line, GREEN.stroke_width(width))
+    }
 
-        // Current settings, then the recommendation on top, with CIs.
+    /// The current settings, then the recommendation on top, with their
+    /// CIs on both axes.
+    fn draw_marked<DB: DrawingBackend>(
+        &self,
+        pa: &Plot<DB>,
+        f: &Frame,
+        panel: usize,
+        s: f64,
+    ) -> anyhow::Result<()> {
         for (mark, shape, color, size) in [
             (Mark::Current, Shape::Square, ORANGE, 8.0),
             (Mark::Chosen, Shape::Diamond, VERMILLION, 9.0),
         ] {
             for p in self.points.iter().filter(|p| p.mark == mark) {
-                let Some(y) = p.ys.get(panel) else { continue };
-                if !(p.x_ms.0.is_finite() && y.0.is_finite()) {
+                let Some((x, y)) = f.at(p, panel) else {
                     continue;
-                }
-                let (x, xc) = (p.x_ms.0 * xs, p.x_ms.1 * xs);
-                let (yv, yc) = (y.0 * ys, y.1 * ys);
+                };
+                let (xc, yc) = (p.x_ms.1 * f.xs, p.ys[panel].1 * f.ys);
                 let st = color.stroke_width((2.0 * s).round().max(1.0) as u32);
-                for seg in [
-                    vec![(x - xc, yv), (x + xc, yv)],
-                    vec![(x, (yv - yc).max(y0)), (x, (yv + yc).min(y1))],
-                ] {
-                    chart
-                        .draw_series(std::iter::once(PathElement::new(seg, st)))
-                        .map_err(de)?;
-                }
-                draw::marker(
-                    chart.plotting_area(),
-                    (x, yv),
-                    shape,
-                    (size * s).round() as i32,
-                    color.to_rgba(),
-                    true,
-                )?;
+                draw::error_bar(pa, (x - xc, y), (x + xc, y), 0, st)?;
+                let (lo, hi) = ((y - yc).max(f.y.0), (y + yc).min(f.y.1));
+                draw::error_bar(pa, (x, lo), (x, hi), 0, st)?;
+                let r = (size * s).round() as i32;
+                draw::marker(pa, (x, y), shape, r, color.to_rgba(), true)?;
             }
         }
         Ok(())
     }
+}
+
+/// The region over the budget shaded, and the budget (at `bx` on the x
+/// axis) as a dashed rule with its value.
+fn draw_budget<DB: DrawingBackend>(
+    pa: &Plot<DB>,
+    f: &Frame,
+    bx: f64,
+    s: f64,
+) -> anyhow::Result<()> {
+    let ((x0, x1), (y0, y1)) = (f.x, f.y);
+    if bx < x1 {
+        let shade = LIGHT_GREY.mix(0.12).filled();
+        pa.draw(&Rectangle::new([(bx.max(x0), y0), (x1, y1)], shade))
+            .map_err(de)?;
+    }
+    if bx < x0 || bx > x1 {
+        return Ok(());
+    }
+    let st = VERMILLION.stroke_width((2.0 * s).round().max(1.0) as u32);
+    let (dash, gap) = ((9.0 * s) as i32, (6.0 * s) as i32);
+    draw::dashed(pa, vec![(bx, y0), (bx, y1)], (dash, gap), st)?;
+    let dec = layout::tick_decimals(x0, x1, 7);
+    let label = format!("budget {} {}", layout::tick(bx, dec + 1), f.xunit);
+    let st = draw::font(15.0 * s).color(&VERMILLION);
+    let offset = (-(6.0 * s) as i32, (18.0 * s) as i32);
+    draw::text(pa, (bx, y1), offset, label, &st, (HPos::Right, VPos::Top))
 }
 
 /// The top of the region worth showing in panel `panel` (unscaled): three
@@ -430,51 +395,24 @@ fn y_focus(points: &[ParetoPoint], panel: usize) -> Option<f64> {
         .map(|v| v * 1.5)
 }
 
-fn capitalize(s: &str) -> String {
-    let mut c = s.chars();
-    match c.next() {
-        Some(f) => f.to_uppercase().collect::<String>() + c.as_str(),
-        None => String::new(),
-    }
-}
-
 impl Figure for ParetoChart {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> anyhow::Result<()>
     where
         DB::ErrorType: 'static,
     {
-        root.fill(&draw::BACKGROUND).map_err(de)?;
-        let (w, h) = root.dim_in_pixel();
-        let base = pareto_size(self.panels.len());
-        let s = (w as f64 / base.0 as f64)
-            .min(h as f64 / base.1 as f64)
-            .clamp(0.5, 3.0);
-        let title_font = draw::bold(28.0 * s);
-        let sub_font = draw::font(17.0 * s).color(&draw::MUTED);
-        let legend_font = draw::font(18.0 * s);
+        let s = layout::scale_factor(root.dim_in_pixel(), pareto_size(self.panels.len()));
         let legend = self.legend();
-        let pad = (14.0 * s) as i32;
-        let title_h = (38.0 * s) as i32;
-        let sub_h = (26.0 * s) as i32;
-        let legend_h = draw::legend_height(&legend, &legend_font, w as i32 - 60);
-        let header = pad + title_h + sub_h + legend_h + pad;
-        root.draw(&Text::new(
-            draw::fit_text(&self.title, &title_font, w as i32 - 40),
-            (w as i32 / 2, pad),
-            title_font.pos(Pos::new(HPos::Center, VPos::Top)),
-        ))
-        .map_err(de)?;
-        root.draw(&Text::new(
-            draw::fit_text(&self.subtitle, &sub_font, w as i32 - 40),
-            (w as i32 / 2, pad + title_h),
-            sub_font.pos(Pos::new(HPos::Center, VPos::Top)),
-        ))
-        .map_err(de)?;
-        let (head, body) = root.split_vertically(header.min(h as i32 / 2));
-        let (_, legend_area) = head.split_vertically(pad + title_h + sub_h);
-        draw::draw_legend(&legend_area, &legend, &legend_font)?;
-        let body = body.margin(0, (8.0 * s) as i32, (8.0 * s) as i32, (8.0 * s) as i32);
-        let cells = body.split_evenly((1, self.panels.len().max(1)));
+        let body = draw::header(
+            root,
+            &Header {
+                title: &self.title,
+                subtitle: &self.subtitle,
+                legend: &legend,
+                sizes: (28.0 * s, 17.0 * s, 18.0 * s),
+                rows: HeaderRows::scaled(s, 38.0, 26.0),
+            },
+        )?;
+        let cells = draw::cells(&body, s, (1, self.panels.len().max(1)));
         for (i, cell) in cells.iter().enumerate().take(self.panels.len()) {
             self.draw_panel(cell, i, s)?;
         }
@@ -545,5 +483,37 @@ mod tests {
             pareto_figure(&chart, &out).expect("draws");
             assert!(std::fs::metadata(&out).expect("written").len() > 1000);
         }
+    }
+
+    #[test]
+    fn frame_holds_the_budget_and_focuses_on_the_recommendation() {
+        let mut points: Vec<ParetoPoint> = (0..10)
+            .map(|i| pt(3000.0 + 1000.0 * f64::from(i), 0.001 * f64::from(i + 1)))
+            .collect();
+        points[9].ys[0].0 = 0.9; // far worse than the rest
+        points[2].mark = Mark::Chosen;
+        let chart = ParetoChart {
+            title: String::new(),
+            subtitle: String::new(),
+            budget_ms: Some(20000.0),
+            panels: vec![ParetoAxis {
+                label: "duplicate rate".into(),
+                percent: true,
+            }],
+            points,
+        };
+        let f = Frame::of(&chart, 0);
+        assert_eq!((f.xs, f.xunit, f.ys), (0.001, "s", 100.0));
+        // 3 s to 20 s (the budget), padded by 6%.
+        assert!(
+            (f.x.0 - 1.98).abs() < 1e-9 && (f.x.1 - 21.02).abs() < 1e-9,
+            "{f:?}"
+        );
+        // Three times the recommendation's 0.3%, plus 8% headroom.
+        assert_eq!(f.y.0, 0.0);
+        assert!((f.y.1 - 0.972).abs() < 1e-9, "{f:?}");
+        assert_eq!(f.above, 1);
+        assert_eq!(f.at(&chart.points[2], 0), Some((5.0, 0.3)));
+        assert_eq!(f.at(&chart.points[2], 1), None);
     }
 }

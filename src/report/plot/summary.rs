@@ -55,37 +55,10 @@ impl Summary {
             .map_err(|e| bad(format!("{shown}: line 1: bad CSV header: {e}")))?
             .clone();
         let names: Vec<String> = headers.iter().map(|h| h.trim().to_string()).collect();
-        if names.iter().all(|n| n.is_empty()) {
-            return Err(bad(format!("{shown}: empty file (no CSV header)")));
-        }
-        let find = |want: &str| names.iter().position(|n| n == want);
-        let policy = find("policy").ok_or_else(|| {
-            bad(format!(
-                "{shown}: line 1: the header has no `policy` column"
-            ))
-        })?;
-        let reps = find("reps")
-            .ok_or_else(|| bad(format!("{shown}: line 1: the header has no `reps` column")))?;
-        if reps < policy {
-            return Err(bad(format!(
-                "{shown}: line 1: `reps` must come after `policy` and the swept keys"
-            )));
-        }
-        for (i, n) in names.iter().enumerate() {
-            if n.is_empty() {
-                return Err(bad(format!(
-                    "{shown}: line 1: column {} has no name",
-                    i + 1
-                )));
-            }
-            if names[..i].contains(n) {
-                return Err(bad(format!("{shown}: line 1: column `{n}` appears twice")));
-            }
-        }
+        let (policy, reps) = check_header(&names, &shown)?;
         let key_names = names[..reps].to_vec();
         let value_names = names[reps..].to_vec();
         let scenario_col = key_names.iter().position(|n| n == "scenario");
-
         let mut rows = Vec::new();
         for rec in rdr.records() {
             let rec = rec.map_err(|e| {
@@ -99,28 +72,7 @@ impl Summary {
                     _ => bad(format!("{shown}: line {line}: bad CSV: {e}")),
                 }
             })?;
-            let line = rec.position().map(|p| p.line()).unwrap_or(0);
-            let keys: Vec<String> = rec
-                .iter()
-                .take(reps)
-                .map(|s| s.trim().to_string())
-                .collect();
-            let mut values = Vec::with_capacity(value_names.len());
-            for (j, field) in rec.iter().skip(reps).enumerate() {
-                let field = field.trim();
-                let v = if field.is_empty() {
-                    f64::NAN
-                } else {
-                    field.parse::<f64>().map_err(|_| {
-                        bad(format!(
-                            "{shown}: line {line}: column `{}`: `{field}` is not a number",
-                            value_names[j]
-                        ))
-                    })?
-                };
-                values.push(v);
-            }
-            rows.push(Row { line, keys, values });
+            rows.push(parse_row(&rec, reps, &value_names, &shown)?);
         }
         if rows.is_empty() {
             return Err(bad(format!("{shown}: no data rows after the header")));
@@ -224,6 +176,71 @@ impl Summary {
             Some(format!("{min:.0}-{max:.0}"))
         }
     }
+}
+
+/// Check the header's column names; return the indices of `policy` and
+/// `reps`.
+fn check_header(names: &[String], shown: &str) -> anyhow::Result<(usize, usize)> {
+    if names.iter().all(|n| n.is_empty()) {
+        return Err(bad(format!("{shown}: empty file (no CSV header)")));
+    }
+    let find = |want: &str| {
+        names.iter().position(|n| n == want).ok_or_else(|| {
+            bad(format!(
+                "{shown}: line 1: the header has no `{want}` column"
+            ))
+        })
+    };
+    let (policy, reps) = (find("policy")?, find("reps")?);
+    if reps < policy {
+        return Err(bad(format!(
+            "{shown}: line 1: `reps` must come after `policy` and the swept keys"
+        )));
+    }
+    for (i, n) in names.iter().enumerate() {
+        if n.is_empty() {
+            return Err(bad(format!(
+                "{shown}: line 1: column {} has no name",
+                i + 1
+            )));
+        }
+        if names[..i].contains(n) {
+            return Err(bad(format!("{shown}: line 1: column `{n}` appears twice")));
+        }
+    }
+    Ok((policy, reps))
+}
+
+/// One data row: the first `reps` fields as text, the others as numbers
+/// (NaN when empty).
+fn parse_row(
+    rec: &csv::StringRecord,
+    reps: usize,
+    value_names: &[String],
+    shown: &str,
+) -> anyhow::Result<Row> {
+    let line = rec.position().map(|p| p.line()).unwrap_or(0);
+    let keys: Vec<String> = rec
+        .iter()
+        .take(reps)
+        .map(|s| s.trim().to_string())
+        .collect();
+    let mut values = Vec::with_capacity(value_names.len());
+    for (j, field) in rec.iter().skip(reps).enumerate() {
+        let field = field.trim();
+        let v = if field.is_empty() {
+            f64::NAN
+        } else {
+            field.parse::<f64>().map_err(|_| {
+                bad(format!(
+                    "{shown}: line {line}: column `{}`: `{field}` is not a number",
+                    value_names[j]
+                ))
+            })?
+        };
+        values.push(v);
+    }
+    Ok(Row { line, keys, values })
 }
 
 #[cfg(test)]

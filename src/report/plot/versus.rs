@@ -3,6 +3,7 @@
 //! and whether they agree.
 
 use super::draw::{self, de};
+use super::layout::{decimals_for, tick, tick_step};
 use super::output::{self, Figure, Format};
 use crate::live::compare::Line;
 use plotters::coord::Shift;
@@ -89,7 +90,7 @@ where
         .y_label_area_size(70)
         .build_cartesian_2d(-0.6f64..1.6f64, lo..y1)
         .map_err(de)?;
-    let y_dec = draw::decimals_for(draw::tick_step(lo, y1, 6));
+    let y_dec = decimals_for(tick_step(lo, y1, 6));
     chart
         .configure_mesh()
         .disable_x_mesh()
@@ -104,7 +105,7 @@ where
             }
         })
         .y_labels(6)
-        .y_label_formatter(&|v: &f64| draw::tick(*v, y_dec))
+        .y_label_formatter(&|v: &f64| tick(*v, y_dec))
         .label_style(draw::font(14.0).color(&draw::MUTED))
         .light_line_style(draw::GRID)
         .bold_line_style(draw::GRID_BOLD)

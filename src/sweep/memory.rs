@@ -3,6 +3,7 @@
 //! has available). See docs/limits.md for the figures and how they were
 //! measured.
 
+use super::{Error, Plan};
 use crate::scenario::Loaded;
 
 /// Bytes per agent of one running replication (client, links, random
@@ -101,6 +102,71 @@ pub fn plan_bytes(loaded: &Loaded, points: u64, policies: u64, reps: u64) -> (u6
 /// What one replication of `agents` agents needs before its events.
 pub fn run_bytes(agents: u64) -> u64 {
     RUN_BASE_BYTES.saturating_add(agents.saturating_mul(AGENT_BYTES))
+}
+
+/// Refuse a run of `run_points` on `threads` threads whose agents do not
+/// fit `budget`, before they are allocated; return how many events each
+/// replication may hold pending (its share of what is left: docs/limits.md).
+pub fn check_run(
+    plan: &Plan,
+    run_points: &[usize],
+    threads: usize,
+    budget: u64,
+) -> Result<usize, Error> {
+    let agents = |p: usize| plan.points.get(p).map_or(0, |p| p.scenario.agent_count());
+    let (most, at) = run_points
+        .iter()
+        .map(|&p| (agents(p), p))
+        .max()
+        .unwrap_or((0, 0));
+    let per_points: u64 = run_points
+        .iter()
+        .map(|&p| agents(p).saturating_mul(POINT_AGENT_BYTES))
+        .fold(0, u64::saturating_add);
+    let (plan_need, _) = plan_bytes(
+        &plan.loaded,
+        plan.points.len() as u64,
+        plan.policies.len() as u64,
+        u64::from(plan.reps),
+    );
+    // Replications run concurrently, up to one per thread.
+    let jobs = (run_points.len() as u64)
+        .saturating_mul(plan.policies.len() as u64)
+        .saturating_mul(u64::from(plan.reps));
+    let threads = (threads as u64).min(jobs.max(1));
+    let runs = threads.saturating_mul(run_bytes(most));
+    // Room for each replication to relay at least a few messages to all.
+    let events_floor = threads.saturating_mul(most.saturating_mul(4).saturating_mul(EVENT_BYTES));
+    let need = plan_need.saturating_add(per_points).saturating_add(runs);
+    if need.saturating_add(events_floor) > budget {
+        let key = plan
+            .points
+            .get(at)
+            .and_then(|p| {
+                p.scenario
+                    .agents
+                    .iter()
+                    .position(|g| g.count > 0)
+                    .map(|g| format!("agents.{g}.count"))
+            })
+            .unwrap_or_else(|| "agents".into());
+        return Err(plan
+            .loaded
+            .error_at(
+                &key,
+                format!(
+                    "{most} agents on {threads} thread{} need about {} of memory, more than \
+                     the {} this run may use (--max-memory; default: the memory available); \
+                     use fewer agents or fewer --jobs",
+                    if threads == 1 { "" } else { "s" },
+                    show(need.saturating_add(events_floor)),
+                    show(budget)
+                ),
+            )
+            .into());
+    }
+    let per_run = (budget - need) / threads / EVENT_BYTES;
+    Ok(usize::try_from(per_run).unwrap_or(usize::MAX))
 }
 
 #[cfg(test)]

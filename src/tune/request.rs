@@ -1,0 +1,392 @@
+//! A tuning request, as `herdsim tune` takes it: checked into a search
+//! ([`Request::check`]) before anything runs, then run and written
+//! ([`run`]) to `<out>/<scenario name>/tune/`: `candidates.csv`,
+//! `pareto.png` and `recommended.env`, each atomically.
+
+use super::space::{Space, parse_param};
+use super::{Outcome, Settings, TuneError, Weights, report, tune};
+use crate::floor::PolicyKind;
+use crate::report::atomic;
+use crate::report::plot::pareto::pareto_figure;
+use crate::scenario::Loaded;
+use crate::sweep::{self, Observer};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Most candidates a grid may have.
+pub const MAX_GRID: usize = 20_000;
+
+/// What to tune, as given (each field is a `herdsim tune` option).
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    /// Scenario file (none: the built-in default scenario).
+    pub scenario: Option<PathBuf>,
+    /// `--set KEY=VALUE`, applied first.
+    pub sets: Vec<String>,
+    /// `--objective` weights.
+    pub objective: String,
+    /// `--max-ttfr-p95-ms`.
+    pub max_ttfr_p95_ms: Option<f64>,
+    /// `--param KEY=LO..HI[:STEP]`.
+    pub params: Vec<String>,
+    /// `--policy`.
+    pub policy: String,
+    pub seed: Option<u64>,
+    pub reps: Option<u32>,
+    pub max_reps: Option<u32>,
+    /// `--grid` levels.
+    pub grid: Option<usize>,
+    /// Worker threads.
+    pub threads: usize,
+}
+
+/// A checked request: the scenario, the space searched and the settings.
+pub struct Search {
+    pub loaded: Loaded,
+    pub space: Space,
+    pub settings: Settings,
+    /// The scenario's name.
+    pub name: String,
+    pub source: Option<PathBuf>,
+}
+
+/// A finished search, its files written.
+pub struct Tuned {
+    pub outcome: Outcome,
+    /// `recommended.env`'s text (also when nothing met the budget).
+    pub text: String,
+    /// `<out>/<name>/tune`.
+    pub dir: PathBuf,
+    /// Seconds the search took.
+    pub elapsed: f64,
+}
+
+fn bad(msg: impl Into<String>) -> TuneError {
+    TuneError::Input(msg.into())
+}
+
+impl Request {
+    /// Every check of the input, before anything runs.
+    pub fn check(&self) -> Result<Search, TuneError> {
+        let mut loaded = match &self.scenario {
+            Some(p) => Loaded::from_file(p),
+            None => Loaded::builtin_default(),
+        }?;
+        for s in &self.sets {
+            loaded.apply_set(s)?;
+        }
+        if let Some(axis) = loaded.sweep.first() {
+            let why = format!(
+                "herdsim tune searches its own grid and does not run a [sweep]; remove the \
+                 sweep or pin the key with --set {}=VALUE",
+                axis.key
+            );
+            return Err(loaded.error_at(&format!("sweep.{}", axis.key), why).into());
+        }
+        let base = loaded.base()?;
+        let policy = self
+            .policy
+            .parse::<PolicyKind>()
+            .map_err(|e| bad(format!("--policy {}: {e}", self.policy)))?;
+        let weights = parse_weights(&self.objective).map_err(bad)?;
+        if let Some(b) = self
+            .max_ttfr_p95_ms
+            .filter(|b| !(b.is_finite() && *b > 0.0))
+        {
+            return Err(bad(format!(
+                "--max-ttfr-p95-ms {b}: must be a positive number of milliseconds"
+            )));
+        }
+        let (reps, max_reps) = self.reps(&loaded, base.reps)?;
+        let threads = self.threads;
+        if threads == 0 || threads > sweep::MAX_THREADS {
+            return Err(bad(format!(
+                "--jobs {threads}: must be from 1 to {} worker threads",
+                sweep::MAX_THREADS
+            )));
+        }
+        let params = self
+            .params
+            .iter()
+            .map(|p| parse_param(p))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(bad)?;
+        let space = Space::new(&loaded, &params).map_err(bad)?;
+        let levels = self.levels(&space)?;
+        let settings = Settings {
+            policy,
+            seed: self.seed.unwrap_or(base.seed),
+            reps,
+            max_reps,
+            levels,
+            weights,
+            budget_ms: self.max_ttfr_p95_ms,
+            threads,
+        };
+        Ok(Search {
+            name: base.name.clone(),
+            loaded,
+            space,
+            settings,
+            source: self.scenario.clone(),
+        })
+    }
+
+    /// `--reps` (at least 2) and `--max-reps` (at least `--reps`).
+    fn reps(&self, loaded: &Loaded, file_reps: u32) -> Result<(u32, u32), TuneError> {
+        let reps = self.reps.unwrap_or(file_reps);
+        if reps < 2 {
+            let origin = match self.reps {
+                Some(r) => format!("--reps {r}"),
+                None => format!("{}: key `reps` ({reps})", loaded.file),
+            };
+            return Err(bad(format!(
+                "{origin}: tune needs at least 2 replications per candidate to compare them"
+            )));
+        }
+        let max_reps = self.max_reps.unwrap_or(reps.saturating_mul(4));
+        if max_reps < reps {
+            return Err(bad(format!(
+                "--max-reps {max_reps}: must be at least --reps ({reps})"
+            )));
+        }
+        Ok((reps, max_reps))
+    }
+
+    /// `--grid` levels: at least 2, at most [`MAX_GRID`] candidates.
+    fn levels(&self, space: &Space) -> Result<usize, TuneError> {
+        let levels = self.grid.unwrap_or_else(|| space.default_levels());
+        if levels < 2 {
+            return Err(bad(format!("--grid {levels}: must be at least 2")));
+        }
+        let grid_size = space
+            .dims
+            .iter()
+            .filter(|d| d.free())
+            .try_fold(1usize, |n, _| n.checked_mul(levels))
+            .unwrap_or(usize::MAX);
+        if grid_size > MAX_GRID {
+            return Err(bad(format!(
+                "--grid {levels}: {levels} levels over {} parameters is more than {MAX_GRID} \
+                 candidates; use fewer levels",
+                space.free_count()
+            )));
+        }
+        Ok(levels)
+    }
+}
+
+/// Run `search` and write its files into `<out>/<name>/tune/` (checked
+/// first: a folder, not an input, and this process's alone).
+pub fn run(search: &Search, out: &Path, obs: &dyn Observer) -> Result<Tuned, TuneError> {
+    let dir = out.join(&search.name).join("tune");
+    sweep::outputs::check_folders(out, &dir)?;
+    if let Some(input) = &search.source
+        && ["candidates.csv", "pareto.png", "recommended.env"]
+            .iter()
+            .any(|f| crate::report::paths::same(&dir.join(f), input))
+    {
+        return Err(bad(format!(
+            "--out {}: tune would overwrite its input {} with its results; choose another --out",
+            out.display(),
+            input.display()
+        )));
+    }
+    let _lock = sweep::outputs::lock_results(&dir, obs)?;
+    let started = Instant::now();
+    let (name, space, s) = (&search.name, &search.space, &search.settings);
+    let outcome = tune(&search.loaded, space, s, obs)?;
+    let elapsed = started.elapsed().as_secs_f64();
+    atomic::write(
+        &dir.join("candidates.csv"),
+        &report::candidates_csv(name, space, &outcome, s)?,
+    )?;
+    pareto_figure(
+        &report::pareto_chart(name, &outcome, s),
+        &dir.join("pareto.png"),
+    )?;
+    let text = report::recommendation(name, space, &outcome, s);
+    let env = dir.join("recommended.env");
+    if outcome.chosen.is_some() {
+        atomic::write(&env, text.as_bytes())?;
+    } else if env.exists() {
+        // A stale recommendation would read as this run's.
+        std::fs::remove_file(&env)?;
+    }
+    Ok(Tuned {
+        outcome,
+        text,
+        dir,
+        elapsed,
+    })
+}
+
+/// Parse `--objective`: `W_DUP,W_WASTE,W_UNANS`, or named
+/// (`dup=1,waste=0.5,unanswered=4`; unnamed ones stay 1).
+pub fn parse_weights(text: &str) -> Result<Weights, String> {
+    let flag = format!("--objective {text}");
+    let parts: Vec<&str> = text.split(',').map(str::trim).collect();
+    let w = if parts.iter().any(|p| p.contains('=')) {
+        named_weights(&parts, &flag)?
+    } else {
+        if parts.len() != 3 {
+            return Err(format!(
+                "{flag}: expected three weights W_DUP,W_WASTE,W_UNANS (e.g. 1,1,1), got {}",
+                parts.len()
+            ));
+        }
+        Weights {
+            duplicate: weight(parts[0], &flag)?,
+            wasted: weight(parts[1], &flag)?,
+            unanswered: weight(parts[2], &flag)?,
+        }
+    };
+    if w.duplicate + w.wasted + w.unanswered == 0.0 {
+        return Err(format!("{flag}: at least one weight must be positive"));
+    }
+    Ok(w)
+}
+
+fn named_weights(parts: &[&str], flag: &str) -> Result<Weights, String> {
+    let mut w = Weights::default();
+    let mut seen = [false; 3];
+    for p in parts {
+        let Some((k, v)) = p.split_once('=') else {
+            return Err(format!(
+                "{flag}: `{p}` is not NAME=WEIGHT (names: dup, waste, unanswered)"
+            ));
+        };
+        let slot = match k.trim() {
+            "dup" | "duplicate" | "duplicate_rate" => 0,
+            "waste" | "wasted" | "wasted_inference_rate" => 1,
+            "unans" | "unanswered" | "unanswered_rate" => 2,
+            other => {
+                return Err(format!(
+                    "{flag}: unknown name `{other}` (names: dup, waste, unanswered)"
+                ));
+            }
+        };
+        if seen[slot] {
+            return Err(format!("{flag}: `{}` is given twice", k.trim()));
+        }
+        seen[slot] = true;
+        let x = weight(v, flag)?;
+        match slot {
+            0 => w.duplicate = x,
+            1 => w.wasted = x,
+            _ => w.unanswered = x,
+        }
+    }
+    Ok(w)
+}
+
+fn weight(v: &str, flag: &str) -> Result<f64, String> {
+    match v.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+        _ => Err(format!(
+            "{flag}: weight `{}` must be a number >= 0",
+            v.trim()
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weights_parse_both_ways() {
+        let w = parse_weights("1,0.5,4").expect("ok");
+        assert_eq!((w.duplicate, w.wasted, w.unanswered), (1.0, 0.5, 4.0));
+        let w = parse_weights("waste=2, unanswered=0").expect("ok");
+        assert_eq!((w.duplicate, w.wasted, w.unanswered), (1.0, 2.0, 0.0));
+        for bad in [
+            "1,1",
+            "1,-1,1",
+            "0,0,0",
+            "dup=1,dup=2",
+            "speed=1",
+            "1,x,1",
+            "1,inf,1",
+        ] {
+            let e = parse_weights(bad).expect_err(bad);
+            assert!(e.starts_with("--objective"), "{e}");
+        }
+    }
+
+    fn request() -> Request {
+        Request {
+            objective: "1,1,1".into(),
+            policy: "spec".into(),
+            threads: 1,
+            ..Request::default()
+        }
+    }
+
+    #[test]
+    fn a_request_is_checked_before_anything_runs() {
+        let r = request();
+        let s = r.check().expect("the default scenario tunes");
+        assert_eq!(s.settings.max_reps, 4 * s.settings.reps);
+        let cases: [(&str, Request); 4] = [
+            (
+                "--reps 1",
+                Request {
+                    reps: Some(1),
+                    ..request()
+                },
+            ),
+            (
+                "--max-reps 2",
+                Request {
+                    reps: Some(3),
+                    max_reps: Some(2),
+                    ..request()
+                },
+            ),
+            (
+                "--grid 1",
+                Request {
+                    grid: Some(1),
+                    ..request()
+                },
+            ),
+            (
+                "--policy nope",
+                Request {
+                    policy: "nope".into(),
+                    ..request()
+                },
+            ),
+        ];
+        for (start, r) in cases {
+            match r.check() {
+                Err(TuneError::Input(m)) => assert!(m.starts_with(start), "{m}"),
+                _ => panic!("{start}: must be refused as bad input"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_small_search_writes_its_files() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let r = Request {
+            sets: vec!["workload.count=5".into(), "reps=2".into()],
+            params: vec![
+                "agents.csma.min_ms=0".into(),
+                "agents.csma.max_ms=1000..3000".into(),
+                "server.ttl_ms=30000".into(),
+            ],
+            grid: Some(2),
+            max_reps: Some(2),
+            ..request()
+        };
+        let search = r.check().expect("checks");
+        let done = run(&search, tmp.path(), &()).expect("runs");
+        assert!(done.outcome.chosen.is_some());
+        for f in ["candidates.csv", "pareto.png", "recommended.env"] {
+            assert!(done.dir.join(f).is_file(), "{f}");
+        }
+        assert_eq!(done.dir, tmp.path().join(&search.name).join("tune"));
+    }
+}
