@@ -25,7 +25,8 @@
 //! base never exceeding `now`) at the slot given by its digit `L`. Level 0
 //! slots hold exactly one instant each. Popping takes from the first
 //! non-empty level-0 slot; when level 0 is empty, the first slot of the
-//! lowest non-empty level is redistributed into the (empty) lower levels.
+//! lowest non-empty level is redistributed into the (empty) lower levels
+//! around a new base, its earliest time (so that time lands in level 0).
 //! Each event moves at most 7 times, and once for delays under 65 ms.
 //! Events only ever enter empty slots or are appended, so every slot is in
 //! scheduling order: ties need no sequence comparison. Scheduling is O(1);
@@ -415,15 +416,16 @@ impl<E> Engine<E> {
     /// move along; they are dropped when reached or by compaction.
     #[inline(never)]
     fn refill(&mut self, b: usize) {
-        let level = (b / SLOTS) as u32;
-        debug_assert!(level >= 1);
+        debug_assert!(b >= SLOTS);
         let mut items = std::mem::take(&mut self.buckets[b]);
         self.unmark(b);
-        // Every entry of the bucket shares the digits from `level` up; the
-        // new base keeps them and zeroes the rest, so it is <= all of them
-        // and leaves every other bucket's classification unchanged.
-        let shift = level * BITS;
-        self.base = (items[0].time >> shift) << shift;
+        // Every entry of the bucket shares the digits from `level` up. The
+        // new base is the earliest of them (a radix heap's rule): it keeps
+        // those digits, so every other bucket's classification is
+        // unchanged, and it is <= every stored time. The earliest entries
+        // land in level 0 at once, where a base with the lower digits
+        // zeroed would move them down one level per refill.
+        self.base = items.iter().map(|e| e.time).min().unwrap_or(self.base);
         for e in &items {
             self.insert(*e);
         }
