@@ -101,7 +101,9 @@ fn large_channels(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(10));
     let w = channel(10_000, 10);
     g.throughput(Throughput::Elements(reps(&w, PolicyKind::Spec, 1)));
-    g.bench_function("spec", |b| b.iter(|| black_box(reps(&w, PolicyKind::Spec, 1))));
+    g.bench_function("spec", |b| {
+        b.iter(|| black_box(reps(&w, PolicyKind::Spec, 1)))
+    });
     g.finish();
 }
 
