@@ -14,6 +14,7 @@
 /// results carry it; results of two builds are never mixed.
 pub const BUILD: &str = env!("HERDSIM_BUILD");
 
+pub mod agent;
 pub mod cli;
 pub mod engine;
 pub mod floor;

@@ -1,0 +1,596 @@
+//! The agent and the operator as sans-IO actors.
+//!
+//! An [`Agent`] is everything one agent decides: whether it answers a
+//! message (`respond_p`, DMs, @mentions), its CSMA wait, the duration of an
+//! inference, its faults (hang, crash, ignore-yield) and the RESPONDING_TO
+//! client rules of [`floor::Client`], which it wraps. It has no clock, no
+//! socket and no event queue: the driver feeds it [`Input`]s with the time
+//! ([`Agent::handle`]) and carries out the [`Output`]s it returns (send
+//! this, call me back at, an inference runs until, cancel that). Its
+//! randomness comes from the one stream it is given, drawn in a fixed
+//! order, so under the simulator's virtual clock the same inputs give the
+//! same outputs, and a driver with real time and real sockets
+//! (`herdsim live`) runs the very same code.
+//!
+//! The operator's side, the [`Workload`], is a sans-IO actor of the same
+//! kind: when the next post is due and what it says.
+//!
+//! Time: the driver's clock is monotonic microseconds of scenario time
+//! (`now_us`). The agent's local wall clock, which stamps its claims
+//! (`started_at`), is `now_us + clock_offset_us` (the simulator gives each
+//! agent the scenario epoch plus its clock skew).
+
+mod workload;
+
+#[cfg(test)]
+mod tests;
+
+pub use workload::{Post, PostKind, Workload};
+
+use crate::floor::{self, Action, ClientConfig, ClientMsg, PolicyKind, ServerMsg, SkipReason};
+use crate::model::dist::Dist;
+use rand::RngExt;
+use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// What an agent is like: one per scenario agent group, shared by its
+/// agents.
+#[derive(Debug, Clone)]
+pub struct Behaviour {
+    /// How long a seen claim is believed live (ms of the local clock).
+    pub ttl_ms: u64,
+    /// After skipping for a claim, decide again once it is believed expired.
+    pub recheck: bool,
+    /// At most this many rechecks per message.
+    pub max_rechecks: u32,
+    /// Probability of answering a root message (one from the operator).
+    pub respond_p: f64,
+    /// Probability of answering a reply of depth below `max_depth`.
+    pub reply_p: f64,
+    /// Replies at this depth or deeper are never answered.
+    pub max_depth: u32,
+    /// The CSMA wait before claiming.
+    pub csma: Dist,
+    /// CSMA timers fire on multiples of this (driver time; 0: exact).
+    pub tick_us: u64,
+    /// Inference duration.
+    pub inference: Dist,
+    /// Probability that an inference ignores YIELD (per inference).
+    pub ignore_yield_p: f64,
+    /// Probability that the process crashes during an inference.
+    pub crash_p: f64,
+    /// Probability that an inference hangs (never ends, obeys nothing).
+    pub hang_p: f64,
+}
+
+/// Which timer an [`Output::SetTimer`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimerKind {
+    /// The CSMA wait before claiming.
+    Csma,
+    /// A recheck once a seen claim is believed expired.
+    Recheck,
+}
+
+/// How a started inference ends, if nothing stops it first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InferenceEnd {
+    /// Feed [`Input::InferenceDone`] at this driver time.
+    DoneAt(u64),
+    /// The process crashes at this driver time: feed [`Input::Crash`].
+    CrashAt(u64),
+    /// It never ends and obeys nothing: feed nothing.
+    Hang,
+}
+
+/// Something that happened to the agent.
+#[derive(Debug, Clone, Copy)]
+pub enum Input<'a> {
+    /// A server message arrived. `depth`: for a relayed MSG the agent may
+    /// answer, its depth (0: a root message from the operator, 1: a reply
+    /// to a root, ...); `None`: do not consider answering it (not a MSG, or
+    /// a message the driver does not know).
+    Server {
+        msg: &'a ServerMsg,
+        depth: Option<u32>,
+    },
+    /// A timer set by [`Output::SetTimer`] is due.
+    Timer { msg_id: &'a str },
+    /// The inference of `msg_id` finished ([`InferenceEnd::DoneAt`] came).
+    /// `reply_id`: the wire id of the reply (`None`: the server assigns).
+    InferenceDone {
+        msg_id: &'a str,
+        reply_id: Option<&'a str>,
+    },
+    /// The process dies now ([`InferenceEnd::CrashAt`] came, or a scripted
+    /// disconnect). Everything in flight is forgotten.
+    Crash,
+    /// A scripted inference (replaying an incident): start inferring on
+    /// `msg_id` now, whatever the agent has seen, for `duration_us`, never
+    /// faulting, ignoring YIELD if `ignore_yield`.
+    StartNow {
+        msg_id: &'a str,
+        reply_to: &'a str,
+        started_at: i64,
+        duration_us: u64,
+        ignore_yield: bool,
+    },
+}
+
+/// Something the driver must do, in the order given.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Output {
+    /// Send this to the server (a claim, RESPONDING_TO).
+    Send(ClientMsg),
+    /// Send this reply, a MSG answering `parent`, the result of an
+    /// inference of `infer_us`.
+    Reply {
+        msg: ClientMsg,
+        parent: String,
+        infer_us: u64,
+    },
+    /// The agent decided to answer `msg_id` (its `respond_p` drew yes, it
+    /// was a DM or an @mention, or a scripted inference started).
+    Wants { msg_id: String },
+    /// Feed [`Input::Timer`] for `msg_id` at driver time `at_us`.
+    SetTimer {
+        msg_id: String,
+        at_us: u64,
+        kind: TimerKind,
+    },
+    /// An inference started; `end` says what to feed later.
+    Infer {
+        msg_id: String,
+        started_at: i64,
+        duration_us: u64,
+        end: InferenceEnd,
+        ignore_yield: bool,
+    },
+    /// The running inference of `msg_id` stops (YIELD, or an earlier
+    /// claim): cancel its end. It ran `ran_us`.
+    Abort {
+        msg_id: String,
+        winner: String,
+        ran_us: u64,
+    },
+    /// The inference of `msg_id` finished (before its [`Output::Reply`]).
+    Done { msg_id: String },
+    /// Decided not to infer.
+    Skip { msg_id: String, reason: SkipReason },
+    /// The agent is no longer busy with `msg_id`: not waiting, not
+    /// inferring, not rechecking.
+    Idle { msg_id: String },
+    /// At a crash: the inference of `msg_id`, running for `ran_us` (hung
+    /// if `hung`), is lost; cancel its end.
+    Lost {
+        msg_id: String,
+        ran_us: u64,
+        hung: bool,
+    },
+    /// The crash is complete: drop the connection. The agent starts again
+    /// with nothing tracked; the driver reconnects it after the restart
+    /// delay and re-joins its channels.
+    Crashed,
+}
+
+/// One running inference.
+#[derive(Debug, Clone, Copy)]
+struct Running {
+    start_us: u64,
+    dur_us: u64,
+    hung: bool,
+}
+
+/// What the agent holds for one message.
+#[derive(Debug, Clone, Copy, Default)]
+struct Slot {
+    /// The agent decided to answer and has not settled it yet.
+    busy: bool,
+    running: Option<Running>,
+}
+
+/// One agent. See the module docs.
+#[derive(Debug, Clone)]
+pub struct Agent {
+    behaviour: Arc<Behaviour>,
+    client: floor::Client,
+    rng: ChaCha8Rng,
+    clock_offset_us: i64,
+    slots: BTreeMap<String, Slot>,
+    /// Duration and ignore-yield of the inference being started by
+    /// [`Input::StartNow`].
+    forced: Option<(u64, bool)>,
+    /// Reused buffer for the client's actions.
+    actions: Vec<Action>,
+}
+
+impl Agent {
+    /// Agent `id` following `policy` and behaving as `behaviour`, drawing
+    /// from `rng`; its local wall clock reads the driver's time plus
+    /// `clock_offset_us`.
+    pub fn new(
+        id: String,
+        policy: PolicyKind,
+        behaviour: Arc<Behaviour>,
+        rng: ChaCha8Rng,
+        clock_offset_us: i64,
+    ) -> Agent {
+        let client = floor::Client::new(ClientConfig {
+            id,
+            policy,
+            ttl_ms: behaviour.ttl_ms,
+            recheck_on_expiry: behaviour.recheck,
+            max_rechecks: behaviour.max_rechecks,
+        });
+        Agent {
+            behaviour,
+            client,
+            rng,
+            clock_offset_us,
+            slots: BTreeMap::new(),
+            forced: None,
+            actions: Vec::new(),
+        }
+    }
+
+    /// The agent's id on the wire.
+    pub fn id(&self) -> &str {
+        &self.client.config().id
+    }
+
+    /// Whether an inference is running for `msg_id`.
+    pub fn is_running(&self, msg_id: &str) -> bool {
+        self.slots.get(msg_id).is_some_and(|s| s.running.is_some())
+    }
+
+    /// Whether the agent is busy with `msg_id` (waiting, inferring,
+    /// rechecking).
+    pub fn is_busy(&self, msg_id: &str) -> bool {
+        self.slots.get(msg_id).is_some_and(|s| s.busy)
+    }
+
+    /// The local wall clock (ms) at driver time `now_us`.
+    pub fn local_ms(&self, now_us: u64) -> i64 {
+        (self.clock_offset_us + now_us as i64).div_euclid(1000)
+    }
+
+    /// Feed one input at driver time `now_us`; what to do is appended to
+    /// `out`, in order.
+    pub fn handle(&mut self, now_us: u64, input: Input<'_>, out: &mut Vec<Output>) {
+        match input {
+            Input::Server { msg, depth } => self.on_server(now_us, msg, depth, out),
+            Input::Timer { msg_id } => {
+                let t = self.local_ms(now_us);
+                let mut actions = self.take_actions();
+                self.client.on_timer(t, msg_id, &mut actions);
+                self.apply(now_us, &mut actions, out);
+                self.actions = actions;
+                self.settle(msg_id, out);
+            }
+            Input::InferenceDone { msg_id, reply_id } => {
+                self.inference_done(now_us, msg_id, reply_id, out);
+            }
+            Input::Crash => self.crash(now_us, out),
+            Input::StartNow {
+                msg_id,
+                reply_to,
+                started_at,
+                duration_us,
+                ignore_yield,
+            } => {
+                let slot = self.slots.entry(msg_id.to_string()).or_default();
+                if !slot.busy {
+                    slot.busy = true;
+                    out.push(Output::Wants {
+                        msg_id: msg_id.to_string(),
+                    });
+                }
+                self.forced = Some((duration_us, ignore_yield));
+                let mut actions = self.take_actions();
+                self.client
+                    .start_now(msg_id, reply_to, started_at, &mut actions);
+                self.apply(now_us, &mut actions, out);
+                self.actions = actions;
+                self.forced = None;
+                self.settle(msg_id, out);
+            }
+        }
+    }
+
+    fn take_actions(&mut self) -> Vec<Action> {
+        let mut actions = std::mem::take(&mut self.actions);
+        actions.clear();
+        actions
+    }
+
+    /// A server message: the client records claims, responses and YIELDs
+    /// first; then a relayed MSG may be answered.
+    fn on_server(&mut self, now: u64, msg: &ServerMsg, depth: Option<u32>, out: &mut Vec<Output>) {
+        let t = self.local_ms(now);
+        let mut actions = self.take_actions();
+        self.client.on_server_msg(t, msg, &mut actions);
+        self.apply(now, &mut actions, out);
+        self.actions = actions;
+        // Only the message this one is about can have changed state.
+        let subject = match msg {
+            ServerMsg::RespondingTo { msg_id, .. }
+            | ServerMsg::Yield { msg_id, .. }
+            | ServerMsg::FloorClaimed { msg_id, .. } => Some(msg_id.as_str()),
+            ServerMsg::Msg { in_reply_to, .. } => in_reply_to.as_deref(),
+            ServerMsg::Error { .. } => None,
+        };
+        if let Some(id) = subject {
+            self.settle(id, out);
+        }
+        if let (
+            Some(depth),
+            ServerMsg::Msg {
+                id,
+                from,
+                to,
+                content,
+                ..
+            },
+        ) = (depth, msg)
+        {
+            self.consider(now, id, from, to, content, depth, out);
+        }
+    }
+
+    /// A relayed MSG: does the agent want to answer it?
+    #[allow(clippy::too_many_arguments)]
+    fn consider(
+        &mut self,
+        now: u64,
+        msg_id: &str,
+        from: &str,
+        to: &str,
+        content: &str,
+        depth: u32,
+        out: &mut Vec<Output>,
+    ) {
+        let me = self.id();
+        if from == me {
+            return; // its own message
+        }
+        let dm = to.strip_prefix('@') == Some(me);
+        let mention = !dm && mentions(content, me);
+        let exempt = dm || mention || from == "@server";
+        let b = &self.behaviour;
+        let p = if depth == 0 {
+            b.respond_p
+        } else if depth < b.max_depth {
+            b.reply_p
+        } else {
+            0.0
+        };
+        let wants = exempt || (p > 0.0 && self.rng.random_bool(p));
+        if !wants {
+            return;
+        }
+        let reply_to = if dm {
+            format!("@{from}")
+        } else {
+            to.to_string()
+        };
+        out.push(Output::Wants {
+            msg_id: msg_id.to_string(),
+        });
+        self.slots.entry(msg_id.to_string()).or_default().busy = true;
+        let t = self.local_ms(now);
+        let mut actions = self.take_actions();
+        self.client
+            .on_message(t, msg_id, &reply_to, exempt, &mut actions);
+        self.apply(now, &mut actions, out);
+        self.actions = actions;
+        self.settle(msg_id, out);
+    }
+
+    /// Carry out the client's actions: sample what it leaves to the caller.
+    fn apply(&mut self, now: u64, actions: &mut Vec<Action>, out: &mut Vec<Output>) {
+        for action in actions.drain(..) {
+            match action {
+                Action::StartCsma { msg_id } => {
+                    let b = &self.behaviour;
+                    let mut due = now + b.csma.sample_us(&mut self.rng);
+                    if b.tick_us > 0 {
+                        due = due.div_ceil(b.tick_us) * b.tick_us;
+                    }
+                    out.push(Output::SetTimer {
+                        msg_id,
+                        at_us: due,
+                        kind: TimerKind::Csma,
+                    });
+                }
+                Action::WakeAt { msg_id, at_ms } => {
+                    // Back from the local clock to the driver's.
+                    let at = at_ms
+                        .saturating_mul(1000)
+                        .saturating_sub(self.clock_offset_us);
+                    let at_us = u64::try_from(at).unwrap_or(0).max(now);
+                    out.push(Output::SetTimer {
+                        msg_id,
+                        at_us,
+                        kind: TimerKind::Recheck,
+                    });
+                }
+                Action::Send(msg) => out.push(Output::Send(msg)),
+                Action::StartInference { msg_id, started_at } => {
+                    self.start_inference(now, msg_id, started_at, out);
+                }
+                Action::Abort { msg_id, winner } => {
+                    let Some(slot) = self.slots.get_mut(&msg_id) else {
+                        continue;
+                    };
+                    match slot.running {
+                        // A hung inference obeys nothing.
+                        Some(r) if !r.hung => {
+                            slot.running = None;
+                            if !slot.busy {
+                                self.slots.remove(&msg_id);
+                            }
+                            out.push(Output::Abort {
+                                msg_id,
+                                winner,
+                                ran_us: now - r.start_us,
+                            });
+                        }
+                        _ => {}
+                    }
+                }
+                Action::Skip { msg_id, reason } => out.push(Output::Skip { msg_id, reason }),
+            }
+        }
+    }
+
+    /// Draw the inference: fixed order duration, fault, ignore-yield. A
+    /// scripted inference draws nothing: its duration is given, it never
+    /// faults.
+    fn start_inference(
+        &mut self,
+        now: u64,
+        msg_id: String,
+        started_at: i64,
+        out: &mut Vec<Output>,
+    ) {
+        let b = &self.behaviour;
+        let (dur, ignore, hung, crash) = match self.forced.take() {
+            Some((dur, ignore)) => (dur, ignore, false, false),
+            None => {
+                let dur = b.inference.sample_us(&mut self.rng);
+                let fault: f64 = self.rng.random();
+                let ignore = b.ignore_yield_p > 0.0 && self.rng.random_bool(b.ignore_yield_p);
+                let hung = fault < b.hang_p;
+                (dur, ignore, hung, !hung && fault < b.hang_p + b.crash_p)
+            }
+        };
+        let end = if hung {
+            InferenceEnd::Hang
+        } else if crash {
+            // The crash instant is uniform over the drawn duration.
+            InferenceEnd::CrashAt(now + (dur as f64 * self.rng.random::<f64>()).round() as u64)
+        } else {
+            InferenceEnd::DoneAt(now + dur)
+        };
+        if ignore || hung {
+            self.client.set_ignore_yield(&msg_id, true);
+        }
+        let running = Running {
+            start_us: now,
+            dur_us: dur,
+            hung,
+        };
+        match self.slots.get_mut(&msg_id) {
+            Some(slot) => slot.running = Some(running),
+            None => {
+                let slot = Slot {
+                    busy: false,
+                    running: Some(running),
+                };
+                self.slots.insert(msg_id.clone(), slot);
+            }
+        }
+        out.push(Output::Infer {
+            msg_id,
+            started_at,
+            duration_us: dur,
+            end,
+            ignore_yield: ignore,
+        });
+    }
+
+    fn inference_done(
+        &mut self,
+        now: u64,
+        msg_id: &str,
+        reply_id: Option<&str>,
+        out: &mut Vec<Output>,
+    ) {
+        let Some(slot) = self.slots.get_mut(msg_id) else {
+            return;
+        };
+        let Some(r) = slot.running.take() else {
+            return;
+        };
+        if !slot.busy {
+            self.slots.remove(msg_id);
+        }
+        out.push(Output::Done {
+            msg_id: msg_id.to_string(),
+        });
+        let content = format!("answer to {msg_id} from {}", self.id());
+        let t = self.local_ms(now);
+        let mut actions = self.take_actions();
+        self.client.on_inference_done(
+            t,
+            msg_id,
+            reply_id.map(str::to_string),
+            content,
+            &mut actions,
+        );
+        let mut rest = Vec::new();
+        for action in actions.drain(..) {
+            match action {
+                Action::Send(msg @ ClientMsg::Msg { .. }) => out.push(Output::Reply {
+                    msg,
+                    parent: msg_id.to_string(),
+                    infer_us: r.dur_us,
+                }),
+                other => {
+                    rest.push(other);
+                    self.apply(now, &mut rest, out);
+                }
+            }
+        }
+        self.actions = actions;
+        self.settle(msg_id, out);
+    }
+
+    /// The process dies: every inference is lost, every wait forgotten.
+    fn crash(&mut self, now: u64, out: &mut Vec<Output>) {
+        let slots = std::mem::take(&mut self.slots);
+        self.client.reset();
+        for (msg_id, slot) in &slots {
+            if let Some(r) = slot.running {
+                out.push(Output::Lost {
+                    msg_id: msg_id.clone(),
+                    ran_us: now - r.start_us,
+                    hung: r.hung,
+                });
+            }
+        }
+        for (msg_id, slot) in slots {
+            if slot.busy {
+                out.push(Output::Idle { msg_id });
+            }
+        }
+        out.push(Output::Crashed);
+    }
+
+    /// If the agent is no longer busy with `msg_id`, say so.
+    fn settle(&mut self, msg_id: &str, out: &mut Vec<Output>) {
+        let Some(slot) = self.slots.get(msg_id) else {
+            return;
+        };
+        if !slot.busy || slot.running.is_some() || self.client.is_tracking(msg_id) {
+            return;
+        }
+        // The slot's key is the id to report: no new allocation.
+        if let Some((msg_id, _)) = self.slots.remove_entry(msg_id) {
+            out.push(Output::Idle { msg_id });
+        }
+    }
+}
+
+/// Does `content` @mention `id` (as a whole word)?
+pub fn mentions(content: &str, id: &str) -> bool {
+    if !content.contains('@') {
+        return false;
+    }
+    content.split_whitespace().any(|w| {
+        w.strip_prefix('@').map(|rest| {
+            rest.trim_end_matches(|c: char| !c.is_ascii_alphanumeric() && c != '-' && c != '_')
+        }) == Some(id)
+    })
+}

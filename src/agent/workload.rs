@@ -1,0 +1,142 @@
+//! The operator as a sans-IO actor: when the next post is due and what it
+//! says.
+
+use crate::model::dist::Dist;
+use rand::RngExt;
+use rand_chacha::ChaCha8Rng;
+
+/// What kind of message a post is, from where it goes and what it says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PostKind {
+    /// A DM to one agent (`to` is `@agent-...`); outside every metric.
+    Dm,
+    /// A channel message that @mentions somebody.
+    Mention,
+    /// A plain channel message.
+    Channel,
+}
+
+impl PostKind {
+    /// The kind of a message to `to` saying `content`.
+    pub fn of(to: &str, content: &str) -> PostKind {
+        if to.starts_with('@') {
+            PostKind::Dm
+        } else if content.split_whitespace().any(|w| w.starts_with('@')) {
+            PostKind::Mention
+        } else {
+            PostKind::Channel
+        }
+    }
+
+    /// Its name in the trace.
+    pub fn name(self) -> &'static str {
+        match self {
+            PostKind::Dm => "dm",
+            PostKind::Mention => "mention",
+            PostKind::Channel => "channel",
+        }
+    }
+}
+
+/// One operator post: where it goes and what it says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Post {
+    pub to: String,
+    pub content: String,
+}
+
+/// The operator's random workload: gaps between posts, and for each post a
+/// DM, an @mention or a plain channel message.
+#[derive(Debug, Clone)]
+pub struct Workload {
+    gap: Dist,
+    /// Posts in all (when `duration_us` is `None`).
+    count: u64,
+    /// Post until this driver time instead of counting.
+    duration_us: Option<u64>,
+    channel: String,
+    dm_p: f64,
+    mention_p: f64,
+    agents: Vec<String>,
+    posted: u64,
+    rng: ChaCha8Rng,
+}
+
+impl Workload {
+    /// `count` posts (or, with `duration_us`, as many as fit), `gap` apart,
+    /// to `channel`; a post is a DM to a random agent of `agents` with
+    /// probability `dm_p`, else an @mention of one with `mention_p`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        gap: Dist,
+        count: u64,
+        duration_us: Option<u64>,
+        channel: String,
+        dm_p: f64,
+        mention_p: f64,
+        agents: Vec<String>,
+        rng: ChaCha8Rng,
+    ) -> Workload {
+        Workload {
+            gap,
+            count,
+            duration_us,
+            channel,
+            dm_p,
+            mention_p,
+            agents,
+            posted: 0,
+            rng,
+        }
+    }
+
+    /// The workload's channel.
+    pub fn channel(&self) -> &str {
+        &self.channel
+    }
+
+    /// Posts scheduled so far.
+    pub fn posted(&self) -> u64 {
+        self.posted
+    }
+
+    /// Driver time of the next post after `now_us`, or `None` when the
+    /// workload is over.
+    pub fn next_post(&mut self, now_us: u64) -> Option<u64> {
+        if self.duration_us.is_none() && self.posted >= self.count {
+            return None;
+        }
+        let at = now_us + self.gap.sample_us(&mut self.rng);
+        if let Some(d) = self.duration_us
+            && at > d
+        {
+            return None;
+        }
+        self.posted += 1;
+        Some(at)
+    }
+
+    /// Where post number `m` goes and what it says.
+    pub fn draw(&mut self, m: u32) -> Post {
+        let r: f64 = self.rng.random();
+        let n = self.agents.len() as u32;
+        if n > 0 && r < self.dm_p {
+            let k = self.rng.random_range(0..n) as usize;
+            Post {
+                to: format!("@{}", self.agents[k]),
+                content: format!("question {m}"),
+            }
+        } else if n > 0 && r < self.dm_p + self.mention_p {
+            let k = self.rng.random_range(0..n) as usize;
+            Post {
+                to: self.channel.clone(),
+                content: format!("@{} question {m}", self.agents[k]),
+            }
+        } else {
+            Post {
+                to: self.channel.clone(),
+                content: format!("question {m}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,275 @@
+//! The agents' side: feeding each [`Agent`] actor what reaches it, and
+//! carrying out what it decides (sends go up its link, timers and ends of
+//! inference become events, decisions are counted and traced).
+//!
+//! [`Agent`]: crate::agent::Agent
+
+use super::{Ev, Inference, World};
+use crate::agent::{self, InferenceEnd, Output, TimerKind};
+use crate::floor::{self, ClientMsg, Input, ServerMsg};
+
+impl World<'_> {
+    /// Agent `a` joins its group's channels (at the start, and back from a
+    /// crash).
+    pub(super) fn join(&mut self, a: u32) {
+        let g = self.agents[a as usize].group;
+        for c in self.p.groups[g].channels.clone() {
+            let agent = self.p.ids[a as usize].clone();
+            self.server_input(Input::Join { agent, channel: c });
+        }
+    }
+
+    /// Feed agent `a` one input now and carry out what it decides.
+    pub(super) fn feed(&mut self, a: u32, input: agent::Input<'_>) {
+        let now = self.eng.now();
+        let mut outputs = std::mem::take(&mut self.outputs);
+        outputs.clear();
+        self.agents[a as usize]
+            .actor
+            .handle(now, input, &mut outputs);
+        for o in outputs.drain(..) {
+            self.carry_out(a, o);
+        }
+        self.outputs = outputs;
+    }
+
+    /// A server message reaches agent `a` (of incarnation `inc`).
+    pub(super) fn agent_in(&mut self, now: u64, a: u32, inc: u32, msg: ServerMsg) {
+        let relay_of = match &msg {
+            ServerMsg::Msg { id, .. } => self.num_of(id),
+            _ => None,
+        };
+        let slot = &self.agents[a as usize];
+        if slot.inc != inc || !slot.alive {
+            if let Some(m) = relay_of {
+                self.release(m);
+            }
+            return;
+        }
+        if self.trace.is_some() {
+            let line = serde_json::json!({
+                "t_us": now, "ev": "recv", "agent": self.p.ids[a as usize], "msg": msg.to_json(),
+            });
+            self.trace_line(line);
+        }
+        // A relayed message the world still knows may be answered.
+        let depth = relay_of.and_then(|m| self.msgs.get(&m)).map(|i| i.depth);
+        self.feed(a, agent::Input::Server { msg: &msg, depth });
+        if let Some(m) = relay_of {
+            self.release(m); // this delivery's hold
+        }
+    }
+
+    /// The inference of agent `a` on message `m` completes.
+    pub(super) fn infer_done(&mut self, a: u32, m: u32) {
+        let id = self.id_of(m);
+        if !self.agents[a as usize].actor.is_running(&id) {
+            return;
+        }
+        let counted = self.take_inference(a, m).is_some_and(|r| r.counted);
+        let reply = self.new_msg();
+        let reply_id = self.id_of(reply);
+        self.reply_counted = counted;
+        let input = agent::Input::InferenceDone {
+            msg_id: &id,
+            reply_id: Some(&reply_id),
+        };
+        self.feed(a, input);
+    }
+
+    /// Agent `a`'s process dies now; the server notices after `detect_us`.
+    pub(super) fn crash(&mut self, a: u32, detect_us: u64) {
+        let slot = &mut self.agents[a as usize];
+        // Compared for equality only: wrapping after 2^32 crashes is harmless.
+        slot.inc = slot.inc.wrapping_add(1);
+        slot.alive = false;
+        self.feed(a, agent::Input::Crash);
+        self.eng
+            .schedule_in(detect_us, Ev::DisconnectSeen { agent: a });
+    }
+
+    /// Forget the scheduled end of agent `a`'s inference on `m`.
+    fn take_inference(&mut self, a: u32, m: u32) -> Option<Inference> {
+        let running = &mut self.agents[a as usize].running;
+        let i = running.iter().position(|r| r.msg == m)?;
+        Some(running.swap_remove(i))
+    }
+
+    /// Carry out one decision of agent `a`.
+    fn carry_out(&mut self, a: u32, o: Output) {
+        match o {
+            Output::Send(msg) => {
+                if matches!(msg, ClientMsg::RespondingTo { .. }) {
+                    self.acc.claims += 1;
+                }
+                self.send_up(a, msg, None);
+            }
+            Output::Reply {
+                msg,
+                parent,
+                infer_us,
+            } => self.send_reply(a, msg, &parent, infer_us),
+            Output::Wants { msg_id } => self.wants(&msg_id),
+            Output::SetTimer {
+                msg_id,
+                at_us,
+                kind,
+            } => self.set_timer(a, &msg_id, at_us, kind),
+            Output::Infer {
+                msg_id,
+                started_at,
+                duration_us,
+                end,
+                ignore_yield,
+            } => self.start_inference(a, &msg_id, started_at, duration_us, end, ignore_yield),
+            Output::Abort {
+                msg_id,
+                winner,
+                ran_us,
+            } => {
+                let Some(m) = self.num_of(&msg_id) else {
+                    return;
+                };
+                self.end_inference(a, m, Some(ran_us));
+                self.trace_state(
+                    a,
+                    Some(m),
+                    "abort",
+                    || serde_json::json!({"winner": winner}),
+                );
+            }
+            Output::Done { msg_id } => {
+                let m = self.num_of(&msg_id);
+                self.trace_state(a, m, "done", || serde_json::json!({}));
+            }
+            Output::Skip { msg_id, reason } => {
+                let reason = match reason {
+                    floor::SkipReason::SeenClaim => "seen_claim",
+                    floor::SkipReason::SeenResponse => "seen_response",
+                };
+                let m = self.num_of(&msg_id);
+                self.trace_state(a, m, "skip", || serde_json::json!({"reason": reason}));
+            }
+            Output::Idle { msg_id } => {
+                if let Some(m) = self.num_of(&msg_id) {
+                    self.release(m);
+                }
+            }
+            Output::Lost {
+                msg_id,
+                ran_us,
+                hung,
+            } => {
+                if let Some(m) = self.num_of(&msg_id) {
+                    // A hung inference was counted as wasted when it began.
+                    self.end_inference(a, m, if hung { None } else { Some(ran_us) });
+                }
+            }
+            Output::Crashed => self.trace_state(a, None, "crash", || serde_json::json!({})),
+        }
+    }
+
+    /// Agent `a` sends its reply to `parent`. The reply carries its
+    /// inference time for the wasted-time count; it keeps the parent open
+    /// until it reaches the server (or is lost).
+    fn send_reply(&mut self, a: u32, msg: ClientMsg, parent: &str, infer_us: u64) {
+        if let Some(info) = self.num_of(parent).and_then(|m| self.msgs.get_mut(&m)) {
+            info.pending += 1;
+        }
+        let dur = self.reply_counted.then_some(infer_us);
+        self.send_up(a, msg, dur);
+    }
+
+    /// An agent decided to answer `msg_id`: it holds the message open.
+    fn wants(&mut self, msg_id: &str) {
+        if let Some(info) = self.num_of(msg_id).and_then(|m| self.msgs.get_mut(&m)) {
+            info.wanted += 1;
+            info.pending += 1;
+        }
+    }
+
+    /// A CSMA timer or a recheck wake for agent `a`.
+    fn set_timer(&mut self, a: u32, msg_id: &str, at_us: u64, kind: TimerKind) {
+        let Some(m) = self.num_of(msg_id) else {
+            return;
+        };
+        let inc = self.agents[a as usize].inc;
+        self.eng.schedule_at(
+            at_us,
+            Ev::Timer {
+                agent: a,
+                inc,
+                msg: m,
+            },
+        );
+        let ev = match kind {
+            TimerKind::Csma => "csma",
+            TimerKind::Recheck => "recheck_wait",
+        };
+        self.trace_state(a, Some(m), ev, || serde_json::json!({"until_us": at_us}));
+    }
+
+    /// Agent `a` starts an inference on `msg_id`: schedule its end, count it.
+    fn start_inference(
+        &mut self,
+        a: u32,
+        msg_id: &str,
+        started_at: i64,
+        dur: u64,
+        end: InferenceEnd,
+        ignore: bool,
+    ) {
+        let Some(m) = self.num_of(msg_id) else {
+            return;
+        };
+        let now = self.eng.now();
+        let counted = match self.msgs.get_mut(&m) {
+            Some(info) => {
+                info.starters += 1;
+                info.channel_msg
+            }
+            None => false,
+        };
+        let key = match end {
+            InferenceEnd::Hang => None,
+            InferenceEnd::CrashAt(at) => Some(self.eng.schedule_at(at, Ev::Crash { agent: a })),
+            InferenceEnd::DoneAt(at) => {
+                Some(self.eng.schedule_at(at, Ev::InferDone { agent: a, msg: m }))
+            }
+        };
+        let hung = end == InferenceEnd::Hang;
+        let crash = matches!(end, InferenceEnd::CrashAt(_));
+        self.agents[a as usize].running.push(Inference {
+            msg: m,
+            key,
+            counted,
+        });
+        if counted {
+            self.acc.started();
+            if hung {
+                self.acc.wasted(0);
+            }
+        }
+        let until = if hung { None } else { Some(now + dur) };
+        self.trace_state(
+            a,
+            Some(m),
+            "infer",
+            || serde_json::json!({"started_at": started_at, "until_us": until, "ignore_yield": ignore, "hung": hung, "crash": crash}),
+        );
+    }
+
+    /// An inference of agent `a` on `m` stopped early (abort, crash):
+    /// cancel its end; `wasted`: the time it ran, if that counts as waste.
+    fn end_inference(&mut self, a: u32, m: u32, wasted: Option<u64>) {
+        let Some(r) = self.take_inference(a, m) else {
+            return;
+        };
+        if let Some(k) = r.key {
+            self.eng.cancel(k);
+        }
+        if let (true, Some(ran)) = (r.counted, wasted) {
+            self.acc.wasted(ran);
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! The links between agents and server: a base delay plus jitter each way
+//! (plus server processing on the way up), loss, and FIFO order if the
+//! scenario asks for it. Each direction of each agent has its own random
+//! stream.
+
+use super::{Ev, World};
+use crate::floor::{self, ClientMsg, ServerMsg};
+use crate::model::names;
+use rand::RngExt;
+
+impl World<'_> {
+    /// Send one server message down an agent's link.
+    pub(super) fn deliver(&mut self, o: floor::Outgoing) {
+        let now = self.eng.now();
+        if self.trace.is_some() {
+            self.trace_line(serde_json::json!({
+                "t_us": now, "ev": "server_send", "to": o.to, "msg": o.msg.to_json(),
+            }));
+        }
+        let Some(agent) = names::parse_agent(&o.to, self.agents.len()) else {
+            return; // the operator (not simulated) or an unknown name
+        };
+        let relay_of = match &o.msg {
+            ServerMsg::Msg { id, .. } => self.num_of(id),
+            _ => None,
+        };
+        let a = &mut self.agents[agent as usize];
+        if self.p.loss_p > 0.0 && a.down_rng.random_bool(self.p.loss_p) {
+            self.acc.lost += 1;
+            if self.trace.is_some() {
+                let name = self.p.ids[agent as usize].clone();
+                self.trace_line(serde_json::json!({
+                    "t_us": now, "ev": "lost", "dir": "down", "agent": name, "msg": o.msg.to_json(),
+                }));
+            }
+            return;
+        }
+        let delay = self.p.base_us + self.p.jitter.sample_us(&mut a.down_rng);
+        let mut at = now + delay;
+        if self.p.fifo {
+            at = at.max(a.down_last);
+            a.down_last = at;
+        }
+        let inc = a.inc;
+        if let Some(m) = relay_of
+            && let Some(info) = self.msgs.get_mut(&m)
+        {
+            info.pending += 1;
+        }
+        self.eng.schedule_at(
+            at,
+            Ev::AgentIn {
+                agent,
+                inc,
+                msg: o.msg,
+            },
+        );
+    }
+
+    /// Send a client message up an agent's link.
+    pub(super) fn send_up(&mut self, agent: u32, msg: ClientMsg, infer_us: Option<u64>) {
+        let now = self.eng.now();
+        let name = &self.p.ids[agent as usize];
+        if self.trace.is_some() {
+            let line = serde_json::json!({
+                "t_us": now, "ev": "send", "agent": name, "msg": msg.to_json(),
+            });
+            self.trace_line(line);
+        }
+        let a = &mut self.agents[agent as usize];
+        if self.p.loss_p > 0.0 && a.up_rng.random_bool(self.p.loss_p) {
+            self.acc.lost += 1;
+            if self.trace.is_some() {
+                let line = serde_json::json!({
+                    "t_us": now, "ev": "lost", "dir": "up", "agent": name, "msg": msg.to_json(),
+                });
+                self.trace_line(line);
+            }
+            if let ClientMsg::Msg { in_reply_to, .. } = &msg {
+                // A lost reply is wasted inference.
+                let parent = in_reply_to.as_deref().and_then(|x| self.num_of(x));
+                if let (Some(d), Some(p)) = (infer_us, parent) {
+                    if self.msgs.get(&p).is_some_and(|i| i.channel_msg) {
+                        self.acc.wasted(d);
+                    }
+                    self.release(p);
+                }
+            }
+            return;
+        }
+        let delay = self.p.base_us
+            + self.p.jitter.sample_us(&mut a.up_rng)
+            + self.p.processing.sample_us(&mut self.server_rng);
+        let mut at = now + delay;
+        if self.p.fifo {
+            at = at.max(a.up_last);
+            a.up_last = at;
+        }
+        self.eng.schedule_at(
+            at,
+            Ev::ServerIn {
+                agent,
+                msg,
+                infer_us,
+            },
+        );
+    }
+}

@@ -1,0 +1,321 @@
+//! One simulated run: the world of docs/model.md driven by the event engine.
+//!
+//! The world only wires actors together. The server is the real
+//! [`floor::Server`]; every agent is an [`Agent`] actor (which wraps the
+//! real [`floor::Client`]); the operator is a [`Workload`] actor. The world
+//! adds the virtual clock (the [`Engine`]), the links between agents and
+//! server, the scenario's script, and counts what happens (see
+//! [`crate::metrics::run`]). One file per job:
+//!
+//! - `prepared.rs`: the scenario prepared for runs (and the actors built
+//!   from it);
+//! - this file: the events and the event loop;
+//! - `operator.rs`: the operator's posts and the scenario's script;
+//! - `server.rs`: feeding the server, its wake-ups, counting replies;
+//! - `links.rs`: the up- and downlinks (delay, jitter, loss, FIFO);
+//! - `agents.rs`: feeding agents and carrying out what they decide;
+//! - `messages.rs`: message numbers and the holds that keep a message
+//!   open until everything about it is over;
+//! - `trace.rs`: the JSON Lines trace.
+//!
+//! Modelling choices (docs/model.md, "Every modelling choice"):
+//! - Exempt messages (a DM to the agent, an @mention of it) are always
+//!   answered (no `respond_p` draw), with no CSMA and no claim. DMs are not
+//!   channel messages and stay out of every metric; @mentions count.
+//! - A crash kills the agent process: all its waits and inferences end (the
+//!   running ones count as wasted up to the crash); the server sees the
+//!   disconnect after `disconnect_detect`, the agent rejoins its channels
+//!   `restart` later with a fresh client; deliveries to it meanwhile are
+//!   dropped. The crash instant is uniform over the drawn inference duration.
+//! - An agent tracks claims only for messages it is handling; a claim that
+//!   overtakes its message on a non-FIFO link is not remembered.
+//! - Server processing time is added to the uplink delay (FIFO kept).
+
+mod agents;
+mod links;
+mod messages;
+mod operator;
+mod prepared;
+mod server;
+mod trace;
+
+pub use prepared::Prepared;
+
+use crate::agent::{self, Agent, Workload};
+use crate::engine::{Engine, EventKey};
+use crate::floor::{self, ClientMsg, Input, PolicyKind, ServerMsg};
+use crate::metrics::run::{RunAccumulator, RunResult, ServerCounts};
+use crate::scenario::limits::HORIZON_US;
+use messages::MsgInfo;
+use prepared::{agent_stream, stream};
+use rand::RngExt;
+use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
+
+/// Name of the operator on the wire.
+pub const OPERATOR: &str = "operator";
+
+/// Why a replication stopped before its natural end. Every limit is
+/// documented in docs/limits.md; the caller reports it as bad input.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RunLimit {
+    #[error(
+        "the replication processed more than {0} events (key `max_events`); raise \
+         `max_events` or shrink the scenario (fewer messages, agents or cascades)"
+    )]
+    Events(u64),
+    #[error(
+        "the replication's virtual time passed the horizon of 1e13 ms (about 317 years); \
+         shorten the workload (`workload.count`, `workload.mean_gap_ms`, \
+         `workload.duration_ms`) or the cascades (`workload.max_depth`)"
+    )]
+    Horizon,
+    #[error(
+        "the replication created more than 4294967295 messages (operator posts and \
+         replies); lower `workload.count` or `workload.reply_to_agent_p`"
+    )]
+    Messages,
+    #[error(
+        "the replication needed more than {0} pending events at once, more than its share \
+         of the memory budget (`--max-memory`, or fewer `--jobs`); lower the number of \
+         agents (`agents.*.count`) or how many of them answer (`respond_p`)"
+    )]
+    Pending(usize),
+}
+
+/// The events of the world.
+#[derive(Debug)]
+enum Ev {
+    /// The operator posts its next message.
+    Post,
+    /// A client message reaches the server.
+    ServerIn {
+        agent: u32,
+        msg: ClientMsg,
+        /// For a reply: its inference duration (for wasted-time accounting).
+        infer_us: Option<u64>,
+    },
+    /// A server message reaches an agent.
+    AgentIn {
+        agent: u32,
+        inc: u32,
+        msg: ServerMsg,
+    },
+    /// A CSMA timer or a recheck wake fires.
+    Timer { agent: u32, inc: u32, msg: u32 },
+    /// An inference completes.
+    InferDone { agent: u32, msg: u32 },
+    /// An agent crashes in the middle of an inference.
+    Crash { agent: u32 },
+    /// The server notices a crashed agent's disconnect.
+    DisconnectSeen { agent: u32 },
+    /// A crashed agent is back and rejoins.
+    Reconnect { agent: u32 },
+    /// The server asked to be woken (expiry, sweeps).
+    ServerWake,
+    /// Scripted event number `i`.
+    Script { i: usize },
+}
+
+/// An inference the world has scheduled the end of.
+struct Inference {
+    msg: u32,
+    /// Its end event (`None`: hung, no end).
+    key: Option<EventKey>,
+    /// It counts in the metrics (its message is a channel message).
+    counted: bool,
+}
+
+/// One agent as the world sees it: the actor, plus what the world keeps
+/// about it (its links, whether it is up, the ends it scheduled).
+struct AgentSlot {
+    actor: Agent,
+    group: usize,
+    /// Incarnation: bumped at a crash so stale events are ignored.
+    inc: u32,
+    alive: bool,
+    up_rng: ChaCha8Rng,
+    down_rng: ChaCha8Rng,
+    up_last: u64,
+    down_last: u64,
+    /// Running inferences (a handful at most: a linear list).
+    running: Vec<Inference>,
+}
+
+/// Where trace lines go (one JSON object per line).
+pub type TraceBuf = Vec<u8>;
+
+struct World<'a> {
+    p: &'a Prepared,
+    policy: PolicyKind,
+    eng: Engine<Ev>,
+    server: floor::Server,
+    agents: Vec<AgentSlot>,
+    workload: Workload,
+    msgs: BTreeMap<u32, MsgInfo>,
+    next_msg: u32,
+    server_rng: ChaCha8Rng,
+    wake: Option<(u64, EventKey)>,
+    acc: RunAccumulator,
+    out: Vec<floor::Outgoing>,
+    outputs: Vec<agent::Output>,
+    trace: Option<&'a mut TraceBuf>,
+    /// Scripted message ids and their numbers, both ways.
+    labels: BTreeMap<String, u32>,
+    label_of: BTreeMap<u32, String>,
+    /// Scripted inferences still to come, per scripted message: each keeps
+    /// the message open until it has fired.
+    script_holds: BTreeMap<u32, u32>,
+    /// Set when a limit is hit inside an event; the run stops after it.
+    halt: Option<RunLimit>,
+    /// Whether the reply being sent counts its inference time (set by
+    /// `infer_done` for the outputs of that one call).
+    reply_counted: bool,
+}
+
+/// Simulate one replication of `p` under `policy` with `seed`.
+pub fn simulate(
+    p: &Prepared,
+    policy: PolicyKind,
+    seed: u64,
+    trace: Option<&mut TraceBuf>,
+) -> Result<RunResult, RunLimit> {
+    // The agentchat sweep phase comes from a stream of its own (3), so
+    // drawing it changes no other draw of the run.
+    let sweep_phase_ms = p
+        .sweep_phase_ms
+        .unwrap_or_else(|| stream(seed, 3).random_range(0..floor::policy::AGENTCHAT_SWEEP_MS));
+    let server = floor::Server::new(floor::Config {
+        policy,
+        ttl_ms: p.ttl_ms,
+        enabled: p.enabled,
+        rate_limit_ms: p.rate_limit_ms,
+        sweep_phase_ms,
+        sweep_drift_us: p.sweep_drift_us,
+    });
+    let agents = (0..p.agents())
+        .map(|i| {
+            let base = agent_stream(i);
+            AgentSlot {
+                actor: p.new_agent(i, policy, seed),
+                group: usize::from(p.agent_group[i]),
+                inc: 0,
+                alive: true,
+                up_rng: stream(seed, base + 1),
+                down_rng: stream(seed, base + 2),
+                up_last: 0,
+                down_last: 0,
+                running: Vec::new(),
+            }
+        })
+        .collect();
+    let mut w = World {
+        p,
+        policy,
+        eng: Engine::with_capacity(1024),
+        server,
+        agents,
+        workload: p.new_workload(seed),
+        msgs: BTreeMap::new(),
+        next_msg: 0,
+        server_rng: stream(seed, 2),
+        wake: None,
+        acc: RunAccumulator::new(),
+        out: Vec::new(),
+        outputs: Vec::new(),
+        trace,
+        labels: BTreeMap::new(),
+        label_of: BTreeMap::new(),
+        script_holds: BTreeMap::new(),
+        halt: None,
+        reply_counted: false,
+    };
+    w.run()
+}
+
+impl World<'_> {
+    fn run(&mut self) -> Result<RunResult, RunLimit> {
+        self.trace_sweep_phase();
+        // Everybody joins at t = 0; the operator joins the workload channel.
+        for i in 0..self.agents.len() {
+            self.join(i as u32);
+        }
+        let ch = self.p.channel.clone();
+        self.server_input(Input::Join {
+            agent: OPERATOR.into(),
+            channel: ch,
+        });
+        self.schedule_script();
+        self.schedule_next_post();
+        let (max_events, max_pending) = (self.p.max_events, self.p.max_pending);
+        while let Some((now, ev)) = self.eng.pop() {
+            // One branch per event; which limit it was is sorted out after.
+            if (now > HORIZON_US) | (self.eng.popped() > max_events) {
+                return Err(if now > HORIZON_US {
+                    RunLimit::Horizon
+                } else {
+                    RunLimit::Events(max_events)
+                });
+            }
+            self.dispatch(now, ev);
+            if (self.eng.len() > max_pending) | self.halt.is_some() {
+                return Err(match self.halt.take() {
+                    Some(limit) => limit,
+                    None => RunLimit::Pending(max_pending),
+                });
+            }
+        }
+        // Hung inferences keep messages open: close them now.
+        let open: Vec<u32> = self.msgs.keys().copied().collect();
+        for m in open {
+            self.finish_msg(m);
+        }
+        let st = self.server.stats();
+        let counts = ServerCounts {
+            yields: st.yields,
+            expired: st.expired,
+            relayed: st.relayed,
+            overruled: st.overruled,
+        };
+        Ok(self.acc.finish(counts, self.eng.popped()))
+    }
+
+    fn dispatch(&mut self, now: u64, ev: Ev) {
+        match ev {
+            Ev::Post => self.post(now),
+            Ev::ServerIn {
+                agent,
+                msg,
+                infer_us,
+            } => self.server_in(now, agent, msg, infer_us),
+            Ev::AgentIn { agent, inc, msg } => self.agent_in(now, agent, inc, msg),
+            Ev::Timer { agent, inc, msg } => {
+                if self.agents[agent as usize].inc == inc {
+                    let id = self.id_of(msg);
+                    self.feed(agent, agent::Input::Timer { msg_id: &id });
+                }
+            }
+            Ev::InferDone { agent, msg } => self.infer_done(agent, msg),
+            Ev::Crash { agent } => {
+                let d = self.p.detect.sample_us(&mut self.server_rng);
+                self.crash(agent, d);
+            }
+            Ev::DisconnectSeen { agent } => {
+                let name = self.p.ids[agent as usize].clone();
+                self.server_input(Input::Disconnect { agent: name });
+                let d = self.p.restart.sample_us(&mut self.server_rng);
+                self.eng.schedule_in(d, Ev::Reconnect { agent });
+            }
+            Ev::Reconnect { agent } => {
+                self.agents[agent as usize].alive = true;
+                self.trace_state(agent, None, "reconnect", || serde_json::json!({}));
+                self.join(agent);
+            }
+            Ev::Script { i } => self.script(now, i),
+            Ev::ServerWake => {
+                self.wake = None;
+                self.server_input(Input::Tick);
+            }
+        }
+    }
+}

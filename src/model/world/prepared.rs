@@ -1,0 +1,235 @@
+//! A scenario prepared for simulation: distributions loaded, milliseconds
+//! turned into microseconds, each agent group's [`Behaviour`] built once.
+//! It also builds the actors ([`Prepared::new_agent`],
+//! [`Prepared::new_workload`]) exactly as a simulated run does, so that
+//! another driver (`herdsim live`) gets the same agents.
+
+use crate::agent::{Agent, Behaviour, Workload};
+use crate::floor::PolicyKind;
+use crate::model::dist::{DataCache, Dist, DistError, DistSpec};
+use crate::model::names;
+use crate::scenario::{Arrivals, Scenario, ScriptEvent, SweepPhase};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Scenario values converted once per sweep point: distributions prepared
+/// (empirical CSVs loaded), milliseconds turned into microseconds.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub(super) groups: Vec<GroupParams>,
+    /// Agent index -> group index.
+    pub(super) agent_group: Vec<u16>,
+    pub(super) ids: Vec<String>,
+    pub(super) base_us: u64,
+    pub(super) jitter: Dist,
+    pub(super) processing: Dist,
+    pub(super) fifo: bool,
+    pub(super) loss_p: f64,
+    pub(super) ttl_ms: u64,
+    pub(super) enabled: bool,
+    pub(super) rate_limit_ms: u64,
+    /// `None`: drawn per replication.
+    pub(super) sweep_phase_ms: Option<u64>,
+    pub(super) sweep_drift_us: u64,
+    pub(super) detect: Dist,
+    pub(super) restart: Dist,
+    pub(super) epoch_us: i64,
+    pub(super) gap: Dist,
+    pub(super) count: u64,
+    pub(super) duration_us: Option<u64>,
+    pub(super) channel: String,
+    pub(super) mention_p: f64,
+    pub(super) dm_p: f64,
+    pub(super) script: Vec<ScriptEvent>,
+    /// Operator posts expected in one run (for progress weighting only).
+    pub(super) expected_posts: f64,
+    /// Events one replication may process (`max_events`).
+    pub(super) max_events: u64,
+    /// Events that may be pending at once (the memory budget of one run).
+    pub(super) max_pending: usize,
+}
+
+/// One agent group: how its agents behave, their clock skew, their channels.
+#[derive(Debug, Clone)]
+pub(super) struct GroupParams {
+    pub(super) behaviour: Arc<Behaviour>,
+    pub(super) skew: Dist,
+    pub(super) channels: Vec<String>,
+}
+
+pub(super) fn us(ms: f64) -> u64 {
+    (ms * 1000.0).round() as u64
+}
+
+impl Prepared {
+    /// Prepare a validated scenario; `base_dir` resolves empirical CSV paths.
+    pub fn new(s: &Scenario, base_dir: &Path) -> Result<Prepared, DistError> {
+        Prepared::with_cache(s, base_dir, &DataCache::default())
+    }
+
+    /// [`Prepared::new`], taking empirical data from `cache`: the points of
+    /// a sweep share one parsed copy of each file.
+    pub fn with_cache(
+        s: &Scenario,
+        base_dir: &Path,
+        cache: &DataCache,
+    ) -> Result<Prepared, DistError> {
+        let prep = |d: &DistSpec| d.prepare_with(base_dir, cache);
+        let mut groups = Vec::with_capacity(s.agents.len());
+        let mut agent_group = Vec::new();
+        for (gi, g) in s.agents.iter().enumerate() {
+            let behaviour = Behaviour {
+                ttl_ms: s.server.ttl_ms.round() as u64,
+                recheck: g.recheck_on_expiry,
+                max_rechecks: g.max_rechecks,
+                respond_p: g.respond_p,
+                reply_p: s.workload.reply_to_agent_p,
+                max_depth: s.workload.max_depth,
+                csma: prep(&g.csma)?,
+                tick_us: us(g.csma_tick_ms),
+                inference: prep(&g.inference)?,
+                ignore_yield_p: g.ignore_yield_p,
+                crash_p: g.crash_p,
+                hang_p: g.hang_p,
+            };
+            groups.push(GroupParams {
+                behaviour: Arc::new(behaviour),
+                skew: prep(&g.clock_skew)?,
+                channels: g.channels.clone(),
+            });
+            agent_group.extend(std::iter::repeat_n(gi as u16, g.count as usize));
+        }
+        let n = agent_group.len();
+        let w = &s.workload;
+        let gap = match w.arrivals {
+            Arrivals::Poisson => DistSpec::Exponential {
+                mean_ms: w.mean_gap_ms,
+            },
+            Arrivals::Fixed => DistSpec::Fixed { ms: w.mean_gap_ms },
+        };
+        Ok(Prepared {
+            groups,
+            ids: (0..n).map(|i| names::agent_id(i, n)).collect(),
+            agent_group,
+            base_us: us(s.network.base_ms),
+            jitter: prep(&s.network.jitter)?,
+            processing: prep(&s.server.processing)?,
+            fifo: s.network.fifo,
+            loss_p: s.network.loss_p,
+            ttl_ms: s.server.ttl_ms.round() as u64,
+            enabled: s.server.enabled,
+            rate_limit_ms: s.server.rate_limit_ms.round() as u64,
+            sweep_phase_ms: match s.server.sweep_phase_ms {
+                SweepPhase::Ms(ms) => Some(ms.floor() as u64),
+                SweepPhase::Word(_) => None,
+            },
+            sweep_drift_us: us(s.server.sweep_drift_ms),
+            detect: prep(&s.server.disconnect_detect)?,
+            restart: prep(&s.server.restart)?,
+            epoch_us: (s.epoch_ms as i64).saturating_mul(1000),
+            gap: prep(&gap)?,
+            count: w.count,
+            duration_us: w.duration_ms.map(us),
+            channel: w.channel.clone(),
+            mention_p: w.mention_p,
+            dm_p: w.dm_p,
+            script: s.script.clone(),
+            expected_posts: match w.duration_ms {
+                Some(d) => d / w.mean_gap_ms.max(1e-9),
+                None => w.count as f64,
+            } + s.script.len() as f64,
+            max_events: s.max_events,
+            max_pending: usize::MAX,
+        })
+    }
+
+    /// Cap the events pending at once (a replication that needs more
+    /// stops with [`RunLimit::Pending`]); unbounded by default.
+    pub fn set_max_pending(&mut self, n: usize) {
+        // The event queue addresses at most u32::MAX pending events.
+        self.max_pending = n.clamp(1, u32::MAX as usize - 1);
+    }
+
+    /// Number of agents.
+    pub fn agents(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// A rough relative cost of one run, agents x expected posts (at least
+    /// 1): what the progress bar weighs replications by, so that its ETA
+    /// counts a 1000-agent point as the larger job it is. Not a result.
+    pub fn expected_cost(&self) -> u64 {
+        let c = self.agents() as f64 * self.expected_posts;
+        if c.is_finite() && c >= 1.0 {
+            c.min(1e15) as u64
+        } else {
+            1
+        }
+    }
+    /// The wire ids of the agents, in index order.
+    pub fn agent_ids(&self) -> &[String] {
+        &self.ids
+    }
+
+    /// The channels agent `i` joins.
+    pub fn channels(&self, i: usize) -> &[String] {
+        &self.groups[usize::from(self.agent_group[i])].channels
+    }
+
+    /// The workload's channel (where the operator posts).
+    pub fn channel(&self) -> &str {
+        &self.channel
+    }
+
+    /// The restart delay of a crashed agent.
+    pub fn restart(&self) -> &Dist {
+        &self.restart
+    }
+
+    /// Agent `i` as replication `seed` builds it: its own stream (component
+    /// `16 + 4 i`), from which its clock skew is drawn first; its local
+    /// clock is the scenario epoch plus that skew.
+    pub fn new_agent(&self, i: usize, policy: PolicyKind, seed: u64) -> Agent {
+        let g = &self.groups[usize::from(self.agent_group[i])];
+        let mut rng = stream(seed, agent_stream(i));
+        let skew_us = g.skew.sample_signed_us(&mut rng);
+        let offset = self.epoch_us + skew_us;
+        Agent::new(
+            self.ids[i].clone(),
+            policy,
+            g.behaviour.clone(),
+            rng,
+            offset,
+        )
+    }
+
+    /// The operator's workload of replication `seed` (component stream 1).
+    pub fn new_workload(&self, seed: u64) -> Workload {
+        Workload::new(
+            self.gap.clone(),
+            self.count,
+            self.duration_us,
+            self.channel.clone(),
+            self.dm_p,
+            self.mention_p,
+            self.ids.clone(),
+            stream(seed, 1),
+        )
+    }
+}
+
+/// Component stream `stream` of replication `seed`: 1 the workload, 2 the
+/// server side (processing, disconnect detection, restarts), 3 the sweep
+/// phase, `16 + 4 i` agent `i` and `+1`/`+2` its up- and downlink.
+pub(super) fn stream(seed: u64, stream: u64) -> ChaCha8Rng {
+    let mut r = ChaCha8Rng::seed_from_u64(seed);
+    r.set_stream(stream);
+    r
+}
+
+/// The first component stream of agent `i` (see [`stream`]).
+pub(super) fn agent_stream(i: usize) -> u64 {
+    16 + 4 * i as u64
+}

@@ -1,0 +1,137 @@
+//! The server side: feeding the real [`floor::Server`] (instantly: its
+//! processing time is part of the uplink), waking it for its timers, and
+//! counting what reaches it.
+
+use super::{Ev, MsgInfo, World};
+use crate::floor::{ClientMsg, Input, Role};
+
+impl World<'_> {
+    pub(super) fn server_now_ms(&self) -> u64 {
+        self.eng.now() / 1000
+    }
+
+    /// Feed the server and deliver what it sends.
+    pub(super) fn server_input(&mut self, input: Input) {
+        let now_ms = self.server_now_ms();
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        self.server.handle(now_ms, input, &mut out);
+        for o in out.drain(..) {
+            self.deliver(o);
+        }
+        self.out = out;
+        self.schedule_wake();
+    }
+
+    pub(super) fn schedule_wake(&mut self) {
+        let Some(t_ms) = self.server.poll_timeout() else {
+            return;
+        };
+        let now = self.eng.now();
+        let mut at = t_ms.saturating_mul(1000);
+        if at <= now {
+            // Due now: wake at the next millisecond so a Tick makes progress.
+            at = (now / 1000).saturating_add(1).saturating_mul(1000);
+        }
+        if let Some((cur, key)) = self.wake {
+            if cur <= at {
+                return;
+            }
+            self.eng.cancel(key);
+        }
+        let key = self.eng.schedule_at(at, Ev::ServerWake);
+        self.wake = Some((at, key));
+    }
+
+    pub(super) fn server_in(
+        &mut self,
+        now: u64,
+        agent: u32,
+        msg: ClientMsg,
+        infer_us: Option<u64>,
+    ) {
+        if self.trace.is_some() {
+            self.trace_line(serde_json::json!({
+                "t_us": now, "ev": "server_recv", "agent": self.p.ids[agent as usize], "msg": msg.to_json(),
+            }));
+        }
+        let mut posted = None;
+        if let ClientMsg::Msg {
+            id: Some(id),
+            in_reply_to,
+            to,
+            ..
+        } = &msg
+        {
+            let parent = in_reply_to.as_deref().and_then(|x| self.num_of(x));
+            if let Some(m) = self.num_of(id) {
+                posted = Some((m, parent, to.starts_with('#')));
+            }
+        }
+        if let Some((m, parent, to_channel)) = posted {
+            self.posted_in(now, agent, m, parent, to_channel, msg, infer_us);
+            return;
+        }
+        let from = self.p.ids[agent as usize].clone();
+        self.server_input(Input::Client {
+            from,
+            role: Role::Agent,
+            msg,
+        });
+    }
+
+    /// A MSG of an agent (a reply, or its own scripted post) reaches the
+    /// server: it becomes a message of its own (cascades), and a reply
+    /// counts for its parent, as useful (the first) or wasted inference.
+    #[allow(clippy::too_many_arguments)]
+    fn posted_in(
+        &mut self,
+        now: u64,
+        agent: u32,
+        m: u32,
+        parent: Option<u32>,
+        to_channel: bool,
+        msg: ClientMsg,
+        infer_us: Option<u64>,
+    ) {
+        let depth = parent.map_or(0, |p| self.msgs.get(&p).map_or(0, |i| i.depth) + 1);
+        let pending = 1 + self.script_holds.get(&m).copied().unwrap_or(0);
+        self.msgs
+            .insert(m, MsgInfo::new(now, depth, to_channel, pending));
+        let role = Role::Agent;
+        let from = self.p.ids[agent as usize].clone();
+        let refused_before = self.server.stats().refused_msgs;
+        self.server_input(Input::Client { from, role, msg });
+        // A MSG the server refused (agentchat-0.36: rate limit, DMs) is
+        // not relayed: nobody sees it, it answers nothing, its
+        // inference is wasted like a lost reply's.
+        let refused = self.server.stats().refused_msgs > refused_before;
+        let dur = infer_us.unwrap_or(0);
+        if refused {
+            self.msgs.remove(&m);
+            if let Some(info) = parent.and_then(|p| self.msgs.get(&p))
+                && info.channel_msg
+                && infer_us.is_some()
+            {
+                self.acc.wasted(dur);
+            }
+        } else if let Some(info) = parent.and_then(|p| self.msgs.get_mut(&p)) {
+            info.responses += 1;
+            let first = info.first_us.is_none();
+            if first {
+                info.first_us = Some(now);
+            }
+            if info.channel_msg && infer_us.is_some() {
+                if first {
+                    self.acc.useful(dur);
+                } else {
+                    self.acc.wasted(dur);
+                }
+            }
+        }
+        self.release(m);
+        if let Some(parent) = parent {
+            self.release(parent);
+        }
+    }
+}
