@@ -51,6 +51,7 @@ use prepared::{agent_stream, stream};
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Name of the operator on the wire.
 pub const OPERATOR: &str = "operator";
@@ -99,7 +100,7 @@ enum Ev {
     AgentIn {
         agent: u32,
         inc: u32,
-        msg: ServerMsg,
+        msg: Arc<ServerMsg>,
     },
     /// A CSMA timer or a recheck wake fires.
     Timer { agent: u32, inc: u32, msg: u32 },
@@ -157,7 +158,7 @@ struct World<'a> {
     server_rng: ChaCha8Rng,
     wake: Option<(u64, EventKey)>,
     acc: RunAccumulator,
-    out: Vec<floor::Outgoing>,
+    out: Vec<floor::Delivery>,
     outputs: Vec<agent::Output>,
     trace: Option<&'a mut TraceBuf>,
     /// Scripted message ids and their numbers, both ways.
