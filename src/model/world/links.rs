@@ -100,7 +100,7 @@ impl World<'_> {
             at,
             Ev::ServerIn {
                 agent,
-                msg,
+                msg: Box::new(msg),
                 infer_us,
             },
         );

@@ -92,7 +92,9 @@ enum Ev {
     /// A client message reaches the server.
     ServerIn {
         agent: u32,
-        msg: ClientMsg,
+        /// Boxed: the largest payload by far, and an event is moved into
+        /// the queue and out again (a small `Ev` makes every event cheaper).
+        msg: Box<ClientMsg>,
         /// For a reply: its inference duration (for wasted-time accounting).
         infer_us: Option<u64>,
     },
@@ -288,7 +290,7 @@ impl World<'_> {
                 agent,
                 msg,
                 infer_us,
-            } => self.server_in(now, agent, msg, infer_us),
+            } => self.server_in(now, agent, *msg, infer_us),
             Ev::AgentIn { agent, inc, msg } => self.agent_in(now, agent, inc, msg),
             Ev::Timer { agent, inc, msg } => {
                 if self.agents[agent as usize].inc == inc {
