@@ -270,10 +270,24 @@ impl<E> Engine<E> {
         loop {
             // `live > 0`, so some bucket holds a live entry.
             let b = self.first_bucket();
-            if b >= SLOTS {
+            if b < SLOTS {
+                if let Some(x) = self.take_front0(b) {
+                    return Some(x);
+                }
+            } else if self.buckets[b].len() == 1 {
+                // A lone earliest entry (events are sparse at the
+                // microsecond scale): deliver it without filing it into
+                // level 0 first.
+                let e = self.buckets[b][0];
+                self.buckets[b].clear();
+                self.unmark(b);
+                self.base = e.time;
+                self.stored -= 1;
+                if let Some(x) = self.deliver(e) {
+                    return Some(x);
+                }
+            } else {
                 self.refill(b);
-            } else if let Some(x) = self.take_front0(b) {
-                return Some(x);
             }
         }
     }
@@ -300,6 +314,13 @@ impl<E> Engine<E> {
             self.head0[b] = (h + 1) as u32;
         }
         self.stored -= 1;
+        self.deliver(e)
+    }
+
+    /// Deliver a consumed entry if it is live (the caller has taken it out
+    /// of its bucket and out of `stored`).
+    #[inline(always)]
+    fn deliver(&mut self, e: Entry) -> Option<(Time, E)> {
         let s = &mut self.slots[e.slot as usize];
         if s.generation != e.generation {
             return None; // stale: cancelled, slot possibly reused
