@@ -25,8 +25,8 @@
 //! base never exceeding `now`) at the slot given by its digit `L`. Level 0
 //! slots hold exactly one instant each. Popping takes from the first
 //! non-empty level-0 slot; when level 0 is empty, the first slot of the
-//! lowest non-empty level is redistributed into the (empty) lower levels
-//! around a new base, its earliest time (so that time lands in level 0).
+//! lowest non-empty level is redistributed into the (empty) lower levels,
+//! or, when it holds a single entry, that entry is delivered at once.
 //! Each event moves at most 7 times, and once for delays under 65 ms.
 //! Events only ever enter empty slots or are appended, so every slot is in
 //! scheduling order: ties need no sequence comparison. Scheduling is O(1);
@@ -440,13 +440,13 @@ impl<E> Engine<E> {
         debug_assert!(b >= SLOTS);
         let mut items = std::mem::take(&mut self.buckets[b]);
         self.unmark(b);
-        // Every entry of the bucket shares the digits from `level` up. The
-        // new base is the earliest of them (a radix heap's rule): it keeps
-        // those digits, so every other bucket's classification is
-        // unchanged, and it is <= every stored time. The earliest entries
-        // land in level 0 at once, where a base with the lower digits
-        // zeroed would move them down one level per refill.
-        self.base = items.iter().map(|e| e.time).min().unwrap_or(self.base);
+        // Every entry of the bucket shares the digits from `level` up; the
+        // new base keeps them and zeroes the rest, so it is <= all of them
+        // and leaves every other bucket's classification unchanged. (The
+        // earliest time as the base, a radix heap's rule, saves moves but
+        // costs a scan: measured slower on the hold model.)
+        let shift = (b / SLOTS) as u32 * BITS;
+        self.base = (items[0].time >> shift) << shift;
         for e in &items {
             self.insert(*e);
         }
