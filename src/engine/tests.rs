@@ -59,6 +59,34 @@ fn events_scheduled_at_now_while_running_come_after_earlier_ties() {
 }
 
 #[test]
+fn sparse_events_pop_directly_and_keep_order() {
+    // Each event alone in its bucket far above level 0 (the lone-entry
+    // path), a cancelled lone one among them, then ties and a schedule at
+    // `now` after the base has moved to a popped time.
+    let mut e = Engine::new();
+    e.schedule_at(70_000, 'a');
+    let gone = e.schedule_at(5_000_000, 'x');
+    e.schedule_at(9_000_000, 'b');
+    e.schedule_at(300_000_000, 'c');
+    assert!(e.cancel(gone));
+    assert_eq!(e.pop(), Some((70_000, 'a')));
+    assert_eq!(e.pop(), Some((9_000_000, 'b')));
+    e.schedule_at(9_000_000, 'd'); // at now
+    e.schedule_at(9_000_001, 'e');
+    e.schedule_at(9_000_000, 'f'); // at now, after d
+    assert_eq!(
+        drain(&mut e),
+        vec![
+            (9_000_000, 'd'),
+            (9_000_000, 'f'),
+            (9_000_001, 'e'),
+            (300_000_000, 'c')
+        ]
+    );
+    assert_eq!(e.now(), 300_000_000);
+}
+
+#[test]
 fn past_is_clamped_to_now() {
     let mut e = Engine::new();
     e.schedule_at(100, 'a');

@@ -48,6 +48,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::sync::Arc;
 
 use crate::floor::policy::{
     AGENTCHAT_CHANNEL_MAX, AGENTCHAT_DEFAULT_CHANNELS, AGENTCHAT_RATE_LIMIT_MS, Announce, Channels,
@@ -253,6 +254,29 @@ pub struct Outgoing {
     pub msg: ServerMsg,
 }
 
+/// One message to send, from [`Server::handle_shared`]: the recipients of
+/// one relay share one payload (and each member's id is shared with the
+/// server's membership table), so a relay to N members costs N reference
+/// counts instead of N copies of the message's strings. A server that
+/// encodes each payload once and writes the bytes to N sockets wants
+/// exactly this.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    pub to: Arc<str>,
+    pub msg: Arc<ServerMsg>,
+}
+
+impl Delivery {
+    /// The owned form; the payload is moved out, not copied, when this is
+    /// its last recipient.
+    pub fn into_outgoing(self) -> Outgoing {
+        Outgoing {
+            to: self.to.to_string(),
+            msg: Arc::unwrap_or_clone(self.msg),
+        }
+    }
+}
+
 /// Counters a production server would export too.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -308,7 +332,7 @@ pub struct Server {
     /// The last handled time.
     now: u64,
     /// channel -> members.
-    members: BTreeMap<String, BTreeSet<String>>,
+    members: BTreeMap<String, BTreeSet<Arc<str>>>,
     /// agent -> channels it is in.
     joined: BTreeMap<String, BTreeSet<String>>,
     /// channel -> msg_id -> claim (live or tombstone marker).
@@ -332,6 +356,8 @@ pub struct Server {
     last_msg: BTreeMap<String, u64>,
     /// Sweep expiry: the number of the last sweep that ran.
     last_sweep: Option<u128>,
+    /// Reused buffer of the owned-output entry points.
+    shared: Vec<Delivery>,
 }
 
 impl Server {
@@ -350,6 +376,7 @@ impl Server {
             lurking: BTreeSet::new(),
             last_msg: BTreeMap::new(),
             last_sweep: None,
+            shared: Vec::new(),
             rules,
             cfg,
             now: 0,
@@ -369,6 +396,21 @@ impl Server {
     /// Handle one input at server time `now_ms`, appending the messages to
     /// send, in order, to `out`. Due timers run first.
     pub fn handle(&mut self, now_ms: u64, input: Input, out: &mut Vec<Outgoing>) {
+        self.owned(out, |s, d| s.handle_shared(now_ms, input, d));
+    }
+
+    /// Run `f` on the shared-output form and append its sends to `out`
+    /// in the owned form.
+    fn owned(&mut self, out: &mut Vec<Outgoing>, f: impl FnOnce(&mut Server, &mut Vec<Delivery>)) {
+        let mut buf = std::mem::take(&mut self.shared);
+        f(self, &mut buf);
+        out.extend(buf.drain(..).map(Delivery::into_outgoing));
+        self.shared = buf;
+    }
+
+    /// [`Server::handle`] with the sends in the shared form: the same
+    /// messages to the same recipients in the same order.
+    pub fn handle_shared(&mut self, now_ms: u64, input: Input, out: &mut Vec<Delivery>) {
         let now = self.advance(now_ms);
         match input {
             Input::Tick => {}
@@ -414,9 +456,20 @@ impl Server {
         bytes: &[u8],
         out: &mut Vec<Outgoing>,
     ) {
+        self.owned(out, |s, d| s.bytes_shared(now_ms, from, role, bytes, d));
+    }
+
+    fn bytes_shared(
+        &mut self,
+        now_ms: u64,
+        from: &str,
+        role: Role,
+        bytes: &[u8],
+        out: &mut Vec<Delivery>,
+    ) {
         match serde_json::from_slice::<serde_json::Value>(bytes) {
-            Ok(v) => self.handle_value(now_ms, from, role, &v, out),
-            Err(e) => self.reject(
+            Ok(v) => self.value_shared(now_ms, from, role, &v, out),
+            Err(e) => self.reject_shared(
                 now_ms,
                 from,
                 &DecodeError::NotJson(e.to_string()),
@@ -435,8 +488,19 @@ impl Server {
         value: &serde_json::Value,
         out: &mut Vec<Outgoing>,
     ) {
+        self.owned(out, |s, d| s.value_shared(now_ms, from, role, value, d));
+    }
+
+    fn value_shared(
+        &mut self,
+        now_ms: u64,
+        from: &str,
+        role: Role,
+        value: &serde_json::Value,
+        out: &mut Vec<Delivery>,
+    ) {
         match ClientMsg::from_value(value) {
-            Ok(msg) => self.handle(
+            Ok(msg) => self.handle_shared(
                 now_ms,
                 Input::Client {
                     from: from.to_string(),
@@ -468,7 +532,7 @@ impl Server {
                         return self.error(from, "INVALID_MSG", message.to_string(), out);
                     }
                 }
-                self.reject(now_ms, from, &e, claim, out)
+                self.reject_shared(now_ms, from, &e, claim, out)
             }
         }
     }
@@ -483,6 +547,19 @@ impl Server {
         reason: &DecodeError,
         was_claim: bool,
         out: &mut Vec<Outgoing>,
+    ) {
+        self.owned(out, |s, d| {
+            s.reject_shared(now_ms, from, reason, was_claim, d)
+        });
+    }
+
+    fn reject_shared(
+        &mut self,
+        now_ms: u64,
+        from: &str,
+        reason: &DecodeError,
+        was_claim: bool,
+        out: &mut Vec<Delivery>,
     ) {
         self.advance(now_ms);
         if was_claim {
@@ -572,7 +649,7 @@ impl Server {
         self.members
             .get(channel)
             .into_iter()
-            .flat_map(|m| m.iter().map(String::as_str))
+            .flat_map(|m| m.iter().map(|a| &**a))
     }
 
     /// Live claims tracked (tombstone markers excluded).
@@ -632,30 +709,31 @@ impl Server {
         now
     }
 
-    fn error(&mut self, to: &str, code: &str, message: String, out: &mut Vec<Outgoing>) {
+    fn error(&mut self, to: &str, code: &str, message: String, out: &mut Vec<Delivery>) {
         self.stats.relayed += 1;
-        out.push(Outgoing {
-            to: to.to_string(),
-            msg: ServerMsg::Error {
+        out.push(Delivery {
+            to: Arc::from(to),
+            msg: Arc::new(ServerMsg::Error {
                 code: code.to_string(),
                 message,
-            },
+            }),
         });
     }
 
     /// Send `msg` to every member of `channel` but `except`.
-    fn fan_out(&mut self, channel: &str, except: &str, msg: &ServerMsg, out: &mut Vec<Outgoing>) {
+    fn fan_out(&mut self, channel: &str, except: &str, msg: ServerMsg, out: &mut Vec<Delivery>) {
         let Some(members) = self.members.get(channel) else {
             return;
         };
         let before = out.len();
+        let msg = Arc::new(msg);
         out.extend(
             members
                 .iter()
-                .filter(|m| m.as_str() != except)
-                .map(|m| Outgoing {
-                    to: m.clone(),
-                    msg: msg.clone(),
+                .filter(|m| &***m != except)
+                .map(|m| Delivery {
+                    to: Arc::clone(m),
+                    msg: Arc::clone(&msg),
                 }),
         );
         self.stats.relayed += (out.len() - before) as u64;
@@ -669,7 +747,7 @@ impl Server {
         winner: &str,
         holder_started_at: Stamp,
         reason: &str,
-        out: &mut Vec<Outgoing>,
+        out: &mut Vec<Delivery>,
     ) {
         let detail = match self.rules.yield_form {
             YieldForm::Winner => None,
@@ -679,14 +757,14 @@ impl Server {
             }),
         };
         self.stats.yields += 1;
-        out.push(Outgoing {
-            to: to.to_string(),
-            msg: ServerMsg::Yield {
+        out.push(Delivery {
+            to: Arc::from(to),
+            msg: Arc::new(ServerMsg::Yield {
                 msg_id: msg_id.to_string(),
                 winner: winner.to_string(),
                 channel: channel.to_string(),
                 detail,
-            },
+            }),
         });
     }
 
@@ -697,12 +775,12 @@ impl Server {
     }
 
     /// Refuse a MSG with an ERROR.
-    fn refuse(&mut self, to: &str, code: &str, message: String, out: &mut Vec<Outgoing>) {
+    fn refuse(&mut self, to: &str, code: &str, message: String, out: &mut Vec<Delivery>) {
         self.stats.refused_msgs += 1;
         self.error(to, code, message, out);
     }
 
-    fn join(&mut self, agent: String, channel: String, out: &mut Vec<Outgoing>) {
+    fn join(&mut self, agent: String, channel: String, out: &mut Vec<Delivery>) {
         if self.rules.channels == Channels::Registry {
             // `handleJoin` (`lib/server/handlers/message.ts`), after
             // `validateClientMessage`. A JOIN to a channel that does not
@@ -724,7 +802,10 @@ impl Server {
             .entry(agent.clone())
             .or_default()
             .insert(channel.clone());
-        self.members.entry(channel).or_default().insert(agent);
+        self.members
+            .entry(channel)
+            .or_default()
+            .insert(Arc::from(agent));
     }
 
     fn leave(&mut self, agent: &str, channel: &str) {
@@ -778,7 +859,7 @@ impl Server {
         msg_id: String,
         started_at: Stamp,
         channel: String,
-        out: &mut Vec<Outgoing>,
+        out: &mut Vec<Delivery>,
     ) {
         self.stats.claims_received += 1;
         let agentchat = self.rules.errors == ErrorStyle::Agentchat;
@@ -834,7 +915,8 @@ impl Server {
             // `if (!channel) break;` (`lib/server.ts`): dropped silently.
             return;
         }
-        let raw = ServerMsg::RespondingTo {
+        // The claim as relayed, built only when it is.
+        let raw = || ServerMsg::RespondingTo {
             msg_id: msg_id.clone(),
             from: from.clone(),
             started_at,
@@ -842,7 +924,7 @@ impl Server {
         };
         if !self.tracking() || role == Role::Operator {
             if !self.tracking() || self.rules.announce == Announce::RelayEvery {
-                self.fan_out(&channel, &from, &raw, out);
+                self.fan_out(&channel, &from, raw(), out);
             }
             return;
         }
@@ -861,14 +943,22 @@ impl Server {
                 },
             };
             let verdict = self.cfg.policy.judge(slot, &from, order);
+            // The holder's name is needed (after `self` changes) only for
+            // a denial's YIELD.
+            let deny = matches!(verdict, Verdict::Deny | Verdict::DenySelf);
             let (s, h) = current.map_or((Stamp::Int(0), String::new()), |c| {
-                (c.started_at, c.holder.clone())
+                let h = if deny {
+                    c.holder.clone()
+                } else {
+                    String::new()
+                };
+                (c.started_at, h)
             });
             (verdict, s, h)
         };
         let announce_grant =
-            |server: &mut Server, out: &mut Vec<Outgoing>| match server.rules.announce {
-                Announce::RelayEvery => server.fan_out(&channel, &from, &raw, out),
+            |server: &mut Server, out: &mut Vec<Delivery>| match server.rules.announce {
+                Announce::RelayEvery => server.fan_out(&channel, &from, raw(), out),
                 Announce::FloorClaimedOnGrant => {
                     let fc = ServerMsg::FloorClaimed {
                         msg_id: msg_id.clone(),
@@ -876,12 +966,12 @@ impl Server {
                         holder: from.clone(),
                         started_at,
                     };
-                    server.fan_out(&channel, &from, &fc, out)
+                    server.fan_out(&channel, &from, fc, out)
                 }
             };
-        let announce_denial = |server: &mut Server, out: &mut Vec<Outgoing>| {
+        let announce_denial = |server: &mut Server, out: &mut Vec<Delivery>| {
             if server.rules.announce == Announce::RelayEvery {
-                server.fan_out(&channel, &from, &raw, out);
+                server.fan_out(&channel, &from, raw(), out);
             }
         };
         let key = (channel.as_str(), msg_id.as_str());
@@ -924,7 +1014,7 @@ impl Server {
         to: String,
         content: String,
         in_reply_to: Option<String>,
-        out: &mut Vec<Outgoing>,
+        out: &mut Vec<Delivery>,
     ) {
         let dm_target = match parse_target(&to) {
             None => {
@@ -1001,10 +1091,13 @@ impl Server {
         };
         if let Some(peer) = dm_target {
             self.stats.relayed += 1;
-            out.push(Outgoing { to: peer, msg });
+            out.push(Delivery {
+                to: Arc::from(peer),
+                msg: Arc::new(msg),
+            });
             return;
         }
-        self.fan_out(&to, &from, &msg, out);
+        self.fan_out(&to, &from, msg, out);
         if !self.tracking() {
             return;
         }

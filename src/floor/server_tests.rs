@@ -1024,3 +1024,57 @@ fn agentchat_sweeps_follow_phase_and_drift() {
     assert_eq!(h.s.claim_count(), 0);
     assert_eq!(h.s.stats().expired, 1);
 }
+
+/// `handle_shared` sends what `handle` sends, to the same recipients in
+/// the same order, under every policy; a relay's recipients share one
+/// payload.
+#[test]
+fn shared_form_matches_owned_form() {
+    let inputs = |m: &str| -> Vec<(u64, Input)> {
+        let claim = |a: &str, s: i64| Input::Client {
+            from: a.into(),
+            role: Role::Agent,
+            msg: ClientMsg::RespondingTo {
+                msg_id: m.into(),
+                started_at: s.into(),
+                channel: G.into(),
+            },
+        };
+        vec![
+            (10, claim("agent-b", 1_000)),
+            (20, claim("agent-a", 900)),
+            (30, claim("agent-c", 2_000)),
+            (
+                40,
+                Input::Client {
+                    from: "agent-a".into(),
+                    role: Role::Agent,
+                    msg: ClientMsg::Msg {
+                        id: None,
+                        to: G.into(),
+                        content: "answer".into(),
+                        in_reply_to: Some(m.into()),
+                    },
+                },
+            ),
+            (50, claim("agent-b", 3_000)),
+            (60_000, Input::Tick),
+        ]
+    };
+    for p in PolicyKind::ALL {
+        let (mut owned, mut shared) = (H::abc(p), H::abc(p));
+        for (t, input) in inputs("m1") {
+            let want = owned.run(t, input.clone());
+            let mut got = Vec::new();
+            shared.s.handle_shared(t, input, &mut got);
+            for pair in got.windows(2) {
+                if pair[0].msg == pair[1].msg {
+                    assert!(Arc::ptr_eq(&pair[0].msg, &pair[1].msg), "{p}: one payload");
+                }
+            }
+            let got: Vec<Outgoing> = got.into_iter().map(Delivery::into_outgoing).collect();
+            assert_eq!(got, want, "{p} at {t}");
+        }
+        assert_eq!(owned.s.stats(), shared.s.stats(), "{p}");
+    }
+}

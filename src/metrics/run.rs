@@ -131,11 +131,12 @@ impl RunAccumulator {
     /// Close the run.
     pub fn finish(&self, server: ServerCounts, events: u64) -> RunResult {
         let per = |x: u64| ratio(x as f64, self.messages as f64);
-        let ms = |p: f64| {
+        let [p50, p95, p99] = self.ttfr.values_at_percentiles([50.0, 95.0, 99.0]);
+        let ms = |v: u64| {
             if self.ttfr.count() == 0 {
                 f64::NAN
             } else {
-                self.ttfr.value_at_percentile(p) as f64 / 1000.0
+                v as f64 / 1000.0
             }
         };
         RunResult {
@@ -145,9 +146,9 @@ impl RunAccumulator {
                 per(self.unanswered),
                 ratio(self.wasted_us as f64, self.inference_us as f64),
                 ratio(self.wasted_count as f64, self.started as f64),
-                ms(50.0),
-                ms(95.0),
-                ms(99.0),
+                ms(p50),
+                ms(p95),
+                ms(p99),
                 self.claims as f64,
                 server.yields as f64,
                 server.expired as f64,

@@ -183,6 +183,35 @@ impl Percentiles {
         self.h.max()
     }
 
+    /// [`value_at_percentile`](Self::value_at_percentile) of each of `ps`,
+    /// in one pass over the histogram.
+    pub fn values_at_percentiles<const N: usize>(&self, ps: [f64; N]) -> [u64; N] {
+        let n = self.h.len();
+        let mut out = [0u64; N];
+        if n == 0 {
+            return out;
+        }
+        // Ranks in ascending order, with the slot each answer goes to.
+        let mut order: [(u64, usize); N] = std::array::from_fn(|i| (nearest_rank(ps[i], n), i));
+        order.sort_unstable();
+        let mut next = 0;
+        let mut seen = 0u64;
+        for v in self.h.iter_recorded() {
+            seen += v.count_at_value();
+            while next < N && seen >= order[next].0 {
+                out[order[next].1] = v.value_iterated_to();
+                next += 1;
+            }
+            if next == N {
+                return out;
+            }
+        }
+        for &(_, i) in &order[next..] {
+            out[i] = self.h.max();
+        }
+        out
+    }
+
     /// Add every value recorded in `other`.
     pub fn merge(&mut self, other: &Percentiles) {
         if self.h.add(&other.h).is_err() {
@@ -370,5 +399,22 @@ mod tests {
         assert_eq!(p.count(), 2);
         assert_eq!(p.value_at_percentile(50.0), 0);
         assert!(p.value_at_percentile(100.0) >= (1 << 61));
+    }
+
+    proptest::proptest! {
+        /// The one-pass form answers what one call per percentile does,
+        /// in any order of the requested percentiles.
+        #[test]
+        fn one_pass_percentiles_agree(
+            values in proptest::collection::vec(0u64..10_000_000, 0..300),
+            ps in proptest::array::uniform4(-5.0f64..110.0),
+        ) {
+            let mut p = Percentiles::new();
+            for &v in &values {
+                p.record(v);
+            }
+            let want = ps.map(|x| p.value_at_percentile(x));
+            proptest::prop_assert_eq!(p.values_at_percentiles(ps), want);
+        }
     }
 }

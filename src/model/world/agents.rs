@@ -7,6 +7,7 @@
 use super::{Ev, Inference, World};
 use crate::agent::{self, InferenceEnd, Output, TimerKind};
 use crate::floor::{self, ClientMsg, Input, ServerMsg};
+use std::sync::Arc;
 
 impl World<'_> {
     /// Agent `a` joins its group's channels (at the start, and back from a
@@ -34,8 +35,8 @@ impl World<'_> {
     }
 
     /// A server message reaches agent `a` (of incarnation `inc`).
-    pub(super) fn agent_in(&mut self, now: u64, a: u32, inc: u32, msg: ServerMsg) {
-        let relay_of = match &msg {
+    pub(super) fn agent_in(&mut self, now: u64, a: u32, inc: u32, msg: Arc<ServerMsg>) {
+        let relay_of = match &*msg {
             ServerMsg::Msg { id, .. } => self.num_of(id),
             _ => None,
         };

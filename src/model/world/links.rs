@@ -10,17 +10,17 @@ use rand::RngExt;
 
 impl World<'_> {
     /// Send one server message down an agent's link.
-    pub(super) fn deliver(&mut self, o: floor::Outgoing) {
+    pub(super) fn deliver(&mut self, o: floor::Delivery) {
         let now = self.eng.now();
         if self.trace.is_some() {
             self.trace_line(serde_json::json!({
-                "t_us": now, "ev": "server_send", "to": o.to, "msg": o.msg.to_json(),
+                "t_us": now, "ev": "server_send", "to": &*o.to, "msg": o.msg.to_json(),
             }));
         }
         let Some(agent) = names::parse_agent(&o.to, self.agents.len()) else {
             return; // the operator (not simulated) or an unknown name
         };
-        let relay_of = match &o.msg {
+        let relay_of = match &*o.msg {
             ServerMsg::Msg { id, .. } => self.num_of(id),
             _ => None,
         };
@@ -100,7 +100,7 @@ impl World<'_> {
             at,
             Ev::ServerIn {
                 agent,
-                msg,
+                msg: Box::new(msg),
                 infer_us,
             },
         );

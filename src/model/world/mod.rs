@@ -51,6 +51,7 @@ use prepared::{agent_stream, stream};
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Name of the operator on the wire.
 pub const OPERATOR: &str = "operator";
@@ -91,7 +92,9 @@ enum Ev {
     /// A client message reaches the server.
     ServerIn {
         agent: u32,
-        msg: ClientMsg,
+        /// Boxed: the largest payload by far, and an event is moved into
+        /// the queue and out again (a small `Ev` makes every event cheaper).
+        msg: Box<ClientMsg>,
         /// For a reply: its inference duration (for wasted-time accounting).
         infer_us: Option<u64>,
     },
@@ -99,7 +102,7 @@ enum Ev {
     AgentIn {
         agent: u32,
         inc: u32,
-        msg: ServerMsg,
+        msg: Arc<ServerMsg>,
     },
     /// A CSMA timer or a recheck wake fires.
     Timer { agent: u32, inc: u32, msg: u32 },
@@ -157,7 +160,7 @@ struct World<'a> {
     server_rng: ChaCha8Rng,
     wake: Option<(u64, EventKey)>,
     acc: RunAccumulator,
-    out: Vec<floor::Outgoing>,
+    out: Vec<floor::Delivery>,
     outputs: Vec<agent::Output>,
     trace: Option<&'a mut TraceBuf>,
     /// Scripted message ids and their numbers, both ways.
@@ -287,7 +290,7 @@ impl World<'_> {
                 agent,
                 msg,
                 infer_us,
-            } => self.server_in(now, agent, msg, infer_us),
+            } => self.server_in(now, agent, *msg, infer_us),
             Ev::AgentIn { agent, inc, msg } => self.agent_in(now, agent, inc, msg),
             Ev::Timer { agent, inc, msg } => {
                 if self.agents[agent as usize].inc == inc {

@@ -15,7 +15,7 @@ impl World<'_> {
         let now_ms = self.server_now_ms();
         let mut out = std::mem::take(&mut self.out);
         out.clear();
-        self.server.handle(now_ms, input, &mut out);
+        self.server.handle_shared(now_ms, input, &mut out);
         for o in out.drain(..) {
             self.deliver(o);
         }
