@@ -120,14 +120,13 @@ fn tune_default(c: &mut Criterion) {
         weights: Weights::default(),
         budget_ms: Some(15_000.0),
         threads: 2,
-        quiet: true,
     };
     let mut g = c.benchmark_group("tune_default_200_msgs");
     g.sample_size(10)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(20));
     g.bench_function("jobs_2", |b| {
-        b.iter(|| black_box(tune(&l, &space, &settings).expect("tunes")))
+        b.iter(|| black_box(tune(&l, &space, &settings, &()).expect("tunes")))
     });
     g.finish();
 }
