@@ -40,4 +40,5 @@ pub mod report;
 pub mod scenario;
 pub mod serve;
 pub mod sweep;
+pub mod term;
 pub mod tune;

@@ -4,12 +4,26 @@
 //! format) under any policy.
 //!
 //! Input line: `{"at_ms": N, "agent": "id", "event": {...}, "role": "operator"?}`
-//! (the events are those of [`crate::serve::events`], which applies them
-//! for both the live server and this replay). Output line:
+//! where `event` is a client message of the wire protocol (RESPONDING_TO,
+//! MSG), or `{"type":"JOIN","channel":"#c"}`, `{"type":"LEAVE","channel":"#c"}`,
+//! `{"type":"DISCONNECT"}`, `{"type":"CONNECT"}` (a connection that has not
+//! identified yet; agents never seen before count as identified) or
+//! `{"type":"IDENTIFY","lurk":false}` (`lurk: true`: a new identity in
+//! agentchat's lurk window); CONNECT and IDENTIFY matter only under
+//! `agentchat-0.36`. The events are applied by [`crate::serve::events`],
+//! for both the live server and this replay. Output line:
 //! `{"at_ms": N, "to": "id", "msg": {...}}`, one per message the server
-//! sends, in order. A line that cannot be used is reported on `err` as
-//! `line K: <reason>` and skipped; between lines the server's timers run at
-//! their due times, exactly as in the simulator.
+//! sends, in order.
+//!
+//! - A line that cannot be used (not JSON, not an object, `at_ms` missing or
+//!   not a non-negative integer or smaller than the previous line's, `agent`
+//!   missing or not an agent id, `event` missing, `role` neither `agent` nor
+//!   `operator`) is reported on `err` as `line K: <reason>` and skipped.
+//!   Blank lines are skipped silently.
+//! - A usable line whose `event` is not a valid message is answered by the
+//!   server with an `ERROR` to the sender, as a live server would.
+//! - Between lines, the server's timers (expiry, `agentchat-0.36` sweeps)
+//!   run at their due times, exactly as in the simulator.
 
 use std::io::{self, BufRead, Write};
 
@@ -29,6 +43,34 @@ pub struct Summary {
     pub bad_lines: u64,
     /// The server's counters at the end.
     pub stats: Stats,
+}
+
+impl Summary {
+    /// The counters as one JSON line (`herdsim arbitrate --stats`).
+    pub fn stats_line(&self) -> String {
+        #[derive(Serialize)]
+        struct Line {
+            lines: u64,
+            bad_lines: u64,
+            claims_received: u64,
+            yields: u64,
+            expired: u64,
+            overruled: u64,
+            relayed: u64,
+        }
+        let s = &self.stats;
+        let line = Line {
+            lines: self.lines,
+            bad_lines: self.bad_lines,
+            claims_received: s.claims_received,
+            yields: s.yields,
+            expired: s.expired,
+            overruled: s.overruled,
+            relayed: s.relayed,
+        };
+        // Plain integers: serialising cannot fail.
+        serde_json::to_string(&line).unwrap_or_default()
+    }
 }
 
 /// Replay `input` through a server built from `cfg`, writing output lines

@@ -1,35 +1,12 @@
 //! `herdsim arbitrate`: replay timestamped server inputs (JSON Lines on
 //! stdin) through the real arbitration server of a policy, writing one JSON
-//! line per message the server sends (README: "Replaying a server log").
-//!
-//! Input line: `{"at_ms": N, "agent": "id", "event": {...}, "role": "operator"?}`
-//! where `event` is a client message of the wire protocol (RESPONDING_TO,
-//! MSG), or `{"type":"JOIN","channel":"#c"}`, `{"type":"LEAVE","channel":"#c"}`,
-//! `{"type":"DISCONNECT"}`, `{"type":"CONNECT"}` (a connection that has not
-//! identified yet; agents never seen before count as identified) or
-//! `{"type":"IDENTIFY","lurk":false}` (`lurk: true`: a new identity in
-//! agentchat's lurk window). CONNECT and IDENTIFY matter only under
-//! `agentchat-0.36`. Output line: `{"at_ms": N, "to": "id", "msg": {...}}`.
-//!
-//! - A line that cannot be used (not JSON, not an object, `at_ms` missing or
-//!   not a non-negative integer or smaller than the previous line's, `agent`
-//!   missing or not an agent id, `event` missing, `role` neither `agent` nor
-//!   `operator`) is reported on stderr as `line K: <reason>` and skipped;
-//!   the exit status is then 2. Blank lines are skipped silently.
-//! - A usable line whose `event` is not a valid message is answered by the
-//!   server with an `ERROR` to the sender, as a live server would.
-//! - Between lines, the server's timers (expiry, `agentchat-0.36` sweeps)
-//!   run at their due times, exactly as in the simulator.
-
-//!
-//! The replay itself is the library module [`crate::replay`]; this file
-//! only turns flags into its configuration and its summary into an exit
-//! status.
+//! line per message the server sends (docs/arbitrate.md). The replay and
+//! its line format are the library module [`crate::replay`]; this file
+//! turns flags into its configuration and its summary into an exit status
+//! (2 when a line could not be used).
 
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
-
-use serde::Serialize;
 
 use super::CliError;
 use crate::floor::{Config, PolicyKind};
@@ -76,33 +53,11 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     let summary = replay(cfg, stdin, &mut out, &mut err)?;
     out.flush()?;
     if args.stats {
-        let s = &summary.stats;
-        let line = serde_json::to_string(&StatsLine {
-            lines: summary.lines,
-            bad_lines: summary.bad_lines,
-            claims_received: s.claims_received,
-            yields: s.yields,
-            expired: s.expired,
-            overruled: s.overruled,
-            relayed: s.relayed,
-        })
-        .map_err(io::Error::other)?;
-        writeln!(err, "{line}")?;
+        writeln!(err, "{}", summary.stats_line())?;
     }
     Ok(if summary.bad_lines > 0 {
         ExitCode::from(super::EXIT_BAD_INPUT)
     } else {
         ExitCode::SUCCESS
     })
-}
-
-#[derive(Serialize)]
-struct StatsLine {
-    lines: u64,
-    bad_lines: u64,
-    claims_received: u64,
-    yields: u64,
-    expired: u64,
-    overruled: u64,
-    relayed: u64,
 }

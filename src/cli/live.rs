@@ -3,10 +3,9 @@
 use super::CliError;
 use crate::live::LiveError;
 use crate::live::session::{self, Options};
+use crate::term::interrupt;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -47,16 +46,6 @@ pub struct Args {
     pub quiet: bool,
 }
 
-static STOP: AtomicBool = AtomicBool::new(false);
-static BAR: Mutex<Option<indicatif::ProgressBar>> = Mutex::new(None);
-
-fn say(line: &str) {
-    match BAR.lock().ok().and_then(|b| b.clone()) {
-        Some(b) => b.suspend(|| super::note(line)),
-        None => super::note(line),
-    }
-}
-
 fn map(e: LiveError) -> CliError {
     match e {
         LiveError::BadInput(m) => CliError::Input(m),
@@ -85,21 +74,12 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
             super::note(format_args!("herdsim: note: {n}"));
         }
     }
-    let _ = ctrlc::set_handler(|| {
-        if STOP.swap(true, Ordering::SeqCst) {
-            say("herdsim: stopped at once; nothing written");
-            std::process::exit(i32::from(super::EXIT_INTERRUPTED));
-        }
-        say(
-            "herdsim: interrupted: writing what was measured so far (interrupt again to stop at once)",
-        );
-    });
-    let hook = |b: &indicatif::ProgressBar| {
-        if let Ok(mut g) = BAR.lock() {
-            *g = Some(b.clone());
-        }
-    };
-    let done = checked.run(&STOP, &hook).map_err(map)?;
+    let stop = interrupt::catch(
+        "herdsim: interrupted: writing what was measured so far (interrupt again to stop at once)",
+        "herdsim: stopped at once; nothing written".into(),
+    );
+    let hook = |b: &indicatif::ProgressBar| interrupt::show(b.clone());
+    let done = checked.run(stop, &hook).map_err(map)?;
     super::print_out(&done.stdout)?;
     if done.interrupted {
         super::note(format_args!(

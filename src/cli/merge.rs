@@ -2,10 +2,10 @@
 //! single-run result, through [`crate::sweep::merge`] (which checks every shard
 //! against the plan it records before it writes anything).
 
-use super::term::Term;
 use super::{CliError, note};
 use crate::report::table;
 use crate::sweep::merge;
+use crate::term::Term;
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -2,19 +2,18 @@
 //! lives in its own file.
 
 use clap::{CommandFactory, Parser, Subcommand};
-use std::io::Write;
 use std::process::ExitCode;
 
 pub mod arbitrate;
-pub mod interrupt;
 pub mod live;
 pub mod merge;
 pub mod plot;
 pub mod run;
 pub mod serve;
-pub mod term;
 pub mod tune;
 pub mod validate;
+
+pub use crate::term::{note, plural, print_out};
 
 /// Exit status 2: bad input (a file, a field, an argument).
 pub const EXIT_BAD_INPUT: u8 = 2;
@@ -107,35 +106,7 @@ fn parse_error_line(e: &clap::Error) -> String {
     format!("{first}{tip} (`{help}` lists the options)")
 }
 
-/// Exit status of a run stopped by Ctrl-C (SIGINT), SIGTERM or SIGHUP.
-pub const EXIT_INTERRUPTED: u8 = 130;
-
-/// Write `text` to stdout, all of it, and flush. Never panics (unlike
-/// `print!`): a write error comes back as a failure naming stdout; a
-/// closed pipe (`herdsim ... | head`) is recognised by [`main`], which
-/// then exits quietly.
-pub fn print_out(text: &str) -> Result<(), CliError> {
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())
-        .and_then(|()| out.flush())
-        .map_err(|e| CliError::Failure(anyhow::Error::new(e).context("cannot write to stdout")))
-}
-
-/// Write one diagnostic line to stderr. Never panics: when stderr itself
-/// cannot be written (closed, a full disk), the line is lost and nothing
-/// else happens (the exit status still tells).
-pub fn note(line: impl std::fmt::Display) {
-    let _ = writeln!(std::io::stderr().lock(), "{line}");
-}
-
-/// `1 thread`, `2 threads`.
-pub fn plural(n: usize, word: &str) -> String {
-    if n == 1 {
-        format!("{n} {word}")
-    } else {
-        format!("{n} {word}s")
-    }
-}
+pub use crate::term::interrupt::EXIT_INTERRUPTED;
 
 /// Whether an error is a write to a closed pipe (the reader went away).
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

@@ -90,7 +90,7 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     let (out, title) = (args.out.as_deref(), args.title.as_deref());
     let written = match (&args.timeline, &args.input) {
         (Some(trace), _) => {
-            let term = super::term::Term::notes(false);
+            let term = crate::term::Term::notes(false);
             figures::timeline(trace, args.msg.as_deref(), out, title, &term)?
         }
         (None, Some(input)) => {

@@ -2,11 +2,12 @@
 //! [`crate::sweep::runner`] (which checks everything before it writes anything,
 //! journals each replication and resumes an interrupted run).
 
-use super::term::Term;
-use super::{CliError, interrupt, note, plural};
+use super::{CliError, note, plural};
 use crate::report::table;
 use crate::sweep::runner::{self, JournalMode, Options, Outcome};
 use crate::sweep::{self, Plan, Shard, memory};
+use crate::term::Term;
+use crate::term::interrupt;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -79,7 +80,7 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     };
     let run = runner::prepare(&plan, &opts)?;
     let term = Term::sweep(args.quiet);
-    let stop = interrupt::catch(run.journal(), term.bar());
+    let stop = interrupt::catch_run(run.journal(), term.bar());
     let done = match run.start(&term, stop)? {
         Outcome::Finished(done) => done,
         Outcome::Interrupted {

@@ -67,45 +67,8 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         operator_name: args.operator_name,
         ..Options::default()
     };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_io()
-        .enable_time()
-        .build()?;
-    let quiet = args.quiet;
-    let result = rt.block_on(async move {
-        let bound = serve::bind(opts.clone()).await?;
-        if !quiet && !bound.local_addr().ip().is_loopback() {
-            super::note(format_args!(
-                "herdsim serve: warning: {} is not a loopback address; anyone who can reach it can connect (no TLS, no authentication but the agentchat keys)",
-                bound.local_addr()
-            ));
-        }
-        if !quiet {
-            super::note(format_args!(
-                "herdsim serve: listening on ws://{} (policy {}, TTL {} ms); Ctrl-C to stop",
-                bound.local_addr(),
-                opts.floor.policy.name(),
-                opts.floor.ttl_ms
-            ));
-        }
-        bound.run(serve::shutdown_signal()).await
-    });
-    match result {
-        Ok(report) => {
-            if !quiet {
-                let s = &report.stats;
-                super::note(format_args!(
-                    "herdsim serve: stopped; {} connections ({} refused), {} inputs, {} claims, {} yields, {} expired",
-                    report.connections,
-                    report.refused,
-                    report.inputs,
-                    s.claims_received,
-                    s.yields,
-                    s.expired
-                ));
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+    match serve::run_foreground(opts, args.quiet) {
+        Ok(_) => Ok(ExitCode::SUCCESS),
         Err(e @ ServeError::Log { .. }) => Err(CliError::bad(e.to_string())),
         Err(e) => Err(CliError::Failure(e.into())),
     }

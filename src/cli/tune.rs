@@ -2,9 +2,9 @@
 //! budget, through [`crate::tune::request`] (see [`crate::tune`] for the method):
 //! every check first, then the search, then `<out>/<name>/tune/`.
 
-use super::term::Term;
 use super::{CliError, note, plural};
 use crate::sweep;
+use crate::term::Term;
 use crate::tune::request::{self, Request};
 use std::path::PathBuf;
 use std::process::ExitCode;

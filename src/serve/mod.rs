@@ -25,7 +25,10 @@ pub mod events;
 pub mod identity;
 
 mod conn;
+mod foreground;
 mod hub;
+
+pub use foreground::run_foreground;
 
 use std::fs::File;
 use std::future::Future;

@@ -1,17 +1,23 @@
-//! Ctrl-C (SIGINT), SIGTERM and SIGHUP during `herdsim run`.
+//! Ctrl-C (SIGINT), SIGTERM and SIGHUP during `herdsim run` and `herdsim
+//! live`.
 //!
-//! The first signal sets a flag: the sweep starts no further replication,
+//! The first signal sets a flag. In `run`, the sweep starts no further replication,
 //! the ones running finish and are written to the journal, the progress
 //! bar is cleared and the run exits with status 130, printing how to
 //! resume. A second signal stops at once (status 130; a journal line cut
-//! short is detected and its replication rerun on `--resume`).
+//! short is detected and its replication rerun on `--resume`). In `live`,
+//! the replication in progress stops and what was measured is written.
 
 use indicatif::ProgressBar;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 
+/// Exit status of a process stopped by Ctrl-C (SIGINT), SIGTERM or SIGHUP.
+pub const EXIT_INTERRUPTED: u8 = 130;
+
 static STOP: AtomicBool = AtomicBool::new(false);
-static HINT: OnceLock<String> = OnceLock::new();
+/// What the first and the second signal print.
+static SAY: OnceLock<(String, String)> = OnceLock::new();
 /// The progress bar on screen, hidden while a message is printed.
 static BAR: Mutex<Option<ProgressBar>> = Mutex::new(None);
 
@@ -24,37 +30,49 @@ fn say(line: &str) {
     }
 }
 
-/// Catch the signals (once per process) and return the flag they set.
-/// `journal` is named in the message a second signal prints; `bar` is
-/// the progress bar to keep tidy.
-pub fn catch(journal: &std::path::Path, bar: ProgressBar) -> &'static AtomicBool {
+/// Keep `bar` tidy when a signal's message is printed.
+pub fn show(bar: ProgressBar) {
     if let Ok(mut b) = BAR.lock() {
         *b = Some(bar);
     }
-    let hint = format!(
-        "the finished replications are in {}; to complete the run:\n  {}",
-        journal.display(),
-        resume_command()
-    );
-    if HINT.set(hint).is_ok() {
+}
+
+/// Catch the signals (once per process) and return the flag the first one
+/// sets, printing `first`; a second signal prints `second` and exits at
+/// once with [`EXIT_INTERRUPTED`].
+pub fn catch(first: &str, second: String) -> &'static AtomicBool {
+    if SAY.set((first.to_string(), second)).is_ok() {
         // A failure (a handler already set) leaves the default: the
-        // signal ends the process, and the journal still holds every
-        // finished replication.
+        // signal ends the process.
         let _ = ctrlc::set_handler(|| {
+            let (first, second) = SAY
+                .get()
+                .map_or(("", ""), |(f, s)| (f.as_str(), s.as_str()));
             if STOP.swap(true, Ordering::SeqCst) {
-                say(&format!(
-                    "herdsim: stopped; {}",
-                    HINT.get().map_or("", String::as_str)
-                ));
-                std::process::exit(i32::from(super::EXIT_INTERRUPTED));
+                say(second);
+                std::process::exit(i32::from(EXIT_INTERRUPTED));
             }
-            say(
-                "herdsim: interrupted: finishing the replications in progress \
-                 (interrupt again to stop at once)",
-            );
+            say(first);
         });
     }
     &STOP
+}
+
+/// [`catch`] for a sweep: the first signal lets the replications in
+/// progress finish into `journal`; the second stops at once and says how
+/// to resume. `bar` is the progress bar to keep tidy.
+pub fn catch_run(journal: &std::path::Path, bar: ProgressBar) -> &'static AtomicBool {
+    show(bar);
+    let second = format!(
+        "herdsim: stopped; the finished replications are in {}; to complete the run:\n  {}",
+        journal.display(),
+        resume_command()
+    );
+    catch(
+        "herdsim: interrupted: finishing the replications in progress \
+         (interrupt again to stop at once)",
+        second,
+    )
 }
 
 /// This command line with `--resume` (and without `--fresh`), quoted for

@@ -1,0 +1,47 @@
+//! `herdsim serve` in the foreground: a runtime of its own, the server
+//! bound and run until SIGINT/SIGTERM, one line on stderr when it listens
+//! and one when it stops.
+
+use super::{Options, Report, ServeError, bind, shutdown_signal};
+use crate::term::note;
+
+/// Serve `opts` until a signal, then return what the server did. Unless
+/// `quiet`, say where it listens (warning when that is not loopback) and,
+/// at the end, what it did.
+pub fn run_foreground(opts: Options, quiet: bool) -> Result<Report, ServeError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()
+        .map_err(|e| ServeError::Internal(format!("cannot start the runtime: {e}")))?;
+    let report = rt.block_on(async move {
+        let bound = bind(opts.clone()).await?;
+        let addr = bound.local_addr();
+        if !quiet && !addr.ip().is_loopback() {
+            note(format_args!(
+                "herdsim serve: warning: {addr} is not a loopback address; anyone who can reach it can connect (no TLS, no authentication but the agentchat keys)"
+            ));
+        }
+        if !quiet {
+            note(format_args!(
+                "herdsim serve: listening on ws://{addr} (policy {}, TTL {} ms); Ctrl-C to stop",
+                opts.floor.policy.name(),
+                opts.floor.ttl_ms
+            ));
+        }
+        bound.run(shutdown_signal()).await
+    })?;
+    if !quiet {
+        let s = &report.stats;
+        note(format_args!(
+            "herdsim serve: stopped; {} connections ({} refused), {} inputs, {} claims, {} yields, {} expired",
+            report.connections,
+            report.refused,
+            report.inputs,
+            s.claims_received,
+            s.yields,
+            s.expired
+        ));
+    }
+    Ok(report)
+}
