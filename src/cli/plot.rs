@@ -4,7 +4,7 @@
 
 use super::CliError;
 use crate::report::figures;
-use crate::report::plot::{PlotSpec, XScale};
+use crate::report::plot::{PlotSpec, XScale, parse_size, parse_x_scale};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -60,30 +60,12 @@ pub struct Args {
 
     /// Spacing of a numeric x key: `linear`, `even` (one step per sweep
     /// point), or `auto` (even when the points are very unevenly spaced).
-    #[arg(long, value_name = "auto|linear|even", default_value = "auto", value_parser = parse_scale, conflicts_with = "timeline")]
+    #[arg(long, value_name = "auto|linear|even", default_value = "auto", value_parser = parse_x_scale, conflicts_with = "timeline")]
     pub x_scale: XScale,
 
     /// Pixel size WIDTHxHEIGHT of a summary plot (e.g. 1600x1200).
     #[arg(long, value_name = "WxH", value_parser = parse_size, conflicts_with = "timeline")]
     pub size: Option<(u32, u32)>,
-}
-
-fn parse_scale(s: &str) -> Result<XScale, String> {
-    match s {
-        "auto" => Ok(XScale::Auto),
-        "linear" => Ok(XScale::Linear),
-        "even" => Ok(XScale::Even),
-        _ => Err(format!("`{s}`: expected auto, linear or even")),
-    }
-}
-
-fn parse_size(s: &str) -> Result<(u32, u32), String> {
-    let (w, h) = s
-        .split_once(['x', 'X'])
-        .ok_or_else(|| format!("`{s}`: expected WIDTHxHEIGHT, e.g. 1600x1200"))?;
-    let w: u32 = w.trim().parse().map_err(|_| format!("`{s}`: bad width"))?;
-    let h: u32 = h.trim().parse().map_err(|_| format!("`{s}`: bad height"))?;
-    Ok((w, h))
 }
 
 pub fn run(args: Args) -> Result<ExitCode, CliError> {
@@ -117,16 +99,4 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     };
     super::print_out(&format!("{}\n", written.display()))?;
     Ok(ExitCode::SUCCESS)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sizes_parse() {
-        assert_eq!(parse_size("1600x1200"), Ok((1600, 1200)));
-        assert!(parse_size("1600").is_err());
-        assert!(parse_size("ax2").is_err());
-    }
 }

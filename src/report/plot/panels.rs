@@ -81,6 +81,26 @@ pub enum XScale {
     Even,
 }
 
+/// `auto`, `linear` or `even` (`plot --x-scale`).
+pub fn parse_x_scale(s: &str) -> Result<XScale, String> {
+    match s {
+        "auto" => Ok(XScale::Auto),
+        "linear" => Ok(XScale::Linear),
+        "even" => Ok(XScale::Even),
+        _ => Err(format!("`{s}`: expected auto, linear or even")),
+    }
+}
+
+/// A pixel size `WIDTHxHEIGHT` (`plot --size`).
+pub fn parse_size(s: &str) -> Result<(u32, u32), String> {
+    let (w, h) = s
+        .split_once(['x', 'X'])
+        .ok_or_else(|| format!("`{s}`: expected WIDTHxHEIGHT, e.g. 1600x1200"))?;
+    let w: u32 = w.trim().parse().map_err(|_| format!("`{s}`: bad width"))?;
+    let h: u32 = h.trim().parse().map_err(|_| format!("`{s}`: bad height"))?;
+    Ok((w, h))
+}
+
 /// Default pixel size of a figure with `n` metric panels.
 pub fn figure_size(n: usize) -> (u32, u32) {
     let (rows, cols) = grid(n);
@@ -949,6 +969,15 @@ impl Figure for PanelFigure<'_> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn sizes_and_scales_parse() {
+        assert_eq!(parse_size("1600x1200"), Ok((1600, 1200)));
+        assert!(parse_size("1600").is_err());
+        assert!(parse_size("ax2").is_err());
+        assert_eq!(parse_x_scale("even"), Ok(XScale::Even));
+        assert!(parse_x_scale("log").is_err());
+    }
+
     use super::*;
     use std::path::Path;
 
