@@ -144,7 +144,11 @@ fn refusal(url: &str, ident: &Identity, error: &Value) -> String {
 
 /// Connect to `url`, identify (answering a CHALLENGE when keyed) and join
 /// `channels`. Returns the socket and the agent id the server gave.
-async fn handshake(url: &str, ident: &Identity, channels: &[String]) -> Result<(Ws, String), String> {
+async fn handshake(
+    url: &str,
+    ident: &Identity,
+    channels: &[String],
+) -> Result<(Ws, String), String> {
     let (mut ws, _) = tokio_tungstenite::connect_async_with_config(url, None, true)
         .await
         .map_err(|e| format!("cannot connect to {url}: {e}"))?;

@@ -363,7 +363,14 @@ fn connect_all(
     for i in 0..n {
         let chans = p.channels(i).to_vec();
         let (link, id) = handle
-            .block_on(conn::open(url, &idents[i + 1], &chans, i + 1, 0, tx.clone()))
+            .block_on(conn::open(
+                url,
+                &idents[i + 1],
+                &chans,
+                i + 1,
+                0,
+                tx.clone(),
+            ))
             .map_err(LiveError::Failure)?;
         links.push(Some(link));
         wire_ids.push(id);
@@ -536,7 +543,10 @@ impl<'a> Driver<'a> {
     fn wait(&self) -> Duration {
         let mut wait = Duration::from_millis(50);
         if let Some((at, _)) = self.timers.keys().next() {
-            wait = wait.min(self.instant_of(*at).saturating_duration_since(Instant::now()));
+            wait = wait.min(
+                self.instant_of(*at)
+                    .saturating_duration_since(Instant::now()),
+            );
         }
         wait
     }
