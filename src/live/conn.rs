@@ -4,6 +4,7 @@
 
 use base64::Engine;
 use ed25519_dalek::{Signer, SigningKey};
+use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use std::sync::mpsc as std_mpsc;
@@ -87,99 +88,116 @@ fn text_of(m: Message) -> Option<String> {
     }
 }
 
-/// Connect to `url`, identify, join `channels`, then hand the connection
-/// to a reader and a writer task; the reader reports to `events`. Returns
-/// the agent id the server gave (WELCOME's `agent_id`, without `@`).
-pub async fn open(
+/// A client WebSocket, plain or TLS.
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Send one JSON frame during the handshake; an error names the frame's
+/// `what`.
+async fn send_json(ws: &mut Ws, url: &str, what: &str, v: &Value) -> Result<(), String> {
+    ws.send(Message::text(v.to_string()))
+        .await
+        .map_err(|e| format!("{url}: {what}: {e}"))
+}
+
+/// The IDENTIFY frame: with the public key when keyed.
+fn hello(ident: &Identity, key: Option<&SigningKey>) -> Value {
+    match key {
+        Some(k) => json!({"type": "IDENTIFY", "name": ident.name, "pubkey": public_pem(k)}),
+        None => json!({"type": "IDENTIFY", "name": ident.name}),
+    }
+}
+
+/// The VERIFY_IDENTITY answer to a CHALLENGE: the nonce, challenge id and
+/// a timestamp, signed with `key`.
+fn verify_identity(challenge: &Value, key: &SigningKey) -> Value {
+    let nonce = challenge["nonce"].as_str().unwrap_or("");
+    let cid = challenge["challenge_id"].as_str().unwrap_or("");
+    let ts = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let content = format!("AGENTCHAT_AUTH|{nonce}|{cid}|{ts}");
+    let sig =
+        base64::engine::general_purpose::STANDARD.encode(key.sign(content.as_bytes()).to_bytes());
+    json!({"type": "VERIFY_IDENTITY", "challenge_id": cid,
+        "signature": sig, "timestamp": ts})
+}
+
+/// The agent id a WELCOME gives (`agent_id`, without `@`; our name if none).
+fn welcome_id(welcome: &Value, ident: &Identity) -> String {
+    welcome["agent_id"]
+        .as_str()
+        .unwrap_or(&ident.name)
+        .trim_start_matches('@')
+        .to_string()
+}
+
+/// The message of a server's ERROR to the handshake.
+fn refusal(url: &str, ident: &Identity, error: &Value) -> String {
+    format!(
+        "{url}: the server refused {} ({}): {}",
+        ident.name,
+        error["code"].as_str().unwrap_or("?"),
+        error["message"].as_str().unwrap_or("")
+    )
+}
+
+/// Connect to `url`, identify (answering a CHALLENGE when keyed) and join
+/// `channels`. Returns the socket and the agent id the server gave.
+async fn handshake(
     url: &str,
     ident: &Identity,
     channels: &[String],
-    conn: usize,
-    generation: u32,
-    events: std_mpsc::Sender<Event>,
-) -> Result<(Link, String), String> {
-    let fut = async {
-        let (mut ws, _) = tokio_tungstenite::connect_async_with_config(url, None, true)
-            .await
-            .map_err(|e| format!("cannot connect to {url}: {e}"))?;
-        let key = ident.key.map(|k| SigningKey::from_bytes(&k));
-        let hello = match &key {
-            Some(k) => json!({"type": "IDENTIFY", "name": ident.name, "pubkey": public_pem(k)}),
-            None => json!({"type": "IDENTIFY", "name": ident.name}),
-        };
-        ws.send(Message::text(hello.to_string()))
-            .await
-            .map_err(|e| format!("{url}: IDENTIFY: {e}"))?;
-        let mut id = None;
-        let mut joined = 0usize;
-        while let Some(m) = ws.next().await {
-            let m = m.map_err(|e| format!("{url}: {e}"))?;
-            let Some(text) = text_of(m) else { continue };
-            let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-            match v["type"].as_str() {
-                Some("CHALLENGE") => {
-                    let Some(k) = &key else {
-                        return Err(format!("{url}: a CHALLENGE to a key-less IDENTIFY"));
-                    };
-                    let nonce = v["nonce"].as_str().unwrap_or("");
-                    let cid = v["challenge_id"].as_str().unwrap_or("");
-                    let ts = std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map_or(0, |d| d.as_millis() as u64);
-                    let content = format!("AGENTCHAT_AUTH|{nonce}|{cid}|{ts}");
-                    let sig = base64::engine::general_purpose::STANDARD
-                        .encode(k.sign(content.as_bytes()).to_bytes());
-                    let answer = json!({"type": "VERIFY_IDENTITY", "challenge_id": cid,
-                        "signature": sig, "timestamp": ts});
-                    ws.send(Message::text(answer.to_string()))
-                        .await
-                        .map_err(|e| format!("{url}: VERIFY_IDENTITY: {e}"))?;
-                }
-                Some("WELCOME") => {
-                    let got = v["agent_id"]
-                        .as_str()
-                        .unwrap_or(&ident.name)
-                        .trim_start_matches('@')
-                        .to_string();
-                    id = Some(got);
-                    if channels.is_empty() {
-                        break;
-                    }
-                    for c in channels {
-                        let j = json!({"type": "JOIN", "channel": c});
-                        ws.send(Message::text(j.to_string()))
-                            .await
-                            .map_err(|e| format!("{url}: JOIN: {e}"))?;
-                    }
-                }
-                Some("JOINED") => {
-                    joined += 1;
-                    if joined >= channels.len() {
-                        break;
-                    }
-                }
-                Some("ERROR") => {
-                    return Err(format!(
-                        "{url}: the server refused {} ({}): {}",
-                        ident.name,
-                        v["code"].as_str().unwrap_or("?"),
-                        v["message"].as_str().unwrap_or("")
-                    ));
-                }
-                _ => {}
-            }
-        }
-        match id {
-            Some(id) if joined >= channels.len() => Ok((ws, id)),
-            _ => Err(format!(
-                "{url}: the connection closed before WELCOME/JOINED"
-            )),
-        }
-    };
-    let (ws, id) = tokio::time::timeout(SETUP_TIMEOUT, fut)
+) -> Result<(Ws, String), String> {
+    let (mut ws, _) = tokio_tungstenite::connect_async_with_config(url, None, true)
         .await
-        .map_err(|_| format!("{url}: no WELCOME/JOINED within 10 s"))??;
-    let (mut sink, mut stream) = ws.split();
+        .map_err(|e| format!("cannot connect to {url}: {e}"))?;
+    let key = ident.key.map(|k| SigningKey::from_bytes(&k));
+    send_json(&mut ws, url, "IDENTIFY", &hello(ident, key.as_ref())).await?;
+    let mut id = None;
+    let mut joined = 0usize;
+    while let Some(m) = ws.next().await {
+        let m = m.map_err(|e| format!("{url}: {e}"))?;
+        let Some(text) = text_of(m) else { continue };
+        let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        match v["type"].as_str() {
+            Some("CHALLENGE") => {
+                let Some(k) = &key else {
+                    return Err(format!("{url}: a CHALLENGE to a key-less IDENTIFY"));
+                };
+                send_json(&mut ws, url, "VERIFY_IDENTITY", &verify_identity(&v, k)).await?;
+            }
+            Some("WELCOME") => {
+                id = Some(welcome_id(&v, ident));
+                if channels.is_empty() {
+                    break;
+                }
+                for c in channels {
+                    let j = json!({"type": "JOIN", "channel": c});
+                    send_json(&mut ws, url, "JOIN", &j).await?;
+                }
+            }
+            Some("JOINED") => {
+                joined += 1;
+                if joined >= channels.len() {
+                    break;
+                }
+            }
+            Some("ERROR") => return Err(refusal(url, ident, &v)),
+            _ => {}
+        }
+    }
+    match id {
+        Some(id) if joined >= channels.len() => Ok((ws, id)),
+        _ => Err(format!(
+            "{url}: the connection closed before WELCOME/JOINED"
+        )),
+    }
+}
+
+/// The writer task: sends what the driver gives it until the sender is
+/// dropped or the socket fails.
+fn spawn_writer(mut sink: SplitSink<Ws, Message>) -> mpsc::UnboundedSender<String> {
     let (tx, mut rx) = mpsc::unbounded_channel::<String>();
     tokio::spawn(async move {
         while let Some(text) = rx.recv().await {
@@ -188,7 +206,18 @@ pub async fn open(
             }
         }
     });
-    let reader = tokio::spawn(async move {
+    tx
+}
+
+/// The reader task: forwards every data frame to `events`, then reports
+/// the close (unless the driver is gone).
+fn spawn_reader(
+    mut stream: SplitStream<Ws>,
+    conn: usize,
+    generation: u32,
+    events: std_mpsc::Sender<Event>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
         while let Some(m) = stream.next().await {
             let Ok(m) = m else { break };
             if let Some(text) = text_of(m)
@@ -204,7 +233,26 @@ pub async fn open(
             }
         }
         let _ = events.send(Event::Closed { conn, generation });
-    });
+    })
+}
+
+/// Connect to `url`, identify, join `channels`, then hand the connection
+/// to a reader and a writer task; the reader reports to `events`. Returns
+/// the agent id the server gave (WELCOME's `agent_id`, without `@`).
+pub async fn open(
+    url: &str,
+    ident: &Identity,
+    channels: &[String],
+    conn: usize,
+    generation: u32,
+    events: std_mpsc::Sender<Event>,
+) -> Result<(Link, String), String> {
+    let (ws, id) = tokio::time::timeout(SETUP_TIMEOUT, handshake(url, ident, channels))
+        .await
+        .map_err(|_| format!("{url}: no WELCOME/JOINED within 10 s"))??;
+    let (sink, stream) = ws.split();
+    let tx = spawn_writer(sink);
+    let reader = spawn_reader(stream, conn, generation, events);
     Ok((Link { tx, reader }, id))
 }
 

@@ -318,33 +318,45 @@ fn stream(seed: u64, s: u64) -> ChaCha8Rng {
     r
 }
 
-fn drive(
-    setup: &Setup,
-    p: &Prepared,
-    handle: &tokio::runtime::Handle,
-    url: String,
-    stop: &AtomicBool,
-    progress: &mut dyn FnMut(u64),
-) -> Result<Outcome, LiveError> {
-    let seed = setup.seed;
-    let n = p.agents();
-    let ids: Vec<String> = p.agent_ids().to_vec();
+/// The IDENTIFY identities: the operator's first, then the agents' in
+/// order (with a stable key each when `keyed`).
+fn identities(keyed: bool, ids: &[String]) -> Vec<Identity> {
     let mut idents = vec![Identity {
         name: OPERATOR.into(),
-        key: setup.keyed.then(|| key_of(OPERATOR)),
+        key: keyed.then(|| key_of(OPERATOR)),
     }];
     idents.extend(ids.iter().map(|nm| Identity {
         name: nm.clone(),
-        key: setup.keyed.then(|| key_of(nm)),
+        key: keyed.then(|| key_of(nm)),
     }));
-    let (tx, rx) = mpsc::channel::<Event>();
-    // Connect and join: the operator first, then the agents in order.
+    idents
+}
+
+/// The connections of a replication, opened and joined.
+struct Opened {
+    /// Connection 0 is the operator, 1..=n the agents.
+    links: Vec<Option<Link>>,
+    /// Each agent's channels.
+    channels: Vec<Vec<String>>,
+    /// The id the server gave each connection (operator first).
+    wire_ids: Vec<String>,
+}
+
+/// Connect and join, one after another: the operator first, then the
+/// agents in order.
+fn connect_all(
+    p: &Prepared,
+    handle: &tokio::runtime::Handle,
+    url: &str,
+    idents: &[Identity],
+    tx: &mpsc::Sender<Event>,
+) -> Result<Opened, LiveError> {
+    let n = p.agents();
     let mut links = Vec::with_capacity(n + 1);
-    let mut names = Names::default();
     let mut channels = Vec::with_capacity(n);
     let op_channel = vec![p.channel().to_string()];
     let (op_link, op_id) = handle
-        .block_on(conn::open(&url, &idents[0], &op_channel, 0, 0, tx.clone()))
+        .block_on(conn::open(url, &idents[0], &op_channel, 0, 0, tx.clone()))
         .map_err(LiveError::Failure)?;
     links.push(Some(op_link));
     let mut wire_ids = vec![op_id];
@@ -352,7 +364,7 @@ fn drive(
         let chans = p.channels(i).to_vec();
         let (link, id) = handle
             .block_on(conn::open(
-                &url,
+                url,
                 &idents[i + 1],
                 &chans,
                 i + 1,
@@ -364,7 +376,30 @@ fn drive(
         wire_ids.push(id);
         channels.push(chans);
     }
-    if setup.keyed {
+    Ok(Opened {
+        links,
+        channels,
+        wire_ids,
+    })
+}
+
+/// Who is who on the wire: the names, the identities, the ids the server
+/// knows them by, and the open connections.
+struct Wiring {
+    /// The agents' names (`agent-NNN`).
+    ids: Vec<String>,
+    /// The IDENTIFY identities, operator first.
+    idents: Vec<Identity>,
+    /// The mapping to and from the server's ids.
+    names: Names,
+    opened: Opened,
+}
+
+/// The name mapping of a keyed run: each name the server knows under
+/// another id (operator first, then the agents). Empty unless `keyed`.
+fn wire_names(keyed: bool, ids: &[String], wire_ids: &[String]) -> Names {
+    let mut names = Names::default();
+    if keyed {
         let mine = std::iter::once(OPERATOR.to_string()).chain(ids.iter().cloned());
         for (name, wire) in mine.zip(wire_ids.iter()) {
             if &name != wire {
@@ -373,91 +408,166 @@ fn drive(
             }
         }
     }
-    let agents: Vec<Agent> = (0..n).map(|i| p.new_agent(i, setup.policy, seed)).collect();
-    let now = Instant::now();
-    let mut d = Driver {
-        setup,
-        handle,
-        url,
-        t0: now,
-        last_us: 0,
-        agents,
+    names
+}
+
+/// One replication against the server at `url`: connect everyone, run
+/// until the end (or Ctrl-C, or a failure), and collect the outcome.
+fn drive(
+    setup: &Setup,
+    p: &Prepared,
+    handle: &tokio::runtime::Handle,
+    url: String,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Outcome, LiveError> {
+    let ids: Vec<String> = p.agent_ids().to_vec();
+    let idents = identities(setup.keyed, &ids);
+    let (tx, rx) = mpsc::channel::<Event>();
+    let opened = connect_all(p, handle, &url, &idents, &tx)?;
+    let names = wire_names(setup.keyed, &ids, &opened.wire_ids);
+    let wiring = Wiring {
         ids,
-        channels,
         idents,
         names,
-        links,
-        gens: vec![0; n + 1],
-        inc: vec![0; n],
-        timers: BTreeMap::new(),
-        seq: 0,
-        ends: BTreeMap::new(),
-        workload: p.new_workload(seed),
-        workload_over: false,
-        next_id: 0,
-        depth: BTreeMap::new(),
-        replies: BTreeMap::new(),
-        obs: Observer::new(),
-        trace: setup.trace.then(Vec::new),
-        restart: p.restart().clone(),
-        server_rng: stream(seed, 2),
-        tx,
-        reconnecting: 0,
-        last_activity: now,
-        failure: None,
+        opened,
     };
-    match d.workload.next_post(0) {
-        Some(at) => {
-            d.schedule(at, Timer::Post);
+    let mut d = Driver::new(setup, p, handle, url, wiring, tx);
+    let interrupted = d.run_loop(&rx, stop, progress)?;
+    Ok(d.finish(interrupted))
+}
+
+impl<'a> Driver<'a> {
+    /// The driver of freshly connected agents, its clock starting now,
+    /// with the workload's first post scheduled.
+    fn new(
+        setup: &'a Setup,
+        p: &Prepared,
+        handle: &'a tokio::runtime::Handle,
+        url: String,
+        wiring: Wiring,
+        tx: mpsc::Sender<Event>,
+    ) -> Self {
+        let Wiring {
+            ids,
+            idents,
+            names,
+            opened,
+        } = wiring;
+        let seed = setup.seed;
+        let n = p.agents();
+        let agents: Vec<Agent> = (0..n).map(|i| p.new_agent(i, setup.policy, seed)).collect();
+        let now = Instant::now();
+        let mut d = Driver {
+            setup,
+            handle,
+            url,
+            t0: now,
+            last_us: 0,
+            agents,
+            ids,
+            channels: opened.channels,
+            idents,
+            names,
+            links: opened.links,
+            gens: vec![0; n + 1],
+            inc: vec![0; n],
+            timers: BTreeMap::new(),
+            seq: 0,
+            ends: BTreeMap::new(),
+            workload: p.new_workload(seed),
+            workload_over: false,
+            next_id: 0,
+            depth: BTreeMap::new(),
+            replies: BTreeMap::new(),
+            obs: Observer::new(),
+            trace: setup.trace.then(Vec::new),
+            restart: p.restart().clone(),
+            server_rng: stream(seed, 2),
+            tx,
+            reconnecting: 0,
+            last_activity: now,
+            failure: None,
+        };
+        match d.workload.next_post(0) {
+            Some(at) => {
+                d.schedule(at, Timer::Post);
+            }
+            None => d.workload_over = true,
         }
-        None => d.workload_over = true,
+        d
     }
-    let mut interrupted = false;
-    let mut last_progress = Instant::now();
-    loop {
-        if stop.load(Ordering::SeqCst) {
-            interrupted = true;
-            break;
+
+    /// Fire the due timers and handle the frames until the run is over.
+    /// Ok(true): stopped by `stop` (Ctrl-C); Err: a connection failed.
+    fn run_loop(
+        &mut self,
+        rx: &mpsc::Receiver<Event>,
+        stop: &AtomicBool,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<bool, LiveError> {
+        let mut last_progress = Instant::now();
+        loop {
+            if stop.load(Ordering::SeqCst) {
+                return Ok(true);
+            }
+            if let Some(f) = self.failure.take() {
+                return Err(LiveError::Failure(f));
+            }
+            self.fire_due();
+            if self.is_over() {
+                return Ok(false);
+            }
+            match rx.recv_timeout(self.wait()) {
+                Ok(ev) => self.on_event(ev),
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(false),
+            }
+            if last_progress.elapsed() >= Duration::from_millis(100) {
+                last_progress = Instant::now();
+                progress(self.now());
+            }
         }
-        if let Some(f) = d.failure.take() {
-            return Err(LiveError::Failure(f));
-        }
-        d.fire_due();
-        if d.workload_over
-            && d.timers.is_empty()
-            && d.reconnecting == 0
-            && d.last_activity.elapsed() >= QUIET
-        {
-            break;
-        }
+    }
+
+    /// The workload is over, nothing is pending and the wire has been
+    /// quiet for [`QUIET`].
+    fn is_over(&self) -> bool {
+        self.workload_over
+            && self.timers.is_empty()
+            && self.reconnecting == 0
+            && self.last_activity.elapsed() >= QUIET
+    }
+
+    /// How long to wait for a frame: until the next timer, at most 50 ms.
+    fn wait(&self) -> Duration {
         let mut wait = Duration::from_millis(50);
-        if let Some((at, _)) = d.timers.keys().next() {
-            wait = wait.min(d.instant_of(*at).saturating_duration_since(Instant::now()));
+        if let Some((at, _)) = self.timers.keys().next() {
+            wait = wait.min(
+                self.instant_of(*at)
+                    .saturating_duration_since(Instant::now()),
+            );
         }
-        match rx.recv_timeout(wait) {
-            Ok(ev) => d.on_event(ev),
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
-        }
-        if last_progress.elapsed() >= Duration::from_millis(100) {
-            last_progress = Instant::now();
-            progress(d.now());
+        wait
+    }
+
+    /// Close every connection (the server sees them leave) and collect
+    /// the metrics, the measurements and the trace.
+    fn finish(mut self, interrupted: bool) -> Outcome {
+        let elapsed_us = self.now();
+        self.links.clear();
+        let (result, counts) = self.obs.finish(None);
+        Outcome {
+            result,
+            counts,
+            delays_us: std::mem::take(&mut self.obs.delays_us),
+            lateness_us: std::mem::take(&mut self.obs.lateness_us),
+            trace: self.trace.take().unwrap_or_default(),
+            interrupted,
+            url: self.url.clone(),
+            elapsed_us,
         }
     }
-    let elapsed_us = d.now();
-    // Close every connection (the server sees them leave).
-    d.links.clear();
-    let (result, counts) = d.obs.finish(None);
-    Ok(Outcome {
-        result,
-        counts,
-        delays_us: std::mem::take(&mut d.obs.delays_us),
-        lateness_us: std::mem::take(&mut d.obs.lateness_us),
-        trace: d.trace.take().unwrap_or_default(),
-        interrupted,
-        url: d.url.clone(),
-        elapsed_us,
-    })
 }
 
 impl Driver<'_> {
@@ -807,92 +917,26 @@ impl Driver<'_> {
         }
     }
 
+    /// Carry out what agent `a`'s actor asked for, in order.
     fn apply(&mut self, a: usize, now: u64, out: Vec<Output>) {
-        // The reply of each finished inference (its Done comes first).
-        let replies: BTreeMap<String, (String, u64)> = out
-            .iter()
-            .filter_map(|o| match o {
-                Output::Reply {
-                    msg: ClientMsg::Msg { id: Some(id), .. },
-                    parent,
-                    infer_us,
-                } => Some((parent.clone(), (id.clone(), *infer_us))),
-                _ => None,
-            })
-            .collect();
+        let replies = finished_replies(&out);
         for o in out {
             match o {
-                Output::Send(msg) => {
-                    if let ClientMsg::RespondingTo { msg_id, .. } = &msg {
-                        let me = self.ids[a].clone();
-                        self.obs.claimed(&me, msg_id, now);
-                    }
-                    self.send(a, now, &msg);
-                }
-                Output::Reply { msg, parent, .. } => {
-                    if let ClientMsg::Msg {
-                        id: Some(id), to, ..
-                    } = &msg
-                    {
-                        let me = self.ids[a].clone();
-                        self.obs.authored(id, to.starts_with('#'), now, &me);
-                        let d = self.depth.get(&parent).map_or(1, |d| d + 1);
-                        self.depth.insert(id.clone(), d);
-                        self.replies.insert((me, parent.clone()), id.clone());
-                    }
-                    self.send(a, now, &msg);
-                }
+                Output::Send(msg) => self.on_send(a, now, &msg),
+                Output::Reply { msg, parent, .. } => self.on_reply(a, now, &msg, &parent),
                 Output::Wants { msg_id } => self.obs.wants(&msg_id),
                 Output::SetTimer {
                     msg_id,
                     at_us,
                     kind,
-                } => {
-                    let ev = match kind {
-                        TimerKind::Csma => "csma",
-                        TimerKind::Recheck => "recheck_wait",
-                    };
-                    self.trace_state(a, Some(&msg_id), ev, json!({"until_us": at_us}));
-                    let inc = self.inc[a];
-                    self.schedule(at_us, Timer::Agent { a, inc, msg_id });
-                }
+                } => self.on_set_timer(a, msg_id, at_us, kind),
                 Output::Infer {
                     msg_id,
                     started_at,
                     duration_us: _,
                     end,
                     ignore_yield,
-                } => {
-                    let hung = end == InferenceEnd::Hang;
-                    self.obs.infer(a, &msg_id, hung);
-                    let inc = self.inc[a];
-                    let (until, crash) = match end {
-                        InferenceEnd::DoneAt(t) => {
-                            let key = self.schedule(
-                                t,
-                                Timer::Done {
-                                    a,
-                                    inc,
-                                    msg_id: msg_id.clone(),
-                                },
-                            );
-                            self.ends.insert((a, msg_id.clone()), key);
-                            (Some(t), false)
-                        }
-                        InferenceEnd::CrashAt(t) => {
-                            let key = self.schedule(t, Timer::Crash { a, inc });
-                            self.ends.insert((a, msg_id.clone()), key);
-                            (None, true)
-                        }
-                        InferenceEnd::Hang => (None, false),
-                    };
-                    self.trace_state(
-                        a,
-                        Some(&msg_id),
-                        "infer",
-                        json!({"started_at": started_at, "until_us": until, "ignore_yield": ignore_yield, "hung": hung, "crash": crash}),
-                    );
-                }
+                } => self.on_infer(a, msg_id, started_at, end, ignore_yield),
                 Output::Abort {
                     msg_id,
                     winner,
@@ -902,40 +946,142 @@ impl Driver<'_> {
                     self.obs.aborted(a, &msg_id, ran_us);
                     self.trace_state(a, Some(&msg_id), "abort", json!({"winner": winner}));
                 }
-                Output::Done { msg_id } => {
-                    let (reply, infer_us) = match replies.get(&msg_id) {
-                        Some((id, us)) => (Some(id.clone()), *us),
-                        None => (None, 0),
-                    };
-                    self.obs.done(a, &msg_id, infer_us, reply);
-                    self.trace_state(a, Some(&msg_id), "done", json!({}));
-                }
-                Output::Skip { msg_id, reason } => {
-                    let reason = match reason {
-                        floor::SkipReason::SeenClaim => "seen_claim",
-                        floor::SkipReason::SeenResponse => "seen_response",
-                    };
-                    self.trace_state(a, Some(&msg_id), "skip", json!({"reason": reason}));
-                }
+                Output::Done { msg_id } => self.on_done(a, &msg_id, &replies),
+                Output::Skip { msg_id, reason } => self.on_skip(a, &msg_id, reason),
                 Output::Idle { .. } => {}
                 Output::Lost { msg_id, ran_us, .. } => {
                     self.cancel_end(a, &msg_id);
                     self.obs.lost(a, &msg_id, ran_us);
                 }
-                Output::Crashed => {
-                    self.inc[a] = self.inc[a].wrapping_add(1);
-                    let conn = a + 1;
-                    self.gens[conn] = self.gens[conn].wrapping_add(1);
-                    // Dropping the link closes the socket without a close
-                    // frame: the server sees an abrupt disconnect.
-                    self.links[conn] = None;
-                    self.trace_state(a, None, "crash", json!({}));
-                    let d = self.restart.sample_us(&mut self.server_rng);
-                    self.schedule(now + d, Timer::Reconnect { a });
-                }
+                Output::Crashed => self.on_crashed(a, now),
             }
         }
     }
+
+    /// Send a message of agent `a`, observing its claims.
+    fn on_send(&mut self, a: usize, now: u64, msg: &ClientMsg) {
+        if let ClientMsg::RespondingTo { msg_id, .. } = msg {
+            let me = self.ids[a].clone();
+            self.obs.claimed(&me, msg_id, now);
+        }
+        self.send(a, now, msg);
+    }
+
+    /// Send agent `a`'s reply to `parent`, recording its authorship, its
+    /// depth and its id (to recognise it when relayed under another id).
+    fn on_reply(&mut self, a: usize, now: u64, msg: &ClientMsg, parent: &str) {
+        if let ClientMsg::Msg {
+            id: Some(id), to, ..
+        } = msg
+        {
+            let me = self.ids[a].clone();
+            self.obs.authored(id, to.starts_with('#'), now, &me);
+            let d = self.depth.get(parent).map_or(1, |d| d + 1);
+            self.depth.insert(id.clone(), d);
+            self.replies.insert((me, parent.to_string()), id.clone());
+        }
+        self.send(a, now, msg);
+    }
+
+    /// Set a CSMA or recheck timer of agent `a`'s current incarnation.
+    fn on_set_timer(&mut self, a: usize, msg_id: String, at_us: u64, kind: TimerKind) {
+        let ev = match kind {
+            TimerKind::Csma => "csma",
+            TimerKind::Recheck => "recheck_wait",
+        };
+        self.trace_state(a, Some(&msg_id), ev, json!({"until_us": at_us}));
+        let inc = self.inc[a];
+        self.schedule(at_us, Timer::Agent { a, inc, msg_id });
+    }
+
+    /// Start an inference of agent `a`: a timer for its end (done or
+    /// crash), none when it hangs.
+    fn on_infer(
+        &mut self,
+        a: usize,
+        msg_id: String,
+        started_at: i64,
+        end: InferenceEnd,
+        ignore_yield: bool,
+    ) {
+        let hung = end == InferenceEnd::Hang;
+        self.obs.infer(a, &msg_id, hung);
+        let inc = self.inc[a];
+        let (until, crash) = match end {
+            InferenceEnd::DoneAt(t) => {
+                let key = self.schedule(
+                    t,
+                    Timer::Done {
+                        a,
+                        inc,
+                        msg_id: msg_id.clone(),
+                    },
+                );
+                self.ends.insert((a, msg_id.clone()), key);
+                (Some(t), false)
+            }
+            InferenceEnd::CrashAt(t) => {
+                let key = self.schedule(t, Timer::Crash { a, inc });
+                self.ends.insert((a, msg_id.clone()), key);
+                (None, true)
+            }
+            InferenceEnd::Hang => (None, false),
+        };
+        self.trace_state(
+            a,
+            Some(&msg_id),
+            "infer",
+            json!({"started_at": started_at, "until_us": until, "ignore_yield": ignore_yield, "hung": hung, "crash": crash}),
+        );
+    }
+
+    /// Agent `a` finished with `msg_id`, with the reply it sent if any.
+    fn on_done(&mut self, a: usize, msg_id: &str, replies: &BTreeMap<String, (String, u64)>) {
+        let (reply, infer_us) = match replies.get(msg_id) {
+            Some((id, us)) => (Some(id.clone()), *us),
+            None => (None, 0),
+        };
+        self.obs.done(a, msg_id, infer_us, reply);
+        self.trace_state(a, Some(msg_id), "done", json!({}));
+    }
+
+    /// Agent `a` decided not to answer `msg_id`.
+    fn on_skip(&mut self, a: usize, msg_id: &str, reason: floor::SkipReason) {
+        let reason = match reason {
+            floor::SkipReason::SeenClaim => "seen_claim",
+            floor::SkipReason::SeenResponse => "seen_response",
+        };
+        self.trace_state(a, Some(msg_id), "skip", json!({"reason": reason}));
+    }
+
+    /// Agent `a` crashed: a new incarnation and connection generation,
+    /// its socket dropped, its reconnection scheduled after a restart delay.
+    fn on_crashed(&mut self, a: usize, now: u64) {
+        self.inc[a] = self.inc[a].wrapping_add(1);
+        let conn = a + 1;
+        self.gens[conn] = self.gens[conn].wrapping_add(1);
+        // Dropping the link closes the socket without a close
+        // frame: the server sees an abrupt disconnect.
+        self.links[conn] = None;
+        self.trace_state(a, None, "crash", json!({}));
+        let d = self.restart.sample_us(&mut self.server_rng);
+        self.schedule(now + d, Timer::Reconnect { a });
+    }
+}
+
+/// The reply of each inference finished in `out` (its Done comes first),
+/// by parent: (the reply's id, the inference's duration).
+fn finished_replies(out: &[Output]) -> BTreeMap<String, (String, u64)> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::Reply {
+                msg: ClientMsg::Msg { id: Some(id), .. },
+                parent,
+                infer_us,
+            } => Some((parent.clone(), (id.clone(), *infer_us))),
+            _ => None,
+        })
+        .collect()
 }
 
 #[cfg(test)]

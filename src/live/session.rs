@@ -65,63 +65,15 @@ fn bad(m: impl Into<String>) -> LiveError {
 
 /// Check everything before anything runs or is written.
 pub fn check(opts: Options) -> Result<Checked, LiveError> {
-    if !(opts.speed.is_finite() && opts.speed > 0.0 && opts.speed <= super::MAX_SPEED) {
-        return Err(bad(format!(
-            "--speed {}: must be a number above 0 and at most {}",
-            opts.speed,
-            super::MAX_SPEED
-        )));
-    }
-    if let Some(u) = &opts.url
-        && !(u.starts_with("ws://") || u.starts_with("wss://"))
-    {
-        return Err(bad(format!("--url {u}: must start with ws:// or wss://")));
-    }
-    if opts.url.is_some() && opts.server_log.is_some() {
-        return Err(bad(
-            "--server-log: only the embedded server writes a log (drop --url or --server-log)",
-        ));
-    }
-    let mut loaded = match &opts.scenario {
-        Some(p) => Loaded::from_file(p),
-        None => Loaded::builtin_default(),
-    }?;
-    for s in &opts.sets {
-        loaded.apply_set(s)?;
-    }
-    if let Some(seed) = opts.seed {
-        loaded.apply_as(&format!("seed={seed}"), &format!("--seed {seed}"))?;
-    }
-    if let Some(reps) = opts.reps {
-        loaded.apply_as(&format!("reps={reps}"), &format!("--reps {reps}"))?;
-    }
+    check_flags(&opts)?;
+    let loaded = load(&opts)?;
     let base = loaded.base()?;
     let notes = super::check_scenario(&loaded, &base)?;
-    let policy = match &opts.policy {
-        Some(p) => p
-            .parse::<PolicyKind>()
-            .map_err(|e| bad(format!("--policy {p}: {e}")))?,
-        None => base
-            .policy_kinds()
-            .first()
-            .copied()
-            .ok_or_else(|| bad(format!("{}: `policies` is empty", loaded.file)))?,
-    };
+    let policy = policy_of(&opts, &loaded, &base)?;
     // Every distribution must prepare (empirical files readable).
     Prepared::with_cache(&base, &loaded.base_dir, &loaded.data)
         .map_err(|e| bad(format!("{}: {e}", loaded.file)))?;
-    let dir = opts.out.join(format!("{}-live", base.name));
-    if dir.exists() && !dir.is_dir() {
-        return Err(bad(format!(
-            "{}: exists and is not a folder",
-            dir.display()
-        )));
-    }
-    if let Some(log) = &opts.server_log
-        && log.is_dir()
-    {
-        return Err(bad(format!("--server-log {}: is a folder", log.display())));
-    }
+    let dir = check_paths(&opts, &base)?;
     let setup = Setup {
         scenario: base.clone(),
         base_dir: loaded.base_dir.clone(),
@@ -144,6 +96,84 @@ pub fn check(opts: Options) -> Result<Checked, LiveError> {
         opts,
         notes,
     })
+}
+
+/// The flags that need no scenario: `--speed`, `--url`, and
+/// `--server-log` only with the embedded server.
+fn check_flags(opts: &Options) -> Result<(), LiveError> {
+    if !(opts.speed.is_finite() && opts.speed > 0.0 && opts.speed <= super::MAX_SPEED) {
+        return Err(bad(format!(
+            "--speed {}: must be a number above 0 and at most {}",
+            opts.speed,
+            super::MAX_SPEED
+        )));
+    }
+    if let Some(u) = &opts.url
+        && !(u.starts_with("ws://") || u.starts_with("wss://"))
+    {
+        return Err(bad(format!("--url {u}: must start with ws:// or wss://")));
+    }
+    if opts.url.is_some() && opts.server_log.is_some() {
+        return Err(bad(
+            "--server-log: only the embedded server writes a log (drop --url or --server-log)",
+        ));
+    }
+    Ok(())
+}
+
+/// The scenario (the file or the built-in default) with the `--set`,
+/// `--seed` and `--reps` overrides applied.
+fn load(opts: &Options) -> Result<Loaded, LiveError> {
+    let mut loaded = match &opts.scenario {
+        Some(p) => Loaded::from_file(p),
+        None => Loaded::builtin_default(),
+    }?;
+    for s in &opts.sets {
+        loaded.apply_set(s)?;
+    }
+    if let Some(seed) = opts.seed {
+        loaded.apply_as(&format!("seed={seed}"), &format!("--seed {seed}"))?;
+    }
+    if let Some(reps) = opts.reps {
+        loaded.apply_as(&format!("reps={reps}"), &format!("--reps {reps}"))?;
+    }
+    Ok(loaded)
+}
+
+/// The policy: `--policy`, else the scenario's first.
+fn policy_of(
+    opts: &Options,
+    loaded: &Loaded,
+    base: &crate::scenario::Scenario,
+) -> Result<PolicyKind, LiveError> {
+    match &opts.policy {
+        Some(p) => p
+            .parse::<PolicyKind>()
+            .map_err(|e| bad(format!("--policy {p}: {e}"))),
+        None => base
+            .policy_kinds()
+            .first()
+            .copied()
+            .ok_or_else(|| bad(format!("{}: `policies` is empty", loaded.file))),
+    }
+}
+
+/// The results folder (`--out`/`<name>-live`), which must be a folder if
+/// it exists, and a `--server-log` that is not a folder.
+fn check_paths(opts: &Options, base: &crate::scenario::Scenario) -> Result<PathBuf, LiveError> {
+    let dir = opts.out.join(format!("{}-live", base.name));
+    if dir.exists() && !dir.is_dir() {
+        return Err(bad(format!(
+            "{}: exists and is not a folder",
+            dir.display()
+        )));
+    }
+    if let Some(log) = &opts.server_log
+        && log.is_dir()
+    {
+        return Err(bad(format!("--server-log {}: is a folder", log.display())));
+    }
+    Ok(dir)
 }
 
 /// Expected scenario duration of one replication (µs), for the progress bar.
@@ -195,29 +225,11 @@ impl Checked {
         // The folder first: an unwritable --out fails before minutes of live run.
         std::fs::create_dir_all(&self.dir)
             .map_err(|e| failure(format!("{}: {e}", self.dir.display())))?;
-        let per_rep = expected_us(&self.setup.scenario) / 1000;
-        let bar = progress_bar(per_rep * u64::from(self.reps), self.opts.quiet);
-        bar_hook(&bar);
-        let reps = self.reps;
-        let mut prog = |rep: u32, us: u64| {
-            bar.set_position(u64::from(rep) * per_rep + (us / 1000).min(per_rep));
-            bar.set_message(format!("live rep {}/{reps}", rep + 1));
-        };
-        let rows = super::run_reps(&self.setup, self.master, self.reps, stop, &mut prog)?;
-        bar.finish_and_clear();
+        let rows = self.run_live(stop, bar_hook)?;
         let interrupted = rows.iter().any(|(_, o)| o.interrupted);
         let plain: Vec<Row> = rows.iter().map(|(r, _)| r.clone()).collect();
-        let keys: Vec<String> = Vec::new();
-        let params = |_: usize| Vec::new();
-        let summary = csv_out::summarise(&plain, &params);
-        write(
-            &self.dir.join("summary.csv"),
-            &csv_out::summary_csv(&self.name, &keys, &summary).map_err(failure)?,
-        )?;
-        write(
-            &self.dir.join("runs.csv"),
-            &csv_out::runs_csv(&self.name, &keys, &plain, &params).map_err(failure)?,
-        )?;
+        let summary = csv_out::summarise(&plain, &no_params);
+        write_tables(&self.dir, &self.name, &plain, &summary)?;
         write(&self.dir.join("live.csv"), &self.live_csv(&rows)?)?;
         if let Some((_, o)) = rows.first() {
             write(&self.dir.join("trace.jsonl"), &o.trace)?;
@@ -228,8 +240,48 @@ impl Checked {
             .collect();
         let delays_path = self.dir.join("link_delays.csv");
         write(&delays_path, &delays_csv(&delays))?;
-        let mut stdout = String::new();
-        stdout.push_str(&format!(
+        let mut stdout = self.headline(&rows);
+        stdout.push_str(&table::render(&[], &summary));
+        stdout.push_str(&delay_line(&delays));
+        let mut disagree = false;
+        if self.opts.compare && !interrupted {
+            let (text, differ) = self.compare_with_sim(&rows, &delays, &delays_path)?;
+            stdout.push_str(&text);
+            disagree = differ;
+        }
+        stdout.push_str(&format!("results in {}\n", self.dir.display()));
+        Ok(Finished {
+            stdout,
+            interrupted,
+            dir: self.dir.clone(),
+            reps_done: rows.len(),
+            reps_planned: self.reps,
+            disagree,
+        })
+    }
+
+    /// The live replications, one after another, behind a progress bar.
+    fn run_live(
+        &self,
+        stop: &AtomicBool,
+        bar_hook: &dyn Fn(&ProgressBar),
+    ) -> Result<Vec<(Row, Outcome)>, LiveError> {
+        let per_rep = expected_us(&self.setup.scenario) / 1000;
+        let bar = progress_bar(per_rep * u64::from(self.reps), self.opts.quiet);
+        bar_hook(&bar);
+        let reps = self.reps;
+        let mut prog = |rep: u32, us: u64| {
+            bar.set_position(u64::from(rep) * per_rep + (us / 1000).min(per_rep));
+            bar.set_message(format!("live rep {}/{reps}", rep + 1));
+        };
+        let rows = super::run_reps(&self.setup, self.master, self.reps, stop, &mut prog)?;
+        bar.finish_and_clear();
+        Ok(rows)
+    }
+
+    /// The first line of stdout: what ran against which server.
+    fn headline(&self, rows: &[(Row, Outcome)]) -> String {
+        format!(
             "live: {} under {} at speed {} against {}{}\n",
             self.name,
             self.setup.policy.name(),
@@ -241,76 +293,67 @@ impl Checked {
             } else {
                 ""
             }
-        ));
-        stdout.push_str(&table::render(&keys, &summary));
-        stdout.push_str(&format!(
-            "link delay (one way, scenario ms): p50 {} p95 {} p99 {} from {} samples\n",
-            show(Observer::delay_quantile_ms(&delays, 0.5)),
-            show(Observer::delay_quantile_ms(&delays, 0.95)),
-            show(Observer::delay_quantile_ms(&delays, 0.99)),
-            delays.len()
-        ));
-        let mut disagree = false;
-        if self.opts.compare && !interrupted {
-            if delays.is_empty() {
-                return Err(failure(
-                    "--compare: no link delay was measured (no message was relayed)",
-                ));
-            }
-            let live: Vec<RunResult> = super::results(&rows);
-            let sim = self.simulate(&delays_path, rows.len() as u32)?;
-            let lines = compare::compare(&live, &sim);
-            disagree = lines.iter().any(|l| !l.agree);
-            let sim_rows: Vec<Row> = sim
-                .iter()
-                .enumerate()
-                .map(|(r, res)| Row {
-                    job: Job {
-                        point: 0,
-                        policy: self.setup.policy,
-                        rep: r as u32,
-                        seed: super::seeds(self.master, r as u32 + 1)[r],
-                    },
-                    result: res.clone(),
-                })
-                .collect();
-            let sim_dir = self.dir.join("sim");
-            std::fs::create_dir_all(&sim_dir)
-                .map_err(|e| failure(format!("{}: {e}", sim_dir.display())))?;
-            let sim_summary = csv_out::summarise(&sim_rows, &params);
-            write(
-                &sim_dir.join("summary.csv"),
-                &csv_out::summary_csv(&self.name, &keys, &sim_summary).map_err(failure)?,
-            )?;
-            write(
-                &sim_dir.join("runs.csv"),
-                &csv_out::runs_csv(&self.name, &keys, &sim_rows, &params).map_err(failure)?,
-            )?;
-            write(
-                &self.dir.join("compare.csv"),
-                &compare::csv(&self.name, self.setup.policy.name(), &lines).map_err(failure)?,
-            )?;
-            let title = format!(
-                "{}: live ({} at speed {}) vs simulated, {} replications",
-                self.name,
-                self.setup.policy.name(),
-                self.setup.speed,
-                rows.len()
-            );
-            crate::report::plot::versus_figure(&self.dir.join("compare.png"), &title, &lines)
-                .map_err(failure)?;
-            stdout.push_str("\nlive versus simulated (same seeds, measured link delays):\n");
-            stdout.push_str(&compare::table(&lines));
+        )
+    }
+
+    /// `--compare`: simulate with the measured delays, write `sim/`,
+    /// `compare.csv` and `compare.png`; the comparison's text for stdout,
+    /// and whether some metric disagreed.
+    fn compare_with_sim(
+        &self,
+        rows: &[(Row, Outcome)],
+        delays: &[u64],
+        delays_path: &Path,
+    ) -> Result<(String, bool), LiveError> {
+        if delays.is_empty() {
+            return Err(failure(
+                "--compare: no link delay was measured (no message was relayed)",
+            ));
         }
-        stdout.push_str(&format!("results in {}\n", self.dir.display()));
-        Ok(Finished {
-            stdout,
-            interrupted,
-            dir: self.dir.clone(),
-            reps_done: rows.len(),
-            reps_planned: self.reps,
-            disagree,
-        })
+        let live: Vec<RunResult> = super::results(rows);
+        let sim = self.simulate(delays_path, rows.len() as u32)?;
+        let lines = compare::compare(&live, &sim);
+        let disagree = lines.iter().any(|l| !l.agree);
+        let sim_rows = self.sim_rows(&sim);
+        let sim_dir = self.dir.join("sim");
+        std::fs::create_dir_all(&sim_dir)
+            .map_err(|e| failure(format!("{}: {e}", sim_dir.display())))?;
+        let sim_summary = csv_out::summarise(&sim_rows, &no_params);
+        write_tables(&sim_dir, &self.name, &sim_rows, &sim_summary)?;
+        write(
+            &self.dir.join("compare.csv"),
+            &compare::csv(&self.name, self.setup.policy.name(), &lines).map_err(failure)?,
+        )?;
+        let title = format!(
+            "{}: live ({} at speed {}) vs simulated, {} replications",
+            self.name,
+            self.setup.policy.name(),
+            self.setup.speed,
+            rows.len()
+        );
+        crate::report::plot::versus_figure(&self.dir.join("compare.png"), &title, &lines)
+            .map_err(failure)?;
+        let mut text =
+            String::from("\nlive versus simulated (same seeds, measured link delays):\n");
+        text.push_str(&compare::table(&lines));
+        Ok((text, disagree))
+    }
+
+    /// The simulated results as rows, with the seeds of the live
+    /// replications.
+    fn sim_rows(&self, sim: &[RunResult]) -> Vec<Row> {
+        sim.iter()
+            .enumerate()
+            .map(|(r, res)| Row {
+                job: Job {
+                    point: 0,
+                    policy: self.setup.policy,
+                    rep: r as u32,
+                    seed: super::seeds(self.master, r as u32 + 1)[r],
+                },
+                result: res.clone(),
+            })
+            .collect()
     }
 
     /// The simulator on the same scenario, its network replaced by the
@@ -401,4 +444,37 @@ fn delays_csv(delays_us: &[u64]) -> Vec<u8> {
         s.push('\n');
     }
     s.into_bytes()
+}
+
+/// No swept parameters: a live session is one point.
+fn no_params(_: usize) -> Vec<(String, String)> {
+    Vec::new()
+}
+
+/// Write `summary.csv` and `runs.csv` into `dir`.
+fn write_tables(
+    dir: &Path,
+    name: &str,
+    rows: &[Row],
+    summary: &[csv_out::SummaryRow],
+) -> Result<(), LiveError> {
+    write(
+        &dir.join("summary.csv"),
+        &csv_out::summary_csv(name, &[], summary).map_err(failure)?,
+    )?;
+    write(
+        &dir.join("runs.csv"),
+        &csv_out::runs_csv(name, &[], rows, &no_params).map_err(failure)?,
+    )
+}
+
+/// The stdout line of the measured link delays' quantiles.
+fn delay_line(delays: &[u64]) -> String {
+    format!(
+        "link delay (one way, scenario ms): p50 {} p95 {} p99 {} from {} samples\n",
+        show(Observer::delay_quantile_ms(delays, 0.5)),
+        show(Observer::delay_quantile_ms(delays, 0.95)),
+        show(Observer::delay_quantile_ms(delays, 0.99)),
+        delays.len()
+    )
 }

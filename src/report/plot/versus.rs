@@ -60,24 +60,50 @@ impl Figure for Versus<'_> {
     }
 }
 
-fn panel<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, l: &Line) -> anyhow::Result<()>
-where
-    DB::ErrorType: 'static,
-{
-    let ci = |s: &crate::metrics::stats::Summary| if s.n >= 2 { s.ci95 } else { 0.0 };
-    let pts = [(0.0, l.live, LIVE), (1.0, l.sim, SIM)];
+/// The chart's coordinates: the two sides on x, the metric on y.
+type Coords =
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>;
+
+/// The half-width of a summary's 95% CI (0 under two replications).
+fn ci(s: &crate::metrics::stats::Summary) -> f64 {
+    if s.n >= 2 { s.ci95 } else { 0.0 }
+}
+
+/// The top of the y axis: 15% above the highest CI end, at least `lo` + 1.
+fn y_top(pts: &[(f64, crate::metrics::stats::Summary, RGBColor)], lo: f64) -> f64 {
     let hi = pts
         .iter()
         .map(|(_, s, _)| s.mean + ci(s))
         .filter(|x| x.is_finite())
         .fold(0.0_f64, f64::max);
-    // Every compared metric is a share, a count or a time: never below 0,
-    // so a CI reaching below it is cut at the axis.
-    let lo = 0.0_f64;
     let mut y1 = hi + (hi - lo) * 0.15;
     if y1 - lo < 1e-9 {
         y1 = lo + 1.0;
     }
+    y1
+}
+
+/// The x axis label of a side: `live` at 0, `simulated` at 1.
+fn side_label(v: &f64) -> String {
+    if v.abs() < 0.3 {
+        "live".into()
+    } else if (v - 1.0).abs() < 0.3 {
+        "simulated".into()
+    } else {
+        String::new()
+    }
+}
+
+/// One metric's panel: the live and the simulated side.
+fn panel<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, l: &Line) -> anyhow::Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    let pts = [(0.0, l.live, LIVE), (1.0, l.sim, SIM)];
+    // Every compared metric is a share, a count or a time: never below 0,
+    // so a CI reaching below it is cut at the axis.
+    let lo = 0.0_f64;
+    let y1 = y_top(&pts, lo);
     let caption = format!(
         "{}: {}",
         l.metric,
@@ -95,15 +121,7 @@ where
         .configure_mesh()
         .disable_x_mesh()
         .x_labels(2)
-        .x_label_formatter(&|v: &f64| {
-            if v.abs() < 0.3 {
-                "live".into()
-            } else if (v - 1.0).abs() < 0.3 {
-                "simulated".into()
-            } else {
-                String::new()
-            }
-        })
+        .x_label_formatter(&side_label)
         .y_labels(6)
         .y_label_formatter(&|v: &f64| tick(*v, y_dec))
         .label_style(draw::font(14.0).color(&draw::MUTED))
@@ -112,35 +130,50 @@ where
         .draw()
         .map_err(de)?;
     for (x, s, color) in pts {
-        if !s.mean.is_finite() {
-            continue;
+        if s.mean.is_finite() {
+            side(&mut chart, x, &s, color, lo)?;
         }
-        let c = ci(&s);
+    }
+    Ok(())
+}
+
+/// One side at `x`: a bar up to the mean, the CI as a capped whisker (cut
+/// at 0), and a dot at the mean.
+fn side<DB: DrawingBackend>(
+    chart: &mut ChartContext<'_, DB, Coords>,
+    x: f64,
+    s: &crate::metrics::stats::Summary,
+    color: RGBColor,
+    lo: f64,
+) -> anyhow::Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    let c = ci(s);
+    chart
+        .draw_series(std::iter::once(Rectangle::new(
+            [(x - 0.3, lo), (x + 0.3, s.mean)],
+            color.mix(0.35).filled(),
+        )))
+        .map_err(de)?;
+    if c > 0.0 {
         chart
-            .draw_series(std::iter::once(Rectangle::new(
-                [(x - 0.3, lo), (x + 0.3, s.mean)],
-                color.mix(0.35).filled(),
+            .draw_series(std::iter::once(PathElement::new(
+                vec![(x, (s.mean - c).max(0.0)), (x, s.mean + c)],
+                color.stroke_width(3),
             )))
             .map_err(de)?;
-        if c > 0.0 {
+        for y in [(s.mean - c).max(0.0), s.mean + c] {
             chart
                 .draw_series(std::iter::once(PathElement::new(
-                    vec![(x, (s.mean - c).max(0.0)), (x, s.mean + c)],
+                    vec![(x - 0.1, y), (x + 0.1, y)],
                     color.stroke_width(3),
                 )))
                 .map_err(de)?;
-            for y in [(s.mean - c).max(0.0), s.mean + c] {
-                chart
-                    .draw_series(std::iter::once(PathElement::new(
-                        vec![(x - 0.1, y), (x + 0.1, y)],
-                        color.stroke_width(3),
-                    )))
-                    .map_err(de)?;
-            }
         }
-        chart
-            .draw_series(std::iter::once(Circle::new((x, s.mean), 5, color.filled())))
-            .map_err(de)?;
     }
+    chart
+        .draw_series(std::iter::once(Circle::new((x, s.mean), 5, color.filled())))
+        .map_err(de)?;
     Ok(())
 }
