@@ -288,6 +288,8 @@ fn bad_input_is_exit_2_with_one_message() {
         (vec!["--speed".into(), "0".into()], "--speed"),
         (vec!["--speed".into(), "NaN".into()], "--speed"),
         (vec!["--url".into(), "http://x".into()], "--url"),
+        // No TLS in this build: refused, not a failed connection later.
+        (vec!["--url".into(), "wss://x".into()], "wss://"),
         (vec!["--policy".into(), "nope".into()], "--policy"),
         (
             vec!["--set".into(), "network.loss_p=0.1".into()],

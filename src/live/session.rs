@@ -108,10 +108,17 @@ fn check_flags(opts: &Options) -> Result<(), LiveError> {
             super::MAX_SPEED
         )));
     }
-    if let Some(u) = &opts.url
-        && !(u.starts_with("ws://") || u.starts_with("wss://"))
-    {
-        return Err(bad(format!("--url {u}: must start with ws:// or wss://")));
+    if let Some(u) = &opts.url {
+        // This build has no TLS: a wss:// server is refused here rather
+        // than failing at the first connection (docs/live.md).
+        if u.starts_with("wss://") {
+            return Err(bad(format!(
+                "--url {u}: wss:// (TLS) is not supported by this build; give a ws:// server"
+            )));
+        }
+        if !u.starts_with("ws://") {
+            return Err(bad(format!("--url {u}: must start with ws://")));
+        }
     }
     if opts.url.is_some() && opts.server_log.is_some() {
         return Err(bad(
