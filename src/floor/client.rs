@@ -302,94 +302,117 @@ impl Client {
                 from,
                 started_at,
                 channel,
-            } => {
-                if from == &self.cfg.id {
-                    return;
-                }
-                let Some(t) = self.msgs.get_mut(msg_id.as_str()) else {
-                    return;
-                };
-                if &t.reply_to != channel {
-                    return;
-                }
-                t.last_claim_seen = Some(t.last_claim_seen.map_or(now_ms, |s| s.max(now_ms)));
-                if let Phase::Inferring {
-                    started_at: own,
-                    exempt: false,
-                    ignore_yield: false,
-                } = t.phase
-                    && self.rules.client_aborts_on_relayed_claim
-                    && (*started_at, from.as_str()) < (Stamp::Int(own), self.cfg.id.as_str())
-                {
-                    out.push(Action::Abort {
-                        msg_id: msg_id.clone(),
-                        winner: from.clone(),
-                    });
-                    self.msgs.remove(msg_id.as_str());
-                }
-            }
+            } => self.on_relayed_claim(now_ms, msg_id, from, *started_at, channel, out),
             ServerMsg::FloorClaimed {
                 msg_id,
                 channel,
                 holder,
                 ..
-            } => {
-                if holder == &self.cfg.id {
-                    return;
-                }
-                if let Some(t) = self.msgs.get_mut(msg_id.as_str())
-                    && &t.reply_to == channel
-                {
-                    t.last_claim_seen = Some(t.last_claim_seen.map_or(now_ms, |s| s.max(now_ms)));
-                }
-            }
+            } => self.on_floor_claimed(now_ms, msg_id, channel, holder),
             ServerMsg::Msg {
                 from,
                 in_reply_to: Some(m),
                 ..
-            } => {
-                if from == &self.cfg.id {
-                    return;
-                }
-                if let Some(t) = self.msgs.get_mut(m.as_str()) {
-                    t.response_seen = true;
-                    if t.phase == Phase::Recheck {
-                        // No recheck will happen: finished.
-                        self.msgs.remove(m.as_str());
-                    }
-                }
-            }
+            } => self.on_reply_seen(from, m),
             ServerMsg::Yield {
                 msg_id,
                 winner,
                 channel,
                 ..
-            } => {
-                if winner == &self.cfg.id {
-                    return;
-                }
-                if let Some(t) = self.msgs.get(msg_id.as_str())
-                    && &t.reply_to == channel
-                    && matches!(
-                        t.phase,
-                        Phase::Inferring {
-                            exempt: false,
-                            ignore_yield: false,
-                            ..
-                        }
-                    )
-                {
-                    out.push(Action::Abort {
-                        msg_id: msg_id.clone(),
-                        winner: winner.clone(),
-                    });
-                    self.msgs.remove(msg_id.as_str());
-                }
-            }
+            } => self.on_yield(msg_id, winner, channel, out),
             ServerMsg::Msg {
                 in_reply_to: None, ..
             }
             | ServerMsg::Error { .. } => {}
+        }
+    }
+
+    /// Another agent's RESPONDING_TO, relayed: note the claim seen and,
+    /// where the policy has clients abort on a relayed claim that orders
+    /// before their own inference, abort.
+    fn on_relayed_claim(
+        &mut self,
+        now_ms: i64,
+        msg_id: &str,
+        from: &str,
+        started_at: Stamp,
+        channel: &str,
+        out: &mut Vec<Action>,
+    ) {
+        if from == self.cfg.id {
+            return;
+        }
+        let Some(t) = self.msgs.get_mut(msg_id) else {
+            return;
+        };
+        if t.reply_to != channel {
+            return;
+        }
+        t.last_claim_seen = Some(t.last_claim_seen.map_or(now_ms, |s| s.max(now_ms)));
+        if let Phase::Inferring {
+            started_at: own,
+            exempt: false,
+            ignore_yield: false,
+        } = t.phase
+            && self.rules.client_aborts_on_relayed_claim
+            && (started_at, from) < (Stamp::Int(own), self.cfg.id.as_str())
+        {
+            out.push(Action::Abort {
+                msg_id: msg_id.to_string(),
+                winner: from.to_string(),
+            });
+            self.msgs.remove(msg_id);
+        }
+    }
+
+    /// Another agent's FLOOR_CLAIMED: note the claim seen.
+    fn on_floor_claimed(&mut self, now_ms: i64, msg_id: &str, channel: &str, holder: &str) {
+        if holder == self.cfg.id {
+            return;
+        }
+        if let Some(t) = self.msgs.get_mut(msg_id)
+            && t.reply_to == channel
+        {
+            t.last_claim_seen = Some(t.last_claim_seen.map_or(now_ms, |s| s.max(now_ms)));
+        }
+    }
+
+    /// Another agent's reply to `msg_id`: note it seen; a message waiting
+    /// for its recheck is finished (no recheck will happen).
+    fn on_reply_seen(&mut self, from: &str, msg_id: &str) {
+        if from == self.cfg.id {
+            return;
+        }
+        if let Some(t) = self.msgs.get_mut(msg_id) {
+            t.response_seen = true;
+            if t.phase == Phase::Recheck {
+                self.msgs.remove(msg_id);
+            }
+        }
+    }
+
+    /// A YIELD naming another winner: abort the inference for `msg_id`
+    /// unless it is exempt or told to ignore YIELDs.
+    fn on_yield(&mut self, msg_id: &str, winner: &str, channel: &str, out: &mut Vec<Action>) {
+        if winner == self.cfg.id {
+            return;
+        }
+        if let Some(t) = self.msgs.get(msg_id)
+            && t.reply_to == channel
+            && matches!(
+                t.phase,
+                Phase::Inferring {
+                    exempt: false,
+                    ignore_yield: false,
+                    ..
+                }
+            )
+        {
+            out.push(Action::Abort {
+                msg_id: msg_id.to_string(),
+                winner: winner.to_string(),
+            });
+            self.msgs.remove(msg_id);
         }
     }
 

@@ -324,6 +324,51 @@ struct Claim {
     answered: bool,
 }
 
+/// A RESPONDING_TO as received: who sent it and its fields.
+struct ClaimReq {
+    from: String,
+    role: Role,
+    msg_id: String,
+    started_at: Stamp,
+    channel: String,
+}
+
+impl ClaimReq {
+    /// The claim as relayed to the channel.
+    fn relayed(&self) -> ServerMsg {
+        ServerMsg::RespondingTo {
+            msg_id: self.msg_id.clone(),
+            from: self.from.clone(),
+            started_at: self.started_at,
+            channel: self.channel.clone(),
+        }
+    }
+}
+
+/// The policy's verdict on a claim, with what a denial's YIELD names: the
+/// current claim's `started_at` and (for a denial only) its holder.
+struct Decision {
+    verdict: Verdict,
+    held_started_at: Stamp,
+    held_by: String,
+}
+
+/// A MSG as received: who sent it and its fields.
+struct MsgReq {
+    from: String,
+    role: Role,
+    id: Option<String>,
+    to: String,
+    content: String,
+    in_reply_to: Option<String>,
+}
+
+/// Where a MSG goes: its channel, or a DM peer.
+enum Dest {
+    Channel,
+    Dm(String),
+}
+
 /// The arbitration server. See the module docs.
 #[derive(Debug, Clone)]
 pub struct Server {
@@ -434,13 +479,32 @@ impl Server {
                     msg_id,
                     started_at,
                     channel,
-                } => self.on_claim(now, from, role, msg_id, started_at, channel, out),
+                } => {
+                    let claim = ClaimReq {
+                        from,
+                        role,
+                        msg_id,
+                        started_at,
+                        channel,
+                    };
+                    self.on_claim(now, claim, out)
+                }
                 ClientMsg::Msg {
                     id,
                     to,
                     content,
                     in_reply_to,
-                } => self.on_msg(now, from, role, id, to, content, in_reply_to, out),
+                } => {
+                    let msg = MsgReq {
+                        from,
+                        role,
+                        id,
+                        to,
+                        content,
+                        in_reply_to,
+                    };
+                    self.on_msg(now, msg, out)
+                }
             },
         }
     }
@@ -850,269 +914,395 @@ impl Server {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn on_claim(
-        &mut self,
-        now: u64,
-        from: String,
-        role: Role,
-        msg_id: String,
-        started_at: Stamp,
-        channel: String,
-        out: &mut Vec<Delivery>,
-    ) {
+    /// RESPONDING_TO: validate the claim, look up the current one, let the
+    /// policy decide, then record the verdict and send what it says.
+    fn on_claim(&mut self, now: u64, claim: ClaimReq, out: &mut Vec<Delivery>) {
         self.stats.claims_received += 1;
-        let agentchat = self.rules.errors == ErrorStyle::Agentchat;
-        if msg_id.is_empty() {
-            if agentchat {
-                let m = "Missing or invalid msg_id".to_string();
-                return self.error(&from, "INVALID_MSG", m, out);
-            }
-            let e = DecodeError::Empty("msg_id");
-            return self.error(&from, "bad_message", e.to_string(), out);
+        if !self.claim_well_formed(&claim, out) || !self.claim_admitted(&claim, out) {
+            return;
         }
+        if !self.tracking() || claim.role == Role::Operator {
+            return self.relay_untracked_claim(&claim, out);
+        }
+        let order = self.claim_order(now, claim.started_at);
+        let decision = self.judge_claim(&claim, order);
+        self.apply_claim_verdict(now, &claim, order, decision, out);
+    }
+
+    /// Check a claim's fields (`msg_id`, `channel`, `started_at`); `false`
+    /// when it goes no further (an ERROR sent, or a DM claim dropped).
+    fn claim_well_formed(&mut self, claim: &ClaimReq, out: &mut Vec<Delivery>) -> bool {
+        let from = claim.from.as_str();
+        if claim.msg_id.is_empty() {
+            if self.rules.errors == ErrorStyle::Agentchat {
+                let m = "Missing or invalid msg_id".to_string();
+                self.error(from, "INVALID_MSG", m, out);
+            } else {
+                let e = DecodeError::Empty("msg_id");
+                self.error(from, "bad_message", e.to_string(), out);
+            }
+            return false;
+        }
+        if !self.claim_channel_ok(claim, out) {
+            return false;
+        }
+        if let Err((code, reason)) = self.rules.started_at.check(claim.started_at) {
+            self.error(from, code, reason.to_string(), out);
+            return false;
+        }
+        true
+    }
+
+    /// Check a claim's `channel` field as the policy's channel model says;
+    /// `false` when it goes no further (an ERROR sent, or a DM claim, to
+    /// which the protocol does not apply, dropped without a word).
+    fn claim_channel_ok(&mut self, claim: &ClaimReq, out: &mut Vec<Delivery>) -> bool {
+        let (from, channel) = (claim.from.as_str(), claim.channel.as_str());
         if self.rules.channels == Channels::Registry {
             // `validateClientMessage` (`lib/protocol.ts`): `isValidChannel`,
             // so a DM target or a long name is an error there.
-            if !Self::agentchat_channel_ok(&channel) {
+            if !Self::agentchat_channel_ok(channel) {
                 let m = "Missing or invalid channel".to_string();
-                return self.error(&from, "INVALID_MSG", m, out);
+                self.error(from, "INVALID_MSG", m, out);
+                return false;
             }
-        } else {
-            match parse_target(&channel) {
-                None => {
-                    let e = DecodeError::BadChannel {
-                        field: "channel",
-                        value: clip(&channel),
-                        dm_allowed: true,
-                    };
-                    return self.error(&from, "bad_message", e.to_string(), out);
-                }
-                // The protocol does not apply to DMs: no claim, nothing sent.
-                Some(Target::Dm(_)) => return,
-                Some(Target::Channel(_)) => {}
+            return true;
+        }
+        match parse_target(channel) {
+            None => {
+                let e = DecodeError::BadChannel {
+                    field: "channel",
+                    value: clip(channel),
+                    dm_allowed: true,
+                };
+                self.error(from, "bad_message", e.to_string(), out);
+                false
             }
+            // The protocol does not apply to DMs: no claim, nothing sent.
+            Some(Target::Dm(_)) => false,
+            Some(Target::Channel(_)) => true,
         }
-        if let Err((code, reason)) = self.rules.started_at.check(started_at) {
-            return self.error(&from, code, reason.to_string(), out);
-        }
+    }
+
+    /// Check that the sender may claim in the channel and that the channel
+    /// exists; `false` when the claim goes no further (an ERROR sent, or
+    /// the claim dropped silently as agentchat does).
+    fn claim_admitted(&mut self, claim: &ClaimReq, out: &mut Vec<Delivery>) -> bool {
+        let (from, channel) = (claim.from.as_str(), claim.channel.as_str());
         if self.rules.msg_gate == MsgGate::Agentchat
-            && role == Role::Agent
-            && self.unidentified.contains(&from)
+            && claim.role == Role::Agent
+            && self.unidentified.contains(from)
         {
             // `if (!rtAgent || ...) break;` (`lib/server.ts`): dropped silently.
-            return;
+            return false;
         }
-        if !self.is_member(&from, &channel) && self.rules.membership_required {
+        if !self.is_member(from, channel) && self.rules.membership_required {
             let message = format!("not a member of {channel}");
-            return self.error(&from, "not_member", message, out);
+            self.error(from, "not_member", message, out);
+            return false;
         }
-        let exists = match self.rules.channels {
-            Channels::Membership => self.members.contains_key(&channel),
-            Channels::Registry => self.channels.contains(&channel),
-        };
-        if !exists {
-            // `if (!channel) break;` (`lib/server.ts`): dropped silently.
-            return;
+        // `if (!channel) break;` (`lib/server.ts`): dropped silently.
+        match self.rules.channels {
+            Channels::Membership => self.members.contains_key(channel),
+            Channels::Registry => self.channels.contains(channel),
         }
-        // The claim as relayed, built only when it is.
-        let raw = || ServerMsg::RespondingTo {
-            msg_id: msg_id.clone(),
-            from: from.clone(),
-            started_at,
-            channel: channel.clone(),
-        };
-        if !self.tracking() || role == Role::Operator {
-            if !self.tracking() || self.rules.announce == Announce::RelayEvery {
-                self.fan_out(&channel, &from, raw(), out);
-            }
-            return;
+    }
+
+    /// A claim that is not arbitrated (tracking off, or the operator's):
+    /// relayed when tracking is off or the policy relays every claim.
+    fn relay_untracked_claim(&mut self, claim: &ClaimReq, out: &mut Vec<Delivery>) {
+        if !self.tracking() || self.rules.announce == Announce::RelayEvery {
+            self.fan_out(&claim.channel, &claim.from, claim.relayed(), out);
         }
-        let order = match self.rules.order {
+    }
+
+    /// The value a claim is ordered by under the policy: its `started_at`,
+    /// or the server's receive time.
+    fn claim_order(&self, now: u64, started_at: Stamp) -> Stamp {
+        match self.rules.order {
             ClaimOrder::StartedAt | ClaimOrder::StartedAtDouble => started_at,
             ClaimOrder::ServerTime => Stamp::Int(i64::try_from(now).unwrap_or(i64::MAX)),
+        }
+    }
+
+    /// Look up the current claim on `(channel, msg_id)` and ask the policy
+    /// for its verdict on this one.
+    fn judge_claim(&self, claim: &ClaimReq, order: Stamp) -> Decision {
+        let current = self
+            .claims
+            .get(&claim.channel)
+            .and_then(|m| m.get(&claim.msg_id));
+        let slot = match current {
+            None => Slot::Free,
+            Some(c) if c.answered => Slot::Answered { by: &c.holder },
+            Some(c) => Slot::Held {
+                holder: &c.holder,
+                order: c.order,
+            },
         };
-        let (verdict, held_started_at, held_by) = {
-            let current = self.claims.get(&channel).and_then(|m| m.get(&msg_id));
-            let slot = match current {
-                None => Slot::Free,
-                Some(c) if c.answered => Slot::Answered { by: &c.holder },
-                Some(c) => Slot::Held {
-                    holder: &c.holder,
-                    order: c.order,
-                },
+        let verdict = self.cfg.policy.judge(slot, &claim.from, order);
+        // The holder's name is needed (after `self` changes) only for a
+        // denial's YIELD.
+        let deny = matches!(verdict, Verdict::Deny | Verdict::DenySelf);
+        let (held_started_at, held_by) = current.map_or((Stamp::Int(0), String::new()), |c| {
+            let h = if deny {
+                c.holder.clone()
+            } else {
+                String::new()
             };
-            let verdict = self.cfg.policy.judge(slot, &from, order);
-            // The holder's name is needed (after `self` changes) only for
-            // a denial's YIELD.
-            let deny = matches!(verdict, Verdict::Deny | Verdict::DenySelf);
-            let (s, h) = current.map_or((Stamp::Int(0), String::new()), |c| {
-                let h = if deny {
-                    c.holder.clone()
-                } else {
-                    String::new()
-                };
-                (c.started_at, h)
-            });
-            (verdict, s, h)
-        };
-        let announce_grant =
-            |server: &mut Server, out: &mut Vec<Delivery>| match server.rules.announce {
-                Announce::RelayEvery => server.fan_out(&channel, &from, raw(), out),
-                Announce::FloorClaimedOnGrant => {
-                    let fc = ServerMsg::FloorClaimed {
-                        msg_id: msg_id.clone(),
-                        channel: channel.clone(),
-                        holder: from.clone(),
-                        started_at,
-                    };
-                    server.fan_out(&channel, &from, fc, out)
-                }
-            };
-        let announce_denial = |server: &mut Server, out: &mut Vec<Delivery>| {
-            if server.rules.announce == Announce::RelayEvery {
-                server.fan_out(&channel, &from, raw(), out);
-            }
-        };
-        let key = (channel.as_str(), msg_id.as_str());
-        match verdict {
+            (c.started_at, h)
+        });
+        Decision {
+            verdict,
+            held_started_at,
+            held_by,
+        }
+    }
+
+    /// Record the policy's verdict in the claim table and send the
+    /// announcement and YIELDs it calls for.
+    fn apply_claim_verdict(
+        &mut self,
+        now: u64,
+        claim: &ClaimReq,
+        order: Stamp,
+        decision: Decision,
+        out: &mut Vec<Delivery>,
+    ) {
+        let ClaimReq {
+            from,
+            msg_id,
+            started_at,
+            channel,
+            ..
+        } = claim;
+        let (started_at, key) = (*started_at, (channel.as_str(), msg_id.as_str()));
+        let held_started_at = decision.held_started_at;
+        match decision.verdict {
             Verdict::Repeat => {}
             Verdict::Grant => {
-                self.insert_claim(&channel, &msg_id, &from, started_at, order, now);
-                announce_grant(self, out);
+                self.insert_claim(channel, msg_id, from, started_at, order, now);
+                self.announce_grant(claim, out);
             }
             Verdict::Displace | Verdict::RegrantSelf => {
-                let displaced = self.remove_claim(&channel, &msg_id).map(|c| c.holder);
-                self.insert_claim(&channel, &msg_id, &from, started_at, order, now);
-                if matches!(verdict, Verdict::Displace) {
+                let displaced = self.remove_claim(channel, msg_id).map(|c| c.holder);
+                self.insert_claim(channel, msg_id, from, started_at, order, now);
+                if matches!(decision.verdict, Verdict::Displace) {
                     self.stats.overruled += 1;
                 }
-                announce_grant(self, out);
+                self.announce_grant(claim, out);
                 if let Some(old) = displaced {
-                    self.send_yield(&old, key, &from, started_at, REASON_DISPLACED, out);
+                    self.send_yield(&old, key, from, started_at, REASON_DISPLACED, out);
                 }
             }
             Verdict::Deny | Verdict::DenySelf => {
-                announce_denial(self, out);
-                self.send_yield(&from, key, &held_by, held_started_at, REASON_DENIED, out);
+                self.announce_denial(claim, out);
+                let by = &decision.held_by;
+                self.send_yield(from, key, by, held_started_at, REASON_DENIED, out);
             }
             Verdict::DenyAnswered { answered_by } => {
-                announce_denial(self, out);
+                self.announce_denial(claim, out);
                 let by = &answered_by;
-                self.send_yield(&from, key, by, held_started_at, REASON_DENIED, out);
+                self.send_yield(from, key, by, held_started_at, REASON_DENIED, out);
             }
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn on_msg(
-        &mut self,
-        now: u64,
-        from: String,
-        role: Role,
-        id: Option<String>,
-        to: String,
-        content: String,
-        in_reply_to: Option<String>,
-        out: &mut Vec<Delivery>,
-    ) {
-        let dm_target = match parse_target(&to) {
-            None => {
-                let e = DecodeError::BadChannel {
-                    field: "to",
-                    value: clip(&to),
-                    dm_allowed: true,
-                };
-                self.stats.refused_msgs += 1;
-                let code = match self.rules.errors {
-                    ErrorStyle::Protocol => "bad_message",
-                    ErrorStyle::Agentchat => "INVALID_MSG",
-                };
-                return self.error(&from, code, e.to_string(), out);
-            }
-            Some(Target::Dm(peer)) => Some(peer.to_string()),
-            Some(Target::Channel(_)) => None,
+    /// Announce a granted claim to the channel as the policy says: the
+    /// claim relayed, or a FLOOR_CLAIMED.
+    fn announce_grant(&mut self, claim: &ClaimReq, out: &mut Vec<Delivery>) {
+        let msg = match self.rules.announce {
+            Announce::RelayEvery => claim.relayed(),
+            Announce::FloorClaimedOnGrant => ServerMsg::FloorClaimed {
+                msg_id: claim.msg_id.clone(),
+                channel: claim.channel.clone(),
+                holder: claim.from.clone(),
+                started_at: claim.started_at,
+            },
         };
-        if self.rules.msg_gate == MsgGate::Agentchat {
-            // `handleMsg` (`lib/server/handlers/message.ts`), in its order.
-            if role == Role::Agent {
-                if self.unidentified.contains(&from) {
-                    let m = "Must IDENTIFY first".to_string();
-                    return self.refuse(&from, "AUTH_REQUIRED", m, out);
-                }
-                if self.lurking.contains(&from) {
-                    let m = "New identity: sending unlocks after the lurk window".to_string();
-                    return self.refuse(&from, "LURK_MODE", m, out);
-                }
-                let limit = self.cfg.rate_limit_ms;
-                if limit > 0
-                    && let Some(&last) = self.last_msg.get(&from)
-                    && now - last < limit
-                {
-                    self.stats.rate_limited += 1;
-                    let m = "Rate limit exceeded (max 1 message per second)".to_string();
-                    return self.refuse(&from, "RATE_LIMITED", m, out);
-                }
-                // Set before the channel checks: a MSG refused below still
-                // counts for the limit.
-                self.last_msg.insert(from.clone(), now);
-            }
-            if dm_target.is_some() {
-                // Observed on the real server (the differential test); the
-                // snapshot of `handleMsg` read for this still relays DMs.
-                let m = "Direct messages are disabled".to_string();
-                return self.refuse(&from, "INVALID_MSG", m, out);
-            }
-            if !self.channels.contains(&to) {
-                let m = format!("Channel {to} not found");
-                return self.refuse(&from, "CHANNEL_NOT_FOUND", m, out);
-            }
-            if !self.is_member(&from, &to) {
-                let m = format!("Not a member of {to}");
-                return self.refuse(&from, "NOT_INVITED", m, out);
-            }
-        } else if dm_target.is_none() && !self.is_member(&from, &to) {
-            let message = format!("not a member of {to}");
-            return self.refuse(&from, "not_member", message, out);
+        self.fan_out(&claim.channel, &claim.from, msg, out);
+    }
+
+    /// Announce a denied claim: relayed only when the policy relays every
+    /// claim.
+    fn announce_denial(&mut self, claim: &ClaimReq, out: &mut Vec<Delivery>) {
+        if self.rules.announce == Announce::RelayEvery {
+            self.fan_out(&claim.channel, &claim.from, claim.relayed(), out);
         }
-        let id = match id.filter(|i| !i.is_empty()) {
-            Some(id) => id,
-            None => {
-                self.next_msg_id += 1;
-                format!("s{}", self.next_msg_id)
-            }
+    }
+
+    /// MSG: validate the target and the sender, relay the message (to the
+    /// channel or the DM peer), then release the sender's claims.
+    fn on_msg(&mut self, now: u64, msg: MsgReq, out: &mut Vec<Delivery>) {
+        let Some(dest) = self.msg_dest(&msg.from, &msg.to, out) else {
+            return;
         };
-        let msg = ServerMsg::Msg {
+        if !self.msg_admitted(now, &msg, &dest, out) {
+            return;
+        }
+        let MsgReq {
+            from,
             id,
+            to,
+            content,
+            in_reply_to,
+            ..
+        } = msg;
+        let relayed = ServerMsg::Msg {
+            id: self.msg_id_or_assign(id),
             from: from.clone(),
             to: to.clone(),
             content,
             in_reply_to: in_reply_to.clone(),
         };
-        if let Some(peer) = dm_target {
+        if let Dest::Dm(peer) = dest {
             self.stats.relayed += 1;
             out.push(Delivery {
                 to: Arc::from(peer),
-                msg: Arc::new(msg),
+                msg: Arc::new(relayed),
             });
             return;
         }
-        self.fan_out(&to, &from, msg, out);
-        if !self.tracking() {
-            return;
+        self.fan_out(&to, &from, relayed, out);
+        if self.tracking() {
+            self.release_on_msg(&from, &to, in_reply_to);
         }
+    }
+
+    /// Decode a MSG's `to`: a channel or a DM peer; `None` (the MSG refused
+    /// with an ERROR) when it is neither.
+    fn msg_dest(&mut self, from: &str, to: &str, out: &mut Vec<Delivery>) -> Option<Dest> {
+        match parse_target(to) {
+            None => {
+                let e = DecodeError::BadChannel {
+                    field: "to",
+                    value: clip(to),
+                    dm_allowed: true,
+                };
+                let code = match self.rules.errors {
+                    ErrorStyle::Protocol => "bad_message",
+                    ErrorStyle::Agentchat => "INVALID_MSG",
+                };
+                self.refuse(from, code, e.to_string(), out);
+                None
+            }
+            Some(Target::Dm(peer)) => Some(Dest::Dm(peer.to_string())),
+            Some(Target::Channel(_)) => Some(Dest::Channel),
+        }
+    }
+
+    /// Check that the sender may send this MSG under the policy's gate;
+    /// `false` when it is refused (an ERROR sent).
+    fn msg_admitted(
+        &mut self,
+        now: u64,
+        msg: &MsgReq,
+        dest: &Dest,
+        out: &mut Vec<Delivery>,
+    ) -> bool {
+        let (from, to) = (msg.from.as_str(), msg.to.as_str());
+        if self.rules.msg_gate == MsgGate::Agentchat {
+            // `handleMsg` (`lib/server/handlers/message.ts`), in its order.
+            if msg.role == Role::Agent && !self.agentchat_sender_ok(now, from, out) {
+                return false;
+            }
+            return self.agentchat_msg_target_ok(from, to, dest, out);
+        }
+        if matches!(dest, Dest::Channel) && !self.is_member(from, to) {
+            let message = format!("not a member of {to}");
+            self.refuse(from, "not_member", message, out);
+            return false;
+        }
+        true
+    }
+
+    /// `agentchat-0.36`: an agent may send once identified, out of its lurk
+    /// window and within the rate limit; `false` when refused. A MSG that
+    /// passes counts for the rate limit even if refused later.
+    fn agentchat_sender_ok(&mut self, now: u64, from: &str, out: &mut Vec<Delivery>) -> bool {
+        if self.unidentified.contains(from) {
+            let m = "Must IDENTIFY first".to_string();
+            self.refuse(from, "AUTH_REQUIRED", m, out);
+            return false;
+        }
+        if self.lurking.contains(from) {
+            let m = "New identity: sending unlocks after the lurk window".to_string();
+            self.refuse(from, "LURK_MODE", m, out);
+            return false;
+        }
+        let limit = self.cfg.rate_limit_ms;
+        if limit > 0
+            && let Some(&last) = self.last_msg.get(from)
+            && now - last < limit
+        {
+            self.stats.rate_limited += 1;
+            let m = "Rate limit exceeded (max 1 message per second)".to_string();
+            self.refuse(from, "RATE_LIMITED", m, out);
+            return false;
+        }
+        // Set before the channel checks: a MSG refused below still counts
+        // for the limit.
+        self.last_msg.insert(from.to_string(), now);
+        true
+    }
+
+    /// `agentchat-0.36`: no DMs; the channel must exist and the sender be a
+    /// member; `false` when refused.
+    fn agentchat_msg_target_ok(
+        &mut self,
+        from: &str,
+        to: &str,
+        dest: &Dest,
+        out: &mut Vec<Delivery>,
+    ) -> bool {
+        if matches!(dest, Dest::Dm(_)) {
+            // Observed on the real server (the differential test); the
+            // snapshot of `handleMsg` read for this still relays DMs.
+            let m = "Direct messages are disabled".to_string();
+            self.refuse(from, "INVALID_MSG", m, out);
+            return false;
+        }
+        if !self.channels.contains(to) {
+            let m = format!("Channel {to} not found");
+            self.refuse(from, "CHANNEL_NOT_FOUND", m, out);
+            return false;
+        }
+        if !self.is_member(from, to) {
+            let m = format!("Not a member of {to}");
+            self.refuse(from, "NOT_INVITED", m, out);
+            return false;
+        }
+        true
+    }
+
+    /// The MSG's own id, or a fresh server id (`s1`, `s2`, ...) when it has
+    /// none.
+    fn msg_id_or_assign(&mut self, id: Option<String>) -> String {
+        match id.filter(|i| !i.is_empty()) {
+            Some(id) => id,
+            None => {
+                self.next_msg_id += 1;
+                format!("s{}", self.next_msg_id)
+            }
+        }
+    }
+
+    /// A channel MSG from `from` releases its claims in `to` as the policy
+    /// says: all of them, or only the one it replies to (kept as an
+    /// "answered" marker under `tombstone`).
+    fn release_on_msg(&mut self, from: &str, to: &str, in_reply_to: Option<String>) {
         match (self.rules.release, in_reply_to) {
-            (Release::AllInChannel, _) | (Release::Holder, None) => self.release_all_in(&from, &to),
+            (Release::AllInChannel, _) | (Release::Holder, None) => self.release_all_in(from, to),
             (Release::Holder, Some(m)) => {
                 let held = self
                     .claims
-                    .get(&to)
+                    .get(to)
                     .and_then(|c| c.get(&m))
                     .is_some_and(|c| !c.answered && c.holder == from);
                 if held && self.rules.tombstone {
-                    self.mark_answered(&to, &m);
+                    self.mark_answered(to, &m);
                 } else if held {
-                    self.remove_claim(&to, &m);
+                    self.remove_claim(to, &m);
                 }
             }
         }

@@ -503,10 +503,6 @@ fn read_data_file(path: &Path) -> Result<Vec<u8>, DistError> {
 /// Load a CSV of millisecond values as µs.
 fn load_empirical(path: &Path, column: Option<&str>) -> Result<Arc<[u64]>, DistError> {
     let bytes = read_data_file(path)?;
-    let file_err = |message: String| DistError::File {
-        path: path.to_path_buf(),
-        message,
-    };
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(false)
         .flexible(true)
@@ -518,47 +514,23 @@ fn load_empirical(path: &Path, column: Option<&str>) -> Result<Arc<[u64]>, DistE
     let mut index: Option<usize> = None;
     let mut values: Vec<u64> = Vec::new();
     for record in reader.records() {
-        let record = record.map_err(|e| {
-            let line = e.position().map_or(0, |p| p.line());
-            DistError::Data {
-                path: path.to_path_buf(),
-                line,
-                message: format!("malformed CSV: {e}"),
-            }
+        let record = record.map_err(|e| DistError::Data {
+            path: path.to_path_buf(),
+            line: e.position().map_or(0, |p| p.line()),
+            message: format!("malformed CSV: {e}"),
         })?;
-        let line = record.position().map_or(0, |p| p.line());
         if record.iter().all(str::is_empty) {
             continue;
         }
         let data_err = |message: String| DistError::Data {
             path: path.to_path_buf(),
-            line,
+            line: record.position().map_or(0, |p| p.line()),
             message,
         };
         let idx = match index {
             Some(i) => i,
             None => {
-                // First record: decide on the column and whether it is a header.
-                let (i, header) = match column {
-                    Some(name) => match record.iter().position(|c| c == name) {
-                        Some(i) => (i, true),
-                        None => {
-                            return Err(data_err(format!(
-                                "no column named `{name}` in the header ({})",
-                                record.iter().collect::<Vec<_>>().join(", ")
-                            )));
-                        }
-                    },
-                    None => {
-                        if record.len() != 1 {
-                            return Err(data_err(format!(
-                                "{} columns; name the one to use with `column`",
-                                record.len()
-                            )));
-                        }
-                        (0, record[0].parse::<f64>().is_err())
-                    }
-                };
+                let (i, header) = empirical_column(&record, column).map_err(data_err)?;
                 index = Some(i);
                 if header {
                     continue;
@@ -572,26 +544,64 @@ fn load_empirical(path: &Path, column: Option<&str>) -> Result<Arc<[u64]>, DistE
         if cell.is_empty() {
             return Err(data_err(format!("empty value in column {}", idx + 1)));
         }
-        let ms: f64 = cell
-            .parse()
-            .map_err(|_| data_err(format!("`{cell}` is not a number")))?;
-        if !ms.is_finite() {
-            return Err(data_err(format!("`{cell}` is not a finite number")));
-        }
-        if ms < 0.0 {
-            return Err(data_err(format!("negative latency `{cell}`")));
-        }
-        if ms > MAX_DURATION_MS {
-            return Err(data_err(format!(
-                "latency `{cell}` is above the largest duration herdsim accepts, 1e10 ms"
-            )));
-        }
-        values.push(ms_to_us(ms));
+        values.push(empirical_value(cell).map_err(data_err)?);
     }
     if values.is_empty() {
-        return Err(file_err("no data values".into()));
+        return Err(DistError::File {
+            path: path.to_path_buf(),
+            message: "no data values".into(),
+        });
     }
     Ok(values.into())
+}
+
+/// From the first non-blank record of an empirical CSV: the index of the
+/// column to read (the one named `column`, or the only one) and whether
+/// that record is a header (the named column's, or a first value that is
+/// not a number). The error is the message for that line.
+fn empirical_column(
+    record: &csv::StringRecord,
+    column: Option<&str>,
+) -> Result<(usize, bool), String> {
+    match column {
+        Some(name) => match record.iter().position(|c| c == name) {
+            Some(i) => Ok((i, true)),
+            None => Err(format!(
+                "no column named `{name}` in the header ({})",
+                record.iter().collect::<Vec<_>>().join(", ")
+            )),
+        },
+        None => {
+            if record.len() != 1 {
+                return Err(format!(
+                    "{} columns; name the one to use with `column`",
+                    record.len()
+                ));
+            }
+            Ok((0, record[0].parse::<f64>().is_err()))
+        }
+    }
+}
+
+/// One non-empty cell of an empirical CSV: a latency in ms, checked
+/// (a finite number, not negative, at most 1e10 ms) and returned in µs.
+/// The error is the message for its line.
+fn empirical_value(cell: &str) -> Result<u64, String> {
+    let ms: f64 = cell
+        .parse()
+        .map_err(|_| format!("`{cell}` is not a number"))?;
+    if !ms.is_finite() {
+        return Err(format!("`{cell}` is not a finite number"));
+    }
+    if ms < 0.0 {
+        return Err(format!("negative latency `{cell}`"));
+    }
+    if ms > MAX_DURATION_MS {
+        return Err(format!(
+            "latency `{cell}` is above the largest duration herdsim accepts, 1e10 ms"
+        ));
+    }
+    Ok(ms_to_us(ms))
 }
 
 #[cfg(test)]

@@ -367,13 +367,6 @@ impl Scenario {
     /// Check the script: one action per event, known agents and messages,
     /// unique ids. The error is (dotted key, message).
     pub fn check_script(&self) -> Result<(), (String, String)> {
-        let n = self.agent_count() as usize;
-        // An id names an agent when it parses to an index and is spelled
-        // exactly as that agent's id (zero padding included).
-        let known_agent = |id: &str| -> bool {
-            use crate::model::names::{agent_id, parse_agent};
-            parse_agent(id, n).is_some_and(|i| agent_id(i as usize, n) == id)
-        };
         let mut ids: Vec<&str> = Vec::new();
         for (i, e) in self.script.iter().enumerate() {
             let k = |f: &str| format!("script.{i}.{f}");
@@ -388,87 +381,13 @@ impl Scenario {
                 ));
             }
             if let Some(p) = &e.post {
-                let ok = !p.id.is_empty()
-                    && p.id
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-                if !ok {
-                    return Err((
-                        k("post.id"),
-                        format!(
-                            "`{}` is not a message id (letters, digits, `-`, `_`, `.`)",
-                            p.id
-                        ),
-                    ));
-                }
-                if crate::model::names::parse_msg(&p.id).is_some() {
-                    return Err((
-                        k("post.id"),
-                        format!(
-                            "`{}` looks like a generated id (m<number>); pick another",
-                            p.id
-                        ),
-                    ));
-                }
-                if ids.contains(&p.id.as_str()) {
-                    return Err((k("post.id"), format!("`{}` is used twice", p.id)));
-                }
-                ids.push(&p.id);
-                if p.from != "operator" && !known_agent(&p.from) {
-                    return Err((
-                        k("post.from"),
-                        format!(
-                            "`{}` is neither `operator` nor an agent of this scenario",
-                            p.from
-                        ),
-                    ));
-                }
-                if let Some(to) = &p.to {
-                    let dm = to.strip_prefix('@').is_some_and(known_agent);
-                    let channel = crate::floor::wire::is_channel_name(to);
-                    if !dm && !channel {
-                        return Err((
-                            k("post.to"),
-                            format!("`{to}` is neither a channel nor `@` and an agent id"),
-                        ));
-                    }
-                }
+                self.check_script_post(i, p, &mut ids)?;
             }
             if let Some(inf) = &e.infer {
-                if !known_agent(&inf.agent) {
-                    return Err((
-                        k("infer.agent"),
-                        format!("`{}` is not an agent of this scenario", inf.agent),
-                    ));
-                }
-                let post = self.script[..i]
-                    .iter()
-                    .find(|o| o.post.as_ref().is_some_and(|p| p.id == inf.msg));
-                match post {
-                    None => {
-                        return Err((
-                            k("infer.msg"),
-                            format!(
-                                "`{}` is not the id of a post listed earlier in the script",
-                                inf.msg
-                            ),
-                        ));
-                    }
-                    Some(p) if p.at_ms > e.at_ms => {
-                        return Err((
-                            k("at_ms"),
-                            format!(
-                                "{} is before the post `{}` at {}",
-                                e.at_ms, inf.msg, p.at_ms
-                            ),
-                        ));
-                    }
-                    Some(_) => {}
-                }
-                super::validate::duration(&k("infer.duration_ms"), inf.duration_ms)?;
+                self.check_script_infer(i, e, inf)?;
             }
             if let Some(a) = &e.disconnect
-                && !known_agent(a)
+                && !self.is_agent_id(a)
             {
                 return Err((
                     k("disconnect"),
@@ -476,6 +395,115 @@ impl Scenario {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// Whether `id` names an agent of this scenario: it parses to an index
+    /// and is spelled exactly as that agent's id (zero padding included).
+    fn is_agent_id(&self, id: &str) -> bool {
+        use crate::model::names::{agent_id, parse_agent};
+        let n = self.agent_count() as usize;
+        parse_agent(id, n).is_some_and(|i| agent_id(i as usize, n) == id)
+    }
+
+    /// The `post` of script event `i`: a well-formed id that is not a
+    /// generated one and not used before (`ids`, to which it is added), a
+    /// known sender, and a channel or agent DM as target.
+    fn check_script_post<'a>(
+        &self,
+        i: usize,
+        p: &'a ScriptPost,
+        ids: &mut Vec<&'a str>,
+    ) -> Result<(), (String, String)> {
+        let k = |f: &str| format!("script.{i}.{f}");
+        let ok = !p.id.is_empty()
+            && p.id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if !ok {
+            return Err((
+                k("post.id"),
+                format!(
+                    "`{}` is not a message id (letters, digits, `-`, `_`, `.`)",
+                    p.id
+                ),
+            ));
+        }
+        if crate::model::names::parse_msg(&p.id).is_some() {
+            return Err((
+                k("post.id"),
+                format!(
+                    "`{}` looks like a generated id (m<number>); pick another",
+                    p.id
+                ),
+            ));
+        }
+        if ids.contains(&p.id.as_str()) {
+            return Err((k("post.id"), format!("`{}` is used twice", p.id)));
+        }
+        ids.push(&p.id);
+        if p.from != "operator" && !self.is_agent_id(&p.from) {
+            return Err((
+                k("post.from"),
+                format!(
+                    "`{}` is neither `operator` nor an agent of this scenario",
+                    p.from
+                ),
+            ));
+        }
+        if let Some(to) = &p.to {
+            let dm = to.strip_prefix('@').is_some_and(|a| self.is_agent_id(a));
+            let channel = crate::floor::wire::is_channel_name(to);
+            if !dm && !channel {
+                return Err((
+                    k("post.to"),
+                    format!("`{to}` is neither a channel nor `@` and an agent id"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The `infer` of script event `e` (number `i`): a known agent, a post
+    /// listed earlier and not later in time, a valid duration.
+    fn check_script_infer(
+        &self,
+        i: usize,
+        e: &ScriptEvent,
+        inf: &ScriptInfer,
+    ) -> Result<(), (String, String)> {
+        let k = |f: &str| format!("script.{i}.{f}");
+        if !self.is_agent_id(&inf.agent) {
+            return Err((
+                k("infer.agent"),
+                format!("`{}` is not an agent of this scenario", inf.agent),
+            ));
+        }
+        let post = self.script[..i]
+            .iter()
+            .find(|o| o.post.as_ref().is_some_and(|p| p.id == inf.msg));
+        match post {
+            None => {
+                return Err((
+                    k("infer.msg"),
+                    format!(
+                        "`{}` is not the id of a post listed earlier in the script",
+                        inf.msg
+                    ),
+                ));
+            }
+            Some(p) if p.at_ms > e.at_ms => {
+                return Err((
+                    k("at_ms"),
+                    format!(
+                        "{} is before the post `{}` at {}",
+                        e.at_ms, inf.msg, p.at_ms
+                    ),
+                ));
+            }
+            Some(_) => {}
+        }
+        super::validate::duration(&k("infer.duration_ms"), inf.duration_ms)?;
         Ok(())
     }
 

@@ -3,7 +3,8 @@
 
 use super::limits::{MAX_DURATION_MS, MAX_TIME_MS};
 use super::{
-    Axis, Loaded, Scenario, ScenarioError, SweepPhase, floor_boundary, line_col, set_path,
+    AgentGroup, Axis, Loaded, NetworkSpec, Scenario, ScenarioError, ServerSpec, SweepPhase,
+    floor_boundary, line_col, set_path,
 };
 use crate::floor::PolicyKind;
 use crate::model::dist::{DataCache, DistError, DistSpec};
@@ -48,50 +49,72 @@ pub fn check_name(name: &str) -> Result<(), String> {
 /// Check every value; the error is (dotted key, message). Empirical data
 /// files are loaded through `cache` (once per cache).
 pub fn check(s: &Scenario, base_dir: &Path, cache: &DataCache) -> Result<(), (String, String)> {
-    let dist = |key: &str, d: &DistSpec, base_dir: &Path| dist(key, d, base_dir, cache);
-    let signed_dist =
-        |key: &str, d: &DistSpec, base_dir: &Path| signed_dist(key, d, base_dir, cache);
-    let err = |k: &str, m: String| Err((k.to_string(), m));
+    check_run(s)?;
+    check_server(&s.server, base_dir, cache)?;
+    check_network(&s.network, base_dir, cache)?;
+    check_agents(s, base_dir, cache)?;
+    check_workload(s)?;
+    s.check_script()?;
+    Ok(())
+}
+
+/// The error (dotted key, message) for `key`.
+fn fail(key: &str, message: String) -> Result<(), (String, String)> {
+    Err((key.to_string(), message))
+}
+
+/// The run's own keys: `name`, `reps`, `policies`.
+fn check_run(s: &Scenario) -> Result<(), (String, String)> {
     if let Err(m) = check_name(&s.name) {
-        return err("name", m);
+        return fail("name", m);
     }
     if s.reps == 0 {
-        return err("reps", "must be at least 1".into());
+        return fail("reps", "must be at least 1".into());
     }
     if s.policies.is_empty() {
-        return err("policies", "must list at least one policy".into());
+        return fail("policies", "must list at least one policy".into());
     }
     for (i, p) in s.policies.iter().enumerate() {
         if let Err(m) = p.parse::<PolicyKind>() {
-            return err(&format!("policies.{i}"), m);
+            return fail(&format!("policies.{i}"), m);
         }
         if s.policies[..i].contains(p) {
-            return err(&format!("policies.{i}"), format!("`{p}` is listed twice"));
+            return fail(&format!("policies.{i}"), format!("`{p}` is listed twice"));
         }
     }
-    duration("server.ttl_ms", s.server.ttl_ms)?;
-    if s.server.ttl_ms == 0.0 {
-        return err("server.ttl_ms", "must be positive".into());
+    Ok(())
+}
+
+/// The `[server]` table.
+fn check_server(
+    server: &ServerSpec,
+    base_dir: &Path,
+    cache: &DataCache,
+) -> Result<(), (String, String)> {
+    duration("server.ttl_ms", server.ttl_ms)?;
+    if server.ttl_ms == 0.0 {
+        return fail("server.ttl_ms", "must be positive".into());
     }
-    dist("server.processing", &s.server.processing, base_dir)?;
+    dist("server.processing", &server.processing, base_dir, cache)?;
     dist(
         "server.disconnect_detect",
-        &s.server.disconnect_detect,
+        &server.disconnect_detect,
         base_dir,
+        cache,
     )?;
-    dist("server.restart", &s.server.restart, base_dir)?;
-    duration("server.rate_limit_ms", s.server.rate_limit_ms)?;
-    match &s.server.sweep_phase_ms {
+    dist("server.restart", &server.restart, base_dir, cache)?;
+    duration("server.rate_limit_ms", server.rate_limit_ms)?;
+    match &server.sweep_phase_ms {
         SweepPhase::Ms(v) if v.is_finite() && (0.0..5000.0).contains(v) => {}
         SweepPhase::Ms(v) => {
-            return err(
+            return fail(
                 "server.sweep_phase_ms",
                 format!("must be a number of ms in [0, 5000) or \"random\", not {v}"),
             );
         }
         SweepPhase::Word(w) if w == "random" => {}
         SweepPhase::Word(w) => {
-            return err(
+            return fail(
                 "server.sweep_phase_ms",
                 format!(
                     "must be a number of ms in [0, 5000) or \"random\", not \"{}\"",
@@ -100,76 +123,108 @@ pub fn check(s: &Scenario, base_dir: &Path, cache: &DataCache) -> Result<(), (St
             );
         }
     }
-    duration("server.sweep_drift_ms", s.server.sweep_drift_ms)?;
-    if s.server.sweep_drift_ms >= 5000.0 {
-        return err(
+    duration("server.sweep_drift_ms", server.sweep_drift_ms)?;
+    if server.sweep_drift_ms >= 5000.0 {
+        return fail(
             "server.sweep_drift_ms",
             format!(
                 "must be less than 5000 ms per sweep, not {}",
-                s.server.sweep_drift_ms
+                server.sweep_drift_ms
             ),
         );
     }
-    duration("network.base_ms", s.network.base_ms)?;
-    dist("network.jitter", &s.network.jitter, base_dir)?;
-    prob("network.loss_p", s.network.loss_p)?;
+    Ok(())
+}
+
+/// The `[network]` table.
+fn check_network(
+    network: &NetworkSpec,
+    base_dir: &Path,
+    cache: &DataCache,
+) -> Result<(), (String, String)> {
+    duration("network.base_ms", network.base_ms)?;
+    dist("network.jitter", &network.jitter, base_dir, cache)?;
+    prob("network.loss_p", network.loss_p)?;
+    Ok(())
+}
+
+/// The `[[agents]]` groups: at least one agent, at most [`MAX_AGENTS`],
+/// then each group.
+fn check_agents(s: &Scenario, base_dir: &Path, cache: &DataCache) -> Result<(), (String, String)> {
     if s.agents.is_empty() {
-        return err("agents", "must have at least one agent group".into());
+        return fail("agents", "must have at least one agent group".into());
     }
     let total = s.agent_count();
     if total == 0 {
-        return err(
+        return fail(
             "agents.0.count",
             "the scenario has zero agents (every group's count is 0)".into(),
         );
     }
     if total > MAX_AGENTS {
-        return err(
+        return fail(
             "agents",
             format!("{total} agents is more than the {MAX_AGENTS} supported"),
         );
     }
     for (i, g) in s.agents.iter().enumerate() {
-        let k = |f: &str| format!("agents.{i}.{f}");
-        prob(&k("respond_p"), g.respond_p)?;
-        dist(&k("csma"), &g.csma, base_dir)?;
-        duration(&k("csma_tick_ms"), g.csma_tick_ms)?;
-        dist(&k("inference"), &g.inference, base_dir)?;
-        signed_dist(&k("clock_skew"), &g.clock_skew, base_dir)?;
-        prob(&k("ignore_yield_p"), g.ignore_yield_p)?;
-        prob(&k("crash_p"), g.crash_p)?;
-        prob(&k("hang_p"), g.hang_p)?;
-        if g.crash_p + g.hang_p > 1.0 {
-            return err(
-                &k("hang_p"),
-                format!(
-                    "crash_p + hang_p = {} must not exceed 1",
-                    g.crash_p + g.hang_p
-                ),
-            );
-        }
-        if g.channels.is_empty() {
-            return err(&k("channels"), "must list at least one channel".into());
-        }
-        for (j, c) in g.channels.iter().enumerate() {
-            channel(&format!("agents.{i}.channels.{j}"), c)?;
-            agentchat_channel(s, &format!("agents.{i}.channels.{j}"), c)?;
-        }
+        check_agent_group(s, i, g, base_dir, cache)?;
     }
+    Ok(())
+}
+
+/// Agent group `i` (`agents.{i}.*`).
+fn check_agent_group(
+    s: &Scenario,
+    i: usize,
+    g: &AgentGroup,
+    base_dir: &Path,
+    cache: &DataCache,
+) -> Result<(), (String, String)> {
+    let k = |f: &str| format!("agents.{i}.{f}");
+    prob(&k("respond_p"), g.respond_p)?;
+    dist(&k("csma"), &g.csma, base_dir, cache)?;
+    duration(&k("csma_tick_ms"), g.csma_tick_ms)?;
+    dist(&k("inference"), &g.inference, base_dir, cache)?;
+    signed_dist(&k("clock_skew"), &g.clock_skew, base_dir, cache)?;
+    prob(&k("ignore_yield_p"), g.ignore_yield_p)?;
+    prob(&k("crash_p"), g.crash_p)?;
+    prob(&k("hang_p"), g.hang_p)?;
+    if g.crash_p + g.hang_p > 1.0 {
+        return fail(
+            &k("hang_p"),
+            format!(
+                "crash_p + hang_p = {} must not exceed 1",
+                g.crash_p + g.hang_p
+            ),
+        );
+    }
+    if g.channels.is_empty() {
+        return fail(&k("channels"), "must list at least one channel".into());
+    }
+    for (j, c) in g.channels.iter().enumerate() {
+        channel(&format!("agents.{i}.channels.{j}"), c)?;
+        agentchat_channel(s, &format!("agents.{i}.channels.{j}"), c)?;
+    }
+    Ok(())
+}
+
+/// The `[workload]` table.
+fn check_workload(s: &Scenario) -> Result<(), (String, String)> {
     let w = &s.workload;
     duration("workload.mean_gap_ms", w.mean_gap_ms)?;
     if w.mean_gap_ms == 0.0 {
-        return err("workload.mean_gap_ms", "must be positive".into());
+        return fail("workload.mean_gap_ms", "must be positive".into());
     }
     if let Some(d) = w.duration_ms {
         time("workload.duration_ms", d)?;
     } else if w.count == 0 && s.script.is_empty() {
-        return err(
+        return fail(
             "workload.count",
             "must be at least 1 (or set workload.duration_ms)".into(),
         );
     } else if w.count as f64 * w.mean_gap_ms > MAX_TIME_MS {
-        return err(
+        return fail(
             "workload.count",
             format!(
                 "{} messages {} ms apart would last {:e} ms of virtual time, more than the \
@@ -186,7 +241,7 @@ pub fn check(s: &Scenario, base_dir: &Path, cache: &DataCache) -> Result<(), (St
     prob("workload.mention_p", w.mention_p)?;
     prob("workload.dm_p", w.dm_p)?;
     if w.mention_p + w.dm_p > 1.0 {
-        return err(
+        return fail(
             "workload.dm_p",
             format!(
                 "mention_p + dm_p = {} must not exceed 1",
@@ -195,7 +250,6 @@ pub fn check(s: &Scenario, base_dir: &Path, cache: &DataCache) -> Result<(), (St
         );
     }
     prob("workload.reply_to_agent_p", w.reply_to_agent_p)?;
-    s.check_script()?;
     Ok(())
 }
 

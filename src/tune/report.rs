@@ -288,35 +288,62 @@ fn preamble(name: &str, space: &Space, out: &Outcome, s: &Settings) -> String {
 pub fn recommendation(name: &str, space: &Space, out: &Outcome, s: &Settings) -> String {
     let mut t = preamble(name, space, out, s);
     let Some(best) = out.chosen.map(|i| &out.candidates[i]) else {
-        let _ = writeln!(t, "#");
-        match out.fastest().map(|i| &out.candidates[i]) {
-            Some(f) => {
-                let _ = writeln!(
-                    t,
-                    "# no setting in the searched ranges meets the budget: the fastest \
-                     ({}) has mean {BUDGET_METRIC} {} ms",
-                    describe(space, f),
-                    pm(
-                        (f.summary(BUDGET_METRIC).mean, f.summary(BUDGET_METRIC).ci95),
-                        1.0,
-                        ""
-                    )
-                );
-            }
-            None => {
-                let _ = writeln!(t, "# no setting in the searched ranges meets the budget");
-            }
-        }
-        let _ = writeln!(
-            t,
-            "# raise --max-ttfr-p95-ms or widen the ranges (--param KEY=LO..HI)"
-        );
+        no_recommendation(&mut t, space, out);
         return t;
     };
     let Some(v) = &best.values else {
         return t;
     };
     let current = &out.candidates[out.current];
+    recommended_settings(&mut t, space, best, v, s);
+    achievement_table(&mut t, space, best, current, s);
+    let _ = writeln!(t, "#");
+    // How sure: ties, the runner-up, the budget, the current settings.
+    ties_line(&mut t, space, out);
+    confidence_line(&mut t, space, out, s);
+    if s.budget_ms.is_none() {
+        unbudgeted_lines(&mut t, space, best, current, v, s);
+    }
+    if let Some(b) = s.budget_ms {
+        budget_line(&mut t, best, b);
+    }
+    if current.id != best.id {
+        against_current_line(&mut t, best, current, s);
+    }
+    t
+}
+
+/// No candidate meets the budget: say so, name the fastest, and say what
+/// to change.
+fn no_recommendation(t: &mut String, space: &Space, out: &Outcome) {
+    let _ = writeln!(t, "#");
+    match out.fastest().map(|i| &out.candidates[i]) {
+        Some(f) => {
+            let _ = writeln!(
+                t,
+                "# no setting in the searched ranges meets the budget: the fastest \
+                 ({}) has mean {BUDGET_METRIC} {} ms",
+                describe(space, f),
+                pm(
+                    (f.summary(BUDGET_METRIC).mean, f.summary(BUDGET_METRIC).ci95),
+                    1.0,
+                    ""
+                )
+            );
+        }
+        None => {
+            let _ = writeln!(t, "# no setting in the searched ranges meets the budget");
+        }
+    }
+    let _ = writeln!(
+        t,
+        "# raise --max-ttfr-p95-ms or widen the ranges (--param KEY=LO..HI)"
+    );
+}
+
+/// The recommended settings: one environment line per setting that has a
+/// variable, a comment per scenario key that has none.
+fn recommended_settings(t: &mut String, space: &Space, best: &Candidate, v: &[f64], s: &Settings) {
     let _ = writeln!(t, "#");
     if best.source == Source::Current {
         let _ = writeln!(
@@ -344,6 +371,17 @@ pub fn recommendation(name: &str, space: &Space, out: &Outcome, s: &Settings) ->
             value_text(d, *x)
         );
     }
+}
+
+/// The table of what the recommendation achieves, beside the current
+/// settings and the paired change when they differ.
+fn achievement_table(
+    t: &mut String,
+    space: &Space,
+    best: &Candidate,
+    current: &Candidate,
+    s: &Settings,
+) {
     let n = best.reps();
     let _ = writeln!(t, "#");
     let _ = writeln!(
@@ -376,8 +414,11 @@ pub fn recommendation(name: &str, space: &Space, out: &Outcome, s: &Settings) ->
         }
         let _ = writeln!(t, "{}", line.trim_end());
     }
-    let _ = writeln!(t, "#");
-    // How sure: ties, the runner-up, the budget, the current settings.
+}
+
+/// The candidates tied with the recommendation, if any, and how the tie
+/// was broken.
+fn ties_line(t: &mut String, space: &Space, out: &Outcome) {
     if !out.ties.is_empty() {
         let _ = writeln!(
             t,
@@ -390,6 +431,11 @@ pub fn recommendation(name: &str, space: &Space, out: &Outcome, s: &Settings) ->
             tie_ranges(space, out)
         );
     }
+}
+
+/// How sure the recommendation is against the runner-up (or that it was
+/// the only candidate).
+fn confidence_line(t: &mut String, space: &Space, out: &Outcome, s: &Settings) {
     match &out.runner_up {
         Some((r, p)) => {
             let r = &out.candidates[*r];
@@ -427,73 +473,88 @@ pub fn recommendation(name: &str, space: &Space, out: &Outcome, s: &Settings) ->
             );
         }
     }
-    if s.budget_ms.is_none() {
-        // Say plainly what an unconstrained search bought and what it cost.
-        let p95 = Paired::of(&best.metric(BUDGET_METRIC), &current.metric(BUDGET_METRIC));
-        let obj = Paired::of(&best.objective(&s.weights), &current.objective(&s.weights));
-        let edges: Vec<String> = space
-            .dims
-            .iter()
-            .zip(v)
-            .filter(|(d, x)| d.free() && (**x <= d.lo || **x >= d.hi))
-            .map(|(d, x)| {
-                let side = if *x >= d.hi { "upper" } else { "lower" };
-                format!(
-                    "{} at the {side} edge of the searched range ({})",
-                    d.key,
-                    value_text(d, *x)
-                )
-            })
-            .collect();
-        let _ = writeln!(
-            t,
-            "# without a budget: it optimised the objective only: {} against the current \
-             settings, for a mean {BUDGET_METRIC} {} ms{}",
-            change(&obj, 1.0, ""),
-            change(&p95, 1.0, ""),
-            if edges.is_empty() {
-                String::new()
-            } else {
-                format!("; {}", edges.join(", "))
-            }
-        );
-        let cur = current.summary(BUDGET_METRIC).mean;
-        if cur.is_finite() {
-            let _ = writeln!(
-                t,
-                "# to give no latency away, rerun with --max-ttfr-p95-ms {:.0} (what the current \
-                 settings achieve)",
-                cur
-            );
+}
+
+/// Without a budget: what the unconstrained search bought and what it
+/// cost in latency, the settings at a range edge, and the budget that
+/// gives no latency away.
+fn unbudgeted_lines(
+    t: &mut String,
+    space: &Space,
+    best: &Candidate,
+    current: &Candidate,
+    v: &[f64],
+    s: &Settings,
+) {
+    // Say plainly what an unconstrained search bought and what it cost.
+    let p95 = Paired::of(&best.metric(BUDGET_METRIC), &current.metric(BUDGET_METRIC));
+    let obj = Paired::of(&best.objective(&s.weights), &current.objective(&s.weights));
+    let edges: Vec<String> = space
+        .dims
+        .iter()
+        .zip(v)
+        .filter(|(d, x)| d.free() && (**x <= d.lo || **x >= d.hi))
+        .map(|(d, x)| {
+            let side = if *x >= d.hi { "upper" } else { "lower" };
+            format!(
+                "{} at the {side} edge of the searched range ({})",
+                d.key,
+                value_text(d, *x)
+            )
+        })
+        .collect();
+    let _ = writeln!(
+        t,
+        "# without a budget: it optimised the objective only: {} against the current \
+         settings, for a mean {BUDGET_METRIC} {} ms{}",
+        change(&obj, 1.0, ""),
+        change(&p95, 1.0, ""),
+        if edges.is_empty() {
+            String::new()
+        } else {
+            format!("; {}", edges.join(", "))
         }
-    }
-    if let Some(b) = s.budget_ms {
-        let xs: Vec<f64> = best
-            .metric(BUDGET_METRIC)
-            .into_iter()
-            .filter(|x| !x.is_nan())
-            .collect();
-        let sm = best.summary(BUDGET_METRIC);
+    );
+    let cur = current.summary(BUDGET_METRIC).mean;
+    if cur.is_finite() {
         let _ = writeln!(
             t,
-            "# budget: mean {BUDGET_METRIC} {} ms against {} ms (within it with {} confidence)",
-            pm((sm.mean, sm.ci95), 1.0, ""),
-            num(b),
-            percent(confidence_below(&xs, b))
+            "# to give no latency away, rerun with --max-ttfr-p95-ms {:.0} (what the current \
+             settings achieve)",
+            cur
         );
     }
-    if show_current {
-        let p = Paired::of(&best.objective(&s.weights), &current.objective(&s.weights));
-        let _ = writeln!(
-            t,
-            "# against the current settings: objective {} (paired, {} replications; one-sided \
-             confidence that the recommendation is better: {})",
-            change(&p, 1.0, ""),
-            p.n,
-            percent(p.conf_lower)
-        );
-    }
-    t
+}
+
+/// The recommendation's mean p95 against the budget, and the confidence
+/// that it is within it.
+fn budget_line(t: &mut String, best: &Candidate, b: f64) {
+    let xs: Vec<f64> = best
+        .metric(BUDGET_METRIC)
+        .into_iter()
+        .filter(|x| !x.is_nan())
+        .collect();
+    let sm = best.summary(BUDGET_METRIC);
+    let _ = writeln!(
+        t,
+        "# budget: mean {BUDGET_METRIC} {} ms against {} ms (within it with {} confidence)",
+        pm((sm.mean, sm.ci95), 1.0, ""),
+        num(b),
+        percent(confidence_below(&xs, b))
+    );
+}
+
+/// The paired change in the objective against the current settings.
+fn against_current_line(t: &mut String, best: &Candidate, current: &Candidate, s: &Settings) {
+    let p = Paired::of(&best.objective(&s.weights), &current.objective(&s.weights));
+    let _ = writeln!(
+        t,
+        "# against the current settings: objective {} (paired, {} replications; one-sided \
+         confidence that the recommendation is better: {})",
+        change(&p, 1.0, ""),
+        p.n,
+        percent(p.conf_lower)
+    );
 }
 
 /// The data of the Pareto figure: objective, duplicate and wasted rates

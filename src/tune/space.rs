@@ -349,6 +349,64 @@ pub fn current_window(s: &Scenario) -> Option<(f64, f64)> {
     window
 }
 
+/// The dimension a `--param` flag asks for, checked against the built-in
+/// dimensions so far (`dims`), with the index of the one it replaces
+/// (`None`: a new scenario key).
+fn param_dim(loaded: &Loaded, dims: &[Dim], p: &ParamSpec) -> Result<(Option<usize>, Dim), String> {
+    let slot = dims.iter().position(|d| d.key == p.key);
+    if let Some(why) = forbidden(&p.key).filter(|_| slot.is_none()) {
+        return Err(format!("{}: key `{}`: {why}", p.origin, p.key));
+    }
+    if slot.is_some_and(|i| dims[i].origin.starts_with("--param")) {
+        return Err(format!("{}: key `{}` is given twice", p.origin, p.key));
+    }
+    let integer = matches!(p.lo, Num::Int(_))
+        && matches!(p.hi, Num::Int(_))
+        && !matches!(p.step, Some(Num::Float(_)));
+    let (lo, hi) = (p.lo.value(), p.hi.value());
+    let role = slot.map_or(Role::Extra, |i| dims[i].role);
+    if role != Role::Extra {
+        if !integer {
+            return Err(format!(
+                "{}: key `{}` is whole milliseconds (the environment variable is an \
+                     integer); write the bounds and step as integers",
+                p.origin, p.key
+            ));
+        }
+        if lo < 0.0 || (role == Role::Ttl && lo < 1.0) {
+            let min = if role == Role::Ttl { "1" } else { "0" };
+            return Err(format!(
+                "{}: key `{}`: the lower bound must be at least {min}",
+                p.origin, p.key
+            ));
+        }
+    }
+    let step = match p.step {
+        Some(s) => s.value(),
+        None => auto_step(lo, hi, integer),
+    };
+    let decimals = if integer {
+        0
+    } else {
+        decimals_of(step).max(decimals_of(lo))
+    };
+    let dim = Dim {
+        key: p.key.clone(),
+        role,
+        lo,
+        hi,
+        step,
+        decimals,
+        integer,
+        current: match role {
+            Role::Extra => current_value(loaded, &p.key),
+            _ => slot.and_then(|i| dims[i].current),
+        },
+        origin: p.origin.clone(),
+    };
+    Ok((slot, dim))
+}
+
 impl Space {
     /// Build the space from the `--param` flags over `loaded` (the scenario
     /// with `--set` applied). Checks every bound against the scenario, so
@@ -383,64 +441,21 @@ impl Space {
             builtin(TTL, Role::Ttl, DEFAULT_TTL, Some(base.server.ttl_ms)),
         ];
         for p in params {
-            let slot = dims.iter().position(|d| d.key == p.key);
-            if let Some(why) = forbidden(&p.key).filter(|_| slot.is_none()) {
-                return Err(format!("{}: key `{}`: {why}", p.origin, p.key));
-            }
-            if slot.is_some_and(|i| dims[i].origin.starts_with("--param")) {
-                return Err(format!("{}: key `{}` is given twice", p.origin, p.key));
-            }
-            let integer = matches!(p.lo, Num::Int(_))
-                && matches!(p.hi, Num::Int(_))
-                && !matches!(p.step, Some(Num::Float(_)));
-            let (lo, hi) = (p.lo.value(), p.hi.value());
-            let role = slot.map_or(Role::Extra, |i| dims[i].role);
-            if role != Role::Extra {
-                if !integer {
-                    return Err(format!(
-                        "{}: key `{}` is whole milliseconds (the environment variable is an \
-                         integer); write the bounds and step as integers",
-                        p.origin, p.key
-                    ));
-                }
-                if lo < 0.0 || (role == Role::Ttl && lo < 1.0) {
-                    let min = if role == Role::Ttl { "1" } else { "0" };
-                    return Err(format!(
-                        "{}: key `{}`: the lower bound must be at least {min}",
-                        p.origin, p.key
-                    ));
-                }
-            }
-            let step = match p.step {
-                Some(s) => s.value(),
-                None => auto_step(lo, hi, integer),
-            };
-            let decimals = if integer {
-                0
-            } else {
-                decimals_of(step).max(decimals_of(lo))
-            };
-            let dim = Dim {
-                key: p.key.clone(),
-                role,
-                lo,
-                hi,
-                step,
-                decimals,
-                integer,
-                current: match role {
-                    Role::Extra => current_value(loaded, &p.key),
-                    _ => slot.and_then(|i| dims[i].current),
-                },
-                origin: p.origin.clone(),
-            };
+            let (slot, dim) = param_dim(loaded, &dims, p)?;
             match slot {
                 Some(i) => dims[i] = dim,
                 None => dims.push(dim),
             }
         }
         let space = Space { dims };
-        let (min, max) = (&space.dims[0], &space.dims[1]);
+        space.check_window_order()?;
+        space.check_bounds(loaded)?;
+        Ok(space)
+    }
+
+    /// The CSMA window's range must hold some window with min <= max.
+    fn check_window_order(&self) -> Result<(), String> {
+        let (min, max) = (&self.dims[0], &self.dims[1]);
         if min.lo > max.hi {
             return Err(format!(
                 "{}: the lowest {CSMA_MIN} ({}) is above the highest {CSMA_MAX} ({}), \
@@ -454,8 +469,7 @@ impl Space {
                 max.format(max.hi)
             ));
         }
-        space.check_bounds(loaded)?;
-        Ok(space)
+        Ok(())
     }
 
     /// Apply each parameter's bounds (the others at a valid middle) to the
