@@ -69,11 +69,12 @@ fn ci(s: &crate::metrics::stats::Summary) -> f64 {
     if s.n >= 2 { s.ci95 } else { 0.0 }
 }
 
-/// The top of the y axis: 15% above the highest CI end, at least `lo` + 1.
-fn y_top(pts: &[(f64, crate::metrics::stats::Summary, RGBColor)], lo: f64) -> f64 {
+/// The top of the y axis: 15% above the highest CI end (cut at `cap`), at
+/// least `lo` + 1.
+fn y_top(pts: &[(f64, crate::metrics::stats::Summary, RGBColor)], lo: f64, cap: f64) -> f64 {
     let hi = pts
         .iter()
-        .map(|(_, s, _)| s.mean + ci(s))
+        .map(|(_, s, _)| (s.mean + ci(s)).min(cap))
         .filter(|x| x.is_finite())
         .fold(0.0_f64, f64::max);
     let mut y1 = hi + (hi - lo) * 0.15;
@@ -101,9 +102,15 @@ where
 {
     let pts = [(0.0, l.live, LIVE), (1.0, l.sim, SIM)];
     // Every compared metric is a share, a count or a time: never below 0,
-    // so a CI reaching below it is cut at the axis.
+    // so a CI reaching below it is cut at the axis; a share's CI is also
+    // cut at 1.
     let lo = 0.0_f64;
-    let y1 = y_top(&pts, lo);
+    let cap = if l.metric.ends_with("_rate") {
+        1.0
+    } else {
+        f64::INFINITY
+    };
+    let y1 = y_top(&pts, lo, cap);
     let caption = format!(
         "{}: {}",
         l.metric,
@@ -131,20 +138,20 @@ where
         .map_err(de)?;
     for (x, s, color) in pts {
         if s.mean.is_finite() {
-            side(&mut chart, x, &s, color, lo)?;
+            side(&mut chart, x, &s, color, (lo, cap))?;
         }
     }
     Ok(())
 }
 
 /// One side at `x`: a bar up to the mean, the CI as a capped whisker (cut
-/// at 0), and a dot at the mean.
+/// to `lo..=cap`), and a dot at the mean.
 fn side<DB: DrawingBackend>(
     chart: &mut ChartContext<'_, DB, Coords>,
     x: f64,
     s: &crate::metrics::stats::Summary,
     color: RGBColor,
-    lo: f64,
+    (lo, cap): (f64, f64),
 ) -> anyhow::Result<()>
 where
     DB::ErrorType: 'static,
@@ -159,11 +166,11 @@ where
     if c > 0.0 {
         chart
             .draw_series(std::iter::once(PathElement::new(
-                vec![(x, (s.mean - c).max(0.0)), (x, s.mean + c)],
+                vec![(x, (s.mean - c).max(lo)), (x, (s.mean + c).min(cap))],
                 color.stroke_width(3),
             )))
             .map_err(de)?;
-        for y in [(s.mean - c).max(0.0), s.mean + c] {
+        for y in [(s.mean - c).max(lo), (s.mean + c).min(cap)] {
             chart
                 .draw_series(std::iter::once(PathElement::new(
                     vec![(x - 0.1, y), (x + 0.1, y)],
