@@ -263,11 +263,7 @@ impl Agent {
         match input {
             Input::Server { msg, depth } => self.on_server(now_us, msg, depth, out),
             Input::Timer { msg_id } => {
-                let t = self.local_ms(now_us);
-                let mut actions = self.take_actions();
-                self.client.on_timer(t, msg_id, &mut actions);
-                self.apply(now_us, &mut actions, out);
-                self.actions = actions;
+                self.call_client(now_us, out, |c, t, a| c.on_timer(t, msg_id, a));
                 self.settle(msg_id, out);
             }
             Input::InferenceDone { msg_id, reply_id } => {
@@ -289,11 +285,9 @@ impl Agent {
                     });
                 }
                 self.forced = Some((duration_us, ignore_yield));
-                let mut actions = self.take_actions();
-                self.client
-                    .start_now(msg_id, reply_to, started_at, &mut actions);
-                self.apply(now_us, &mut actions, out);
-                self.actions = actions;
+                self.call_client(now_us, out, |c, _, a| {
+                    c.start_now(msg_id, reply_to, started_at, a)
+                });
                 self.forced = None;
                 self.settle(msg_id, out);
             }
@@ -306,14 +300,25 @@ impl Agent {
         actions
     }
 
+    /// One call of the client at the local time of `now`, its actions
+    /// carried out at once (the reused action buffer put back after).
+    fn call_client(
+        &mut self,
+        now: u64,
+        out: &mut Vec<Output>,
+        f: impl FnOnce(&mut floor::Client, i64, &mut Vec<Action>),
+    ) {
+        let t = self.local_ms(now);
+        let mut actions = self.take_actions();
+        f(&mut self.client, t, &mut actions);
+        self.apply(now, &mut actions, out);
+        self.actions = actions;
+    }
+
     /// A server message: the client records claims, responses and YIELDs
     /// first; then a relayed MSG may be answered.
     fn on_server(&mut self, now: u64, msg: &ServerMsg, depth: Option<u32>, out: &mut Vec<Output>) {
-        let t = self.local_ms(now);
-        let mut actions = self.take_actions();
-        self.client.on_server_msg(t, msg, &mut actions);
-        self.apply(now, &mut actions, out);
-        self.actions = actions;
+        self.call_client(now, out, |c, t, a| c.on_server_msg(t, msg, a));
         // Only the message this one is about can have changed state.
         let subject = match msg {
             ServerMsg::RespondingTo { msg_id, .. }
@@ -380,12 +385,9 @@ impl Agent {
             msg_id: msg_id.to_string(),
         });
         self.slots.entry(msg_id.to_string()).or_default().busy = true;
-        let t = self.local_ms(now);
-        let mut actions = self.take_actions();
-        self.client
-            .on_message(t, msg_id, &reply_to, exempt, &mut actions);
-        self.apply(now, &mut actions, out);
-        self.actions = actions;
+        self.call_client(now, out, |c, t, a| {
+            c.on_message(t, msg_id, &reply_to, exempt, a)
+        });
         self.settle(msg_id, out);
     }
 
