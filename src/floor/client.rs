@@ -36,7 +36,7 @@
 //! aborted, or skipped with no recheck pending. Calls about a message that is
 //! not tracked (stale timers, late server messages) do nothing.
 
-use std::collections::BTreeMap;
+use litemap::LiteMap;
 
 use crate::floor::policy::{PolicyKind, Rules};
 use crate::floor::wire::{ClientMsg, ServerMsg, Stamp};
@@ -114,7 +114,9 @@ pub struct Client {
     cfg: ClientConfig,
     rules: Rules,
     ttl: i64,
-    msgs: BTreeMap<String, Track>,
+    /// The messages being handled, by id: a handful at a time, so a flat
+    /// sorted vector (no tree node allocated per message).
+    msgs: LiteMap<String, Track>,
 }
 
 impl Client {
@@ -123,7 +125,7 @@ impl Client {
             rules: cfg.policy.rules(),
             ttl: i64::try_from(cfg.ttl_ms).unwrap_or(i64::MAX),
             cfg,
-            msgs: BTreeMap::new(),
+            msgs: LiteMap::new(),
         }
     }
 

@@ -306,7 +306,17 @@ fn ms_to_us(ms: f64) -> u64 {
 /// an unbounded distribution is clamped to the largest duration).
 #[inline]
 fn us_round(us: f64) -> u64 {
-    us.round().min(MAX_DURATION_US as f64) as u64
+    // `f64::round` is a library call on the baseline x86-64 target; for
+    // 0 <= us < 2^53 the integer part is exact, so is `us - whole`, and
+    // rounding half away from zero is `whole + (fraction >= 0.5)`: the same
+    // value as `round`, bit for bit (unit test `us_round_matches_round`).
+    if (0.0..9_007_199_254_740_992.0).contains(&us) {
+        let whole = us as u64;
+        let up = us - whole as f64 >= 0.5;
+        (whole + u64::from(up)).min(MAX_DURATION_US)
+    } else {
+        us.round().min(MAX_DURATION_US as f64) as u64
+    }
 }
 
 /// A prepared distribution: parameters in µs, empirical data loaded.
@@ -616,6 +626,38 @@ mod tests {
 
     fn rng(seed: u64) -> ChaCha8Rng {
         ChaCha8Rng::seed_from_u64(seed)
+    }
+
+    #[test]
+    fn us_round_matches_round() {
+        let reference = |x: f64| x.round().min(MAX_DURATION_US as f64) as u64;
+        let mut cases = vec![
+            0.0,
+            -0.0,
+            0.49999999999999994,
+            0.5,
+            1.5,
+            2.5,
+            -0.4,
+            -7.0,
+            1e13 - 0.5,
+            1e13 + 0.5,
+            4503599627370495.5,
+            9007199254740991.0,
+            9007199254740992.0,
+            1e300,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+        ];
+        let mut r = rng(5);
+        for _ in 0..200_000 {
+            let scale = 10f64.powi(r.random_range(0..16));
+            cases.push(r.random::<f64>() * scale);
+        }
+        for x in cases {
+            assert_eq!(us_round(x), reference(x), "{x:e}");
+        }
     }
 
     fn prep(spec: DistSpec) -> Dist {
