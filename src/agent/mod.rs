@@ -379,17 +379,20 @@ impl Agent {
         if !wants {
             return;
         }
+        // The reply goes to the channel, or back to the DM's sender.
+        let dm_peer;
         let reply_to = if dm {
-            format!("@{from}")
+            dm_peer = format!("@{from}");
+            dm_peer.as_str()
         } else {
-            to.to_string()
+            to
         };
         out.push(Output::Wants {
             msg_id: msg_id.to_string(),
         });
         self.slots.entry(msg_id.to_string()).or_default().busy = true;
         self.call_client(now, out, |c, t, a| {
-            c.on_message(t, msg_id, &reply_to, exempt, a)
+            c.on_message(t, msg_id, reply_to, exempt, a)
         });
         self.settle(msg_id, out);
     }
@@ -526,7 +529,12 @@ impl Agent {
         out.push(Output::Done {
             msg_id: msg_id.to_string(),
         });
-        let content = format!("answer to {msg_id} from {}", self.id());
+        let me = self.id();
+        let mut content = String::with_capacity(20 + msg_id.len() + me.len());
+        content.push_str("answer to ");
+        content.push_str(msg_id);
+        content.push_str(" from ");
+        content.push_str(me);
         let t = self.local_ms(now);
         let mut actions = self.take_actions();
         self.client.on_inference_done(

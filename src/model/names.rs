@@ -65,6 +65,43 @@ pub fn push_msg_id(out: &mut String, m: u32) {
     }
 }
 
+/// The wire id of a message number, formatted on the stack (no
+/// allocation: the simulator needs one for every timer and inference end).
+#[derive(Clone, Copy)]
+pub struct IdBuf {
+    len: u8,
+    bytes: [u8; 11],
+}
+
+impl IdBuf {
+    pub fn new(m: u32) -> IdBuf {
+        let mut bytes = [0u8; 11];
+        let mut digits = [0u8; 10];
+        let mut n = m;
+        let mut i = digits.len();
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        let d = &digits[i..];
+        bytes[0] = b'm';
+        bytes[1..=d.len()].copy_from_slice(d);
+        IdBuf {
+            len: (d.len() + 1) as u8,
+            bytes,
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        // Only ASCII digits and `m` are ever written.
+        std::str::from_utf8(&self.bytes[..usize::from(self.len)]).unwrap_or("")
+    }
+}
+
 /// Parse a message id back to its number.
 pub fn parse_msg(id: &str) -> Option<u32> {
     digits(id.strip_prefix('m')?).map(|v| v as u32)
@@ -88,6 +125,9 @@ mod tests {
         assert_eq!(parse_agent("agent-007", 5), None);
         assert_eq!(parse_agent("operator", 5), None);
         assert_eq!(parse_msg(&msg_id(42)), Some(42));
+        for m in [0, 7, 10, 99, 123_456, u32::MAX] {
+            assert_eq!(IdBuf::new(m).as_str(), msg_id(m));
+        }
         assert_eq!(msg_id(0), "m0");
         assert_eq!(msg_id(u32::MAX), format!("m{}", u32::MAX));
         assert_eq!(msg_id(1_000_000), "m1000000");

@@ -63,17 +63,17 @@ impl World<'_> {
 
     /// The inference of agent `a` on message `m` completes.
     pub(super) fn infer_done(&mut self, a: u32, m: u32) {
-        let id = self.id_of(m);
-        if !self.agents[a as usize].actor.is_running(&id) {
+        let id = self.wire_id(m);
+        if !self.agents[a as usize].actor.is_running(id.as_str()) {
             return;
         }
         let counted = self.take_inference(a, m).is_some_and(|r| r.counted);
         let reply = self.new_msg();
-        let reply_id = self.id_of(reply);
+        let reply_id = self.wire_id(reply);
         self.reply_counted = counted;
         let input = agent::Input::InferenceDone {
-            msg_id: &id,
-            reply_id: Some(&reply_id),
+            msg_id: id.as_str(),
+            reply_id: Some(reply_id.as_str()),
         };
         self.feed(a, input);
     }

@@ -38,6 +38,21 @@ impl MsgInfo {
     }
 }
 
+/// A message's wire id: a scripted label, or its number's id on the stack.
+pub(super) enum WireId {
+    Label(String),
+    Num(names::IdBuf),
+}
+
+impl WireId {
+    pub(super) fn as_str(&self) -> &str {
+        match self {
+            WireId::Label(s) => s,
+            WireId::Num(b) => b.as_str(),
+        }
+    }
+}
+
 impl World<'_> {
     pub(super) fn new_msg(&mut self) -> u32 {
         let m = self.next_msg;
@@ -53,6 +68,15 @@ impl World<'_> {
         match self.label_of.get(&m) {
             Some(label) => label.clone(),
             None => names::msg_id(m),
+        }
+    }
+
+    /// The wire id of message number `m`, without allocating for a
+    /// numbered one.
+    pub(super) fn wire_id(&self, m: u32) -> WireId {
+        match self.label_of.get(&m) {
+            Some(label) => WireId::Label(label.clone()),
+            None => WireId::Num(names::IdBuf::new(m)),
         }
     }
 

@@ -34,6 +34,7 @@
 mod agents;
 mod links;
 mod messages;
+mod open;
 mod operator;
 mod prepared;
 mod server;
@@ -155,7 +156,7 @@ struct World<'a> {
     server: floor::Server,
     agents: Vec<AgentSlot>,
     workload: Workload,
-    msgs: BTreeMap<u32, MsgInfo>,
+    msgs: open::OpenMsgs,
     next_msg: u32,
     server_rng: ChaCha8Rng,
     wake: Option<(u64, EventKey)>,
@@ -219,7 +220,7 @@ pub fn simulate(
         server,
         agents,
         workload: p.new_workload(seed),
-        msgs: BTreeMap::new(),
+        msgs: open::OpenMsgs::default(),
         next_msg: 0,
         server_rng: stream(seed, 2),
         wake: None,
@@ -269,7 +270,7 @@ impl World<'_> {
             }
         }
         // Hung inferences keep messages open: close them now.
-        let open: Vec<u32> = self.msgs.keys().copied().collect();
+        let open = self.msgs.numbers();
         for m in open {
             self.finish_msg(m);
         }
@@ -294,8 +295,13 @@ impl World<'_> {
             Ev::AgentIn { agent, inc, msg } => self.agent_in(now, agent, inc, msg),
             Ev::Timer { agent, inc, msg } => {
                 if self.agents[agent as usize].inc == inc {
-                    let id = self.id_of(msg);
-                    self.feed(agent, agent::Input::Timer { msg_id: &id });
+                    let id = self.wire_id(msg);
+                    self.feed(
+                        agent,
+                        agent::Input::Timer {
+                            msg_id: id.as_str(),
+                        },
+                    );
                 }
             }
             Ev::InferDone { agent, msg } => self.infer_done(agent, msg),
