@@ -129,21 +129,21 @@ pub enum Output {
     /// inference of `infer_us`.
     Reply {
         msg: ClientMsg,
-        parent: String,
+        parent: Arc<str>,
         infer_us: u64,
     },
     /// The agent decided to answer `msg_id` (its `respond_p` drew yes, it
     /// was a DM or an @mention, or a scripted inference started).
-    Wants { msg_id: String },
+    Wants { msg_id: Arc<str> },
     /// Feed [`Input::Timer`] for `msg_id` at driver time `at_us`.
     SetTimer {
-        msg_id: String,
+        msg_id: Arc<str>,
         at_us: u64,
         kind: TimerKind,
     },
     /// An inference started; `end` says what to feed later.
     Infer {
-        msg_id: String,
+        msg_id: Arc<str>,
         started_at: i64,
         duration_us: u64,
         end: InferenceEnd,
@@ -152,21 +152,24 @@ pub enum Output {
     /// The running inference of `msg_id` stops (YIELD, or an earlier
     /// claim): cancel its end. It ran `ran_us`.
     Abort {
-        msg_id: String,
+        msg_id: Arc<str>,
         winner: String,
         ran_us: u64,
     },
     /// The inference of `msg_id` finished (before its [`Output::Reply`]).
-    Done { msg_id: String },
+    Done { msg_id: Arc<str> },
     /// Decided not to infer.
-    Skip { msg_id: String, reason: SkipReason },
+    Skip {
+        msg_id: Arc<str>,
+        reason: SkipReason,
+    },
     /// The agent is no longer busy with `msg_id`: not waiting, not
     /// inferring, not rechecking.
-    Idle { msg_id: String },
+    Idle { msg_id: Arc<str> },
     /// At a crash: the inference of `msg_id`, running for `ran_us` (hung
     /// if `hung`), is lost; cancel its end.
     Lost {
-        msg_id: String,
+        msg_id: Arc<str>,
         ran_us: u64,
         hung: bool,
     },
@@ -202,7 +205,7 @@ pub struct Agent {
     /// The messages the agent is busy with, by id: a handful at a time, so
     /// a flat sorted vector (no tree node allocated per message; iterated
     /// in id order like a `BTreeMap`).
-    slots: LiteMap<String, Slot>,
+    slots: LiteMap<Arc<str>, Slot>,
     /// Duration and ignore-yield of the inference being started by
     /// [`Input::StartNow`].
     forced: Option<(u64, bool)>,
@@ -280,12 +283,11 @@ impl Agent {
                 duration_us,
                 ignore_yield,
             } => {
-                let slot = self.slots.entry(msg_id.to_string()).or_default();
+                let id = self.key_of(msg_id).unwrap_or_else(|| Arc::from(msg_id));
+                let slot = self.slots.entry(id.clone()).or_default();
                 if !slot.busy {
                     slot.busy = true;
-                    out.push(Output::Wants {
-                        msg_id: msg_id.to_string(),
-                    });
+                    out.push(Output::Wants { msg_id: id });
                 }
                 self.forced = Some((duration_us, ignore_yield));
                 self.call_client(now_us, out, |c, _, a| {
@@ -387,12 +389,13 @@ impl Agent {
         } else {
             to
         };
-        out.push(Output::Wants {
-            msg_id: msg_id.to_string(),
-        });
-        self.slots.entry(msg_id.to_string()).or_default().busy = true;
+        // One shared id for the slot, the client's track and every
+        // output about the message.
+        let id = self.key_of(msg_id).unwrap_or_else(|| Arc::from(msg_id));
+        out.push(Output::Wants { msg_id: id.clone() });
+        self.slots.entry(id.clone()).or_default().busy = true;
         self.call_client(now, out, |c, t, a| {
-            c.on_message(t, msg_id, reply_to, exempt, a)
+            c.on_message_shared(t, id, reply_to, exempt, a)
         });
         self.settle(msg_id, out);
     }
@@ -430,7 +433,7 @@ impl Agent {
                     self.start_inference(now, msg_id, started_at, out);
                 }
                 Action::Abort { msg_id, winner } => {
-                    let Some(slot) = self.slots.get_mut(&msg_id) else {
+                    let Some(slot) = self.slots.get_mut(&*msg_id) else {
                         continue;
                     };
                     match slot.running {
@@ -438,7 +441,7 @@ impl Agent {
                         Some(r) if !r.hung => {
                             slot.running = None;
                             if !slot.busy {
-                                self.slots.remove(&msg_id);
+                                self.slots.remove(&*msg_id);
                             }
                             out.push(Output::Abort {
                                 msg_id,
@@ -460,7 +463,7 @@ impl Agent {
     fn start_inference(
         &mut self,
         now: u64,
-        msg_id: String,
+        msg_id: Arc<str>,
         started_at: i64,
         out: &mut Vec<Output>,
     ) {
@@ -491,7 +494,7 @@ impl Agent {
             dur_us: dur,
             hung,
         };
-        match self.slots.get_mut(&msg_id) {
+        match self.slots.get_mut(&*msg_id) {
             Some(slot) => slot.running = Some(running),
             None => {
                 let slot = Slot {
@@ -523,12 +526,12 @@ impl Agent {
         let Some(r) = slot.running.take() else {
             return;
         };
-        if !slot.busy {
+        let busy = slot.busy;
+        let id = self.key_of(msg_id).unwrap_or_else(|| Arc::from(msg_id));
+        if !busy {
             self.slots.remove(msg_id);
         }
-        out.push(Output::Done {
-            msg_id: msg_id.to_string(),
-        });
+        out.push(Output::Done { msg_id: id.clone() });
         let me = self.id();
         let mut content = String::with_capacity(20 + msg_id.len() + me.len());
         content.push_str("answer to ");
@@ -549,7 +552,7 @@ impl Agent {
             match action {
                 Action::Send(msg @ ClientMsg::Msg { .. }) => out.push(Output::Reply {
                     msg,
-                    parent: msg_id.to_string(),
+                    parent: id.clone(),
                     infer_us: r.dur_us,
                 }),
                 other => {
@@ -583,6 +586,12 @@ impl Agent {
         out.push(Output::Crashed);
     }
 
+    /// The shared id of the slot for `msg_id`, if there is one.
+    fn key_of(&self, msg_id: &str) -> Option<Arc<str>> {
+        let i = self.slots.find_index(msg_id).ok()?;
+        self.slots.get_indexed(i).map(|(k, _)| k.clone())
+    }
+
     /// If the agent is no longer busy with `msg_id`, say so.
     fn settle(&mut self, msg_id: &str, out: &mut Vec<Output>) {
         let Some(slot) = self.slots.get(msg_id) else {
@@ -591,10 +600,10 @@ impl Agent {
         if !slot.busy || slot.running.is_some() || self.client.is_tracking(msg_id) {
             return;
         }
-        self.slots.remove(msg_id);
-        out.push(Output::Idle {
-            msg_id: msg_id.to_string(),
-        });
+        if let Some(id) = self.key_of(msg_id) {
+            self.slots.remove(msg_id);
+            out.push(Output::Idle { msg_id: id });
+        }
     }
 }
 

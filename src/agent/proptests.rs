@@ -86,17 +86,17 @@ impl Driver {
                 Output::Wants { msg_id } => {
                     // A second relay of a message it is busy with draws
                     // again (the simulator never sends one).
-                    self.busy.insert(msg_id.clone(), true);
+                    self.busy.insert(msg_id.to_string(), true);
                 }
                 Output::Idle { msg_id } => {
-                    let was = self.busy.remove(msg_id);
+                    let was = self.busy.remove(&**msg_id);
                     prop_assert_eq!(was, Some(true), "Idle for {} not busy", msg_id);
                     prop_assert!(!self.agent.is_busy(msg_id));
                 }
                 Output::SetTimer { msg_id, at_us, .. } => {
                     prop_assert!(*at_us >= self.now);
-                    prop_assert!(self.busy.contains_key(msg_id));
-                    self.at(*at_us, Due::Timer(msg_id.clone()));
+                    prop_assert!(self.busy.contains_key(&**msg_id));
+                    self.at(*at_us, Due::Timer(msg_id.to_string()));
                 }
                 Output::Send(ClientMsg::RespondingTo {
                     msg_id, started_at, ..
@@ -106,27 +106,27 @@ impl Driver {
                 }
                 Output::Send(other) => prop_assert!(false, "unexpected send {:?}", other),
                 Output::Infer { msg_id, end, .. } => {
-                    prop_assert!(!self.running.contains_key(msg_id));
+                    prop_assert!(!self.running.contains_key(&**msg_id));
                     let key = match *end {
-                        InferenceEnd::DoneAt(t) => Some(self.at(t, Due::Done(msg_id.clone()))),
+                        InferenceEnd::DoneAt(t) => Some(self.at(t, Due::Done(msg_id.to_string()))),
                         InferenceEnd::CrashAt(t) => Some(self.at(t, Due::Crash)),
                         InferenceEnd::Hang => None,
                     };
-                    self.running.insert(msg_id.clone(), key);
+                    self.running.insert(msg_id.to_string(), key);
                 }
                 Output::Abort { msg_id, .. } | Output::Lost { msg_id, .. } => {
-                    let key = self.running.remove(msg_id);
+                    let key = self.running.remove(&**msg_id);
                     prop_assert!(key.is_some(), "{:?} of no inference", o);
                     if let Some(Some(k)) = key {
                         self.due.remove(&k);
                     }
                 }
                 Output::Done { msg_id } => {
-                    prop_assert!(self.running.remove(msg_id).is_some());
-                    last_done = Some(msg_id.clone());
+                    prop_assert!(self.running.remove(&**msg_id).is_some());
+                    last_done = Some(msg_id.to_string());
                 }
                 Output::Reply { parent, .. } => {
-                    prop_assert_eq!(Some(parent), last_done.as_ref());
+                    prop_assert_eq!(Some(parent.to_string()), last_done.clone());
                     last_done = None;
                 }
                 Output::Skip { .. } => {}

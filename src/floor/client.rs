@@ -37,6 +37,7 @@
 //! not tracked (stale timers, late server messages) do nothing.
 
 use litemap::LiteMap;
+use std::sync::Arc;
 
 use crate::floor::policy::{PolicyKind, Rules};
 use crate::floor::wire::{ClientMsg, ServerMsg, Stamp};
@@ -69,19 +70,22 @@ pub enum SkipReason {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     /// Wait a CSMA delay (the caller samples it), then call `on_timer`.
-    StartCsma { msg_id: String },
+    StartCsma { msg_id: Arc<str> },
     /// Call `on_timer` when the LOCAL clock reaches `at_ms` (recheck: seen + TTL).
-    WakeAt { msg_id: String, at_ms: i64 },
+    WakeAt { msg_id: Arc<str>, at_ms: i64 },
     /// Send to the server.
     Send(ClientMsg),
     /// Start inference (the caller samples its duration), later call
     /// `on_inference_done`.
-    StartInference { msg_id: String, started_at: i64 },
+    StartInference { msg_id: Arc<str>, started_at: i64 },
     /// Abort the running inference (YIELD, or an earlier relayed claim
     /// under `spec`/`tombstone`); `winner` is the agent that has the floor.
-    Abort { msg_id: String, winner: String },
+    Abort { msg_id: Arc<str>, winner: String },
     /// Decided not to infer.
-    Skip { msg_id: String, reason: SkipReason },
+    Skip {
+        msg_id: Arc<str>,
+        reason: SkipReason,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,6 +104,8 @@ enum Phase {
 
 #[derive(Debug, Clone)]
 struct Track {
+    /// The message's id, shared with every action about it.
+    id: Arc<str>,
     reply_to: String,
     phase: Phase,
     /// Local time the latest claim for this message was seen.
@@ -116,7 +122,7 @@ pub struct Client {
     ttl: i64,
     /// The messages being handled, by id: a handful at a time, so a flat
     /// sorted vector (no tree node allocated per message).
-    msgs: LiteMap<String, Track>,
+    msgs: LiteMap<Arc<str>, Track>,
 }
 
 impl Client {
@@ -150,10 +156,27 @@ impl Client {
         if self.msgs.contains_key(msg_id) {
             return;
         }
+        self.on_message_shared(now_ms, Arc::from(msg_id), reply_to, exempt, out);
+    }
+
+    /// [`on_message`](Self::on_message) with the id already shared: every
+    /// action about the message carries this one `Arc` (a driver that
+    /// keeps the id too allocates it once).
+    pub fn on_message_shared(
+        &mut self,
+        now_ms: i64,
+        msg_id: Arc<str>,
+        reply_to: &str,
+        exempt: bool,
+        out: &mut Vec<Action>,
+    ) {
+        if self.msgs.contains_key(&*msg_id) {
+            return;
+        }
         let exempt = exempt || reply_to.starts_with('@');
         let phase = if exempt {
             out.push(Action::StartInference {
-                msg_id: msg_id.to_string(),
+                msg_id: msg_id.clone(),
                 started_at: now_ms,
             });
             Phase::Inferring {
@@ -163,13 +186,14 @@ impl Client {
             }
         } else {
             out.push(Action::StartCsma {
-                msg_id: msg_id.to_string(),
+                msg_id: msg_id.clone(),
             });
             Phase::Csma
         };
         self.msgs.insert(
-            msg_id.to_string(),
+            msg_id.clone(),
             Track {
+                id: msg_id,
                 reply_to: reply_to.to_string(),
                 phase,
                 last_claim_seen: None,
@@ -195,14 +219,14 @@ impl Client {
                     self.msgs.remove(msg_id);
                 } else if let (true, Some(at_ms)) = (claim_live, believed_until) {
                     out.push(Action::WakeAt {
-                        msg_id: msg_id.to_string(),
+                        msg_id: t.id.clone(),
                         at_ms,
                     });
                 } else if t.rechecks < self.cfg.max_rechecks {
                     t.rechecks += 1;
                     t.phase = Phase::Csma;
                     out.push(Action::StartCsma {
-                        msg_id: msg_id.to_string(),
+                        msg_id: t.id.clone(),
                     });
                 } else {
                     self.msgs.remove(msg_id);
@@ -211,19 +235,19 @@ impl Client {
             Phase::Csma => {
                 if t.response_seen {
                     out.push(Action::Skip {
-                        msg_id: msg_id.to_string(),
+                        msg_id: t.id.clone(),
                         reason: SkipReason::SeenResponse,
                     });
                     self.msgs.remove(msg_id);
                 } else if let (true, Some(at_ms)) = (claim_live, believed_until) {
                     out.push(Action::Skip {
-                        msg_id: msg_id.to_string(),
+                        msg_id: t.id.clone(),
                         reason: SkipReason::SeenClaim,
                     });
                     if self.cfg.recheck_on_expiry && t.rechecks < self.cfg.max_rechecks {
                         t.phase = Phase::Recheck;
                         out.push(Action::WakeAt {
-                            msg_id: msg_id.to_string(),
+                            msg_id: t.id.clone(),
                             at_ms,
                         });
                     } else {
@@ -243,7 +267,7 @@ impl Client {
                         }));
                     }
                     out.push(Action::StartInference {
-                        msg_id: msg_id.to_string(),
+                        msg_id: t.id.clone(),
                         started_at: now_ms,
                     });
                 }
@@ -275,20 +299,22 @@ impl Client {
                 channel: reply_to.to_string(),
             }));
         }
+        let id: Arc<str> = match self.msgs.get(msg_id) {
+            Some(t) => t.id.clone(),
+            None => Arc::from(msg_id),
+        };
         out.push(Action::StartInference {
-            msg_id: msg_id.to_string(),
+            msg_id: id.clone(),
             started_at,
         });
-        let track = self
-            .msgs
-            .entry(msg_id.to_string())
-            .or_insert_with(|| Track {
-                reply_to: reply_to.to_string(),
-                phase: Phase::Csma,
-                last_claim_seen: None,
-                response_seen: false,
-                rechecks: 0,
-            });
+        let track = self.msgs.entry(id.clone()).or_insert_with(|| Track {
+            id,
+            reply_to: reply_to.to_string(),
+            phase: Phase::Csma,
+            last_claim_seen: None,
+            response_seen: false,
+            rechecks: 0,
+        });
         track.phase = Phase::Inferring {
             started_at,
             exempt,
@@ -360,7 +386,7 @@ impl Client {
             && (started_at, from) < (Stamp::Int(own), self.cfg.id.as_str())
         {
             out.push(Action::Abort {
-                msg_id: msg_id.to_string(),
+                msg_id: t.id.clone(),
                 winner: from.to_string(),
             });
             self.msgs.remove(msg_id);
@@ -411,7 +437,7 @@ impl Client {
             )
         {
             out.push(Action::Abort {
-                msg_id: msg_id.to_string(),
+                msg_id: t.id.clone(),
                 winner: winner.to_string(),
             });
             self.msgs.remove(msg_id);

@@ -494,9 +494,9 @@ proptest! {
             }
             for a in &out {
                 match a {
-                    Action::StartCsma { msg_id } | Action::WakeAt { msg_id, .. } => { timers.insert(msg_id.clone(), ()); }
-                    Action::StartInference { msg_id, .. } => { inferring.insert(msg_id.clone()); }
-                    Action::Abort { msg_id, .. } => { prop_assert!(inferring.remove(msg_id)); }
+                    Action::StartCsma { msg_id } | Action::WakeAt { msg_id, .. } => { timers.insert(msg_id.to_string(), ()); }
+                    Action::StartInference { msg_id, .. } => { inferring.insert(msg_id.to_string()); }
+                    Action::Abort { msg_id, .. } => { prop_assert!(inferring.remove(&**msg_id)); }
                     Action::Send(ClientMsg::Msg { in_reply_to: Some(r), .. }) => { prop_assert!(inferring.remove(r)); }
                     Action::Send(ClientMsg::RespondingTo { .. }) => prop_assert!(policy != PolicyKind::None),
                     _ => {}
@@ -511,7 +511,7 @@ proptest! {
                 out.clear();
                 c.on_timer(now, &id, &mut out);
                 for a in &out {
-                    if let Action::StartInference { msg_id, .. } = a { inferring.insert(msg_id.clone()); }
+                    if let Action::StartInference { msg_id, .. } = a { inferring.insert(msg_id.to_string()); }
                 }
             }
         }

@@ -929,14 +929,14 @@ impl Driver<'_> {
                     msg_id,
                     at_us,
                     kind,
-                } => self.on_set_timer(a, msg_id, at_us, kind),
+                } => self.on_set_timer(a, msg_id.to_string(), at_us, kind),
                 Output::Infer {
                     msg_id,
                     started_at,
                     duration_us: _,
                     end,
                     ignore_yield,
-                } => self.on_infer(a, msg_id, started_at, end, ignore_yield),
+                } => self.on_infer(a, msg_id.to_string(), started_at, end, ignore_yield),
                 Output::Abort {
                     msg_id,
                     winner,
@@ -1078,7 +1078,7 @@ fn finished_replies(out: &[Output]) -> BTreeMap<String, (String, u64)> {
                 msg: ClientMsg::Msg { id: Some(id), .. },
                 parent,
                 infer_us,
-            } => Some((parent.clone(), (id.clone(), *infer_us))),
+            } => Some((parent.to_string(), (id.clone(), *infer_us))),
             _ => None,
         })
         .collect()
