@@ -316,7 +316,10 @@ impl Agent {
         let t = self.local_ms(now);
         let mut actions = self.take_actions();
         f(&mut self.client, t, &mut actions);
-        self.apply(now, &mut actions, out);
+        // Most server messages change nothing: skip the empty carry-out.
+        if !actions.is_empty() {
+            self.apply(now, &mut actions, out);
+        }
         self.actions = actions;
     }
 
