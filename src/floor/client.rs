@@ -324,6 +324,10 @@ impl Client {
 
     /// Any server message delivered to this agent.
     pub fn on_server_msg(&mut self, now_ms: i64, msg: &ServerMsg, out: &mut Vec<Action>) {
+        // Every message below only matters for a tracked message.
+        if self.msgs.is_empty() {
+            return;
+        }
         match msg {
             ServerMsg::RespondingTo {
                 msg_id,

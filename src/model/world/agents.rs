@@ -28,8 +28,10 @@ impl World<'_> {
         self.agents[a as usize]
             .actor
             .handle(now, input, &mut outputs);
-        for o in outputs.drain(..) {
-            self.carry_out(a, o);
+        if !outputs.is_empty() {
+            for o in outputs.drain(..) {
+                self.carry_out(a, o);
+            }
         }
         self.outputs = outputs;
     }
