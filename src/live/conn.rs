@@ -180,6 +180,13 @@ fn connect_error(url: &str, e: &WsError) -> String {
              trusted CA (unknown issuer); for a private or self-signed server, give its CA \
              certificate with --ca-cert FILE"
         ),
+        // A self-signed certificate made as a CA (CA:TRUE, what `openssl
+        // req -x509` gives by default) is refused as a server certificate.
+        Some(c) if format!("{c:?}").contains("CaUsedAsEndEntity") => format!(
+            "cannot connect to {url}: TLS: the server's certificate is a CA certificate \
+             (CA:TRUE), which is refused as a server certificate; give the server a \
+             certificate signed by that CA, or a self-signed one with CA:FALSE"
+        ),
         Some(c) => {
             format!("cannot connect to {url}: TLS: the server's certificate was refused: {c}")
         }
