@@ -370,7 +370,7 @@ fn wss_against_a_tls_server_with_a_private_ca() {
     assert_eq!(num(&runs, "claims"), 60.0, "{runs}");
     assert_eq!(num(&runs, "yields"), 48.0, "{runs}");
     let live = read(&dir.join("live.csv"));
-    assert_eq!(column(&live, "url"), [wss.clone()]);
+    assert_eq!(column(&live, "url"), std::slice::from_ref(&wss));
     assert!(num(&live, "link_delay_samples") > 0.0);
     // Refused connections: exit 1 (not bad input), one line, no panic.
     let refused = |url: &str, ca: bool, says: &str| {

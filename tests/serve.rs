@@ -973,7 +973,7 @@ async fn tls_serves_the_same_protocol() {
     )
     .await
     .expect("answers in time");
-    let e = untrusted.err().expect("a client without the CA is refused");
+    let e = untrusted.expect_err("a client without the CA is refused");
     assert!(e.to_string().contains("certificate"), "{e}");
     let big = json!({"type": "MSG", "to": "#general", "content": "x".repeat(2000)});
     a.send(big).await;
