@@ -20,7 +20,8 @@
 //! (real time and sockets, never on the simulator's path); `arbitrate` and
 //! `serve` share one event path (`serve::events`). `live` runs the agent
 //! actors (`agent`) against a real server with real timers and measures the
-//! same metrics from what it observes (real time and sockets too).
+//! same metrics from what it observes (real time and sockets too); `tls`
+//! is their TLS (`live --url wss://`, `serve --tls-cert`).
 
 /// This build's identity: a hash of the simulation source, `Cargo.lock`,
 /// the compiler and the target (see `build.rs`). Journals and shard
@@ -41,4 +42,5 @@ pub mod scenario;
 pub mod serve;
 pub mod sweep;
 pub mod term;
+pub mod tls;
 pub mod tune;

@@ -280,6 +280,131 @@ fn keyed_identities_against_a_spawned_agentchat_server() {
     assert!(read(&dir.join("trace.jsonl")).contains("\"agent\":\"agent-000\""));
 }
 
+/// The test CA and server certificate (tests/data/tls/make.sh).
+fn tls_data(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/tls")
+        .join(name)
+}
+
+/// A spawned `herdsim serve`, killed when dropped (also when a test fails).
+struct Spawned(std::process::Child);
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `herdsim serve` with `args` on an ephemeral loopback port; the URL it
+/// prints (`scheme://127.0.0.1:PORT`).
+fn spawn_serve(args: &[&std::ffi::OsStr], scheme: &str) -> (Spawned, String) {
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("herdsim"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("serve starts");
+    let stderr = child.stderr.take().expect("stderr");
+    let server = Spawned(child);
+    let mut line = String::new();
+    BufReader::new(stderr).read_line(&mut line).expect("a line");
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with(&format!("{scheme}://")))
+        .unwrap_or_else(|| panic!("no {scheme}:// url in {line}"))
+        .to_string();
+    (server, url)
+}
+
+/// `live --url wss://` against `herdsim serve --tls-cert/--tls-key` with
+/// the test CA (tests/data/tls): the same run as over ws:// (ALL_AT_ONCE,
+/// whose outcome no timing changes); without `--ca-cert` the self-signed
+/// server is refused (exit 1, the certificate named), as is a name the
+/// certificate does not cover and a ws:// URL to the TLS server.
+#[test]
+fn wss_against_a_tls_server_with_a_private_ca() {
+    let (cert, key) = (tls_data("server.pem"), tls_data("server.key"));
+    let (_server, url) = spawn_serve(
+        &[
+            "--tls-cert".as_ref(),
+            cert.as_os_str(),
+            "--tls-key".as_ref(),
+            key.as_os_str(),
+        ],
+        "wss",
+    );
+    let port = url.rsplit(':').next().expect("a port").to_string();
+    let tmp = tempfile::tempdir().expect("tmp");
+    let sc = write(tmp.path(), "s.toml", ALL_AT_ONCE);
+    let out = tmp.path().join("out");
+    let wss = format!("wss://localhost:{port}");
+    let result = herdsim()
+        .args([
+            "live",
+            "--speed",
+            "4",
+            "--quiet",
+            "--url",
+            &wss,
+            "--ca-cert",
+        ])
+        .arg(tls_data("ca.pem"))
+        .arg("--out")
+        .arg(&out)
+        .arg(&sc)
+        .output()
+        .expect("runs");
+    assert!(
+        result.status.success(),
+        "{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    let dir = out.join("all-at-once-live");
+    let runs = read(&dir.join("runs.csv"));
+    assert_eq!(num(&runs, "duplicate_rate"), 0.0, "{runs}");
+    assert_eq!(num(&runs, "unanswered_rate"), 0.0, "{runs}");
+    assert_eq!(num(&runs, "messages"), 12.0, "{runs}");
+    assert_eq!(num(&runs, "claims"), 60.0, "{runs}");
+    assert_eq!(num(&runs, "yields"), 48.0, "{runs}");
+    let live = read(&dir.join("live.csv"));
+    assert_eq!(column(&live, "url"), std::slice::from_ref(&wss));
+    assert!(num(&live, "link_delay_samples") > 0.0);
+    // Refused connections: exit 1 (not bad input), one line, no panic.
+    let refused = |url: &str, ca: bool, says: &str| {
+        let mut cmd = herdsim();
+        cmd.args(["live", "--speed", "4", "--quiet", "--url", url]);
+        if ca {
+            cmd.arg("--ca-cert").arg(tls_data("ca.pem"));
+        }
+        let o = cmd
+            .arg("--out")
+            .arg(tmp.path().join("refused"))
+            .arg(&sc)
+            .output()
+            .expect("runs");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{url}: {err}");
+        assert!(err.starts_with("herdsim: error: "), "{err}");
+        assert!(err.contains(says), "{url}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    };
+    // Self-signed (a private CA not given): the certificate is named, and
+    // the way out (--ca-cert).
+    refused(&wss, false, "certificate");
+    refused(&wss, false, "--ca-cert");
+    // The certificate is for `localhost`, not the IP.
+    refused(
+        &format!("wss://127.0.0.1:{port}"),
+        true,
+        "not valid for name",
+    );
+    // Plain ws:// to a TLS server.
+    refused(&format!("ws://localhost:{port}"), false, "wss://");
+}
+
 #[test]
 fn bad_input_is_exit_2_with_one_message() {
     let tmp = tempfile::tempdir().expect("tmp");
@@ -288,8 +413,40 @@ fn bad_input_is_exit_2_with_one_message() {
         (vec!["--speed".into(), "0".into()], "--speed"),
         (vec!["--speed".into(), "NaN".into()], "--speed"),
         (vec!["--url".into(), "http://x".into()], "--url"),
-        // No TLS in this build: refused, not a failed connection later.
-        (vec!["--url".into(), "wss://x".into()], "wss://"),
+        // --ca-cert is for a wss:// server only.
+        (
+            vec!["--ca-cert".into(), tls_data("ca.pem").display().to_string()],
+            "--ca-cert",
+        ),
+        (
+            vec![
+                "--url".into(),
+                "ws://localhost:1".into(),
+                "--ca-cert".into(),
+                tls_data("ca.pem").display().to_string(),
+            ],
+            "--ca-cert",
+        ),
+        // A CA file that is not PEM, or is missing: named, before any
+        // connection is tried.
+        (
+            vec![
+                "--url".into(),
+                "wss://localhost:1".into(),
+                "--ca-cert".into(),
+                sc.display().to_string(),
+            ],
+            "s.toml",
+        ),
+        (
+            vec![
+                "--url".into(),
+                "wss://localhost:1".into(),
+                "--ca-cert".into(),
+                "no-such-ca.pem".into(),
+            ],
+            "no-such-ca.pem",
+        ),
         (vec!["--policy".into(), "nope".into()], "--policy"),
         (
             vec!["--set".into(), "network.loss_p=0.1".into()],

@@ -127,6 +127,33 @@ impl Drop for TestServer {
 
 type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
+/// The test CA and server certificate (tests/data/tls/make.sh).
+fn tls_data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/tls")
+        .join(name)
+}
+
+/// `wss://localhost:PORT` with the test CA trusted.
+async fn connect_tls(
+    addr: SocketAddr,
+) -> Result<
+    (
+        Ws,
+        tokio_tungstenite::tungstenite::handshake::client::Response,
+    ),
+    tokio_tungstenite::tungstenite::Error,
+> {
+    let tls = herdsim::tls::client_config(Some(&tls_data("ca.pem"))).expect("test CA loads");
+    tokio_tungstenite::connect_async_tls_with_config(
+        format!("wss://localhost:{}", addr.port()),
+        None,
+        true,
+        Some(tokio_tungstenite::Connector::Rustls(tls)),
+    )
+    .await
+}
+
 /// A test client: records every frame it receives.
 struct Client {
     ws: Ws,
@@ -145,6 +172,10 @@ impl Client {
         .await
         .expect("connect in time")
         .expect("connects");
+        Client::over(ws)
+    }
+
+    fn over(ws: Ws) -> Client {
         Client {
             ws,
             id: String::new(),
@@ -153,19 +184,33 @@ impl Client {
         }
     }
 
+    /// Connect over TLS to `wss://localhost:PORT`, trusting the test CA.
+    async fn connect_tls(addr: SocketAddr) -> Client {
+        let (ws, _) = tokio::time::timeout(WAIT, connect_tls(addr))
+            .await
+            .expect("connect in time")
+            .expect("connects");
+        Client::over(ws)
+    }
+
     /// Connect and IDENTIFY without a key; the id is the name.
     async fn named(addr: SocketAddr, name: &str) -> Client {
-        let mut c = Client::connect(addr).await;
-        c.send(json!({"type": "IDENTIFY", "name": name})).await;
-        let w = c.next().await;
+        let c = Client::connect(addr).await;
+        c.identify(name).await
+    }
+
+    /// IDENTIFY without a key; the id is the name.
+    async fn identify(mut self, name: &str) -> Client {
+        self.send(json!({"type": "IDENTIFY", "name": name})).await;
+        let w = self.next().await;
         assert_eq!(w["type"], "WELCOME", "{w}");
-        c.id = w["agent_id"]
+        self.id = w["agent_id"]
             .as_str()
             .unwrap_or("")
             .trim_start_matches('@')
             .to_string();
-        assert_eq!(c.id, name);
-        c
+        assert_eq!(self.id, name);
+        self
     }
 
     async fn send(&mut self, v: Value) {
@@ -863,6 +908,158 @@ async fn hostile_frames_never_panic_the_server() {
         }
     }
     srv.stop();
+}
+
+/// `wss://`: the same protocol behind TLS (test CA, tests/data/tls): the
+/// handshake, a relayed message, arbitration, and an oversized frame
+/// (whose unread rest is drained through the TLS layer before the close);
+/// a plain `ws://` client or one that does not trust the CA gets no
+/// connection, and the server serves on.
+#[tokio::test]
+async fn tls_serves_the_same_protocol() {
+    let mut opts = options(PolicyKind::Spec);
+    opts.limits.max_frame_bytes = 1024;
+    opts.tls = Some(
+        herdsim::tls::server_config(&tls_data("server.pem"), &tls_data("server.key"))
+            .expect("test certificate loads"),
+    );
+    let srv = start(opts);
+    let mut op = Client::connect_tls(srv.addr)
+        .await
+        .identify("operator")
+        .await;
+    let mut a = Client::connect_tls(srv.addr)
+        .await
+        .identify("agent-a")
+        .await;
+    let mut b = Client::connect_tls(srv.addr)
+        .await
+        .identify("agent-b")
+        .await;
+    for c in [&mut op, &mut a, &mut b] {
+        c.join("#general").await;
+    }
+    op.send(json!({"type": "MSG", "id": "m1", "to": "#general", "content": "over TLS"}))
+        .await;
+    assert_eq!(a.expect("MSG").await["content"], "over TLS");
+    assert_eq!(b.expect("MSG").await["id"], "m1");
+    a.send(claim("m1", 100)).await;
+    assert_eq!(b.expect("RESPONDING_TO").await["from"], "agent-a");
+    b.send(claim("m1", 200)).await;
+    loop {
+        let v = b.next().await;
+        if v["type"] == "YIELD" {
+            break;
+        }
+    }
+    // Not TLS, or TLS without the CA: refused at the handshake.
+    let plain = tokio::time::timeout(
+        WAIT,
+        tokio_tungstenite::connect_async(format!("ws://{}", srv.addr)),
+    )
+    .await
+    .expect("answers in time");
+    assert!(plain.is_err(), "a ws:// client got a connection");
+    let untrusted = tokio::time::timeout(
+        WAIT,
+        tokio_tungstenite::connect_async_tls_with_config(
+            format!("wss://localhost:{}", srv.addr.port()),
+            None,
+            true,
+            Some(tokio_tungstenite::Connector::Rustls(
+                herdsim::tls::client_config(None).expect("roots"),
+            )),
+        ),
+    )
+    .await
+    .expect("answers in time");
+    let e = untrusted.expect_err("a client without the CA is refused");
+    assert!(e.to_string().contains("certificate"), "{e}");
+    let big = json!({"type": "MSG", "to": "#general", "content": "x".repeat(2000)});
+    a.send(big).await;
+    let e = loop {
+        // (b's claim, relayed to a, may come first)
+        let v = a.next().await;
+        if v["type"] == "ERROR" {
+            break v;
+        }
+    };
+    assert_eq!(e["code"], "FRAME_TOO_LARGE", "{e}");
+    assert_eq!(a.closed().await, Some(CloseCode::Size));
+    b.send(json!({"type": "PING"})).await;
+    loop {
+        if b.next().await["type"] == "PONG" {
+            break;
+        }
+    }
+    let report = srv.stop();
+    assert_eq!(report.stats.yields, 1);
+}
+
+/// The binary with `--tls-cert/--tls-key` listens on `wss://`; the two
+/// flags go together and a bad file is bad input naming it.
+#[test]
+fn tls_flags() {
+    let cert = tls_data("server.pem");
+    let key = tls_data("server.key");
+    let (dir, _) = temp_log("unused");
+    let garbage = dir.path().join("garbage.pem");
+    std::fs::write(&garbage, "not PEM").expect("write");
+    let missing = dir.path().join("missing.pem");
+    let other = tls_data("other.key");
+    let run = |args: &[&std::ffi::OsStr]| {
+        assert_cmd::Command::cargo_bin("herdsim")
+            .expect("binary")
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .output()
+            .expect("runs")
+    };
+    let cases: Vec<(Vec<&std::ffi::OsStr>, String)> = vec![
+        (
+            vec!["--tls-cert".as_ref(), cert.as_os_str()],
+            "--tls-key".into(),
+        ),
+        (
+            vec!["--tls-key".as_ref(), key.as_os_str()],
+            "--tls-cert".into(),
+        ),
+        (
+            vec![
+                "--tls-cert".as_ref(),
+                garbage.as_os_str(),
+                "--tls-key".as_ref(),
+                key.as_os_str(),
+            ],
+            garbage.display().to_string(),
+        ),
+        (
+            vec![
+                "--tls-cert".as_ref(),
+                cert.as_os_str(),
+                "--tls-key".as_ref(),
+                missing.as_os_str(),
+            ],
+            missing.display().to_string(),
+        ),
+        (
+            vec![
+                "--tls-cert".as_ref(),
+                cert.as_os_str(),
+                "--tls-key".as_ref(),
+                other.as_os_str(),
+            ],
+            "--tls-key".into(),
+        ),
+    ];
+    for (args, named) in cases {
+        let out = run(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.starts_with("herdsim: error: "), "{err}");
+        assert!(err.contains(&named), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
 }
 
 #[test]

@@ -11,9 +11,12 @@ use std::process::ExitCode;
 pub struct Args {
     /// Scenario file (TOML). Without it, the built-in default scenario.
     pub scenario: Option<PathBuf>,
-    /// The chat server (ws://HOST:PORT). Without it, an embedded `herdsim serve` on a free loopback port.
+    /// The chat server (ws://HOST:PORT, or wss://HOST[:PORT] over TLS). Without it, an embedded `herdsim serve` on a free loopback port.
     #[arg(long)]
     pub url: Option<String>,
+    /// With a wss:// --url: also trust the CA certificate(s) in FILE (PEM), besides the built-in public roots (for a self-signed or private server).
+    #[arg(long, value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
     /// Scenario time runs this many times faster than real time (every scenario duration is divided by it).
     #[arg(long, default_value_t = 100.0)]
     pub speed: f64,
@@ -61,6 +64,7 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         reps: args.reps,
         policy: args.policy,
         url: args.url,
+        ca_cert: args.ca_cert,
         speed: args.speed,
         out: args.out,
         keyed: args.keyed,

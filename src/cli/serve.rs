@@ -43,6 +43,13 @@ pub struct Args {
     /// Burst size of the rate limit, in frames.
     #[arg(long, default_value_t = Limits::default().burst, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
     pub rate_burst: u32,
+    /// Serve wss:// (TLS): the server's certificate chain, PEM, its own
+    /// certificate first. Needs --tls-key. Default: plain ws://.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// Print nothing on stderr but errors.
     #[arg(long)]
     pub quiet: bool,
@@ -53,8 +60,16 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     if let Some(ttl) = args.ttl_ms {
         floor.ttl_ms = ttl;
     }
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => {
+            Some(crate::tls::server_config(cert, key).map_err(|e| CliError::bad(e.to_string()))?)
+        }
+        (None, None) => None,
+        _ => return Err(CliError::bad("--tls-cert and --tls-key go together")),
+    };
     let opts = Options {
         listen: args.listen,
+        tls,
         floor,
         limits: Limits {
             max_frame_bytes: usize::try_from(args.max_frame_bytes).unwrap_or(usize::MAX),

@@ -7,10 +7,13 @@ use ed25519_dalek::{Signer, SigningKey};
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
+use std::sync::Arc;
 use std::sync::mpsc as std_mpsc;
 use std::time::Duration;
 use tokio::sync::mpsc;
-use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::Connector;
+use tokio_tungstenite::tungstenite::error::ProtocolError;
+use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 /// How long connecting, identifying and joining may take.
 pub const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -142,16 +145,76 @@ fn refusal(url: &str, ident: &Identity, error: &Value) -> String {
     )
 }
 
+/// The TLS client configuration of a `wss://` URL: `tls`, else Mozilla's
+/// roots alone (a `ws://` URL needs none). Always given to the WebSocket
+/// layer, so that it never picks a TLS configuration (or crypto provider)
+/// of its own.
+fn connector(url: &str, tls: Option<&Arc<rustls::ClientConfig>>) -> Result<Connector, String> {
+    if !url.starts_with("wss://") {
+        return Ok(Connector::Plain);
+    }
+    match tls {
+        Some(c) => Ok(Connector::Rustls(c.clone())),
+        None => crate::tls::client_config(None)
+            .map(Connector::Rustls)
+            .map_err(|e| format!("{url}: {e}")),
+    }
+}
+
+/// The one-line message of a failed connection; a certificate the TLS
+/// layer refused says how to trust a private CA.
+fn connect_error(url: &str, e: &WsError) -> String {
+    let cert = match e {
+        WsError::Io(io) => io
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+            .and_then(|r| match r {
+                rustls::Error::InvalidCertificate(c) => Some(c.clone()),
+                _ => None,
+            }),
+        _ => None,
+    };
+    match cert {
+        Some(rustls::CertificateError::UnknownIssuer) => format!(
+            "cannot connect to {url}: TLS: the server's certificate is not signed by a \
+             trusted CA (unknown issuer); for a private or self-signed server, give its CA \
+             certificate with --ca-cert FILE"
+        ),
+        // A self-signed certificate made as a CA (CA:TRUE, what `openssl
+        // req -x509` gives by default) is refused as a server certificate.
+        Some(c) if format!("{c:?}").contains("CaUsedAsEndEntity") => format!(
+            "cannot connect to {url}: TLS: the server's certificate is a CA certificate \
+             (CA:TRUE), which is refused as a server certificate; give the server a \
+             certificate signed by that CA, or a self-signed one with CA:FALSE"
+        ),
+        Some(c) => {
+            format!("cannot connect to {url}: TLS: the server's certificate was refused: {c}")
+        }
+        None if url.starts_with("ws://")
+            && matches!(e, WsError::Protocol(ProtocolError::HttparseError(_))) =>
+        {
+            format!(
+                "cannot connect to {url}: {e} (the server's answer is not HTTP: if it is a \
+                 TLS server, use wss://)"
+            )
+        }
+        None => format!("cannot connect to {url}: {e}"),
+    }
+}
+
 /// Connect to `url`, identify (answering a CHALLENGE when keyed) and join
 /// `channels`. Returns the socket and the agent id the server gave.
 async fn handshake(
     url: &str,
+    tls: Option<&Arc<rustls::ClientConfig>>,
     ident: &Identity,
     channels: &[String],
 ) -> Result<(Ws, String), String> {
-    let (mut ws, _) = tokio_tungstenite::connect_async_with_config(url, None, true)
-        .await
-        .map_err(|e| format!("cannot connect to {url}: {e}"))?;
+    let connector = connector(url, tls)?;
+    let (mut ws, _) =
+        tokio_tungstenite::connect_async_tls_with_config(url, None, true, Some(connector))
+            .await
+            .map_err(|e| connect_error(url, &e))?;
     let key = ident.key.map(|k| SigningKey::from_bytes(&k));
     send_json(&mut ws, url, "IDENTIFY", &hello(ident, key.as_ref())).await?;
     let mut id = None;
@@ -236,18 +299,20 @@ fn spawn_reader(
     })
 }
 
-/// Connect to `url`, identify, join `channels`, then hand the connection
-/// to a reader and a writer task; the reader reports to `events`. Returns
-/// the agent id the server gave (WELCOME's `agent_id`, without `@`).
+/// Connect to `url` (over TLS with `tls` for `wss://`), identify, join
+/// `channels`, then hand the connection to a reader and a writer task; the
+/// reader reports to `events`. Returns the agent id the server gave
+/// (WELCOME's `agent_id`, without `@`).
 pub async fn open(
     url: &str,
+    tls: Option<&Arc<rustls::ClientConfig>>,
     ident: &Identity,
     channels: &[String],
     conn: usize,
     generation: u32,
     events: std_mpsc::Sender<Event>,
 ) -> Result<(Link, String), String> {
-    let (ws, id) = tokio::time::timeout(SETUP_TIMEOUT, handshake(url, ident, channels))
+    let (ws, id) = tokio::time::timeout(SETUP_TIMEOUT, handshake(url, tls, ident, channels))
         .await
         .map_err(|_| format!("{url}: no WELCOME/JOINED within 10 s"))??;
     let (sink, stream) = ws.split();

@@ -102,6 +102,8 @@ pub fn embedded_options(setup: &Setup, agents: usize) -> serve::Options {
         log: setup.server_log.clone(),
         operator_name: OPERATOR.into(),
         server_name: "herdsim".into(),
+        // Loopback, in-process: no TLS.
+        tls: None,
     }
 }
 
@@ -348,6 +350,7 @@ fn connect_all(
     p: &Prepared,
     handle: &tokio::runtime::Handle,
     url: &str,
+    tls: Option<&std::sync::Arc<rustls::ClientConfig>>,
     idents: &[Identity],
     tx: &mpsc::Sender<Event>,
 ) -> Result<Opened, LiveError> {
@@ -356,7 +359,15 @@ fn connect_all(
     let mut channels = Vec::with_capacity(n);
     let op_channel = vec![p.channel().to_string()];
     let (op_link, op_id) = handle
-        .block_on(conn::open(url, &idents[0], &op_channel, 0, 0, tx.clone()))
+        .block_on(conn::open(
+            url,
+            tls,
+            &idents[0],
+            &op_channel,
+            0,
+            0,
+            tx.clone(),
+        ))
         .map_err(LiveError::Failure)?;
     links.push(Some(op_link));
     let mut wire_ids = vec![op_id];
@@ -365,6 +376,7 @@ fn connect_all(
         let (link, id) = handle
             .block_on(conn::open(
                 url,
+                tls,
                 &idents[i + 1],
                 &chans,
                 i + 1,
@@ -424,7 +436,7 @@ fn drive(
     let ids: Vec<String> = p.agent_ids().to_vec();
     let idents = identities(setup.keyed, &ids);
     let (tx, rx) = mpsc::channel::<Event>();
-    let opened = connect_all(p, handle, &url, &idents, &tx)?;
+    let opened = connect_all(p, handle, &url, setup.tls.as_ref(), &idents, &tx)?;
     let names = wire_names(setup.keyed, &ids, &opened.wire_ids);
     let wiring = Wiring {
         ids,
@@ -723,12 +735,21 @@ impl Driver<'_> {
                 let conn = a + 1;
                 let generation = self.gens[conn];
                 let url = self.url.clone();
+                let tls = self.setup.tls.clone();
                 let ident = self.idents[conn].clone();
                 let chans = self.channels[a].clone();
                 let tx = self.tx.clone();
                 self.handle.spawn(async move {
-                    let ev = match conn::open(&url, &ident, &chans, conn, generation, tx.clone())
-                        .await
+                    let ev = match conn::open(
+                        &url,
+                        tls.as_ref(),
+                        &ident,
+                        &chans,
+                        conn,
+                        generation,
+                        tx.clone(),
+                    )
+                    .await
                     {
                         Ok((link, _id)) => Event::Up {
                             conn,

@@ -57,6 +57,9 @@ pub struct Setup {
     pub seed: u64,
     /// The server; None: an embedded `serve` on an ephemeral loopback port.
     pub url: Option<String>,
+    /// The TLS client configuration for a `wss://` URL (trusted roots);
+    /// None: Mozilla's roots (see [`crate::tls::client_config`]).
+    pub tls: Option<std::sync::Arc<rustls::ClientConfig>>,
     /// Ed25519 identities (keyed IDENTIFY) instead of names.
     pub keyed: bool,
     /// Record a trace.

@@ -22,6 +22,9 @@ pub struct Options {
     pub reps: Option<u32>,
     pub policy: Option<String>,
     pub url: Option<String>,
+    /// A PEM file of CA certificates trusted (besides Mozilla's roots) for
+    /// a `wss://` URL.
+    pub ca_cert: Option<PathBuf>,
     pub speed: f64,
     pub out: PathBuf,
     pub keyed: bool,
@@ -65,7 +68,7 @@ fn bad(m: impl Into<String>) -> LiveError {
 
 /// Check everything before anything runs or is written.
 pub fn check(opts: Options) -> Result<Checked, LiveError> {
-    check_flags(&opts)?;
+    let tls = check_flags(&opts)?;
     let loaded = load(&opts)?;
     let base = loaded.base()?;
     let notes = super::check_scenario(&loaded, &base)?;
@@ -82,6 +85,7 @@ pub fn check(opts: Options) -> Result<Checked, LiveError> {
         speed: opts.speed,
         seed: 0,
         url: opts.url.clone(),
+        tls,
         keyed: opts.keyed,
         trace: true,
         server_log: opts.server_log.clone(),
@@ -98,9 +102,10 @@ pub fn check(opts: Options) -> Result<Checked, LiveError> {
     })
 }
 
-/// The flags that need no scenario: `--speed`, `--url`, and
-/// `--server-log` only with the embedded server.
-fn check_flags(opts: &Options) -> Result<(), LiveError> {
+/// The flags that need no scenario: `--speed`, `--url`, `--ca-cert`
+/// only with a `wss://` URL (its file read here: the TLS configuration),
+/// and `--server-log` only with the embedded server.
+fn check_flags(opts: &Options) -> Result<Option<std::sync::Arc<rustls::ClientConfig>>, LiveError> {
     if !(opts.speed.is_finite() && opts.speed > 0.0 && opts.speed <= super::MAX_SPEED) {
         return Err(bad(format!(
             "--speed {}: must be a number above 0 and at most {}",
@@ -108,24 +113,29 @@ fn check_flags(opts: &Options) -> Result<(), LiveError> {
             super::MAX_SPEED
         )));
     }
-    if let Some(u) = &opts.url {
-        // This build has no TLS: a wss:// server is refused here rather
-        // than failing at the first connection (docs/live.md).
-        if u.starts_with("wss://") {
-            return Err(bad(format!(
-                "--url {u}: wss:// (TLS) is not supported by this build; give a ws:// server"
-            )));
-        }
-        if !u.starts_with("ws://") {
-            return Err(bad(format!("--url {u}: must start with ws://")));
-        }
-    }
+    let tls_url = match &opts.url {
+        Some(u) if u.starts_with("wss://") => true,
+        Some(u) if u.starts_with("ws://") => false,
+        Some(u) => return Err(bad(format!("--url {u}: must start with ws:// or wss://"))),
+        None => false,
+    };
     if opts.url.is_some() && opts.server_log.is_some() {
         return Err(bad(
             "--server-log: only the embedded server writes a log (drop --url or --server-log)",
         ));
     }
-    Ok(())
+    if opts.ca_cert.is_some() && !tls_url {
+        return Err(bad(
+            "--ca-cert: only for a wss:// server (--url wss://HOST[:PORT]); ws:// and the \
+             embedded server use no TLS",
+        ));
+    }
+    if !tls_url {
+        return Ok(None);
+    }
+    crate::tls::client_config(opts.ca_cert.as_deref())
+        .map(Some)
+        .map_err(|e| bad(e.to_string()))
 }
 
 /// The scenario (the file or the built-in default) with the `--set`,

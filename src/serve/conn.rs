@@ -8,6 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use ed25519_dalek::VerifyingKey;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot, watch};
 use tokio_tungstenite::WebSocketStream;
@@ -20,7 +21,7 @@ use super::hub::{ConnId, Event};
 use super::identity;
 use crate::floor::Role;
 
-/// Time allowed for the WebSocket handshake.
+/// Time allowed for the TLS (with `--tls-cert`) and WebSocket handshakes.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Time a keyed client has to answer its CHALLENGE.
 pub const CHALLENGE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -32,7 +33,27 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// unread bytes after an error) before the socket is dropped.
 const CLOSE_LINGER: Duration = Duration::from_secs(1);
 
-type Ws = WebSocketStream<TcpStream>;
+/// The byte stream under the WebSocket: the TCP connection, or TLS on it.
+trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
+
+type Ws = WebSocketStream<Box<dyn Io>>;
+
+/// The TLS handshake when the server has TLS, then the WebSocket one.
+async fn handshake(stream: TcpStream, shared: &Shared, cfg: WebSocketConfig) -> Result<Ws, String> {
+    let io: Box<dyn Io> = match &shared.tls {
+        None => Box::new(stream),
+        Some(tls) => Box::new(
+            tokio_rustls::TlsAcceptor::from(tls.clone())
+                .accept(stream)
+                .await
+                .map_err(|e| e.to_string())?,
+        ),
+    };
+    tokio_tungstenite::accept_async_with_config(io, Some(cfg))
+        .await
+        .map_err(|e| e.to_string())
+}
 
 /// A CHALLENGE waiting for its VERIFY_IDENTITY.
 struct Challenge {
@@ -120,7 +141,7 @@ pub(crate) async fn run(
     let cfg = WebSocketConfig::default()
         .max_message_size(Some(shared.limits.max_frame_bytes))
         .max_frame_size(Some(shared.limits.max_frame_bytes));
-    let handshake = tokio_tungstenite::accept_async_with_config(stream, Some(cfg));
+    let handshake = handshake(stream, &shared, cfg);
     let mut ws = tokio::select! {
         r = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake) => match r {
             Ok(Ok(ws)) => ws,
@@ -164,17 +185,11 @@ async fn linger_close(mut ws: Ws, frame: CloseFrame) {
             while let Some(Ok(_)) = ws.next().await {}
             return;
         }
-        let tcp = ws.get_mut();
+        let io = ws.get_mut();
         let mut buf = [0u8; 4096];
-        loop {
-            if tcp.readable().await.is_err() {
+        while let Ok(n) = io.read(&mut buf).await {
+            if n == 0 {
                 break;
-            }
-            match tcp.try_read(&mut buf) {
-                Ok(0) => break,
-                Ok(_) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(_) => break,
             }
         }
     })

@@ -17,14 +17,16 @@ pub fn run_foreground(opts: Options, quiet: bool) -> Result<Report, ServeError> 
     let report = rt.block_on(async move {
         let bound = bind(opts.clone()).await?;
         let addr = bound.local_addr();
+        let scheme = if opts.tls.is_some() { "wss" } else { "ws" };
         if !quiet && !addr.ip().is_loopback() {
+            let tls = if opts.tls.is_some() { "TLS" } else { "no TLS" };
             note(format_args!(
-                "herdsim serve: warning: {addr} is not a loopback address; anyone who can reach it can connect (no TLS, no authentication but the agentchat keys)"
+                "herdsim serve: warning: {addr} is not a loopback address; anyone who can reach it can connect ({tls}, no authentication but the agentchat keys)"
             ));
         }
         if !quiet {
             note(format_args!(
-                "herdsim serve: listening on ws://{addr} (policy {}, TTL {} ms); Ctrl-C to stop",
+                "herdsim serve: listening on {scheme}://{addr} (policy {}, TTL {} ms); Ctrl-C to stop",
                 opts.floor.policy.name(),
                 opts.floor.ttl_ms
             ));

@@ -7,7 +7,7 @@
 //! deterministic. The layout keeps the adaptation to the floor thin:
 //!
 //! - [`identity`]: agentchat names, Ed25519 keys, the challenge;
-//! - `conn`: one task per connection: the WebSocket, the frame-size and
+//! - `conn`: one task per connection: TLS (with `tls`), the WebSocket, the frame-size and
 //!   rate limits, IDENTIFY / VERIFY_IDENTITY / PING, which it answers
 //!   itself; every other frame goes to the hub;
 //! - `hub`: the one task that owns the `floor::Server`: it stamps each
@@ -95,6 +95,10 @@ pub struct Options {
     pub operator_name: String,
     /// The `server` field of WELCOME. Default `herdsim`.
     pub server_name: String,
+    /// Serve `wss://`: every connection starts with a TLS handshake with
+    /// this configuration (see [`crate::tls::server_config`]). Default
+    /// None: plain `ws://`.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl Default for Options {
@@ -106,6 +110,7 @@ impl Default for Options {
             log: None,
             operator_name: "operator".into(),
             server_name: "herdsim".into(),
+            tls: None,
         }
     }
 }
@@ -149,6 +154,8 @@ pub(crate) struct Shared {
     pub policy_name: &'static str,
     /// Time zero of the server clock.
     pub start: Instant,
+    /// TLS in front of the WebSocket handshake (`wss://`).
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 /// A bound, not yet running server.
@@ -213,6 +220,7 @@ impl Bound {
             server_name: opts.server_name.clone(),
             policy_name: opts.floor.policy.name(),
             start: Instant::now(),
+            tls: opts.tls.clone(),
         });
         let (events_tx, events_rx) = mpsc::channel::<hub::Event>(1024);
         let hub = hub::Hub::new(floor::Server::new(opts.floor.clone()), shared.clone(), log);
