@@ -37,11 +37,15 @@ impl World<'_> {
     }
 
     /// A server message reaches agent `a` (of incarnation `inc`).
-    pub(super) fn agent_in(&mut self, now: u64, a: u32, inc: u32, msg: Arc<ServerMsg>) {
-        let relay_of = match &*msg {
-            ServerMsg::Msg { id, .. } => self.num_of(id),
-            _ => None,
-        };
+    /// `relay_of`: the number of the relayed MSG (found when it was sent).
+    pub(super) fn agent_in(
+        &mut self,
+        now: u64,
+        a: u32,
+        inc: u32,
+        msg: Arc<ServerMsg>,
+        relay_of: Option<u32>,
+    ) {
         let slot = &self.agents[a as usize];
         if slot.inc != inc || !slot.alive {
             if let Some(m) = relay_of {

@@ -4,13 +4,15 @@
 //! stream.
 
 use super::{Ev, World};
-use crate::floor::{self, ClientMsg, ServerMsg};
+use crate::floor::{self, ClientMsg};
 use crate::model::names;
 use rand::RngExt;
 
 impl World<'_> {
     /// Send one server message down an agent's link.
-    pub(super) fn deliver(&mut self, o: floor::Delivery) {
+    /// `relay_of`: the number of the relayed message, if it is a MSG the
+    /// world knows.
+    pub(super) fn deliver(&mut self, o: floor::Delivery, relay_of: Option<u32>) {
         let now = self.eng.now();
         if self.trace.is_some() {
             self.trace_line(serde_json::json!({
@@ -19,10 +21,6 @@ impl World<'_> {
         }
         let Some(agent) = names::parse_agent(&o.to, self.agents.len()) else {
             return; // the operator (not simulated) or an unknown name
-        };
-        let relay_of = match &*o.msg {
-            ServerMsg::Msg { id, .. } => self.num_of(id),
-            _ => None,
         };
         let a = &mut self.agents[agent as usize];
         if self.p.loss_p > 0.0 && a.down_rng.random_bool(self.p.loss_p) {
@@ -53,6 +51,7 @@ impl World<'_> {
                 agent,
                 inc,
                 msg: o.msg,
+                relay_of,
             },
         );
     }

@@ -104,6 +104,8 @@ enum Ev {
         agent: u32,
         inc: u32,
         msg: Arc<ServerMsg>,
+        /// For a relayed MSG the world knows: its number.
+        relay_of: Option<u32>,
     },
     /// A CSMA timer or a recheck wake fires.
     Timer { agent: u32, inc: u32, msg: u32 },
@@ -120,6 +122,9 @@ enum Ev {
     /// Scripted event number `i`.
     Script { i: usize },
 }
+
+// Every event is moved into the queue and out again: keep it small.
+const _: () = assert!(std::mem::size_of::<Ev>() <= 32);
 
 /// An inference the world has scheduled the end of.
 struct Inference {
@@ -292,7 +297,12 @@ impl World<'_> {
                 msg,
                 infer_us,
             } => self.server_in(now, agent, *msg, infer_us),
-            Ev::AgentIn { agent, inc, msg } => self.agent_in(now, agent, inc, msg),
+            Ev::AgentIn {
+                agent,
+                inc,
+                msg,
+                relay_of,
+            } => self.agent_in(now, agent, inc, msg, relay_of),
             Ev::Timer { agent, inc, msg } => {
                 if self.agents[agent as usize].inc == inc {
                     let id = self.wire_id(msg);

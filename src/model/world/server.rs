@@ -3,7 +3,8 @@
 //! counting what reaches it.
 
 use super::{Ev, MsgInfo, World};
-use crate::floor::{ClientMsg, Input, Role};
+use crate::floor::{ClientMsg, Input, Role, ServerMsg};
+use std::sync::Arc;
 
 impl World<'_> {
     pub(super) fn server_now_ms(&self) -> u64 {
@@ -16,8 +17,23 @@ impl World<'_> {
         let mut out = std::mem::take(&mut self.out);
         out.clear();
         self.server.handle_shared(now_ms, input, &mut out);
+        // A relay to N members is N deliveries of one payload: find the
+        // relayed message's number once.
+        let mut last: Option<(*const ServerMsg, Option<u32>)> = None;
         for o in out.drain(..) {
-            self.deliver(o);
+            let p = Arc::as_ptr(&o.msg);
+            let relay_of = match last {
+                Some((q, r)) if q == p => r,
+                _ => {
+                    let r = match &*o.msg {
+                        ServerMsg::Msg { id, .. } => self.num_of(id),
+                        _ => None,
+                    };
+                    last = Some((p, r));
+                    r
+                }
+            };
+            self.deliver(o, relay_of);
         }
         self.out = out;
         self.schedule_wake();
