@@ -369,6 +369,32 @@ enum Dest {
     Dm(String),
 }
 
+/// The members of one channel: a set kept as a sorted list, so a relay
+/// walks contiguous memory and skips its sender by position. Ids join
+/// mostly in order (the simulator's are numbered), so an insert is
+/// usually a push.
+#[derive(Debug, Clone, Default)]
+struct Members(Vec<Arc<str>>);
+
+impl Members {
+    /// `Ok(position)` of `agent`, or `Err(where it would go)`.
+    fn find(&self, agent: &str) -> Result<usize, usize> {
+        self.0.binary_search_by(|m| (**m).cmp(agent))
+    }
+
+    fn insert(&mut self, agent: String) {
+        if let Err(i) = self.find(&agent) {
+            self.0.insert(i, Arc::from(agent));
+        }
+    }
+
+    fn remove(&mut self, agent: &str) {
+        if let Ok(i) = self.find(agent) {
+            self.0.remove(i);
+        }
+    }
+}
+
 /// The arbitration server. See the module docs.
 #[derive(Debug, Clone)]
 pub struct Server {
@@ -377,7 +403,7 @@ pub struct Server {
     /// The last handled time.
     now: u64,
     /// channel -> members.
-    members: BTreeMap<String, BTreeSet<Arc<str>>>,
+    members: BTreeMap<String, Members>,
     /// agent -> channels it is in.
     joined: BTreeMap<String, BTreeSet<String>>,
     /// channel -> msg_id -> claim (live or tombstone marker).
@@ -705,7 +731,9 @@ impl Server {
     }
 
     pub fn is_member(&self, agent: &str, channel: &str) -> bool {
-        self.members.get(channel).is_some_and(|m| m.contains(agent))
+        self.members
+            .get(channel)
+            .is_some_and(|m| m.find(agent).is_ok())
     }
 
     /// The members of a channel, in id order.
@@ -713,7 +741,7 @@ impl Server {
         self.members
             .get(channel)
             .into_iter()
-            .flat_map(|m| m.iter().map(|a| &**a))
+            .flat_map(|m| m.0.iter().map(|a| &**a))
     }
 
     /// Live claims tracked (tombstone markers excluded).
@@ -784,23 +812,30 @@ impl Server {
         });
     }
 
-    /// Send `msg` to every member of `channel` but `except`.
+    /// Send `msg` to every member of `channel` but `except`, in id order.
     fn fan_out(&mut self, channel: &str, except: &str, msg: ServerMsg, out: &mut Vec<Delivery>) {
         let Some(members) = self.members.get(channel) else {
             return;
         };
-        let before = out.len();
+        // The members before and after `except` (two slices of the sorted
+        // list): no comparison per member.
+        let (before, after) = match members.find(except) {
+            Ok(i) => (&members.0[..i], &members.0[i + 1..]),
+            Err(_) => (&members.0[..], &[][..]),
+        };
+        let n = before.len() + after.len();
+        self.stats.relayed += n as u64;
+        if n == 0 {
+            return;
+        }
         let msg = Arc::new(msg);
-        out.extend(
-            members
-                .iter()
-                .filter(|m| &***m != except)
-                .map(|m| Delivery {
-                    to: Arc::clone(m),
-                    msg: Arc::clone(&msg),
-                }),
-        );
-        self.stats.relayed += (out.len() - before) as u64;
+        out.reserve(n);
+        for part in [before, after] {
+            out.extend(part.iter().map(|m| Delivery {
+                to: Arc::clone(m),
+                msg: Arc::clone(&msg),
+            }));
+        }
     }
 
     /// YIELD to `to` for `(channel, msg_id)`.
@@ -866,16 +901,13 @@ impl Server {
             .entry(agent.clone())
             .or_default()
             .insert(channel.clone());
-        self.members
-            .entry(channel)
-            .or_default()
-            .insert(Arc::from(agent));
+        self.members.entry(channel).or_default().insert(agent);
     }
 
     fn leave(&mut self, agent: &str, channel: &str) {
         if let Some(m) = self.members.get_mut(channel) {
             m.remove(agent);
-            if m.is_empty() {
+            if m.0.is_empty() {
                 self.members.remove(channel);
             }
         }
@@ -900,7 +932,7 @@ impl Server {
         for channel in &channels {
             if let Some(m) = self.members.get_mut(channel) {
                 m.remove(agent);
-                if m.is_empty() {
+                if m.0.is_empty() {
                     self.members.remove(channel);
                 }
             }
