@@ -313,7 +313,8 @@ pub struct ClaimInfo<'a> {
 
 #[derive(Debug, Clone)]
 struct Claim {
-    holder: String,
+    /// Shared with the membership list and the `held_by` index.
+    holder: Arc<str>,
     started_at: Stamp,
     /// Ordering value: `started_at`, or the receive time under `server-time`.
     order: Stamp,
@@ -350,7 +351,7 @@ impl ClaimReq {
 struct Decision {
     verdict: Verdict,
     held_started_at: Stamp,
-    held_by: String,
+    held_by: Option<Arc<str>>,
 }
 
 /// A MSG as received: who sent it and its fields.
@@ -377,6 +378,11 @@ enum Dest {
 struct Members(Vec<Arc<str>>);
 
 impl Members {
+    /// The shared id of `agent`, if a member.
+    fn get(&self, agent: &str) -> Option<&Arc<str>> {
+        self.find(agent).ok().map(|i| &self.0[i])
+    }
+
     /// `Ok(position)` of `agent`, or `Err(where it would go)`.
     fn find(&self, agent: &str) -> Result<usize, usize> {
         self.0.binary_search_by(|m| (**m).cmp(agent))
@@ -403,15 +409,18 @@ pub struct Server {
     /// The last handled time.
     now: u64,
     /// channel -> members.
-    members: BTreeMap<String, Members>,
+    members: BTreeMap<Arc<str>, Members>,
     /// agent -> channels it is in.
     joined: BTreeMap<String, BTreeSet<String>>,
-    /// channel -> msg_id -> claim (live or tombstone marker).
-    claims: BTreeMap<String, BTreeMap<String, Claim>>,
+    /// channel -> msg_id -> claim (live or tombstone marker). The three
+    /// indexes share one copy of each channel, message id and holder
+    /// (reference counted); a channel's and a holder's are the membership
+    /// table's when it has them.
+    claims: BTreeMap<Arc<str>, BTreeMap<Arc<str>, Claim>>,
     /// agent -> channel -> msg_ids of its live (not answered) claims.
-    held_by: BTreeMap<String, BTreeMap<String, BTreeSet<String>>>,
+    held_by: BTreeMap<Arc<str>, BTreeMap<Arc<str>, BTreeSet<Arc<str>>>>,
     /// (deadline, seq) -> (channel, msg_id), for every entry of `claims`.
-    deadlines: BTreeMap<(u64, u64), (String, String)>,
+    deadlines: BTreeMap<(u64, u64), (Arc<str>, Arc<str>)>,
     live: usize,
     markers: usize,
     next_seq: u64,
@@ -715,7 +724,7 @@ impl Server {
         let c = self.claims.get(channel)?.get(msg_id)?;
         let live = !c.answered
             && (matches!(self.rules.expiry, Expiry::Sweep { .. }) || c.deadline > self.now);
-        live.then_some((c.holder.as_str(), c.started_at))
+        live.then_some((&*c.holder, c.started_at))
     }
 
     /// The claim table entry of (channel, msg_id), live claim or marker.
@@ -901,7 +910,14 @@ impl Server {
             .entry(agent.clone())
             .or_default()
             .insert(channel.clone());
-        self.members.entry(channel).or_default().insert(agent);
+        match self.members.get_mut(channel.as_str()) {
+            Some(m) => m.insert(agent),
+            None => {
+                let mut m = Members::default();
+                m.insert(agent);
+                self.members.insert(Arc::from(channel), m);
+            }
+        }
     }
 
     fn leave(&mut self, agent: &str, channel: &str) {
@@ -930,10 +946,10 @@ impl Server {
         self.last_msg.remove(agent);
         let channels = self.joined.remove(agent).unwrap_or_default();
         for channel in &channels {
-            if let Some(m) = self.members.get_mut(channel) {
+            if let Some(m) = self.members.get_mut(channel.as_str()) {
                 m.remove(agent);
                 if m.0.is_empty() {
-                    self.members.remove(channel);
+                    self.members.remove(channel.as_str());
                 }
             }
         }
@@ -1062,8 +1078,8 @@ impl Server {
     fn judge_claim(&self, claim: &ClaimReq, order: Stamp) -> Decision {
         let current = self
             .claims
-            .get(&claim.channel)
-            .and_then(|m| m.get(&claim.msg_id));
+            .get(claim.channel.as_str())
+            .and_then(|m| m.get(claim.msg_id.as_str()));
         let slot = match current {
             None => Slot::Free,
             Some(c) if c.answered => Slot::Answered { by: &c.holder },
@@ -1076,13 +1092,8 @@ impl Server {
         // The holder's name is needed (after `self` changes) only for a
         // denial's YIELD.
         let deny = matches!(verdict, Verdict::Deny | Verdict::DenySelf);
-        let (held_started_at, held_by) = current.map_or((Stamp::Int(0), String::new()), |c| {
-            let h = if deny {
-                c.holder.clone()
-            } else {
-                String::new()
-            };
-            (c.started_at, h)
+        let (held_started_at, held_by) = current.map_or((Stamp::Int(0), None), |c| {
+            (c.started_at, deny.then(|| Arc::clone(&c.holder)))
         });
         Decision {
             verdict,
@@ -1129,7 +1140,7 @@ impl Server {
             }
             Verdict::Deny | Verdict::DenySelf => {
                 self.announce_denial(claim, out);
-                let by = &decision.held_by;
+                let by = decision.held_by.as_deref().unwrap_or_default();
                 self.send_yield(from, key, by, held_started_at, REASON_DENIED, out);
             }
             Verdict::DenyAnswered { answered_by } => {
@@ -1329,8 +1340,8 @@ impl Server {
                 let held = self
                     .claims
                     .get(to)
-                    .and_then(|c| c.get(&m))
-                    .is_some_and(|c| !c.answered && c.holder == from);
+                    .and_then(|c| c.get(m.as_str()))
+                    .is_some_and(|c| !c.answered && &*c.holder == from);
                 if held && self.rules.tombstone {
                     self.mark_answered(to, &m);
                 } else if held {
@@ -1353,8 +1364,10 @@ impl Server {
         let never = self.cfg.ttl_ms == NEVER;
         self.next_seq += 1;
         let seq = self.next_seq;
+        let (channel, holder) = self.shared_names(channel, holder);
+        let msg_id: Arc<str> = Arc::from(msg_id);
         let claim = Claim {
-            holder: holder.to_string(),
+            holder: Arc::clone(&holder),
             started_at,
             order,
             granted_at: now,
@@ -1363,20 +1376,35 @@ impl Server {
             answered: false,
         };
         self.claims
-            .entry(channel.to_string())
+            .entry(Arc::clone(&channel))
             .or_default()
-            .insert(msg_id.to_string(), claim);
+            .insert(Arc::clone(&msg_id), claim);
         if !never {
             self.deadlines
-                .insert((deadline, seq), (channel.to_string(), msg_id.to_string()));
+                .insert((deadline, seq), (Arc::clone(&channel), Arc::clone(&msg_id)));
         }
         self.held_by
-            .entry(holder.to_string())
+            .entry(holder)
             .or_default()
-            .entry(channel.to_string())
+            .entry(channel)
             .or_default()
-            .insert(msg_id.to_string());
+            .insert(msg_id);
         self.live += 1;
+    }
+
+    /// Shared copies of a channel's and an agent's names: the claim
+    /// table's or the membership table's when they have them, else new.
+    fn shared_names(&self, channel: &str, agent: &str) -> (Arc<str>, Arc<str>) {
+        let members = self.members.get_key_value(channel);
+        let channel = match (self.claims.get_key_value(channel), members) {
+            (Some((c, _)), _) | (None, Some((c, _))) => Arc::clone(c),
+            (None, None) => Arc::from(channel),
+        };
+        let agent = members
+            .and_then(|(_, m)| m.get(agent))
+            .or_else(|| self.held_by.get_key_value(agent).map(|(a, _)| a))
+            .map_or_else(|| Arc::from(agent), Arc::clone);
+        (channel, agent)
     }
 
     /// Remove an entry (live claim or marker) and every index of it.
