@@ -46,8 +46,11 @@
 //!   `Stats::refused_msgs` counts MSGs answered with an ERROR instead of
 //!   being relayed.
 
+use std::borrow::Borrow;
+use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::ops::Bound;
 use std::sync::Arc;
 
 use crate::floor::policy::{
@@ -416,9 +419,11 @@ pub struct Server {
     /// indexes share one copy of each channel, message id and holder
     /// (reference counted); a channel's and a holder's are the membership
     /// table's when it has them.
-    claims: BTreeMap<Arc<str>, BTreeMap<Arc<str>, Claim>>,
-    /// agent -> channel -> msg_ids of its live (not answered) claims.
-    held_by: BTreeMap<Arc<str>, BTreeMap<Arc<str>, BTreeSet<Arc<str>>>>,
+    /// Flat keys: a map's nodes stay allocated while it has any entry, so
+    /// a claim's insert and removal allocate nothing but its message id.
+    claims: BTreeMap<(Arc<str>, Arc<str>), Claim>,
+    /// (agent, channel, msg_id) of every live (not answered) claim.
+    held_by: BTreeSet<(Arc<str>, Arc<str>, Arc<str>)>,
     /// (deadline, seq) -> (channel, msg_id), for every entry of `claims`.
     deadlines: BTreeMap<(u64, u64), (Arc<str>, Arc<str>)>,
     live: usize,
@@ -463,7 +468,7 @@ impl Server {
             members: BTreeMap::new(),
             joined: BTreeMap::new(),
             claims: BTreeMap::new(),
-            held_by: BTreeMap::new(),
+            held_by: BTreeSet::new(),
             deadlines: BTreeMap::new(),
             live: 0,
             markers: 0,
@@ -721,7 +726,7 @@ impl Server {
     /// not a live claim; under `agentchat-0.36` an expired claim not yet
     /// swept still is, as it still wins).
     pub fn holder(&self, channel: &str, msg_id: &str) -> Option<(&str, Stamp)> {
-        let c = self.claims.get(channel)?.get(msg_id)?;
+        let c = self.claims.get(&(channel, msg_id) as &dyn Key2)?;
         let live = !c.answered
             && (matches!(self.rules.expiry, Expiry::Sweep { .. }) || c.deadline > self.now);
         live.then_some((&*c.holder, c.started_at))
@@ -729,7 +734,7 @@ impl Server {
 
     /// The claim table entry of (channel, msg_id), live claim or marker.
     pub fn claim_info(&self, channel: &str, msg_id: &str) -> Option<ClaimInfo<'_>> {
-        let c = self.claims.get(channel)?.get(msg_id)?;
+        let c = self.claims.get(&(channel, msg_id) as &dyn Key2)?;
         Some(ClaimInfo {
             holder: &c.holder,
             started_at: c.started_at,
@@ -953,12 +958,8 @@ impl Server {
                 }
             }
         }
-        if let Some(per_channel) = self.held_by.remove(agent) {
-            for (channel, ids) in per_channel {
-                for id in ids {
-                    self.remove_claim(&channel, &id);
-                }
-            }
+        for (channel, id) in self.held(agent, None) {
+            self.remove_claim(&channel, &id);
         }
     }
 
@@ -1076,10 +1077,8 @@ impl Server {
     /// Look up the current claim on `(channel, msg_id)` and ask the policy
     /// for its verdict on this one.
     fn judge_claim(&self, claim: &ClaimReq, order: Stamp) -> Decision {
-        let current = self
-            .claims
-            .get(claim.channel.as_str())
-            .and_then(|m| m.get(claim.msg_id.as_str()));
+        let key = (claim.channel.as_str(), claim.msg_id.as_str());
+        let current = self.claims.get(&key as &dyn Key2);
         let slot = match current {
             None => Slot::Free,
             Some(c) if c.answered => Slot::Answered { by: &c.holder },
@@ -1339,8 +1338,7 @@ impl Server {
             (Release::Holder, Some(m)) => {
                 let held = self
                     .claims
-                    .get(to)
-                    .and_then(|c| c.get(m.as_str()))
+                    .get(&(to, m.as_str()) as &dyn Key2)
                     .is_some_and(|c| !c.answered && &*c.holder == from);
                 if held && self.rules.tombstone {
                     self.mark_answered(to, &m);
@@ -1375,99 +1373,166 @@ impl Server {
             seq,
             answered: false,
         };
-        self.claims
-            .entry(Arc::clone(&channel))
-            .or_default()
-            .insert(Arc::clone(&msg_id), claim);
+        let key = (Arc::clone(&channel), Arc::clone(&msg_id));
         if !never {
-            self.deadlines
-                .insert((deadline, seq), (Arc::clone(&channel), Arc::clone(&msg_id)));
+            self.deadlines.insert((deadline, seq), key.clone());
         }
-        self.held_by
-            .entry(holder)
-            .or_default()
-            .entry(channel)
-            .or_default()
-            .insert(msg_id);
+        self.claims.insert(key, claim);
+        self.held_by.insert((holder, channel, msg_id));
         self.live += 1;
     }
 
-    /// Shared copies of a channel's and an agent's names: the claim
-    /// table's or the membership table's when they have them, else new.
+    /// Shared copies of a channel's and an agent's names: the membership
+    /// table's when it has them, else new.
     fn shared_names(&self, channel: &str, agent: &str) -> (Arc<str>, Arc<str>) {
         let members = self.members.get_key_value(channel);
-        let channel = match (self.claims.get_key_value(channel), members) {
-            (Some((c, _)), _) | (None, Some((c, _))) => Arc::clone(c),
-            (None, None) => Arc::from(channel),
-        };
         let agent = members
             .and_then(|(_, m)| m.get(agent))
-            .or_else(|| self.held_by.get_key_value(agent).map(|(a, _)| a))
             .map_or_else(|| Arc::from(agent), Arc::clone);
+        let channel = members.map_or_else(|| Arc::from(channel), |(c, _)| Arc::clone(c));
         (channel, agent)
+    }
+
+    /// (channel, msg_id) of every live claim of `agent` (in `channel` only,
+    /// if given).
+    fn held(&self, agent: &str, channel: Option<&str>) -> Vec<(Arc<str>, Arc<str>)> {
+        let from = (agent, channel.unwrap_or(""), "");
+        self.held_by
+            .range::<dyn Key3, _>((Bound::Included(&from as &dyn Key3), Bound::Unbounded))
+            .take_while(|(a, c, _)| &**a == agent && channel.is_none_or(|ch| &**c == ch))
+            .map(|(_, c, m)| (Arc::clone(c), Arc::clone(m)))
+            .collect()
     }
 
     /// Remove an entry (live claim or marker) and every index of it.
     fn remove_claim(&mut self, channel: &str, msg_id: &str) -> Option<Claim> {
-        let per_channel = self.claims.get_mut(channel)?;
-        let c = per_channel.remove(msg_id)?;
-        if per_channel.is_empty() {
-            self.claims.remove(channel);
-        }
+        let ((channel, msg_id), c) = self.claims.remove_entry(&(channel, msg_id) as &dyn Key2)?;
         self.deadlines.remove(&(c.deadline, c.seq));
         if c.answered {
             self.markers -= 1;
         } else {
             self.live -= 1;
-            self.unindex(&c.holder, channel, msg_id);
+            self.held_by
+                .remove(&(Arc::clone(&c.holder), channel, msg_id));
         }
         Some(c)
     }
 
-    fn unindex(&mut self, holder: &str, channel: &str, msg_id: &str) {
-        if let Some(per_channel) = self.held_by.get_mut(holder) {
-            if let Some(ids) = per_channel.get_mut(channel) {
-                ids.remove(msg_id);
-                if ids.is_empty() {
-                    per_channel.remove(channel);
-                }
-            }
-            if per_channel.is_empty() {
-                self.held_by.remove(holder);
-            }
-        }
-    }
-
     /// Turn a live claim into a tombstone marker (same deadline).
     fn mark_answered(&mut self, channel: &str, msg_id: &str) {
-        let Some(c) = self.claims.get_mut(channel).and_then(|m| m.get_mut(msg_id)) else {
+        let Some((key, c)) = self.claims.get_key_value(&(channel, msg_id) as &dyn Key2) else {
             return;
         };
         if c.answered {
             return;
         }
-        c.answered = true;
-        let holder = c.holder.clone();
+        let held = (
+            Arc::clone(&c.holder),
+            Arc::clone(&key.0),
+            Arc::clone(&key.1),
+        );
+        if let Some(c) = self.claims.get_mut(&(channel, msg_id) as &dyn Key2) {
+            c.answered = true;
+        }
         self.live -= 1;
         self.markers += 1;
-        self.unindex(&holder, channel, msg_id);
+        self.held_by.remove(&held);
     }
 
     /// Release every live claim of `agent` in `channel` (no markers).
     fn release_all_in(&mut self, agent: &str, channel: &str) {
-        let ids = match self.held_by.get_mut(agent) {
-            Some(per_channel) => {
-                let ids = per_channel.remove(channel).unwrap_or_default();
-                if per_channel.is_empty() {
-                    self.held_by.remove(agent);
-                }
-                ids
-            }
-            None => return,
-        };
-        for id in ids {
-            self.remove_claim(channel, &id);
+        for (channel, id) in self.held(agent, Some(channel)) {
+            self.remove_claim(&channel, &id);
         }
+    }
+}
+
+/// A (channel, msg_id) key of the claim table, owned or borrowed: the
+/// table is looked up with `&str`s without building a key.
+trait Key2 {
+    fn parts(&self) -> (&str, &str);
+}
+
+impl Key2 for (Arc<str>, Arc<str>) {
+    fn parts(&self) -> (&str, &str) {
+        (&self.0, &self.1)
+    }
+}
+
+impl Key2 for (&str, &str) {
+    fn parts(&self) -> (&str, &str) {
+        (self.0, self.1)
+    }
+}
+
+impl<'a> Borrow<dyn Key2 + 'a> for (Arc<str>, Arc<str>) {
+    fn borrow(&self) -> &(dyn Key2 + 'a) {
+        self
+    }
+}
+
+impl PartialEq for dyn Key2 + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for dyn Key2 + '_ {}
+
+impl PartialOrd for dyn Key2 + '_ {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// The order of the owned tuple (string order, field by field).
+impl Ord for dyn Key2 + '_ {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.parts().cmp(&other.parts())
+    }
+}
+
+/// An (agent, channel, msg_id) key of `held_by`, owned or borrowed.
+trait Key3 {
+    fn parts(&self) -> (&str, &str, &str);
+}
+
+impl Key3 for (Arc<str>, Arc<str>, Arc<str>) {
+    fn parts(&self) -> (&str, &str, &str) {
+        (&self.0, &self.1, &self.2)
+    }
+}
+
+impl Key3 for (&str, &str, &str) {
+    fn parts(&self) -> (&str, &str, &str) {
+        (self.0, self.1, self.2)
+    }
+}
+
+impl<'a> Borrow<dyn Key3 + 'a> for (Arc<str>, Arc<str>, Arc<str>) {
+    fn borrow(&self) -> &(dyn Key3 + 'a) {
+        self
+    }
+}
+
+impl PartialEq for dyn Key3 + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for dyn Key3 + '_ {}
+
+impl PartialOrd for dyn Key3 + '_ {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// The order of the owned tuple (string order, field by field).
+impl Ord for dyn Key3 + '_ {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.parts().cmp(&other.parts())
     }
 }
 
