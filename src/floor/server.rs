@@ -339,12 +339,12 @@ struct ClaimReq {
 
 impl ClaimReq {
     /// The claim as relayed to the channel.
-    fn relayed(&self) -> ServerMsg {
+    fn relayed(self) -> ServerMsg {
         ServerMsg::RespondingTo {
-            msg_id: self.msg_id.clone(),
-            from: self.from.clone(),
+            msg_id: self.msg_id,
+            from: self.from,
             started_at: self.started_at,
-            channel: self.channel.clone(),
+            channel: self.channel,
         }
     }
 }
@@ -826,14 +826,24 @@ impl Server {
         });
     }
 
-    /// Send `msg` to every member of `channel` but `except`, in id order.
-    fn fan_out(&mut self, channel: &str, except: &str, msg: ServerMsg, out: &mut Vec<Delivery>) {
-        let Some(members) = self.members.get(channel) else {
+    /// Send `msg` (a MSG, RESPONDING_TO or FLOOR_CLAIMED) to every member
+    /// of its channel but its sender, in id order.
+    fn fan_out(&mut self, msg: ServerMsg, out: &mut Vec<Delivery>) {
+        let (channel, except) = match &msg {
+            ServerMsg::Msg { to, from, .. } => (to, from),
+            ServerMsg::RespondingTo { channel, from, .. } => (channel, from),
+            ServerMsg::FloorClaimed {
+                channel, holder, ..
+            } => (channel, holder),
+            // Never relayed to a channel.
+            ServerMsg::Yield { .. } | ServerMsg::Error { .. } => return,
+        };
+        let Some(members) = self.members.get(channel.as_str()) else {
             return;
         };
         // The members before and after `except` (two slices of the sorted
         // list): no comparison per member.
-        let (before, after) = match members.find(except) {
+        let (before, after) = match members.find(except.as_str()) {
             Ok(i) => (&members.0[..i], &members.0[i + 1..]),
             Err(_) => (&members.0[..], &[][..]),
         };
@@ -852,16 +862,15 @@ impl Server {
         }
     }
 
-    /// YIELD to `to` for `(channel, msg_id)`.
-    fn send_yield(
+    /// YIELD to `to` for `(channel, msg_id)` (counted; the caller sends it).
+    fn make_yield(
         &mut self,
-        to: &str,
+        to: Arc<str>,
         (channel, msg_id): (&str, &str),
         winner: &str,
         holder_started_at: Stamp,
         reason: &str,
-        out: &mut Vec<Delivery>,
-    ) {
+    ) -> Delivery {
         let detail = match self.rules.yield_form {
             YieldForm::Winner => None,
             YieldForm::HolderDetail => Some(YieldDetail {
@@ -870,15 +879,15 @@ impl Server {
             }),
         };
         self.stats.yields += 1;
-        out.push(Delivery {
-            to: Arc::from(to),
+        Delivery {
+            to,
             msg: Arc::new(ServerMsg::Yield {
                 msg_id: msg_id.to_string(),
                 winner: winner.to_string(),
                 channel: channel.to_string(),
                 detail,
             }),
-        });
+        }
     }
 
     /// `agentchat-0.36`: a valid channel name (`isValidChannel`,
@@ -971,11 +980,11 @@ impl Server {
             return;
         }
         if !self.tracking() || claim.role == Role::Operator {
-            return self.relay_untracked_claim(&claim, out);
+            return self.relay_untracked_claim(claim, out);
         }
         let order = self.claim_order(now, claim.started_at);
         let decision = self.judge_claim(&claim, order);
-        self.apply_claim_verdict(now, &claim, order, decision, out);
+        self.apply_claim_verdict(now, claim, order, decision, out);
     }
 
     /// Check a claim's fields (`msg_id`, `channel`, `started_at`); `false`
@@ -1059,9 +1068,9 @@ impl Server {
 
     /// A claim that is not arbitrated (tracking off, or the operator's):
     /// relayed when tracking is off or the policy relays every claim.
-    fn relay_untracked_claim(&mut self, claim: &ClaimReq, out: &mut Vec<Delivery>) {
+    fn relay_untracked_claim(&mut self, claim: ClaimReq, out: &mut Vec<Delivery>) {
         if !self.tracking() || self.rules.announce == Announce::RelayEvery {
-            self.fan_out(&claim.channel, &claim.from, claim.relayed(), out);
+            self.fan_out(claim.relayed(), out);
         }
     }
 
@@ -1106,7 +1115,7 @@ impl Server {
     fn apply_claim_verdict(
         &mut self,
         now: u64,
-        claim: &ClaimReq,
+        claim: ClaimReq,
         order: Stamp,
         decision: Decision,
         out: &mut Vec<Delivery>,
@@ -1117,9 +1126,11 @@ impl Server {
             started_at,
             channel,
             ..
-        } = claim;
+        } = &claim;
         let (started_at, key) = (*started_at, (channel.as_str(), msg_id.as_str()));
         let held_started_at = decision.held_started_at;
+        // A YIELD is built before the announcement (which takes the
+        // claim's strings) and sent after it.
         match decision.verdict {
             Verdict::Repeat => {}
             Verdict::Grant => {
@@ -1132,44 +1143,47 @@ impl Server {
                 if matches!(decision.verdict, Verdict::Displace) {
                     self.stats.overruled += 1;
                 }
+                let y = displaced
+                    .map(|old| self.make_yield(old, key, from, started_at, REASON_DISPLACED));
                 self.announce_grant(claim, out);
-                if let Some(old) = displaced {
-                    self.send_yield(&old, key, from, started_at, REASON_DISPLACED, out);
-                }
+                out.extend(y);
             }
             Verdict::Deny | Verdict::DenySelf => {
-                self.announce_denial(claim, out);
                 let by = decision.held_by.as_deref().unwrap_or_default();
-                self.send_yield(from, key, by, held_started_at, REASON_DENIED, out);
+                let to = Arc::from(from.as_str());
+                let y = self.make_yield(to, key, by, held_started_at, REASON_DENIED);
+                self.announce_denial(claim, out);
+                out.push(y);
             }
             Verdict::DenyAnswered { answered_by } => {
+                let to = Arc::from(from.as_str());
+                let y = self.make_yield(to, key, &answered_by, held_started_at, REASON_DENIED);
                 self.announce_denial(claim, out);
-                let by = &answered_by;
-                self.send_yield(from, key, by, held_started_at, REASON_DENIED, out);
+                out.push(y);
             }
         }
     }
 
     /// Announce a granted claim to the channel as the policy says: the
     /// claim relayed, or a FLOOR_CLAIMED.
-    fn announce_grant(&mut self, claim: &ClaimReq, out: &mut Vec<Delivery>) {
+    fn announce_grant(&mut self, claim: ClaimReq, out: &mut Vec<Delivery>) {
         let msg = match self.rules.announce {
             Announce::RelayEvery => claim.relayed(),
             Announce::FloorClaimedOnGrant => ServerMsg::FloorClaimed {
-                msg_id: claim.msg_id.clone(),
-                channel: claim.channel.clone(),
-                holder: claim.from.clone(),
+                msg_id: claim.msg_id,
+                channel: claim.channel,
+                holder: claim.from,
                 started_at: claim.started_at,
             },
         };
-        self.fan_out(&claim.channel, &claim.from, msg, out);
+        self.fan_out(msg, out);
     }
 
     /// Announce a denied claim: relayed only when the policy relays every
     /// claim.
-    fn announce_denial(&mut self, claim: &ClaimReq, out: &mut Vec<Delivery>) {
+    fn announce_denial(&mut self, claim: ClaimReq, out: &mut Vec<Delivery>) {
         if self.rules.announce == Announce::RelayEvery {
-            self.fan_out(&claim.channel, &claim.from, claim.relayed(), out);
+            self.fan_out(claim.relayed(), out);
         }
     }
 
@@ -1190,12 +1204,18 @@ impl Server {
             in_reply_to,
             ..
         } = msg;
+        let dm = matches!(dest, Dest::Dm(_));
+        // The release sends nothing and the relay reads only the
+        // membership, so releasing first lets the relay take the strings.
+        if !dm && self.tracking() {
+            self.release_on_msg(&from, &to, in_reply_to.as_deref());
+        }
         let relayed = ServerMsg::Msg {
             id: self.msg_id_or_assign(id),
-            from: from.clone(),
-            to: to.clone(),
+            from,
+            to,
             content,
-            in_reply_to: in_reply_to.clone(),
+            in_reply_to,
         };
         if let Dest::Dm(peer) = dest {
             self.stats.relayed += 1;
@@ -1205,10 +1225,7 @@ impl Server {
             });
             return;
         }
-        self.fan_out(&to, &from, relayed, out);
-        if self.tracking() {
-            self.release_on_msg(&from, &to, in_reply_to);
-        }
+        self.fan_out(relayed, out);
     }
 
     /// Decode a MSG's `to`: a channel or a DM peer; `None` (the MSG refused
@@ -1332,18 +1349,18 @@ impl Server {
     /// A channel MSG from `from` releases its claims in `to` as the policy
     /// says: all of them, or only the one it replies to (kept as an
     /// "answered" marker under `tombstone`).
-    fn release_on_msg(&mut self, from: &str, to: &str, in_reply_to: Option<String>) {
+    fn release_on_msg(&mut self, from: &str, to: &str, in_reply_to: Option<&str>) {
         match (self.rules.release, in_reply_to) {
             (Release::AllInChannel, _) | (Release::Holder, None) => self.release_all_in(from, to),
             (Release::Holder, Some(m)) => {
                 let held = self
                     .claims
-                    .get(&(to, m.as_str()) as &dyn Key2)
+                    .get(&(to, m) as &dyn Key2)
                     .is_some_and(|c| !c.answered && &*c.holder == from);
                 if held && self.rules.tombstone {
-                    self.mark_answered(to, &m);
+                    self.mark_answered(to, m);
                 } else if held {
-                    self.remove_claim(to, &m);
+                    self.remove_claim(to, m);
                 }
             }
         }
