@@ -52,6 +52,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::ops::Bound;
 use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering::Relaxed;
 
 use crate::floor::policy::{
     AGENTCHAT_CHANNEL_MAX, AGENTCHAT_DEFAULT_CHANNELS, AGENTCHAT_RATE_LIMIT_MS, Announce, Channels,
@@ -377,8 +379,19 @@ enum Dest {
 /// walks contiguous memory and skips its sender by position. Ids join
 /// mostly in order (the simulator's are numbered), so an insert is
 /// usually a push.
-#[derive(Debug, Clone, Default)]
-struct Members(Vec<Arc<str>>);
+///
+/// `hint` is where the last lookup found its agent: one input looks up its
+/// sender up to three times (the membership check, the claim's holder, the
+/// relay), and the hint makes the second and third one comparison. It is
+/// checked before use, so a stale hint costs a search, never a wrong answer.
+#[derive(Debug, Default)]
+struct Members(Vec<Arc<str>>, AtomicUsize);
+
+impl Clone for Members {
+    fn clone(&self) -> Self {
+        Members(self.0.clone(), AtomicUsize::new(self.1.load(Relaxed)))
+    }
+}
 
 impl Members {
     /// The shared id of `agent`, if a member.
@@ -388,7 +401,15 @@ impl Members {
 
     /// `Ok(position)` of `agent`, or `Err(where it would go)`.
     fn find(&self, agent: &str) -> Result<usize, usize> {
-        self.0.binary_search_by(|m| (**m).cmp(agent))
+        let hint = self.1.load(Relaxed);
+        if self.0.get(hint).is_some_and(|m| **m == *agent) {
+            return Ok(hint);
+        }
+        let found = self.0.binary_search_by(|m| (**m).cmp(agent));
+        if let Ok(i) = found {
+            self.1.store(i, Relaxed);
+        }
+        found
     }
 
     fn insert(&mut self, agent: String) {
