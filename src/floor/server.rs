@@ -1075,7 +1075,7 @@ impl Server {
             // `if (!rtAgent || ...) break;` (`lib/server.ts`): dropped silently.
             return false;
         }
-        if !self.is_member(from, channel) && self.rules.membership_required {
+        if self.rules.membership_required && !self.is_member(from, channel) {
             let message = format!("not a member of {channel}");
             self.error(from, "not_member", message, out);
             return false;
@@ -1322,7 +1322,12 @@ impl Server {
         }
         // Set before the channel checks: a MSG refused below still counts
         // for the limit.
-        self.last_msg.insert(from.to_string(), now);
+        match self.last_msg.get_mut(from) {
+            Some(last) => *last = now,
+            None => {
+                self.last_msg.insert(from.to_string(), now);
+            }
+        }
         true
     }
 
