@@ -46,9 +46,14 @@
 //!   `Stats::refused_msgs` counts MSGs answered with an ERROR instead of
 //!   being relayed.
 
+use std::borrow::Borrow;
+use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::ops::Bound;
 use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering::Relaxed;
 
 use crate::floor::policy::{
     AGENTCHAT_CHANNEL_MAX, AGENTCHAT_DEFAULT_CHANNELS, AGENTCHAT_RATE_LIMIT_MS, Announce, Channels,
@@ -313,7 +318,8 @@ pub struct ClaimInfo<'a> {
 
 #[derive(Debug, Clone)]
 struct Claim {
-    holder: String,
+    /// Shared with the membership list and the `held_by` index.
+    holder: Arc<str>,
     started_at: Stamp,
     /// Ordering value: `started_at`, or the receive time under `server-time`.
     order: Stamp,
@@ -335,12 +341,12 @@ struct ClaimReq {
 
 impl ClaimReq {
     /// The claim as relayed to the channel.
-    fn relayed(&self) -> ServerMsg {
+    fn relayed(self) -> ServerMsg {
         ServerMsg::RespondingTo {
-            msg_id: self.msg_id.clone(),
-            from: self.from.clone(),
+            msg_id: self.msg_id,
+            from: self.from,
             started_at: self.started_at,
-            channel: self.channel.clone(),
+            channel: self.channel,
         }
     }
 }
@@ -350,7 +356,7 @@ impl ClaimReq {
 struct Decision {
     verdict: Verdict,
     held_started_at: Stamp,
-    held_by: String,
+    held_by: Option<Arc<str>>,
 }
 
 /// A MSG as received: who sent it and its fields.
@@ -369,6 +375,56 @@ enum Dest {
     Dm(String),
 }
 
+/// The members of one channel: a set kept as a sorted list, so a relay
+/// walks contiguous memory and skips its sender by position. Ids join
+/// mostly in order (the simulator's are numbered), so an insert is
+/// usually a push.
+///
+/// `hint` is where the last lookup found its agent: one input looks up its
+/// sender up to three times (the membership check, the claim's holder, the
+/// relay), and the hint makes the second and third one comparison. It is
+/// checked before use, so a stale hint costs a search, never a wrong answer.
+#[derive(Debug, Default)]
+struct Members(Vec<Arc<str>>, AtomicUsize);
+
+impl Clone for Members {
+    fn clone(&self) -> Self {
+        Members(self.0.clone(), AtomicUsize::new(self.1.load(Relaxed)))
+    }
+}
+
+impl Members {
+    /// The shared id of `agent`, if a member.
+    fn get(&self, agent: &str) -> Option<&Arc<str>> {
+        self.find(agent).ok().map(|i| &self.0[i])
+    }
+
+    /// `Ok(position)` of `agent`, or `Err(where it would go)`.
+    fn find(&self, agent: &str) -> Result<usize, usize> {
+        let hint = self.1.load(Relaxed);
+        if self.0.get(hint).is_some_and(|m| **m == *agent) {
+            return Ok(hint);
+        }
+        let found = self.0.binary_search_by(|m| (**m).cmp(agent));
+        if let Ok(i) = found {
+            self.1.store(i, Relaxed);
+        }
+        found
+    }
+
+    fn insert(&mut self, agent: String) {
+        if let Err(i) = self.find(&agent) {
+            self.0.insert(i, Arc::from(agent));
+        }
+    }
+
+    fn remove(&mut self, agent: &str) {
+        if let Ok(i) = self.find(agent) {
+            self.0.remove(i);
+        }
+    }
+}
+
 /// The arbitration server. See the module docs.
 #[derive(Debug, Clone)]
 pub struct Server {
@@ -377,15 +433,20 @@ pub struct Server {
     /// The last handled time.
     now: u64,
     /// channel -> members.
-    members: BTreeMap<String, BTreeSet<Arc<str>>>,
+    members: BTreeMap<Arc<str>, Members>,
     /// agent -> channels it is in.
     joined: BTreeMap<String, BTreeSet<String>>,
-    /// channel -> msg_id -> claim (live or tombstone marker).
-    claims: BTreeMap<String, BTreeMap<String, Claim>>,
-    /// agent -> channel -> msg_ids of its live (not answered) claims.
-    held_by: BTreeMap<String, BTreeMap<String, BTreeSet<String>>>,
+    /// channel -> msg_id -> claim (live or tombstone marker). The three
+    /// indexes share one copy of each channel, message id and holder
+    /// (reference counted); a channel's and a holder's are the membership
+    /// table's when it has them.
+    /// Flat keys: a map's nodes stay allocated while it has any entry, so
+    /// a claim's insert and removal allocate nothing but its message id.
+    claims: BTreeMap<(Arc<str>, Arc<str>), Claim>,
+    /// (agent, channel, msg_id) of every live (not answered) claim.
+    held_by: BTreeSet<(Arc<str>, Arc<str>, Arc<str>)>,
     /// (deadline, seq) -> (channel, msg_id), for every entry of `claims`.
-    deadlines: BTreeMap<(u64, u64), (String, String)>,
+    deadlines: BTreeMap<(u64, u64), (Arc<str>, Arc<str>)>,
     live: usize,
     markers: usize,
     next_seq: u64,
@@ -428,7 +489,7 @@ impl Server {
             members: BTreeMap::new(),
             joined: BTreeMap::new(),
             claims: BTreeMap::new(),
-            held_by: BTreeMap::new(),
+            held_by: BTreeSet::new(),
             deadlines: BTreeMap::new(),
             live: 0,
             markers: 0,
@@ -686,15 +747,15 @@ impl Server {
     /// not a live claim; under `agentchat-0.36` an expired claim not yet
     /// swept still is, as it still wins).
     pub fn holder(&self, channel: &str, msg_id: &str) -> Option<(&str, Stamp)> {
-        let c = self.claims.get(channel)?.get(msg_id)?;
+        let c = self.claims.get(&(channel, msg_id) as &dyn Key2)?;
         let live = !c.answered
             && (matches!(self.rules.expiry, Expiry::Sweep { .. }) || c.deadline > self.now);
-        live.then_some((c.holder.as_str(), c.started_at))
+        live.then_some((&*c.holder, c.started_at))
     }
 
     /// The claim table entry of (channel, msg_id), live claim or marker.
     pub fn claim_info(&self, channel: &str, msg_id: &str) -> Option<ClaimInfo<'_>> {
-        let c = self.claims.get(channel)?.get(msg_id)?;
+        let c = self.claims.get(&(channel, msg_id) as &dyn Key2)?;
         Some(ClaimInfo {
             holder: &c.holder,
             started_at: c.started_at,
@@ -705,7 +766,9 @@ impl Server {
     }
 
     pub fn is_member(&self, agent: &str, channel: &str) -> bool {
-        self.members.get(channel).is_some_and(|m| m.contains(agent))
+        self.members
+            .get(channel)
+            .is_some_and(|m| m.find(agent).is_ok())
     }
 
     /// The members of a channel, in id order.
@@ -713,7 +776,7 @@ impl Server {
         self.members
             .get(channel)
             .into_iter()
-            .flat_map(|m| m.iter().map(|a| &**a))
+            .flat_map(|m| m.0.iter().map(|a| &**a))
     }
 
     /// Live claims tracked (tombstone markers excluded).
@@ -784,35 +847,51 @@ impl Server {
         });
     }
 
-    /// Send `msg` to every member of `channel` but `except`.
-    fn fan_out(&mut self, channel: &str, except: &str, msg: ServerMsg, out: &mut Vec<Delivery>) {
-        let Some(members) = self.members.get(channel) else {
+    /// Send `msg` (a MSG, RESPONDING_TO or FLOOR_CLAIMED) to every member
+    /// of its channel but its sender, in id order.
+    fn fan_out(&mut self, msg: ServerMsg, out: &mut Vec<Delivery>) {
+        let (channel, except) = match &msg {
+            ServerMsg::Msg { to, from, .. } => (to, from),
+            ServerMsg::RespondingTo { channel, from, .. } => (channel, from),
+            ServerMsg::FloorClaimed {
+                channel, holder, ..
+            } => (channel, holder),
+            // Never relayed to a channel.
+            ServerMsg::Yield { .. } | ServerMsg::Error { .. } => return,
+        };
+        let Some(members) = self.members.get(channel.as_str()) else {
             return;
         };
-        let before = out.len();
+        // The members before and after `except` (two slices of the sorted
+        // list): no comparison per member.
+        let (before, after) = match members.find(except.as_str()) {
+            Ok(i) => (&members.0[..i], &members.0[i + 1..]),
+            Err(_) => (&members.0[..], &[][..]),
+        };
+        let n = before.len() + after.len();
+        self.stats.relayed += n as u64;
+        if n == 0 {
+            return;
+        }
         let msg = Arc::new(msg);
-        out.extend(
-            members
-                .iter()
-                .filter(|m| &***m != except)
-                .map(|m| Delivery {
-                    to: Arc::clone(m),
-                    msg: Arc::clone(&msg),
-                }),
-        );
-        self.stats.relayed += (out.len() - before) as u64;
+        out.reserve(n);
+        for part in [before, after] {
+            out.extend(part.iter().map(|m| Delivery {
+                to: Arc::clone(m),
+                msg: Arc::clone(&msg),
+            }));
+        }
     }
 
-    /// YIELD to `to` for `(channel, msg_id)`.
-    fn send_yield(
+    /// YIELD to `to` for `(channel, msg_id)` (counted; the caller sends it).
+    fn make_yield(
         &mut self,
-        to: &str,
+        to: Arc<str>,
         (channel, msg_id): (&str, &str),
         winner: &str,
         holder_started_at: Stamp,
         reason: &str,
-        out: &mut Vec<Delivery>,
-    ) {
+    ) -> Delivery {
         let detail = match self.rules.yield_form {
             YieldForm::Winner => None,
             YieldForm::HolderDetail => Some(YieldDetail {
@@ -821,15 +900,15 @@ impl Server {
             }),
         };
         self.stats.yields += 1;
-        out.push(Delivery {
-            to: Arc::from(to),
+        Delivery {
+            to,
             msg: Arc::new(ServerMsg::Yield {
                 msg_id: msg_id.to_string(),
                 winner: winner.to_string(),
                 channel: channel.to_string(),
                 detail,
             }),
-        });
+        }
     }
 
     /// `agentchat-0.36`: a valid channel name (`isValidChannel`,
@@ -866,16 +945,20 @@ impl Server {
             .entry(agent.clone())
             .or_default()
             .insert(channel.clone());
-        self.members
-            .entry(channel)
-            .or_default()
-            .insert(Arc::from(agent));
+        match self.members.get_mut(channel.as_str()) {
+            Some(m) => m.insert(agent),
+            None => {
+                let mut m = Members::default();
+                m.insert(agent);
+                self.members.insert(Arc::from(channel), m);
+            }
+        }
     }
 
     fn leave(&mut self, agent: &str, channel: &str) {
         if let Some(m) = self.members.get_mut(channel) {
             m.remove(agent);
-            if m.is_empty() {
+            if m.0.is_empty() {
                 self.members.remove(channel);
             }
         }
@@ -898,19 +981,15 @@ impl Server {
         self.last_msg.remove(agent);
         let channels = self.joined.remove(agent).unwrap_or_default();
         for channel in &channels {
-            if let Some(m) = self.members.get_mut(channel) {
+            if let Some(m) = self.members.get_mut(channel.as_str()) {
                 m.remove(agent);
-                if m.is_empty() {
-                    self.members.remove(channel);
+                if m.0.is_empty() {
+                    self.members.remove(channel.as_str());
                 }
             }
         }
-        if let Some(per_channel) = self.held_by.remove(agent) {
-            for (channel, ids) in per_channel {
-                for id in ids {
-                    self.remove_claim(&channel, &id);
-                }
-            }
+        for (channel, id) in self.held(agent, None) {
+            self.remove_claim(&channel, &id);
         }
     }
 
@@ -922,11 +1001,11 @@ impl Server {
             return;
         }
         if !self.tracking() || claim.role == Role::Operator {
-            return self.relay_untracked_claim(&claim, out);
+            return self.relay_untracked_claim(claim, out);
         }
         let order = self.claim_order(now, claim.started_at);
         let decision = self.judge_claim(&claim, order);
-        self.apply_claim_verdict(now, &claim, order, decision, out);
+        self.apply_claim_verdict(now, claim, order, decision, out);
     }
 
     /// Check a claim's fields (`msg_id`, `channel`, `started_at`); `false`
@@ -996,7 +1075,7 @@ impl Server {
             // `if (!rtAgent || ...) break;` (`lib/server.ts`): dropped silently.
             return false;
         }
-        if !self.is_member(from, channel) && self.rules.membership_required {
+        if self.rules.membership_required && !self.is_member(from, channel) {
             let message = format!("not a member of {channel}");
             self.error(from, "not_member", message, out);
             return false;
@@ -1010,9 +1089,9 @@ impl Server {
 
     /// A claim that is not arbitrated (tracking off, or the operator's):
     /// relayed when tracking is off or the policy relays every claim.
-    fn relay_untracked_claim(&mut self, claim: &ClaimReq, out: &mut Vec<Delivery>) {
+    fn relay_untracked_claim(&mut self, claim: ClaimReq, out: &mut Vec<Delivery>) {
         if !self.tracking() || self.rules.announce == Announce::RelayEvery {
-            self.fan_out(&claim.channel, &claim.from, claim.relayed(), out);
+            self.fan_out(claim.relayed(), out);
         }
     }
 
@@ -1028,10 +1107,8 @@ impl Server {
     /// Look up the current claim on `(channel, msg_id)` and ask the policy
     /// for its verdict on this one.
     fn judge_claim(&self, claim: &ClaimReq, order: Stamp) -> Decision {
-        let current = self
-            .claims
-            .get(&claim.channel)
-            .and_then(|m| m.get(&claim.msg_id));
+        let key = (claim.channel.as_str(), claim.msg_id.as_str());
+        let current = self.claims.get(&key as &dyn Key2);
         let slot = match current {
             None => Slot::Free,
             Some(c) if c.answered => Slot::Answered { by: &c.holder },
@@ -1044,13 +1121,8 @@ impl Server {
         // The holder's name is needed (after `self` changes) only for a
         // denial's YIELD.
         let deny = matches!(verdict, Verdict::Deny | Verdict::DenySelf);
-        let (held_started_at, held_by) = current.map_or((Stamp::Int(0), String::new()), |c| {
-            let h = if deny {
-                c.holder.clone()
-            } else {
-                String::new()
-            };
-            (c.started_at, h)
+        let (held_started_at, held_by) = current.map_or((Stamp::Int(0), None), |c| {
+            (c.started_at, deny.then(|| Arc::clone(&c.holder)))
         });
         Decision {
             verdict,
@@ -1064,7 +1136,7 @@ impl Server {
     fn apply_claim_verdict(
         &mut self,
         now: u64,
-        claim: &ClaimReq,
+        claim: ClaimReq,
         order: Stamp,
         decision: Decision,
         out: &mut Vec<Delivery>,
@@ -1075,9 +1147,11 @@ impl Server {
             started_at,
             channel,
             ..
-        } = claim;
+        } = &claim;
         let (started_at, key) = (*started_at, (channel.as_str(), msg_id.as_str()));
         let held_started_at = decision.held_started_at;
+        // A YIELD is built before the announcement (which takes the
+        // claim's strings) and sent after it.
         match decision.verdict {
             Verdict::Repeat => {}
             Verdict::Grant => {
@@ -1090,44 +1164,47 @@ impl Server {
                 if matches!(decision.verdict, Verdict::Displace) {
                     self.stats.overruled += 1;
                 }
+                let y = displaced
+                    .map(|old| self.make_yield(old, key, from, started_at, REASON_DISPLACED));
                 self.announce_grant(claim, out);
-                if let Some(old) = displaced {
-                    self.send_yield(&old, key, from, started_at, REASON_DISPLACED, out);
-                }
+                out.extend(y);
             }
             Verdict::Deny | Verdict::DenySelf => {
+                let by = decision.held_by.as_deref().unwrap_or_default();
+                let to = Arc::from(from.as_str());
+                let y = self.make_yield(to, key, by, held_started_at, REASON_DENIED);
                 self.announce_denial(claim, out);
-                let by = &decision.held_by;
-                self.send_yield(from, key, by, held_started_at, REASON_DENIED, out);
+                out.push(y);
             }
             Verdict::DenyAnswered { answered_by } => {
+                let to = Arc::from(from.as_str());
+                let y = self.make_yield(to, key, &answered_by, held_started_at, REASON_DENIED);
                 self.announce_denial(claim, out);
-                let by = &answered_by;
-                self.send_yield(from, key, by, held_started_at, REASON_DENIED, out);
+                out.push(y);
             }
         }
     }
 
     /// Announce a granted claim to the channel as the policy says: the
     /// claim relayed, or a FLOOR_CLAIMED.
-    fn announce_grant(&mut self, claim: &ClaimReq, out: &mut Vec<Delivery>) {
+    fn announce_grant(&mut self, claim: ClaimReq, out: &mut Vec<Delivery>) {
         let msg = match self.rules.announce {
             Announce::RelayEvery => claim.relayed(),
             Announce::FloorClaimedOnGrant => ServerMsg::FloorClaimed {
-                msg_id: claim.msg_id.clone(),
-                channel: claim.channel.clone(),
-                holder: claim.from.clone(),
+                msg_id: claim.msg_id,
+                channel: claim.channel,
+                holder: claim.from,
                 started_at: claim.started_at,
             },
         };
-        self.fan_out(&claim.channel, &claim.from, msg, out);
+        self.fan_out(msg, out);
     }
 
     /// Announce a denied claim: relayed only when the policy relays every
     /// claim.
-    fn announce_denial(&mut self, claim: &ClaimReq, out: &mut Vec<Delivery>) {
+    fn announce_denial(&mut self, claim: ClaimReq, out: &mut Vec<Delivery>) {
         if self.rules.announce == Announce::RelayEvery {
-            self.fan_out(&claim.channel, &claim.from, claim.relayed(), out);
+            self.fan_out(claim.relayed(), out);
         }
     }
 
@@ -1148,12 +1225,18 @@ impl Server {
             in_reply_to,
             ..
         } = msg;
+        let dm = matches!(dest, Dest::Dm(_));
+        // The release sends nothing and the relay reads only the
+        // membership, so releasing first lets the relay take the strings.
+        if !dm && self.tracking() {
+            self.release_on_msg(&from, &to, in_reply_to.as_deref());
+        }
         let relayed = ServerMsg::Msg {
             id: self.msg_id_or_assign(id),
-            from: from.clone(),
-            to: to.clone(),
+            from,
+            to,
             content,
-            in_reply_to: in_reply_to.clone(),
+            in_reply_to,
         };
         if let Dest::Dm(peer) = dest {
             self.stats.relayed += 1;
@@ -1163,10 +1246,7 @@ impl Server {
             });
             return;
         }
-        self.fan_out(&to, &from, relayed, out);
-        if self.tracking() {
-            self.release_on_msg(&from, &to, in_reply_to);
-        }
+        self.fan_out(relayed, out);
     }
 
     /// Decode a MSG's `to`: a channel or a DM peer; `None` (the MSG refused
@@ -1242,7 +1322,12 @@ impl Server {
         }
         // Set before the channel checks: a MSG refused below still counts
         // for the limit.
-        self.last_msg.insert(from.to_string(), now);
+        match self.last_msg.get_mut(from) {
+            Some(last) => *last = now,
+            None => {
+                self.last_msg.insert(from.to_string(), now);
+            }
+        }
         true
     }
 
@@ -1290,19 +1375,18 @@ impl Server {
     /// A channel MSG from `from` releases its claims in `to` as the policy
     /// says: all of them, or only the one it replies to (kept as an
     /// "answered" marker under `tombstone`).
-    fn release_on_msg(&mut self, from: &str, to: &str, in_reply_to: Option<String>) {
+    fn release_on_msg(&mut self, from: &str, to: &str, in_reply_to: Option<&str>) {
         match (self.rules.release, in_reply_to) {
             (Release::AllInChannel, _) | (Release::Holder, None) => self.release_all_in(from, to),
             (Release::Holder, Some(m)) => {
                 let held = self
                     .claims
-                    .get(to)
-                    .and_then(|c| c.get(&m))
-                    .is_some_and(|c| !c.answered && c.holder == from);
+                    .get(&(to, m) as &dyn Key2)
+                    .is_some_and(|c| !c.answered && &*c.holder == from);
                 if held && self.rules.tombstone {
-                    self.mark_answered(to, &m);
+                    self.mark_answered(to, m);
                 } else if held {
-                    self.remove_claim(to, &m);
+                    self.remove_claim(to, m);
                 }
             }
         }
@@ -1321,8 +1405,10 @@ impl Server {
         let never = self.cfg.ttl_ms == NEVER;
         self.next_seq += 1;
         let seq = self.next_seq;
+        let (channel, holder) = self.shared_names(channel, holder);
+        let msg_id: Arc<str> = Arc::from(msg_id);
         let claim = Claim {
-            holder: holder.to_string(),
+            holder: Arc::clone(&holder),
             started_at,
             order,
             granted_at: now,
@@ -1330,84 +1416,166 @@ impl Server {
             seq,
             answered: false,
         };
-        self.claims
-            .entry(channel.to_string())
-            .or_default()
-            .insert(msg_id.to_string(), claim);
+        let key = (Arc::clone(&channel), Arc::clone(&msg_id));
         if !never {
-            self.deadlines
-                .insert((deadline, seq), (channel.to_string(), msg_id.to_string()));
+            self.deadlines.insert((deadline, seq), key.clone());
         }
-        self.held_by
-            .entry(holder.to_string())
-            .or_default()
-            .entry(channel.to_string())
-            .or_default()
-            .insert(msg_id.to_string());
+        self.claims.insert(key, claim);
+        self.held_by.insert((holder, channel, msg_id));
         self.live += 1;
+    }
+
+    /// Shared copies of a channel's and an agent's names: the membership
+    /// table's when it has them, else new.
+    fn shared_names(&self, channel: &str, agent: &str) -> (Arc<str>, Arc<str>) {
+        let members = self.members.get_key_value(channel);
+        let agent = members
+            .and_then(|(_, m)| m.get(agent))
+            .map_or_else(|| Arc::from(agent), Arc::clone);
+        let channel = members.map_or_else(|| Arc::from(channel), |(c, _)| Arc::clone(c));
+        (channel, agent)
+    }
+
+    /// (channel, msg_id) of every live claim of `agent` (in `channel` only,
+    /// if given).
+    fn held(&self, agent: &str, channel: Option<&str>) -> Vec<(Arc<str>, Arc<str>)> {
+        let from = (agent, channel.unwrap_or(""), "");
+        self.held_by
+            .range::<dyn Key3, _>((Bound::Included(&from as &dyn Key3), Bound::Unbounded))
+            .take_while(|(a, c, _)| &**a == agent && channel.is_none_or(|ch| &**c == ch))
+            .map(|(_, c, m)| (Arc::clone(c), Arc::clone(m)))
+            .collect()
     }
 
     /// Remove an entry (live claim or marker) and every index of it.
     fn remove_claim(&mut self, channel: &str, msg_id: &str) -> Option<Claim> {
-        let per_channel = self.claims.get_mut(channel)?;
-        let c = per_channel.remove(msg_id)?;
-        if per_channel.is_empty() {
-            self.claims.remove(channel);
-        }
+        let ((channel, msg_id), c) = self.claims.remove_entry(&(channel, msg_id) as &dyn Key2)?;
         self.deadlines.remove(&(c.deadline, c.seq));
         if c.answered {
             self.markers -= 1;
         } else {
             self.live -= 1;
-            self.unindex(&c.holder, channel, msg_id);
+            self.held_by
+                .remove(&(Arc::clone(&c.holder), channel, msg_id));
         }
         Some(c)
     }
 
-    fn unindex(&mut self, holder: &str, channel: &str, msg_id: &str) {
-        if let Some(per_channel) = self.held_by.get_mut(holder) {
-            if let Some(ids) = per_channel.get_mut(channel) {
-                ids.remove(msg_id);
-                if ids.is_empty() {
-                    per_channel.remove(channel);
-                }
-            }
-            if per_channel.is_empty() {
-                self.held_by.remove(holder);
-            }
-        }
-    }
-
     /// Turn a live claim into a tombstone marker (same deadline).
     fn mark_answered(&mut self, channel: &str, msg_id: &str) {
-        let Some(c) = self.claims.get_mut(channel).and_then(|m| m.get_mut(msg_id)) else {
+        let Some((key, c)) = self.claims.get_key_value(&(channel, msg_id) as &dyn Key2) else {
             return;
         };
         if c.answered {
             return;
         }
-        c.answered = true;
-        let holder = c.holder.clone();
+        let held = (
+            Arc::clone(&c.holder),
+            Arc::clone(&key.0),
+            Arc::clone(&key.1),
+        );
+        if let Some(c) = self.claims.get_mut(&(channel, msg_id) as &dyn Key2) {
+            c.answered = true;
+        }
         self.live -= 1;
         self.markers += 1;
-        self.unindex(&holder, channel, msg_id);
+        self.held_by.remove(&held);
     }
 
     /// Release every live claim of `agent` in `channel` (no markers).
     fn release_all_in(&mut self, agent: &str, channel: &str) {
-        let ids = match self.held_by.get_mut(agent) {
-            Some(per_channel) => {
-                let ids = per_channel.remove(channel).unwrap_or_default();
-                if per_channel.is_empty() {
-                    self.held_by.remove(agent);
-                }
-                ids
-            }
-            None => return,
-        };
-        for id in ids {
-            self.remove_claim(channel, &id);
+        for (channel, id) in self.held(agent, Some(channel)) {
+            self.remove_claim(&channel, &id);
         }
+    }
+}
+
+/// A (channel, msg_id) key of the claim table, owned or borrowed: the
+/// table is looked up with `&str`s without building a key.
+trait Key2 {
+    fn parts(&self) -> (&str, &str);
+}
+
+impl Key2 for (Arc<str>, Arc<str>) {
+    fn parts(&self) -> (&str, &str) {
+        (&self.0, &self.1)
+    }
+}
+
+impl Key2 for (&str, &str) {
+    fn parts(&self) -> (&str, &str) {
+        (self.0, self.1)
+    }
+}
+
+impl<'a> Borrow<dyn Key2 + 'a> for (Arc<str>, Arc<str>) {
+    fn borrow(&self) -> &(dyn Key2 + 'a) {
+        self
+    }
+}
+
+impl PartialEq for dyn Key2 + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for dyn Key2 + '_ {}
+
+impl PartialOrd for dyn Key2 + '_ {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// The order of the owned tuple (string order, field by field).
+impl Ord for dyn Key2 + '_ {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.parts().cmp(&other.parts())
+    }
+}
+
+/// An (agent, channel, msg_id) key of `held_by`, owned or borrowed.
+trait Key3 {
+    fn parts(&self) -> (&str, &str, &str);
+}
+
+impl Key3 for (Arc<str>, Arc<str>, Arc<str>) {
+    fn parts(&self) -> (&str, &str, &str) {
+        (&self.0, &self.1, &self.2)
+    }
+}
+
+impl Key3 for (&str, &str, &str) {
+    fn parts(&self) -> (&str, &str, &str) {
+        (self.0, self.1, self.2)
+    }
+}
+
+impl<'a> Borrow<dyn Key3 + 'a> for (Arc<str>, Arc<str>, Arc<str>) {
+    fn borrow(&self) -> &(dyn Key3 + 'a) {
+        self
+    }
+}
+
+impl PartialEq for dyn Key3 + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for dyn Key3 + '_ {}
+
+impl PartialOrd for dyn Key3 + '_ {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// The order of the owned tuple (string order, field by field).
+impl Ord for dyn Key3 + '_ {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.parts().cmp(&other.parts())
     }
 }
 

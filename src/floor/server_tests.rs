@@ -1078,3 +1078,151 @@ fn shared_form_matches_owned_form() {
         assert_eq!(owned.s.stats(), shared.s.stats(), "{p}");
     }
 }
+
+// ------------------------------------------------------------ internals
+// The member list, the flat claim keys and the holder index (issue 14).
+
+#[test]
+fn relays_go_to_members_in_id_order_whatever_the_join_order() {
+    let mut h = H::new(PolicyKind::Spec);
+    for a in ["agent-c", "agent-9", "agent-a", "agent-10", "agent-b"] {
+        h.join(0, a, G);
+    }
+    h.join(0, "agent-a", G); // joining twice changes nothing
+    let ids = ["agent-10", "agent-9", "agent-a", "agent-b", "agent-c"];
+    assert_eq!(h.s.members(G).collect::<Vec<_>>(), ids);
+    for sender in ids {
+        let out = h.msg(10, sender, G, None);
+        let want: Vec<_> = ids
+            .iter()
+            .filter(|&&a| a != sender)
+            .map(|&a| (a, "MSG"))
+            .collect();
+        assert_eq!(to(&out), want, "from {sender}");
+    }
+    // A claim from the first and the last member, then after a leave.
+    let out = h.claim(20, "agent-10", "m1", 5);
+    assert_eq!(to(&out).len(), 4);
+    assert_eq!(out[0].to, "agent-9");
+    h.run(
+        30,
+        Input::Leave {
+            agent: "agent-9".into(),
+            channel: G.into(),
+        },
+    );
+    let out = h.msg(40, "agent-c", G, None);
+    assert_eq!(
+        to(&out),
+        [("agent-10", "MSG"), ("agent-a", "MSG"), ("agent-b", "MSG")]
+    );
+}
+
+#[test]
+fn a_non_member_sender_reaches_every_member() {
+    // agentchat-0.36 lets non-members claim: the FLOOR_CLAIMED skips no one.
+    let mut h = H::abc(PolicyKind::Agentchat036);
+    let out = h.claim(10, "agent-d", "m1", 5);
+    assert_eq!(
+        to(&out),
+        [
+            ("agent-a", "FLOOR_CLAIMED"),
+            ("agent-b", "FLOOR_CLAIMED"),
+            ("agent-c", "FLOOR_CLAIMED")
+        ]
+    );
+}
+
+#[test]
+fn member_lookups_stay_right_as_the_list_changes() {
+    let mut h = H::abc(PolicyKind::Spec);
+    let leave = |h: &mut H, a: &str| {
+        h.run(
+            0,
+            Input::Leave {
+                agent: a.into(),
+                channel: G.into(),
+            },
+        )
+    };
+    assert!(h.s.is_member("agent-c", G));
+    leave(&mut h, "agent-a");
+    // agent-c moved from position 2 to 1; position 2 no longer exists.
+    assert!(h.s.is_member("agent-c", G) && h.s.is_member("agent-b", G));
+    assert!(!h.s.is_member("agent-a", G) && !h.s.is_member("agent-d", G));
+    h.join(0, "agent-a", G);
+    h.join(0, "agent-bb", G);
+    for a in ["agent-a", "agent-b", "agent-bb", "agent-c"] {
+        assert!(h.s.is_member(a, G), "{a}");
+    }
+    assert!(!h.s.is_member("agent-", G) && !h.s.is_member("agent-ba", G));
+    let out = h.msg(5, "agent-bb", G, None);
+    assert_eq!(
+        to(&out),
+        [("agent-a", "MSG"), ("agent-b", "MSG"), ("agent-c", "MSG")]
+    );
+}
+
+#[test]
+fn releases_touch_only_that_agents_claims_in_that_channel() {
+    // Ids that are prefixes of one another, and "m10" < "m9" as strings.
+    let mut h = H::new(PolicyKind::Spec);
+    for (a, ch) in [
+        ("agent-a", G),
+        ("agent-ab", G),
+        ("agent-b", G),
+        ("agent-a", "#g"),
+        ("agent-a", "#generalx"),
+        ("agent-ab", "#g"),
+    ] {
+        h.join(0, a, ch);
+    }
+    let claims = [
+        ("agent-a", G, "m9"),
+        ("agent-a", G, "m10"),
+        ("agent-ab", G, "m1"),
+        ("agent-b", G, "m2"),
+        ("agent-a", "#g", "m9"),
+        ("agent-a", "#generalx", "m9"),
+        ("agent-ab", "#g", "m10"),
+    ];
+    for (a, ch, m) in claims {
+        h.claim_as(100, a, Role::Agent, ch, m, 50);
+    }
+    assert_eq!(h.s.claim_count(), 7);
+    h.msg(200, "agent-a", G, None);
+    let held = |h: &H| -> Vec<(&str, &str)> {
+        claims
+            .iter()
+            .filter(|(_, ch, m)| h.s.holder(ch, m).is_some())
+            .map(|&(a, ch, _)| (a, ch))
+            .collect()
+    };
+    assert_eq!(
+        held(&h),
+        [
+            ("agent-ab", G),
+            ("agent-b", G),
+            ("agent-a", "#g"),
+            ("agent-a", "#generalx"),
+            ("agent-ab", "#g")
+        ]
+    );
+    assert_eq!(h.s.claim_count(), 5);
+    h.run(
+        300,
+        Input::Disconnect {
+            agent: "agent-a".into(),
+        },
+    );
+    assert_eq!(
+        held(&h),
+        [("agent-ab", G), ("agent-b", G), ("agent-ab", "#g")]
+    );
+    assert_eq!(h.s.claim_count(), 3);
+    // The deadline index went with them: the next timer is the survivors'.
+    assert_eq!(h.s.poll_timeout(), Some(100 + DEFAULT_TTL_MS));
+    h.tick(100 + DEFAULT_TTL_MS);
+    assert_eq!((h.s.claim_count(), h.s.stats().expired), (0, 3));
+    assert_eq!(h.s.poll_timeout(), None);
+}
