@@ -640,5 +640,5 @@ fn has_at(bytes: &[u8]) -> bool {
             return true;
         }
     }
-    chunks.remainder().iter().any(|&b| b == b'@')
+    chunks.remainder().contains(&b'@')
 }
