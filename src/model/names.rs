@@ -13,8 +13,23 @@ pub fn agent_id(i: usize, n: usize) -> String {
 
 /// Parse an agent id back to its index, if it names one of `n` agents.
 pub fn parse_agent(name: &str, n: usize) -> Option<u32> {
-    let i = digits(name.strip_prefix("agent-")?)?;
-    (i < n as u64).then_some(i as u32)
+    let d = name.strip_prefix("agent-")?;
+    // Up to 10 digits cannot overflow a u64: no check per digit (this
+    // runs for every simulated delivery).
+    let i = if !d.is_empty() && d.len() <= 10 {
+        let mut v: u64 = 0;
+        for b in d.bytes() {
+            let x = b.wrapping_sub(b'0');
+            if x > 9 {
+                return None;
+            }
+            v = v.wrapping_mul(10).wrapping_add(u64::from(x));
+        }
+        v
+    } else {
+        digits(d)?
+    };
+    (i < n as u64 && i <= u64::from(u32::MAX)).then_some(i as u32)
 }
 
 /// A non-empty run of ASCII digits (leading zeros allowed) as a number
