@@ -390,6 +390,8 @@ fn wss_against_a_tls_server_with_a_private_ca() {
         assert!(err.starts_with("herdsim: error: "), "{err}");
         assert!(err.contains(says), "{url}: {err}");
         assert_eq!(err.lines().count(), 1, "{err}");
+        // Nothing measured, no results folder left behind.
+        assert!(!tmp.path().join("refused/all-at-once-live").exists());
     };
     // Self-signed (a private CA not given): the certificate is named, and
     // the way out (--ca-cert).

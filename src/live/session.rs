@@ -240,9 +240,21 @@ impl Checked {
         bar_hook: &dyn Fn(&ProgressBar),
     ) -> Result<Finished, LiveError> {
         // The folder first: an unwritable --out fails before minutes of live run.
+        let existed = self.dir.exists();
         std::fs::create_dir_all(&self.dir)
             .map_err(|e| failure(format!("{}: {e}", self.dir.display())))?;
-        let rows = self.run_live(stop, bar_hook)?;
+        let rows = match self.run_live(stop, bar_hook) {
+            Ok(rows) => rows,
+            Err(e) => {
+                // Nothing was measured (no connection): leave no empty
+                // results folder behind. `remove_dir` removes only an
+                // empty folder, and only one this run created.
+                if !existed {
+                    let _ = std::fs::remove_dir(&self.dir);
+                }
+                return Err(e);
+            }
+        };
         let interrupted = rows.iter().any(|(_, o)| o.interrupted);
         let plain: Vec<Row> = rows.iter().map(|(r, _)| r.clone()).collect();
         let summary = csv_out::summarise(&plain, &no_params);
