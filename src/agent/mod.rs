@@ -204,7 +204,8 @@ pub struct Agent {
     clock_offset_us: i64,
     /// The messages the agent is busy with, by id: a handful at a time, so
     /// a flat sorted vector (no tree node allocated per message; iterated
-    /// in id order like a `BTreeMap`).
+    /// in id order like a `BTreeMap`). Hung inferences stay for the run:
+    /// even a few thousand cost one move of some tens of KB per change.
     slots: LiteMap<Arc<str>, Slot>,
     /// Duration and ignore-yield of the inference being started by
     /// [`Input::StartNow`].
