@@ -13,23 +13,8 @@ pub fn agent_id(i: usize, n: usize) -> String {
 
 /// Parse an agent id back to its index, if it names one of `n` agents.
 pub fn parse_agent(name: &str, n: usize) -> Option<u32> {
-    let d = name.strip_prefix("agent-")?;
-    // Up to 10 digits cannot overflow a u64: no check per digit (this
-    // runs for every simulated delivery).
-    let i = if !d.is_empty() && d.len() <= 10 {
-        let mut v: u64 = 0;
-        for b in d.bytes() {
-            let x = b.wrapping_sub(b'0');
-            if x > 9 {
-                return None;
-            }
-            v = v.wrapping_mul(10).wrapping_add(u64::from(x));
-        }
-        v
-    } else {
-        digits(d)?
-    };
-    (i < n as u64 && i <= u64::from(u32::MAX)).then_some(i as u32)
+    let i = digits(name.strip_prefix("agent-")?)?;
+    (i < n as u64).then_some(i as u32)
 }
 
 /// A non-empty run of ASCII digits (leading zeros allowed) as a number
@@ -45,7 +30,10 @@ fn digits(s: &str) -> Option<u64> {
         if d > 9 {
             return None;
         }
-        v = v * 10 + u64::from(d);
+        // `v <= u32::MAX` here, so `v * 10 + 9` fits a u64: the wrapping
+        // operations never wrap, and skip the release build's overflow
+        // check on every digit.
+        v = v.wrapping_mul(10).wrapping_add(u64::from(d));
         if v > u64::from(u32::MAX) {
             return None;
         }
@@ -55,29 +43,7 @@ fn digits(s: &str) -> Option<u64> {
 
 /// The wire id of message number `m`.
 pub fn msg_id(m: u32) -> String {
-    let mut s = String::with_capacity(11);
-    push_msg_id(&mut s, m);
-    s
-}
-
-/// Append the wire id of message number `m` to `out` (no formatting
-/// machinery: this runs for almost every simulated event).
-pub fn push_msg_id(out: &mut String, m: u32) {
-    out.push('m');
-    let mut digits = [0u8; 10];
-    let mut n = m;
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    for &d in &digits[i..] {
-        out.push(char::from(d));
-    }
+    IdBuf::new(m).as_str().to_string()
 }
 
 /// The wire id of a message number, formatted on the stack (no
