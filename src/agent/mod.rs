@@ -284,7 +284,7 @@ impl Agent {
                 duration_us,
                 ignore_yield,
             } => {
-                let id = self.key_of(msg_id).unwrap_or_else(|| Arc::from(msg_id));
+                let id = self.shared_id(msg_id);
                 let slot = self.slots.entry(id.clone()).or_default();
                 if !slot.busy {
                     slot.busy = true;
@@ -395,7 +395,7 @@ impl Agent {
         };
         // One shared id for the slot, the client's track and every
         // output about the message.
-        let id = self.key_of(msg_id).unwrap_or_else(|| Arc::from(msg_id));
+        let id = self.shared_id(msg_id);
         out.push(Output::Wants { msg_id: id.clone() });
         self.slots.entry(id.clone()).or_default().busy = true;
         self.call_client(now, out, |c, t, a| {
@@ -531,7 +531,7 @@ impl Agent {
             return;
         };
         let busy = slot.busy;
-        let id = self.key_of(msg_id).unwrap_or_else(|| Arc::from(msg_id));
+        let id = self.shared_id(msg_id);
         if !busy {
             self.slots.remove(msg_id);
         }
@@ -594,6 +594,11 @@ impl Agent {
     fn key_of(&self, msg_id: &str) -> Option<Arc<str>> {
         let i = self.slots.find_index(msg_id).ok()?;
         self.slots.get_indexed(i).map(|(k, _)| k.clone())
+    }
+
+    /// The id the agent shares for `msg_id`: its slot's, or a new one.
+    fn shared_id(&self, msg_id: &str) -> Arc<str> {
+        self.key_of(msg_id).unwrap_or_else(|| Arc::from(msg_id))
     }
 
     /// If the agent is no longer busy with `msg_id`, say so.

@@ -51,6 +51,13 @@ impl WireId {
             WireId::Num(b) => b.as_str(),
         }
     }
+
+    pub(super) fn into_string(self) -> String {
+        match self {
+            WireId::Label(s) => s,
+            WireId::Num(b) => b.as_str().to_string(),
+        }
+    }
 }
 
 impl World<'_> {
@@ -65,10 +72,7 @@ impl World<'_> {
 
     /// The wire id of message number `m`.
     pub(super) fn id_of(&self, m: u32) -> String {
-        match self.label_of.get(&m) {
-            Some(label) => label.clone(),
-            None => names::msg_id(m),
-        }
+        self.wire_id(m).into_string()
     }
 
     /// The wire id of message number `m`, without allocating for a
