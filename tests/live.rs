@@ -203,31 +203,16 @@ fn collision_rich_live_and_simulated_agree() {
 
 #[test]
 fn keyed_identities_against_a_spawned_agentchat_server() {
-    let bin = assert_cmd::cargo::cargo_bin("herdsim");
-    let mut server = std::process::Command::new(&bin)
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--policy",
-            "agentchat-0.36",
-            "--rate-limit",
-            "0",
-            "--ttl-ms",
-            "2250",
-        ])
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("serve starts");
-    let mut line = String::new();
-    let stderr = server.stderr.take().expect("stderr");
-    BufReader::new(stderr).read_line(&mut line).expect("a line");
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("ws://"))
-        .unwrap_or_else(|| panic!("no url in {line}"))
-        .to_string();
+    let args = [
+        "--policy",
+        "agentchat-0.36",
+        "--rate-limit",
+        "0",
+        "--ttl-ms",
+        "2250",
+    ]
+    .map(std::ffi::OsStr::new);
+    let (server, url) = spawn_serve(&args, "ws");
     let tmp = tempfile::tempdir().expect("tmp");
     // Gap 2 s of scenario time (0.1 s real at speed 20) keeps each agent
     // well under agentchat's fixed 1 message per second of real time.
@@ -256,8 +241,7 @@ fn keyed_identities_against_a_spawned_agentchat_server() {
         .arg(&sc)
         .output()
         .expect("runs");
-    let _ = server.kill();
-    let _ = server.wait();
+    drop(server);
     assert!(
         result.status.success(),
         "{}",
