@@ -206,7 +206,7 @@ proptest! {
         let rng = ChaCha8Rng::seed_from_u64(seed);
         let b = Arc::new(behaviour(faults, recheck));
         let mut d = Driver {
-            agent: Agent::new(ME.into(), policy, b, rng, 1_000_000),
+            agent: Agent::new(ME.into(), policy, b, rng, Clock::Offset(1_000_000)),
             now: 0,
             due: BTreeMap::new(),
             seq: 0,

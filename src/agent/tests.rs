@@ -28,7 +28,7 @@ fn behaviour() -> Behaviour {
 
 fn agent_with(b: Behaviour, policy: PolicyKind) -> Agent {
     let rng = ChaCha8Rng::seed_from_u64(7);
-    Agent::new(ME.to_string(), policy, Arc::new(b), rng, 0)
+    Agent::new(ME.to_string(), policy, Arc::new(b), rng, Clock::Offset(0))
 }
 
 fn agent(b: Behaviour) -> Agent {
@@ -184,7 +184,7 @@ fn the_local_clock_stamps_claims() {
         PolicyKind::Spec,
         Arc::new(behaviour()),
         rng,
-        5_000_000,
+        Clock::Offset(5_000_000),
     );
     root(&mut a, 0, "m0");
     let out = feed(&mut a, 2_000, Input::Timer { msg_id: "m0" });
@@ -595,4 +595,42 @@ fn a_timed_workload_stops_at_its_duration() {
         now = at;
     }
     assert_eq!(w.posted(), 10);
+}
+
+/// A live clock: the wall clock (Unix µs `origin` at driver time 0) plus
+/// the skew, both scaled by the speed; the TTL belief in real ms; a recheck
+/// wake converted back to driver time exactly.
+#[test]
+fn a_live_clock_reads_the_wall_clock_and_scales_skew_and_ttl() {
+    let origin_ms: i64 = 1_795_000_000_000;
+    // Scenario time runs 10x real time; the skew is +2 s of scenario time.
+    let clock = Clock::Scaled {
+        origin_us: origin_ms * 1000,
+        skew_us: 2_000_000,
+        speed: 10.0,
+    };
+    let mut b = behaviour();
+    b.recheck = true;
+    b.max_rechecks = 1;
+    b.ttl_ms = 50_000; // 5 s of real time
+    let rng = ChaCha8Rng::seed_from_u64(7);
+    let mut a = Agent::new(ME.into(), PolicyKind::Spec, Arc::new(b), rng, clock);
+    // 40 s of scenario time is 4 s of real time; the skew 200 ms.
+    assert_eq!(a.local_ms(40_000_000), origin_ms + 4_000 + 200);
+    root(&mut a, 0, "m0");
+    let c = claim("m0", OTHER, 0);
+    // Seen at driver 1 s: local origin + 100 + 200 ms.
+    hear(&mut a, 1_000_000, &c);
+    let out = feed(&mut a, 2_000, Input::Timer { msg_id: "m0" });
+    // Believed live for 5 s of real time, 50 s of scenario time.
+    let recheck = Output::SetTimer {
+        msg_id: "m0".into(),
+        at_us: 51_000_000,
+        kind: TimerKind::Recheck,
+    };
+    assert_eq!(out[1], recheck);
+    let out = feed(&mut a, 51_000_000, Input::Timer { msg_id: "m0" });
+    assert_eq!(out, [csma("m0", 51_002_000)]);
+    let out = feed(&mut a, 51_002_000, Input::Timer { msg_id: "m0" });
+    assert_eq!(out[0], claim_sent("m0", origin_ms + 5_100 + 200));
 }

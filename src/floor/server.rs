@@ -56,7 +56,8 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
 
 use crate::floor::policy::{
-    AGENTCHAT_CHANNEL_MAX, AGENTCHAT_DEFAULT_CHANNELS, AGENTCHAT_RATE_LIMIT_MS, Announce, Channels,
+    AGENTCHAT_CHANNEL_MAX, AGENTCHAT_DEFAULT_CHANNELS, AGENTCHAT_RATE_LIMIT_MS, AGENTCHAT_SWEEP_MS,
+    Announce, Channels,
     ClaimOrder, DEFAULT_TTL_MS, ENABLED_VAR, ErrorStyle, Expiry, MsgGate, PolicyKind,
     REASON_DENIED, REASON_DISPLACED, Release, Rules, Slot, Verdict, YieldForm,
 };
@@ -88,6 +89,15 @@ pub struct Config {
     /// microseconds (the real timer drifts by about 300-1100 us per sweep
     /// under load). Default 0.
     pub sweep_drift_us: u64,
+    /// Sweep expiry only: the sweep's period in ms (default
+    /// [`AGENTCHAT_SWEEP_MS`], the real server's 5000; a driver that runs
+    /// the server faster or slower than real time scales it). 0: claims
+    /// expire exactly at their deadline.
+    pub sweep_every_ms: u64,
+    /// `agentchat-0.36` only: the operator's MSGs pass the rate limit too
+    /// (the real server knows no operator: it is one connection like any
+    /// other). Default false: the operator is exempt.
+    pub rate_limit_operator: bool,
 }
 
 /// A TTL that never expires (what `agentchat-0.36` does with a TTL
@@ -95,8 +105,8 @@ pub struct Config {
 pub const NEVER: u64 = u64::MAX;
 
 impl Default for Config {
-    /// Policy `spec`, TTL 45000 ms, tracking on, rate limit 1000 ms, sweep
-    /// phase 0, no drift.
+    /// Policy `spec`, TTL 45000 ms, tracking on, rate limit 1000 ms (the
+    /// operator exempt), a sweep every 5000 ms from phase 0, no drift.
     fn default() -> Self {
         Config {
             policy: PolicyKind::Spec,
@@ -105,6 +115,8 @@ impl Default for Config {
             rate_limit_ms: AGENTCHAT_RATE_LIMIT_MS,
             sweep_phase_ms: 0,
             sweep_drift_us: 0,
+            sweep_every_ms: AGENTCHAT_SWEEP_MS,
+            rate_limit_operator: false,
         }
     }
 }
@@ -704,11 +716,11 @@ impl Server {
     pub fn poll_timeout(&self) -> Option<u64> {
         let (&(deadline, _), _) = self.deadlines.first_key_value()?;
         match self.rules.expiry {
-            Expiry::Sweep { every_ms } if every_ms > 0 => {
+            Expiry::Sweep if self.cfg.sweep_every_ms > 0 => {
                 // The first sweep at or after the deadline, in ms (rounded up).
                 // A sweep that already ran does not run again (a TTL of 0
                 // granted at a sweep's instant waits for the next one).
-                let (phase, period) = self.sweep_us(every_ms);
+                let (phase, period) = self.sweep_us();
                 let d = u128::from(deadline) * 1000;
                 let mut k = d.saturating_sub(phase).div_ceil(period);
                 if let Some(last) = self.last_sweep {
@@ -722,10 +734,10 @@ impl Server {
     }
 
     /// Sweep phase and period in microseconds.
-    fn sweep_us(&self, every_ms: u64) -> (u128, u128) {
+    fn sweep_us(&self) -> (u128, u128) {
         (
             u128::from(self.cfg.sweep_phase_ms) * 1000,
-            u128::from(every_ms) * 1000 + u128::from(self.cfg.sweep_drift_us),
+            u128::from(self.cfg.sweep_every_ms) * 1000 + u128::from(self.cfg.sweep_drift_us),
         )
     }
 
@@ -749,7 +761,7 @@ impl Server {
     pub fn holder(&self, channel: &str, msg_id: &str) -> Option<(&str, Stamp)> {
         let c = self.claims.get(&(channel, msg_id) as &dyn Key2)?;
         let live = !c.answered
-            && (matches!(self.rules.expiry, Expiry::Sweep { .. }) || c.deadline > self.now);
+            && (matches!(self.rules.expiry, Expiry::Sweep) || c.deadline > self.now);
         live.then_some((&*c.holder, c.started_at))
     }
 
@@ -803,8 +815,8 @@ impl Server {
         // sweeps, limit is the time of the last sweep at or before now, in us.
         let limit: Option<u128> = match self.rules.expiry {
             Expiry::AtDeadline => Some(u128::from(now) * 1000),
-            Expiry::Sweep { every_ms } if every_ms > 0 => {
-                let (phase, period) = self.sweep_us(every_ms);
+            Expiry::Sweep if self.cfg.sweep_every_ms > 0 => {
+                let (phase, period) = self.sweep_us();
                 let t = u128::from(now) * 1000;
                 let k = (t >= phase).then(|| (t - phase) / period);
                 // Each sweep runs once: claims granted after it ran (at its
@@ -815,7 +827,7 @@ impl Server {
                 self.last_sweep = k;
                 k.map(|k| phase + k * period)
             }
-            Expiry::Sweep { .. } => Some(u128::from(now) * 1000),
+            Expiry::Sweep => Some(u128::from(now) * 1000),
         };
         let Some(limit) = limit else {
             return now;
@@ -995,10 +1007,15 @@ impl Server {
 
     /// RESPONDING_TO: validate the claim, look up the current one, let the
     /// policy decide, then record the verdict and send what it says.
-    fn on_claim(&mut self, now: u64, claim: ClaimReq, out: &mut Vec<Delivery>) {
+    fn on_claim(&mut self, now: u64, mut claim: ClaimReq, out: &mut Vec<Delivery>) {
         self.stats.claims_received += 1;
         if !self.claim_well_formed(&claim, out) || !self.claim_admitted(&claim, out) {
             return;
+        }
+        if self.rules.order == ClaimOrder::StartedAtDouble {
+            // JavaScript holds the parsed double: it compares it, stores it
+            // and echoes it (2^53 + 1 comes back as 2^53).
+            claim.started_at = Stamp::from_f64(claim.started_at.as_f64());
         }
         if !self.tracking() || claim.role == Role::Operator {
             return self.relay_untracked_claim(claim, out);
@@ -1283,7 +1300,14 @@ impl Server {
         let (from, to) = (msg.from.as_str(), msg.to.as_str());
         if self.rules.msg_gate == MsgGate::Agentchat {
             // `handleMsg` (`lib/server/handlers/message.ts`), in its order.
-            if msg.role == Role::Agent && !self.agentchat_sender_ok(now, from, out) {
+            let ok = match msg.role {
+                Role::Agent => self.agentchat_sender_ok(now, from, out),
+                Role::Operator if self.cfg.rate_limit_operator => {
+                    self.agentchat_rate_ok(now, from, out)
+                }
+                Role::Operator => true,
+            };
+            if !ok {
                 return false;
             }
             return self.agentchat_msg_target_ok(from, to, dest, out);
@@ -1310,6 +1334,13 @@ impl Server {
             self.refuse(from, "LURK_MODE", m, out);
             return false;
         }
+        self.agentchat_rate_ok(now, from, out)
+    }
+
+    /// `agentchat-0.36`: the MSG rate limit (one MSG per `rate_limit_ms` per
+    /// sender); `false` when refused. A MSG that passes counts for the
+    /// limit even if refused later.
+    fn agentchat_rate_ok(&mut self, now: u64, from: &str, out: &mut Vec<Delivery>) -> bool {
         let limit = self.cfg.rate_limit_ms;
         if limit > 0
             && let Some(&last) = self.last_msg.get(from)

@@ -1226,3 +1226,100 @@ fn releases_touch_only_that_agents_claims_in_that_channel() {
     assert_eq!((h.s.claim_count(), h.s.stats().expired), (0, 3));
     assert_eq!(h.s.poll_timeout(), None);
 }
+
+/// `agentchat-0.36` holds the double JavaScript parsed: a `started_at` of
+/// 2^53 + 1 is echoed as 2^53 in FLOOR_CLAIMED and in a YIELD's
+/// `holder_started_at`, as the real server sends it.
+#[test]
+fn agentchat_echoes_started_at_as_the_double_it_holds() {
+    let big = 9_007_199_254_740_993_i64; // 2^53 + 1
+    let held = 9_007_199_254_740_992_i64; // what a double holds
+    let mut h = H::abc(PolicyKind::Agentchat036);
+    let out = h.claim(10, "agent-b", "m1", big);
+    let claimed: Vec<_> = out.iter().map(|o| &o.msg).collect();
+    assert!(claimed.iter().all(|m| matches!(m,
+        ServerMsg::FloorClaimed { started_at, .. } if *started_at == Stamp::Int(held))));
+    assert_eq!(claimed.len(), 2, "{out:?}");
+    assert!(out[0].msg.to_json_string().contains("\"started_at\":9007199254740992"));
+    // A later claim is denied with the held value.
+    let out = h.claim(20, "agent-c", "m1", big + 10);
+    let y = out.iter().find(|o| o.to.as_str() == "agent-c").expect("a YIELD");
+    assert_eq!(y.msg, yield_ac("m1", "agent-b", held, REASON_DENIED));
+    // Under `spec` the integer is kept exactly.
+    let mut h = H::abc(PolicyKind::Spec);
+    let out = h.claim(10, "agent-b", "m1", big);
+    assert_eq!(out[0].msg, relayed_claim("m1", "agent-b", big));
+}
+
+/// The operator is exempt from the `agentchat-0.36` rate limit unless
+/// `rate_limit_operator` is set; then a second post within the limit is
+/// refused (`RATE_LIMITED`) and relayed to nobody, as on the real server.
+#[test]
+fn operator_rate_limit_is_a_choice() {
+    let post = |h: &mut H, t: u64| {
+        h.run(
+            t,
+            Input::Client {
+                from: "operator".into(),
+                role: Role::Operator,
+                msg: ClientMsg::Msg {
+                    id: Some(format!("m{t}")),
+                    to: G.into(),
+                    content: "question".into(),
+                    in_reply_to: None,
+                },
+            },
+        )
+    };
+    for limited in [false, true] {
+        let mut h = H::with(Config {
+            policy: PolicyKind::Agentchat036,
+            rate_limit_operator: limited,
+            ..Config::default()
+        });
+        for a in ["operator", "agent-a", "agent-b"] {
+            h.join(0, a, G);
+        }
+        assert_eq!(to(&post(&mut h, 100)), [("agent-a", "MSG"), ("agent-b", "MSG")]);
+        let second = post(&mut h, 600);
+        if limited {
+            assert_eq!(error_code(&second), Some(("operator", "RATE_LIMITED")));
+            assert_eq!(h.s.stats().rate_limited, 1);
+        } else {
+            assert_eq!(to(&second), [("agent-a", "MSG"), ("agent-b", "MSG")]);
+        }
+        // A second later it passes either way.
+        assert_eq!(to(&post(&mut h, 1600)).len(), 2);
+    }
+    // Other policies have no rate limit at all.
+    let mut h = H::with(Config {
+        rate_limit_operator: true,
+        ..Config::default()
+    });
+    h.join(0, "agent-a", G);
+    h.join(0, "operator", G);
+    assert_eq!(to(&post(&mut h, 100)), [("agent-a", "MSG")]);
+    assert_eq!(to(&post(&mut h, 101)), [("agent-a", "MSG")]);
+}
+
+/// The sweep period is the configuration's: at 500 ms (a server run 10x
+/// faster than real time) a claim expired at 3000 is swept at 3000, not 5000.
+#[test]
+fn agentchat_sweep_period_is_configurable() {
+    for (every, swept_at) in [(5000, 5000), (500, 3000), (0, 3000)] {
+        let mut h = H::with(Config {
+            policy: PolicyKind::Agentchat036,
+            ttl_ms: 2000,
+            sweep_every_ms: every,
+            ..Config::default()
+        });
+        h.join(0, "agent-a", G);
+        h.claim(1000, "agent-a", "m1", 5);
+        assert_eq!(h.s.poll_timeout(), Some(swept_at), "every {every}");
+        let mut out = Vec::new();
+        h.s.handle(swept_at - 1, Input::Tick, &mut out);
+        assert_eq!(h.s.claim_count(), 1, "every {every}");
+        h.s.handle(swept_at, Input::Tick, &mut out);
+        assert_eq!(h.s.claim_count(), 0, "every {every}");
+    }
+}

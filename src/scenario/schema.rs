@@ -91,6 +91,17 @@ pub struct ServerSpec {
     /// `agentchat-0.36` only: how much later than 5000 ms each sweep comes.
     #[serde(default)]
     pub sweep_drift_ms: f64,
+    /// `agentchat-0.36` only: the period of the expiry sweep in ms (the
+    /// real server's 5000).
+    #[serde(
+        default = "default_sweep_every_ms",
+        skip_serializing_if = "is_default_sweep_every_ms"
+    )]
+    pub sweep_every_ms: f64,
+    /// `agentchat-0.36` only: the operator is one connection like any
+    /// other and its posts pass the rate limit too (as on the real server).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub rate_limit_operator: bool,
 }
 
 /// The phase of the `agentchat-0.36` expiry sweep: a number of ms, or the
@@ -284,6 +295,8 @@ impl Default for ServerSpec {
             rate_limit_ms: default_rate_limit_ms(),
             sweep_phase_ms: SweepPhase::default(),
             sweep_drift_ms: 0.0,
+            sweep_every_ms: default_sweep_every_ms(),
+            rate_limit_operator: false,
         }
     }
 }
@@ -539,6 +552,15 @@ fn default_ttl_ms() -> f64 {
 }
 fn default_rate_limit_ms() -> f64 {
     1000.0
+}
+fn default_sweep_every_ms() -> f64 {
+    crate::floor::policy::AGENTCHAT_SWEEP_MS as f64
+}
+fn is_default_sweep_every_ms(v: &f64) -> bool {
+    *v == default_sweep_every_ms()
+}
+fn is_false(v: &bool) -> bool {
+    !*v
 }
 fn default_true() -> bool {
     true

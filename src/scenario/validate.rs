@@ -104,31 +104,29 @@ fn check_server(
     )?;
     dist("server.restart", &server.restart, base_dir, cache)?;
     duration("server.rate_limit_ms", server.rate_limit_ms)?;
+    duration("server.sweep_every_ms", server.sweep_every_ms)?;
+    let every = server.sweep_every_ms;
+    if every == 0.0 {
+        return fail(
+            "server.sweep_every_ms",
+            "must be positive (the real server sweeps every 5000 ms)".into(),
+        );
+    }
+    let phase_msg = |v: String| format!("must be a number of ms in [0, {every}) or \"random\", not {v}");
     match &server.sweep_phase_ms {
-        SweepPhase::Ms(v) if v.is_finite() && (0.0..5000.0).contains(v) => {}
-        SweepPhase::Ms(v) => {
-            return fail(
-                "server.sweep_phase_ms",
-                format!("must be a number of ms in [0, 5000) or \"random\", not {v}"),
-            );
-        }
+        SweepPhase::Ms(v) if v.is_finite() && (0.0..every).contains(v) => {}
+        SweepPhase::Ms(v) => return fail("server.sweep_phase_ms", phase_msg(v.to_string())),
         SweepPhase::Word(w) if w == "random" => {}
         SweepPhase::Word(w) => {
-            return fail(
-                "server.sweep_phase_ms",
-                format!(
-                    "must be a number of ms in [0, 5000) or \"random\", not \"{}\"",
-                    w
-                ),
-            );
+            return fail("server.sweep_phase_ms", phase_msg(format!("\"{w}\"")));
         }
     }
     duration("server.sweep_drift_ms", server.sweep_drift_ms)?;
-    if server.sweep_drift_ms >= 5000.0 {
+    if server.sweep_drift_ms >= every {
         return fail(
             "server.sweep_drift_ms",
             format!(
-                "must be less than 5000 ms per sweep, not {}",
+                "must be less than {every} ms per sweep, not {}",
                 server.sweep_drift_ms
             ),
         );
