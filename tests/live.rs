@@ -11,7 +11,14 @@ use std::path::Path;
 use std::process::Stdio;
 
 fn herdsim() -> Command {
-    Command::cargo_bin("herdsim").expect("binary")
+    let mut c = Command::cargo_bin("herdsim").expect("binary");
+    // Never the user's own key file: a test that forgets --key-file
+    // writes here.
+    c.env(
+        "HERDSIM_KEY_FILE",
+        std::env::temp_dir().join("herdsim-tests-live-identity.key"),
+    );
+    c
 }
 
 fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
@@ -235,8 +242,10 @@ fn keyed_identities_against_a_spawned_agentchat_server() {
             "agentchat-0.36",
             "--url",
             &url,
-            "--out",
+            "--key-file",
         ])
+        .arg(tmp.path().join("live-identity.key"))
+        .arg("--out")
         .arg(&out)
         .arg(&sc)
         .output()

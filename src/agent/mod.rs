@@ -238,7 +238,11 @@ impl Clock {
                 speed,
             } => {
                 let t = local_us.saturating_sub(origin_us) as f64 * speed - skew_us as f64;
-                if t <= 0.0 { 0 } else { t.min(u64::MAX as f64) as u64 }
+                if t <= 0.0 {
+                    0
+                } else {
+                    t.min(u64::MAX as f64) as u64
+                }
             }
         }
     }
@@ -250,7 +254,11 @@ impl Clock {
             Clock::Offset(_) => scenario_ms,
             Clock::Scaled { speed, .. } => {
                 let ms = (scenario_ms as f64 / speed).round();
-                if ms >= u64::MAX as f64 { u64::MAX } else { ms as u64 }
+                if ms >= u64::MAX as f64 {
+                    u64::MAX
+                } else {
+                    ms as u64
+                }
             }
         }
     }

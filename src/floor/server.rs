@@ -57,9 +57,8 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use crate::floor::policy::{
     AGENTCHAT_CHANNEL_MAX, AGENTCHAT_DEFAULT_CHANNELS, AGENTCHAT_RATE_LIMIT_MS, AGENTCHAT_SWEEP_MS,
-    Announce, Channels,
-    ClaimOrder, DEFAULT_TTL_MS, ENABLED_VAR, ErrorStyle, Expiry, MsgGate, PolicyKind,
-    REASON_DENIED, REASON_DISPLACED, Release, Rules, Slot, Verdict, YieldForm,
+    Announce, Channels, ClaimOrder, DEFAULT_TTL_MS, ENABLED_VAR, ErrorStyle, Expiry, MsgGate,
+    PolicyKind, REASON_DENIED, REASON_DISPLACED, Release, Rules, Slot, Verdict, YieldForm,
 };
 use crate::floor::wire::{
     ClientMsg, DecodeError, ServerMsg, Stamp, Target, YieldDetail, clip, is_channel_name,
@@ -760,8 +759,8 @@ impl Server {
     /// swept still is, as it still wins).
     pub fn holder(&self, channel: &str, msg_id: &str) -> Option<(&str, Stamp)> {
         let c = self.claims.get(&(channel, msg_id) as &dyn Key2)?;
-        let live = !c.answered
-            && (matches!(self.rules.expiry, Expiry::Sweep) || c.deadline > self.now);
+        let live =
+            !c.answered && (matches!(self.rules.expiry, Expiry::Sweep) || c.deadline > self.now);
         live.then_some((&*c.holder, c.started_at))
     }
 

@@ -1240,10 +1240,18 @@ fn agentchat_echoes_started_at_as_the_double_it_holds() {
     assert!(claimed.iter().all(|m| matches!(m,
         ServerMsg::FloorClaimed { started_at, .. } if *started_at == Stamp::Int(held))));
     assert_eq!(claimed.len(), 2, "{out:?}");
-    assert!(out[0].msg.to_json_string().contains("\"started_at\":9007199254740992"));
+    assert!(
+        out[0]
+            .msg
+            .to_json_string()
+            .contains("\"started_at\":9007199254740992")
+    );
     // A later claim is denied with the held value.
     let out = h.claim(20, "agent-c", "m1", big + 10);
-    let y = out.iter().find(|o| o.to.as_str() == "agent-c").expect("a YIELD");
+    let y = out
+        .iter()
+        .find(|o| o.to.as_str() == "agent-c")
+        .expect("a YIELD");
     assert_eq!(y.msg, yield_ac("m1", "agent-b", held, REASON_DENIED));
     // Under `spec` the integer is kept exactly.
     let mut h = H::abc(PolicyKind::Spec);
@@ -1280,7 +1288,10 @@ fn operator_rate_limit_is_a_choice() {
         for a in ["operator", "agent-a", "agent-b"] {
             h.join(0, a, G);
         }
-        assert_eq!(to(&post(&mut h, 100)), [("agent-a", "MSG"), ("agent-b", "MSG")]);
+        assert_eq!(
+            to(&post(&mut h, 100)),
+            [("agent-a", "MSG"), ("agent-b", "MSG")]
+        );
         let second = post(&mut h, 600);
         if limited {
             assert_eq!(error_code(&second), Some(("operator", "RATE_LIMITED")));

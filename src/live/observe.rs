@@ -96,6 +96,12 @@ impl Observer {
             .insert((agent.to_string(), "CLAIM", msg_id.to_string()), now_us);
     }
 
+    /// Whether `agent` sent a claim for `msg_id`.
+    pub fn has_claimed(&self, agent: &str, msg_id: &str) -> bool {
+        self.sent
+            .contains_key(&(agent.to_string(), "CLAIM", msg_id.to_string()))
+    }
+
     /// A relay of something `from` sent arrived now: half the round trip
     /// (sender to server to receiver) is one link delay sample.
     pub fn relay_seen(&mut self, from: &str, kind: &'static str, msg_id: &str, now_us: u64) {

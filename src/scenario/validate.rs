@@ -112,7 +112,8 @@ fn check_server(
             "must be positive (the real server sweeps every 5000 ms)".into(),
         );
     }
-    let phase_msg = |v: String| format!("must be a number of ms in [0, {every}) or \"random\", not {v}");
+    let phase_msg =
+        |v: String| format!("must be a number of ms in [0, {every}) or \"random\", not {v}");
     match &server.sweep_phase_ms {
         SweepPhase::Ms(v) if v.is_finite() && (0.0..every).contains(v) => {}
         SweepPhase::Ms(v) => return fail("server.sweep_phase_ms", phase_msg(v.to_string())),
