@@ -208,7 +208,7 @@ impl Ledger {
                 self.refused,
                 self.posts,
                 show_codes(&self.refusal_codes),
-                refusal_hint(&self.refusal_codes)
+                refusal_hint(&self.refusal_codes, true)
             ));
         }
         if self.unconfirmed() > 0 {
@@ -223,7 +223,7 @@ impl Ledger {
                 "the server refused the agents {} times ({}){}",
                 self.agent_errors,
                 show_codes(&self.agent_error_codes),
-                refusal_hint(&self.agent_error_codes)
+                refusal_hint(&self.agent_error_codes, false)
             ));
         }
         if self.dropped > 0 {
@@ -258,12 +258,16 @@ impl Ledger {
     }
 }
 
-/// What to do about refusals with these codes.
-fn refusal_hint(codes: &BTreeMap<String, u64>) -> &'static str {
-    if codes.contains_key("RATE_LIMITED") {
+/// What to do about refusals with these codes (of the operator's posts,
+/// or of the agents' messages).
+fn refusal_hint(codes: &BTreeMap<String, u64>, operator: bool) -> &'static str {
+    if codes.contains_key("RATE_LIMITED") && operator {
         "; agentchat allows each connection one MSG per second of real time, the operator \
          included: lower --speed, or set server.rate_limit_operator = true so that the \
          simulation refuses the same posts"
+    } else if codes.contains_key("RATE_LIMITED") {
+        "; an agent sent two MSGs within the server's rate limit (agentchat: one per second of \
+         real time); the simulation refuses them too (server.rate_limit_ms)"
     } else if codes.contains_key("LURK_MODE") {
         "; a new identity may not post for an hour on agentchat (its lurk window): run once, \
          wait, then measure (the --keyed identities are stable), or start your own server with \

@@ -190,9 +190,6 @@ fn real_time_server(
             sets.push(format!("{key}={}", ms * speed));
         }
     }
-    if policy == PolicyKind::Agentchat036 && !sv.rate_limit_operator {
-        sets.push("server.rate_limit_operator=true".to_string());
-    }
     let origin = format!("--url at --speed {speed}");
     for s in &sets {
         loaded.apply_as(s, &origin)?;
@@ -251,9 +248,10 @@ fn refused_posts(p: &Prepared, limit_us: u64, seed: u64) -> (u64, u64, f64) {
     (refused, posts, min_gap)
 }
 
-/// Before the run: how many posts the server will refuse for the
+/// Before the run: how many posts an agentchat server will refuse for the
 /// operator's rate limit, and (for a server in real time) the speed that
-/// would avoid it.
+/// would avoid it. The embedded server limits the operator only with
+/// `server.rate_limit_operator`; a real agentchat server (`--url`) always.
 fn operator_limit_note(
     p: &Prepared,
     s: &Scenario,
@@ -261,7 +259,8 @@ fn operator_limit_note(
     opts: &Options,
 ) -> Option<String> {
     let sv = &s.server;
-    if policy != PolicyKind::Agentchat036 || !sv.rate_limit_operator || sv.rate_limit_ms <= 0.0 {
+    let limited = sv.rate_limit_operator || opts.url.is_some();
+    if policy != PolicyKind::Agentchat036 || !limited || sv.rate_limit_ms <= 0.0 {
         return None;
     }
     let limit_us = (sv.rate_limit_ms * 1000.0) as u64;
@@ -279,33 +278,34 @@ fn operator_limit_note(
     let avoid = if opts.url.is_some() && min_gap.is_finite() {
         let real_ms = sv.rate_limit_ms / opts.speed;
         format!(
-            "; its limit is {real_ms} ms of real time, and the closest posts are {min_gap} ms \
-             of scenario time apart: --speed {} or less avoids every refusal",
-            min_gap / real_ms
+            "; its limit is {real_ms} ms of real time, and the closest posts are {} ms of \
+             scenario time apart: --speed {} or less avoids every refusal",
+            down2(min_gap),
+            down2(min_gap / real_ms)
         )
     } else {
         String::new()
     };
+    let sim = if sv.rate_limit_operator {
+        "--compare simulates the same refusals"
+    } else {
+        "set server.rate_limit_operator = true so that --compare simulates the same refusals \
+         (a real agentchat server limits every connection, the operator's too)"
+    };
     Some(format!(
-        "the server will refuse {refused} of the workload's {posts} posts for the operator's \
-         rate limit (one MSG per {} ms of scenario time; server.rate_limit_operator): those \
-         questions reach no agent, and --compare simulates the same refusals{avoid}",
+        "an agentchat server will refuse {refused} of the workload's {posts} posts for the \
+         operator's rate limit (one MSG per {} ms of scenario time): those questions reach no \
+         agent; {sim}{avoid}",
         sv.rate_limit_ms
     ))
 }
 
-/// A replication's expected length in scenario µs: the workload plus the
-/// grace after it.
-fn expected_rep_us(s: &Scenario) -> u64 {
-    let grace_ms = (s.server.ttl_ms.max(0.0) * super::driver::GRACE_TTLS as f64).min(1e12);
-    expected_us(s).saturating_add((grace_ms * 1000.0) as u64)
-}
-
 /// The real time a replication may take before it fails: twice its
-/// expected length, plus a minute.
+/// workload and grace, plus a minute.
 pub fn default_deadline(s: &Scenario, speed: f64) -> Duration {
-    super::driver::real_of(expected_rep_us(s).saturating_mul(2), speed)
-        .saturating_add(Duration::from_secs(60))
+    let d = super::driver::real_of(expected_us(s), speed)
+        .saturating_add(super::driver::grace(s.server.ttl_ms, speed));
+    d.saturating_mul(2).saturating_add(Duration::from_secs(60))
 }
 
 /// Before a long run: how long it will take.
@@ -321,6 +321,17 @@ fn duration_note(s: &Scenario, speed: f64) -> Option<String> {
             show_duration(per)
         )
     })
+}
+
+/// `x` rounded down to two significant digits (a bound to stay under).
+fn down2(x: f64) -> String {
+    if !(x.is_finite() && x > 0.0) {
+        return crate::model::dist::show(x);
+    }
+    let e = x.log10().floor() as i32 - 1;
+    let unit = 10f64.powi(e);
+    let v = (x / unit).floor() * unit;
+    format!("{:.*}", usize::try_from(-e).unwrap_or(0), v)
 }
 
 /// `1h 05m`, `12m 30s`, `45s`.
@@ -561,10 +572,12 @@ impl Checked {
         for (r, o) in rows {
             if o.ended == super::driver::Ended::Grace {
                 notes.push(format!(
-                    "replication {} ended at its grace ({} claim TTLs after the last post) with \
-                     {} timers still pending: their messages are counted as they stood",
+                    "replication {} ended at its grace ({} claim TTLs, at least {} s of scenario \
+                     time, after the last post) with {} timers still pending: its messages are \
+                     counted as they stood",
                     r.job.rep,
                     super::driver::GRACE_TTLS,
+                    super::driver::MIN_GRACE_MS / 1000,
                     o.pending_at_end
                 ));
             }
@@ -594,8 +607,9 @@ impl Checked {
         Some(format!(
             "the measured one-way link delay (median {measured:.1} ms of scenario time at \
              --speed {}) is far above the scenario's (about {scenario_ms:.1} ms): the real link \
-             stretched by the speed dominates; --speed {:.3} or less keeps it at the scenario's",
-            self.setup.speed, fit
+             stretched by the speed dominates; --speed {} or less keeps it at the scenario's",
+            self.setup.speed,
+            down2(fit)
         ))
     }
 
@@ -651,8 +665,9 @@ impl Checked {
             ));
         }
         let live: Vec<RunResult> = super::results(rows);
+        let reps = rows.len() as u32;
         let (sim, posts): (Vec<RunResult>, Vec<Posts>) = self
-            .simulate(delays_path, rows.len() as u32)?
+            .simulate(delays_path, reps, self.setup.policy)?
             .into_iter()
             .unzip();
         let lines = compare::compare(&live, &sim);
@@ -689,7 +704,48 @@ impl Checked {
         text.push_str(&compare::table(&lines));
         text.push('\n');
         text.push_str(&compare::counts_table(&counts));
+        let alike = self.alike_policies(&live, delays_path, reps)?.join(", ");
+        let me = self.setup.policy.name();
+        if alike.is_empty() {
+            // Only this policy fits (or none does): nothing to add.
+        } else if disagree {
+            text.push_str(&format!(
+                "\nevery metric agrees with a simulation of {alike} instead: the server \
+                 arbitrates like that, not like {me}\n"
+            ));
+        } else {
+            text.push_str(&format!(
+                "\nevery metric agrees with a simulation of {alike} too: this scenario cannot \
+                 tell {me} from {alike}; to check which policy a server runs, use one where they \
+                 differ (scenarios/live-check.toml)\n"
+            ));
+        }
         Ok((text, disagree))
+    }
+
+    /// The other policies whose simulation every metric of the live run
+    /// agrees with as well (the scenario cannot tell them apart).
+    fn alike_policies(
+        &self,
+        live: &[RunResult],
+        delays: &Path,
+        reps: u32,
+    ) -> Result<Vec<&'static str>, LiveError> {
+        let mut alike = Vec::new();
+        for policy in PolicyKind::ALL {
+            if policy == self.setup.policy {
+                continue;
+            }
+            let sim: Vec<RunResult> = self
+                .simulate(delays, reps, policy)?
+                .into_iter()
+                .map(|(r, _)| r)
+                .collect();
+            if compare::compare(live, &sim).iter().all(|l| l.agree) {
+                alike.push(policy.name());
+            }
+        }
+        Ok(alike)
     }
 
     /// The simulated results as rows, with the seeds of the live
@@ -711,7 +767,12 @@ impl Checked {
 
     /// The simulator on the same scenario, its network replaced by the
     /// measured one-way delays (an empirical distribution), same seeds.
-    fn simulate(&self, delays: &Path, reps: u32) -> Result<Vec<(RunResult, Posts)>, LiveError> {
+    fn simulate(
+        &self,
+        delays: &Path,
+        reps: u32,
+        policy: PolicyKind,
+    ) -> Result<Vec<(RunResult, Posts)>, LiveError> {
         let mut loaded = self.loaded.clone();
         let path = toml::Value::String(delays.display().to_string()).to_string();
         for set in [
@@ -729,7 +790,7 @@ impl Checked {
         super::seeds(self.master, reps)
             .into_iter()
             .map(|seed| {
-                simulate_posts(&p, self.setup.policy, seed, None)
+                simulate_posts(&p, policy, seed, None)
                     .map_err(|e| bad(format!("{}: {e}", self.loaded.file)))
             })
             .collect()
@@ -838,4 +899,38 @@ fn delay_line(delays: &[u64]) -> String {
         show(Observer::delay_quantile_ms(delays, 0.99)),
         delays.len()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_and_durations_read_well() {
+        assert_eq!(down2(0.651_337), "0.65");
+        assert_eq!(down2(20.0), "20");
+        assert_eq!(down2(1234.0), "1200");
+        assert_eq!(down2(0.0), "0");
+        assert_eq!(show_duration(Duration::from_secs(45)), "45s");
+        assert_eq!(show_duration(Duration::from_secs(750)), "12m 30s");
+        assert_eq!(show_duration(Duration::from_secs(3900)), "1h 05m");
+    }
+
+    /// The operator's refusals are predicted as the server makes them: a
+    /// post less than the limit after the last *accepted* one is refused.
+    #[test]
+    fn refusals_are_predicted_from_the_drawn_workload() {
+        let mut l = Loaded::from_text(
+            "t.toml",
+            "[workload]\narrivals = \"fixed\"\nmean_gap_ms = 600\ncount = 10\n",
+            Path::new("."),
+        )
+        .expect("scenario");
+        l.apply_set("reps=1").expect("set");
+        let s = l.base().expect("base");
+        let p = Prepared::new(&s, Path::new(".")).expect("prepared");
+        // Posts at 600, 1200, ...: every second one within 1000 ms.
+        assert_eq!(refused_posts(&p, 1_000_000, 1), (5, 10, 600.0));
+        assert_eq!(refused_posts(&p, 500_000, 1), (0, 10, 600.0));
+    }
 }

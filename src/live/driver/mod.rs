@@ -63,8 +63,17 @@ pub const QUIET: Duration = Duration::from_millis(300);
 /// at the latest, whatever is still pending or however busy the server.
 pub const GRACE_TTLS: u64 = 3;
 
-/// The shortest grace (scenario ms), for scenarios with a very short TTL.
-const MIN_GRACE_MS: u64 = 10_000;
+/// The shortest grace, in scenario ms (a scenario with a short TTL still
+/// waits for its last inferences) and in real time (a fast one still waits
+/// for its last relays).
+pub const MIN_GRACE_MS: u64 = 60_000;
+pub const MIN_GRACE_REAL: Duration = Duration::from_secs(2);
+
+/// The grace of a scenario at `speed`, in real time.
+pub fn grace(ttl_ms: f64, speed: f64) -> Duration {
+    let ms = (ttl_ms.max(0.0) * GRACE_TTLS as f64).clamp(MIN_GRACE_MS as f64, 1e12);
+    real_of((ms * 1000.0) as u64, speed).max(MIN_GRACE_REAL)
+}
 
 /// The largest trace a replication keeps in memory; beyond it the trace
 /// stops (and says so).
@@ -285,8 +294,8 @@ struct Driver<'a> {
     reconnecting: usize,
     /// The last frame about our traffic, or our last action.
     last_own: Instant,
-    /// The grace after the workload (scenario µs) and when it runs out.
-    grace_us: u64,
+    /// The grace after the workload (real time) and when it runs out.
+    grace: Duration,
     end_by: Option<Instant>,
     /// The replication fails past this instant.
     deadline: Instant,
@@ -363,7 +372,6 @@ impl<'a> Driver<'a> {
         let agents: Vec<Agent> = (0..n)
             .map(|i| p.new_live_agent(i, setup.policy, seed, origin, setup.speed))
             .collect();
-        let ttl_ms = (setup.scenario.server.ttl_ms.max(0.0) as u64).max(MIN_GRACE_MS / GRACE_TTLS);
         let ours = std::iter::once(OPERATOR.to_string())
             .chain(ids.iter().cloned())
             .collect();
@@ -400,7 +408,7 @@ impl<'a> Driver<'a> {
             tx,
             reconnecting: 0,
             last_own: now,
-            grace_us: ttl_ms.saturating_mul(GRACE_TTLS).saturating_mul(1000),
+            grace: grace(setup.scenario.server.ttl_ms, setup.speed),
             end_by: None,
             deadline: now + setup.deadline,
             failure: None,
@@ -474,7 +482,7 @@ impl<'a> Driver<'a> {
     /// The workload is over: the grace starts.
     fn workload_done(&mut self) {
         self.workload_over = true;
-        self.end_by = Some(Instant::now() + real_of(self.grace_us, self.setup.speed));
+        self.end_by = Instant::now().checked_add(self.grace);
     }
 
     /// How long to wait for a frame: until the next timer, at most 50 ms.
