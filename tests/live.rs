@@ -408,6 +408,20 @@ fn bad_input_is_exit_2_with_one_message() {
     let cases: Vec<(Vec<String>, &str)> = vec![
         (vec!["--speed".into(), "0".into()], "--speed"),
         (vec!["--speed".into(), "NaN".into()], "--speed"),
+        // No speed may panic or hang: a tiny one is refused (it once
+        // overflowed a Duration), as is a huge one.
+        (vec!["--speed".into(), "1e-18".into()], "--speed"),
+        (vec!["--speed".into(), "1e9".into()], "--speed"),
+        (vec!["--deadline".into(), "-1".into()], "--deadline"),
+        (vec!["--key-file".into(), "k".into()], "--key-file"),
+        (
+            vec![
+                "--keyed".into(),
+                "--key-file".into(),
+                tmp.path().display().to_string(),
+            ],
+            "not a regular file",
+        ),
         (vec!["--url".into(), "http://x".into()], "--url"),
         // --ca-cert is for a wss:// server only.
         (

@@ -118,6 +118,15 @@ impl EventsRx {
         Ok(ev)
     }
 
+    /// The next event if one is queued.
+    pub fn try_recv(&self) -> Option<Event> {
+        let ev = self.rx.try_recv().ok()?;
+        if let Event::Frame { text, .. } = &ev {
+            self.queued.fetch_sub(text.len(), Ordering::SeqCst);
+        }
+        Some(ev)
+    }
+
     /// Frames dropped so far because the queue was full.
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::SeqCst)

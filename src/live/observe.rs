@@ -154,6 +154,13 @@ impl Observer {
         self.end(a, msg_id, infer_us, End::Done { reply_id });
     }
 
+    /// Whether reply `reply_id` to `parent` is not yet recorded.
+    pub fn reply_is_new(&self, parent: &str, reply_id: &str) -> bool {
+        self.msgs
+            .get(parent)
+            .is_some_and(|m| !m.replies.iter().any(|(r, _)| r == reply_id))
+    }
+
     /// The operator received reply `reply_id` to `parent` now.
     pub fn reply_seen(&mut self, parent: &str, reply_id: &str, now_us: u64) {
         if let Some(m) = self.msgs.get_mut(parent)

@@ -79,7 +79,6 @@ impl Driver<'_> {
                 match ServerMsg::from_value(&v) {
                     Ok(msg) if self.is_ours(conn, &msg) => {
                         self.obs.events += 1;
-                        self.last_own = Instant::now();
                         let now = self.now();
                         if conn == 0 {
                             self.operator_frame(now, &msg);
@@ -156,6 +155,10 @@ impl Driver<'_> {
         {
             if self.depth.contains_key(parent) {
                 self.ledger.answers += 1;
+                // An answer is progress (a repeat of one changes nothing).
+                if self.obs.reply_is_new(parent, id) {
+                    self.last_own = Instant::now();
+                }
             }
             self.obs.relay_seen(from, "MSG", id, now);
             self.obs.reply_seen(parent, id, now);
@@ -214,6 +217,12 @@ impl Driver<'_> {
         };
         let mut out = Vec::new();
         self.agents[a].handle(now, Input::Server { msg, depth }, &mut out);
+        // Our own traffic goes on while frames make the agents act; a frame
+        // that changes nothing (a repeat, a YIELD for no claim) does not
+        // keep the run alive.
+        if !out.is_empty() {
+            self.last_own = Instant::now();
+        }
         self.apply(a, now, out);
     }
 }

@@ -69,10 +69,14 @@ pub const GRACE_TTLS: u64 = 3;
 pub const MIN_GRACE_MS: u64 = 60_000;
 pub const MIN_GRACE_REAL: Duration = Duration::from_secs(2);
 
+/// The longest grace, in real time (a TTL of days would otherwise keep a
+/// run that never goes quiet going for weeks).
+pub const MAX_GRACE_REAL: Duration = Duration::from_secs(600);
+
 /// The grace of a scenario at `speed`, in real time.
 pub fn grace(ttl_ms: f64, speed: f64) -> Duration {
     let ms = (ttl_ms.max(0.0) * GRACE_TTLS as f64).clamp(MIN_GRACE_MS as f64, 1e12);
-    real_of((ms * 1000.0) as u64, speed).max(MIN_GRACE_REAL)
+    real_of((ms * 1000.0) as u64, speed).clamp(MIN_GRACE_REAL, MAX_GRACE_REAL)
 }
 
 /// The largest trace a replication keeps in memory; beyond it the trace
@@ -292,7 +296,8 @@ struct Driver<'a> {
     server_rng: ChaCha8Rng,
     tx: Events,
     reconnecting: usize,
-    /// The last frame about our traffic, or our last action.
+    /// Our last action (a send, a timer), or the last frame that made an
+    /// agent act or brought a new answer.
     last_own: Instant,
     /// The grace after the workload (real time) and when it runs out.
     grace: Duration,
@@ -450,6 +455,14 @@ impl<'a> Driver<'a> {
             }
             self.fire_due();
             if let Some(ended) = self.is_over() {
+                // Quiet only counts once everything already read is handled
+                // (under a flood the driver may lag behind its sockets).
+                if ended == Ended::Quiet {
+                    self.drain(rx);
+                    if self.is_over() != Some(Ended::Quiet) {
+                        continue;
+                    }
+                }
                 return Ok(ended);
             }
             match rx.recv_timeout(self.wait()) {
@@ -477,6 +490,16 @@ impl<'a> Driver<'a> {
         self.end_by
             .is_some_and(|t| Instant::now() >= t)
             .then_some(Ended::Grace)
+    }
+
+    /// Handle every event already queued (a bounded number).
+    fn drain(&mut self, rx: &EventsRx) {
+        for _ in 0..conn::MAX_QUEUED_FRAMES {
+            match rx.try_recv() {
+                Some(ev) => self.on_event(ev),
+                None => break,
+            }
+        }
     }
 
     /// The workload is over: the grace starts.
@@ -677,6 +700,7 @@ impl Driver<'_> {
         if let Some(l) = &self.links[0] {
             l.send(text);
         }
+        self.last_own = Instant::now();
         match self.workload.next_post(now) {
             Some(at) => {
                 self.schedule(at, Timer::Post);

@@ -18,6 +18,7 @@ impl Driver<'_> {
         if let Some(l) = &self.links[a + 1] {
             l.send(text);
         }
+        self.last_own = std::time::Instant::now();
     }
 
     pub(super) fn cancel_end(&mut self, a: usize, msg_id: &str) {
