@@ -23,6 +23,7 @@ fn behaviour() -> Behaviour {
         ignore_yield_p: 0.0,
         crash_p: 0.0,
         hang_p: 0.0,
+        squat: None,
     }
 }
 
