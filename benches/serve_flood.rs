@@ -11,99 +11,29 @@
 //! second of warm-up), then 4 s with it. Not a criterion benchmark: it prints one
 //! table. Linux only (peak RSS is `VmHWM` of /proc/PID/status).
 
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+#[path = "../tests/hostile/mod.rs"]
+mod hostile;
+
 use std::time::{Duration, Instant};
 
-use futures_util::{SinkExt, StreamExt};
+use futures_util::StreamExt;
 use hdrhistogram::Histogram;
+use hostile::{Server, Ws, attack, big_msg, join, named, ping_flood, send, send_until};
 use serde_json::{Value, json};
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
-
-type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 const PHASE: Duration = Duration::from_secs(4);
 
-/// A spawned `herdsim serve`, killed when dropped.
-struct Spawned(Child);
-
-impl Drop for Spawned {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn spawn(args: &[&str]) -> (Spawned, SocketAddr) {
-    let child = Command::new(env!("CARGO_BIN_EXE_herdsim"))
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("herdsim serve starts");
-    let mut child = Spawned(child);
-    let stderr = child.0.stderr.take().expect("stderr");
-    let mut lines = BufReader::new(stderr).lines();
-    let first = lines.next().and_then(Result::ok).unwrap_or_default();
-    let addr = first
-        .split("ws://")
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no address in {first:?}"));
-    // Keep reading stderr so that the server never blocks on it.
-    std::thread::spawn(move || lines.map_while(Result::ok).for_each(drop));
-    (child, addr)
-}
-
-fn peak_rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.split_whitespace().next())
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
-async fn connect(addr: SocketAddr) -> Ws {
-    tokio_tungstenite::connect_async(format!("ws://{addr}"))
-        .await
-        .expect("connects")
-        .0
-}
-
-async fn send(ws: &mut Ws, v: &Value) {
-    let _ = ws.send(Message::text(v.to_string())).await;
-}
-
-async fn until(ws: &mut Ws, ty: &str) {
+/// Read until a frame of type `ty`; `false` if the connection ended.
+async fn reply(ws: &mut Ws, ty: &str) -> bool {
     while let Some(Ok(m)) = ws.next().await {
         if let Message::Text(t) = m
             && serde_json::from_str::<Value>(&t).is_ok_and(|v| v["type"] == ty)
         {
-            return;
+            return true;
         }
     }
-}
-
-async fn named(addr: SocketAddr, name: &str) -> Ws {
-    let mut ws = connect(addr).await;
-    send(&mut ws, &json!({"type": "IDENTIFY", "name": name})).await;
-    until(&mut ws, "WELCOME").await;
-    ws
-}
-
-async fn join(ws: &mut Ws, channel: &str) {
-    send(ws, &json!({"type": "JOIN", "channel": channel})).await;
-    until(ws, "JOINED").await;
+    false
 }
 
 /// Round trips through the hub for `phase`, one every 20 ms, in µs.
@@ -113,17 +43,17 @@ async fn round_trips(ws: &mut Ws, phase: Duration) -> Histogram<u64> {
     let mut join_next = true;
     while Instant::now() < end {
         let t = Instant::now();
-        let (msg, reply) = if join_next {
+        let (msg, want) = if join_next {
             (json!({"type": "JOIN", "channel": "#probe"}), "JOINED")
         } else {
             (json!({"type": "LEAVE", "channel": "#probe"}), "LEFT")
         };
         join_next = !join_next;
         send(ws, &msg).await;
-        if tokio::time::timeout(Duration::from_secs(10), until(ws, reply))
-            .await
-            .is_err()
-        {
+        if !matches!(
+            tokio::time::timeout(Duration::from_secs(10), reply(ws, want)).await,
+            Ok(true)
+        ) {
             let _ = h.record(10_000_000);
             continue;
         }
@@ -133,55 +63,11 @@ async fn round_trips(ws: &mut Ws, phase: Duration) -> Histogram<u64> {
     h
 }
 
-fn attack_thread<F>(f: F) -> std::thread::JoinHandle<()>
-where
-    F: std::future::Future<Output = ()> + Send + 'static,
-{
-    std::thread::spawn(move || {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime")
-            .block_on(f);
-    })
-}
-
-fn masked_frame(opcode: u8, payload: &[u8]) -> Vec<u8> {
-    let mut f = vec![0x80 | opcode, 0x80 | payload.len() as u8, 0, 0, 0, 0];
-    f.extend_from_slice(payload);
-    f
-}
-
 /// One attack, for `PHASE`.
-async fn run_attack(kind: &'static str, addr: SocketAddr) {
+async fn run_attack(kind: &'static str, addr: std::net::SocketAddr) {
     let end = Instant::now() + PHASE;
     match kind {
-        "ping flood, 8 connections that never read" => {
-            let pings: Vec<u8> = (0..1000)
-                .flat_map(|_| masked_frame(0x9, &[b'p'; 125]))
-                .collect();
-            let mut tasks = Vec::new();
-            for _ in 0..8 {
-                let pings = pings.clone();
-                tasks.push(tokio::spawn(async move {
-                    let mut ws = connect(addr).await;
-                    if let MaybeTlsStream::Plain(tcp) = ws.get_mut() {
-                        while Instant::now() < end {
-                            let left = end.saturating_duration_since(Instant::now());
-                            if tokio::time::timeout(left, tcp.write_all(&pings))
-                                .await
-                                .is_err()
-                            {
-                                break;
-                            }
-                        }
-                    }
-                }));
-            }
-            for t in tasks {
-                let _ = t.await;
-            }
-        }
+        "ping flood, 8 connections that never read" => ping_flood(addr, 8, end).await,
         "1 MiB MSGs fanned out to 8 members that never read" => {
             let mut sinks = Vec::new();
             for i in 0..8 {
@@ -191,36 +77,14 @@ async fn run_attack(kind: &'static str, addr: SocketAddr) {
             }
             let mut ws = named(addr, "sender").await;
             join(&mut ws, "#general").await;
-            let content = "y".repeat((1 << 20) - 200);
-            let msg = Message::text(
-                json!({"type": "MSG", "to": "#general", "content": content}).to_string(),
-            );
-            while Instant::now() < end {
-                let left = end.saturating_duration_since(Instant::now());
-                if tokio::time::timeout(left, ws.send(msg.clone()))
-                    .await
-                    .is_err()
-                {
-                    break;
-                }
-            }
+            send_until(&mut ws, &big_msg((1 << 20) - 200, 'y'), end, || false).await;
             drop(sinks);
         }
         "JOINs of 1 MiB channel names" => {
             let mut ws = named(addr, "joiner").await;
-            let msg = Message::text(
-                json!({"type": "JOIN", "channel": format!("#{}", "c".repeat((1 << 20) - 100))})
-                    .to_string(),
-            );
-            while Instant::now() < end {
-                let left = end.saturating_duration_since(Instant::now());
-                if tokio::time::timeout(left, ws.send(msg.clone()))
-                    .await
-                    .is_err()
-                {
-                    break;
-                }
-            }
+            let channel = format!("#{}", "c".repeat((1 << 20) - 100));
+            let msg = Message::text(json!({"type": "JOIN", "channel": channel}).to_string());
+            send_until(&mut ws, &msg, end, || false).await;
         }
         "MSG flood at the frame limit, 1 KiB each, 8 readers" => {
             let mut readers = Vec::new();
@@ -239,19 +103,7 @@ async fn run_attack(kind: &'static str, addr: SocketAddr) {
             }
             let mut ws = named(addr, "flooder").await;
             join(&mut ws, "#general").await;
-            let content = "f".repeat(1024);
-            let msg = Message::text(
-                json!({"type": "MSG", "to": "#general", "content": content}).to_string(),
-            );
-            while Instant::now() < end {
-                let left = end.saturating_duration_since(Instant::now());
-                if tokio::time::timeout(left, ws.send(msg.clone()))
-                    .await
-                    .is_err()
-                {
-                    break;
-                }
-            }
+            send_until(&mut ws, &big_msg(1024, 'f'), end, || false).await;
             for r in readers {
                 let _ = r.await;
             }
@@ -303,18 +155,19 @@ fn main() {
         if filter.as_deref().is_some_and(|f| !kind.contains(f)) {
             continue;
         }
-        let (child, addr) = spawn(args);
+        let srv = Server::spawn(args);
+        let addr = srv.addr;
         let (before, during) = rt.block_on(async {
             let mut probe = named(addr, "probe").await;
             let _warm_up = round_trips(&mut probe, Duration::from_secs(1)).await;
             let before = round_trips(&mut probe, PHASE).await;
-            let attack = attack_thread(run_attack(kind, addr));
+            let attack = attack(run_attack(kind, addr));
             let during = round_trips(&mut probe, PHASE).await;
             let _ = tokio::task::spawn_blocking(move || attack.join()).await;
             (before, during)
         });
-        let rss = peak_rss_kib(child.0.id()) as f64 / 1024.0;
-        drop(child);
+        let rss = srv.peak_rss_kib() as f64 / 1024.0;
+        drop(srv);
         println!(
             "| {kind} | {} / {} | {} / {} / {} | {rss:.0} |",
             ms(&before, 0.5),

@@ -21,190 +21,37 @@
 
 #![cfg(target_os = "linux")]
 
-use std::io::{BufRead, BufReader};
+mod hostile;
+
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
+use hostile::{
+    Server, WAIT, attack, big_msg, connect, join, named, next, ping_flood, send, send_until, until,
+};
 use serde_json::{Value, json};
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
+use std::process::Command;
+use tokio_tungstenite::MaybeTlsStream;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 /// Peak resident memory allowed to the server in every attack, KiB.
 const RSS_BOUND_KIB: u64 = 160 * 1024;
 /// How long a fresh client may take to be served during an attack.
 const SERVED_WITHIN: Duration = Duration::from_secs(2);
-/// The longest any other single wait may take before the test fails.
-const WAIT: Duration = Duration::from_secs(15);
 
-type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
-
-/// A spawned `herdsim serve`, killed if the test fails first.
-struct Server {
-    child: Option<Child>,
-    addr: SocketAddr,
-    stderr: Arc<Mutex<Vec<String>>>,
-    reader: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Server {
-    fn spawn(args: &[&str]) -> Server {
-        let mut child = Command::new(assert_cmd::cargo::cargo_bin("herdsim"))
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("herdsim serve starts");
-        let stderr = child.stderr.take().expect("stderr");
-        let mut lines = BufReader::new(stderr).lines();
-        let first = lines.next().and_then(Result::ok).unwrap_or_default();
-        let addr: SocketAddr = first
-            .split("ws://")
-            .nth(1)
-            .and_then(|s| s.split_whitespace().next())
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| panic!("no address in {first:?}"));
-        assert!(addr.ip().is_loopback());
-        let collected = Arc::new(Mutex::new(vec![first]));
-        let sink = Arc::clone(&collected);
-        let reader = std::thread::spawn(move || {
-            for line in lines.map_while(Result::ok) {
-                if let Ok(mut v) = sink.lock() {
-                    v.push(line);
-                }
-            }
-        });
-        Server {
-            child: Some(child),
-            addr,
-            stderr: collected,
-            reader: Some(reader),
-        }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.as_ref().map_or(0, Child::id)
-    }
-
-    /// The server's peak resident memory so far (`VmHWM`), KiB.
-    fn peak_rss_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
-            .expect("/proc/PID/status");
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|v| v.parse().ok())
-            .expect("VmHWM")
-    }
-
-    fn stderr_text(&self) -> String {
-        self.stderr.lock().map(|v| v.join("\n")).unwrap_or_default()
-    }
-
-    /// Check the memory bound, then SIGTERM; the exit code and stderr.
-    fn stop(mut self) -> (Option<i32>, String) {
-        let rss = self.peak_rss_kib();
-        assert!(
-            rss < RSS_BOUND_KIB,
-            "peak RSS {rss} KiB over the bound of {RSS_BOUND_KIB} KiB\n{}",
-            self.stderr_text()
-        );
-        eprintln!("server peak RSS: {rss} KiB");
-        let mut child = self.child.take().expect("running");
-        let ok = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status()
-            .expect("kill runs");
-        assert!(ok.success());
-        let deadline = Instant::now() + WAIT;
-        let status = loop {
-            if let Some(s) = child.try_wait().expect("wait") {
-                break s;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                panic!("herdsim serve did not stop on SIGTERM");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        if let Some(r) = self.reader.take() {
-            let _ = r.join();
-        }
-        (status.code(), self.stderr_text())
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-async fn connect(addr: SocketAddr) -> Ws {
-    let (ws, _) = tokio::time::timeout(
-        WAIT,
-        tokio_tungstenite::connect_async(format!("ws://{addr}")),
-    )
-    .await
-    .expect("connects in time")
-    .expect("connects");
-    ws
-}
-
-async fn send(ws: &mut Ws, v: &Value) {
-    ws.send(Message::text(v.to_string())).await.expect("sends");
-}
-
-/// The next data frame as JSON.
-async fn next(ws: &mut Ws) -> Value {
-    loop {
-        let m = tokio::time::timeout(WAIT, ws.next())
-            .await
-            .expect("a frame in time")
-            .expect("open")
-            .expect("no error");
-        if let Message::Text(t) = m {
-            return serde_json::from_str(&t).expect("JSON");
-        }
-    }
-}
-
-/// Read until a frame of type `ty` (returned).
-async fn until(ws: &mut Ws, ty: &str) -> Value {
-    loop {
-        let v = next(ws).await;
-        if v["type"] == ty {
-            return v;
-        }
-    }
-}
-
-async fn named(addr: SocketAddr, name: &str) -> Ws {
-    let mut ws = connect(addr).await;
-    send(&mut ws, &json!({"type": "IDENTIFY", "name": name})).await;
-    let w = until(&mut ws, "WELCOME").await;
-    assert_eq!(w["name"], name);
-    ws
-}
-
-async fn join(ws: &mut Ws, channel: &str) {
-    send(ws, &json!({"type": "JOIN", "channel": channel})).await;
-    loop {
-        let v = next(ws).await;
-        if v["type"] == "JOINED" && v["channel"] == channel {
-            return;
-        }
-        assert_ne!(v["type"], "ERROR", "{v}");
-    }
+/// Check the server's peak memory against the bound, then stop it with
+/// SIGTERM: its exit code and stderr.
+fn stop(srv: Server) -> (Option<i32>, String) {
+    let rss = srv.peak_rss_kib();
+    assert!(
+        rss < RSS_BOUND_KIB,
+        "peak RSS {rss} KiB over the bound of {RSS_BOUND_KIB} KiB\n{}",
+        srv.stderr_text()
+    );
+    eprintln!("server peak RSS: {rss} KiB");
+    srv.terminate()
 }
 
 /// A fresh client is served: connect, IDENTIFY, JOIN, JOINED, within
@@ -222,21 +69,6 @@ async fn fresh_client_served(addr: SocketAddr, name: String) {
     );
 }
 
-/// Run an attack on a thread of its own (with its own runtime), so that
-/// the fresh clients of the test are never queued behind it.
-fn attack<F>(f: F) -> std::thread::JoinHandle<()>
-where
-    F: std::future::Future<Output = ()> + Send + 'static,
-{
-    std::thread::spawn(move || {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime")
-            .block_on(f);
-    })
-}
-
 /// Fresh clients, one after another, until `attack` finishes (and at
 /// least three): each must be served within 2 s.
 async fn served_during(addr: SocketAddr, attack: std::thread::JoinHandle<()>) {
@@ -247,24 +79,6 @@ async fn served_during(addr: SocketAddr, attack: std::thread::JoinHandle<()>) {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     attack.join().expect("the attack does not panic");
-}
-
-/// A masked client frame (mask key 0: the payload is sent as is).
-fn frame(opcode: u8, payload: &[u8]) -> Vec<u8> {
-    let mut f = vec![0x80 | opcode];
-    let n = payload.len();
-    if n < 126 {
-        f.push(0x80 | n as u8);
-    } else if n < 65536 {
-        f.push(0x80 | 126);
-        f.extend_from_slice(&(n as u16).to_be_bytes());
-    } else {
-        f.push(0x80 | 127);
-        f.extend_from_slice(&(n as u64).to_be_bytes());
-    }
-    f.extend_from_slice(&[0, 0, 0, 0]);
-    f.extend_from_slice(payload);
-    f
 }
 
 /// The server stopped cleanly (exit 0) and reports its summary.
@@ -285,32 +99,10 @@ async fn a_ping_flood_that_never_reads_costs_nothing_and_others_are_served() {
     let srv = Server::spawn(&[]);
     let addr = srv.addr;
     let attack = attack(async move {
-        let pings: Vec<u8> = (0..1000).flat_map(|_| frame(0x9, &[b'p'; 125])).collect();
-        let mut tasks = Vec::new();
-        for _ in 0..8 {
-            let pings = pings.clone();
-            tasks.push(tokio::spawn(async move {
-                let mut ws = connect(addr).await;
-                let end = Instant::now() + Duration::from_secs(3);
-                let tcp = match ws.get_mut() {
-                    MaybeTlsStream::Plain(s) => s,
-                    _ => return,
-                };
-                while Instant::now() < end {
-                    let left = end.saturating_duration_since(Instant::now());
-                    match tokio::time::timeout(left, tcp.write_all(&pings)).await {
-                        Ok(Ok(())) => {}
-                        _ => break,
-                    }
-                }
-            }));
-        }
-        for t in tasks {
-            let _ = t.await;
-        }
+        ping_flood(addr, 8, Instant::now() + Duration::from_secs(3)).await;
     });
     served_during(addr, attack).await;
-    let (code, stderr) = srv.stop();
+    let (code, stderr) = stop(srv);
     stopped_ok(code, &stderr);
 }
 
@@ -378,7 +170,7 @@ async fn sockets_that_hold_every_slot_cannot_lock_a_client_out() {
     })
     .await;
     assert!(tcp_closed.is_ok(), "a silent client was never closed");
-    let (code, stderr) = srv.stop();
+    let (code, stderr) = stop(srv);
     stopped_ok(code, &stderr);
     assert!(stderr.contains("evicted before identifying"), "{stderr}");
 }
@@ -440,7 +232,7 @@ async fn huge_names_channels_and_ids_are_refused_and_cost_nothing() {
         assert!(sent >= 5, "only {sent} frames went through");
     });
     served_during(addr, attack).await;
-    let (code, stderr) = srv.stop();
+    let (code, stderr) = stop(srv);
     stopped_ok(code, &stderr);
 }
 
@@ -462,23 +254,12 @@ async fn a_fan_out_to_non_readers_drops_them_and_memory_stays_bounded() {
     let attack = attack(async move {
         let mut ws = named(addr, "sender").await;
         join(&mut ws, "#general").await;
-        let content = "y".repeat(256 * 1024);
         let end = Instant::now() + Duration::from_secs(4);
-        let msg =
-            Message::text(json!({"type": "MSG", "to": "#general", "content": content}).to_string());
-        while Instant::now() < end {
-            let left = end.saturating_duration_since(Instant::now());
-            if tokio::time::timeout(left, ws.send(msg.clone()))
-                .await
-                .is_err()
-            {
-                break;
-            }
-        }
+        send_until(&mut ws, &big_msg(256 * 1024, 'y'), end, || false).await;
     });
     served_during(addr, attack).await;
     drop(readers_off);
-    let (code, stderr) = srv.stop();
+    let (code, stderr) = stop(srv);
     stopped_ok(code, &stderr);
     let slow: u64 = stderr
         .split(" dropped as too slow")
@@ -516,30 +297,18 @@ async fn the_memory_ceiling_sheds_the_heaviest_connection() {
     let attack = attack(async move {
         let mut ws = named(addr, "sender").await;
         join(&mut ws, "#general").await;
-        let content = "z".repeat(512 * 1024);
-        let msg =
-            Message::text(json!({"type": "MSG", "to": "#general", "content": content}).to_string());
-        let end = Instant::now() + Duration::from_secs(6);
-        while Instant::now() < end {
-            let shed = stderr
+        let shed = || {
+            stderr
                 .lock()
                 .map(|v| v.iter().any(|l| l.contains("memory ceiling")))
-                .unwrap_or(false);
-            if shed {
-                break;
-            }
-            let left = end.saturating_duration_since(Instant::now());
-            if tokio::time::timeout(left, ws.send(msg.clone()))
-                .await
-                .is_err()
-            {
-                break;
-            }
-        }
+                .unwrap_or(false)
+        };
+        let end = Instant::now() + Duration::from_secs(6);
+        send_until(&mut ws, &big_msg(512 * 1024, 'z'), end, shed).await;
     });
     served_during(addr, attack).await;
     drop(sinks);
-    let (code, stderr) = srv.stop();
+    let (code, stderr) = stop(srv);
     stopped_ok(code, &stderr);
     assert!(stderr.contains("memory ceiling"), "{stderr}");
 }
@@ -579,7 +348,7 @@ async fn a_log_that_would_fill_the_disk_stops_at_its_cap_and_replays() {
         }
     });
     served_during(addr, attack).await;
-    let (code, stderr) = srv.stop();
+    let (code, stderr) = stop(srv);
     assert_eq!(code, Some(1), "{stderr}");
     assert!(
         stderr.contains("--log reached its limit of 200000 bytes"),
@@ -588,7 +357,7 @@ async fn a_log_that_would_fill_the_disk_stops_at_its_cap_and_replays() {
     assert!(stderr.contains("--log-max-bytes"), "{stderr}");
     let size = std::fs::metadata(&log).expect("log").len();
     assert!(size <= 200_000 && size > 100_000, "log is {size} bytes");
-    let replay = Command::new(assert_cmd::cargo::cargo_bin("herdsim"))
+    let replay = Command::new(env!("CARGO_BIN_EXE_herdsim"))
         .args(["arbitrate", "--policy", "spec"])
         .stdin(std::fs::File::open(&log).expect("open log"))
         .output()
@@ -664,7 +433,7 @@ async fn floor_squatting_is_refused() {
         join(&mut honest, "#sync").await;
         // What the operator saw: the claims that were granted.
         join(&mut op, "#sync2").await;
-        let (code, stderr) = srv.stop();
+        let (code, stderr) = stop(srv);
         stopped_ok(code, &stderr);
         let text = std::fs::read_to_string(&log).expect("log");
         let claims: Vec<Value> = text
@@ -682,7 +451,7 @@ async fn floor_squatting_is_refused() {
             &["late-squatter", "honest"]
         };
         assert_eq!(from, want, "{guard}: {text}");
-        let replay = Command::new(assert_cmd::cargo::cargo_bin("herdsim"))
+        let replay = Command::new(env!("CARGO_BIN_EXE_herdsim"))
             .args(["arbitrate", "--policy", "spec"])
             .stdin(std::fs::File::open(&log).expect("open log"))
             .output()
@@ -707,7 +476,7 @@ async fn agentchat_keeps_the_real_servers_behaviour_by_default() {
     send(&mut sq, &c).await;
     let f = until(&mut a, "FLOOR_CLAIMED").await;
     assert_eq!(f["msg_id"], "future-1");
-    let (code, stderr) = srv.stop();
+    let (code, stderr) = stop(srv);
     stopped_ok(code, &stderr);
 }
 
@@ -723,7 +492,7 @@ fn limits_that_do_not_fit_together_are_input_errors() {
         (&["--max-memory-mb", "1"][..], "--max-memory-mb"),
         (&["--claim-guard", "maybe"][..], "--claim-guard"),
     ] {
-        let out = Command::new(assert_cmd::cargo::cargo_bin("herdsim"))
+        let out = Command::new(env!("CARGO_BIN_EXE_herdsim"))
             .args(["serve", "--listen", "127.0.0.1:0"])
             .args(args)
             .output()

@@ -26,4 +26,4 @@ pub use server::{
 pub use wire::{ClientMsg, DecodeError, ServerMsg, YieldDetail};
 
 #[cfg(test)]
-mod proptests;
+pub(crate) mod proptests;
