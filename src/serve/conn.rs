@@ -346,10 +346,15 @@ impl Conn {
                 _ => (self.identify_by, Timer::Identify),
             };
         }
+        // While the server does not read (a rate limit's debt) the client
+        // is not idle.
+        let since = self
+            .paused_until
+            .map_or(self.last_rx, |p| p.max(self.last_rx));
         if self.pinged {
-            (self.last_rx + limits.idle_timeout, Timer::Idle)
+            (since + limits.idle_timeout, Timer::Idle)
         } else {
-            (self.last_rx + limits.idle_timeout / 2, Timer::Ping)
+            (since + limits.idle_timeout / 2, Timer::Ping)
         }
     }
 
