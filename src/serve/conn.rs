@@ -98,6 +98,11 @@ impl Admission {
         })
     }
 
+    /// Whether a newer connection took this one's place.
+    fn evicted(&self) -> bool {
+        self.permit.lock().map_or(true, |p| p.is_none())
+    }
+
     /// Give up the permit now (a newer connection takes it) and tell the
     /// task to close.
     pub fn evict(&self) {
@@ -723,6 +728,10 @@ impl Conn {
         // Identified: no longer a candidate for eviction.
         self.shared.unregister(self.conn);
         self.started = true;
+        if self.admission.evicted() {
+            // Evicted while the hub registered it: its place is gone.
+            return Some(End::Close(close_frame(CloseCode::Again, "server full")));
+        }
         self.session = Some(Session { rx, usage });
         self.last_rx = Instant::now();
         let welcome = json!({
