@@ -41,6 +41,7 @@ use crate::metrics::run::ServerCounts;
 use crate::model::Prepared;
 use crate::model::dist::Dist;
 use crate::model::names as ids;
+use crate::scenario::ClaimGuardSpec;
 use crate::serve;
 use connect::{Wiring, connect_all, identities, wire_names};
 use names::Names;
@@ -153,6 +154,16 @@ pub fn embedded_options(setup: &Setup, agents: usize) -> serve::Options {
             sweep_drift_us: 0,
             sweep_every_ms: scale(s.server.sweep_every_ms),
             rate_limit_operator: s.server.rate_limit_operator,
+            // The scenario's guard; serve sets the clock's epoch when it
+            // starts (the agents stamp the wall clock).
+            claim_guard: match s.server.claim_guard {
+                ClaimGuardSpec::Off => floor::ClaimGuard::Off,
+                ClaimGuardSpec::Relayed => floor::ClaimGuard::Relayed,
+                ClaimGuardSpec::Clock => floor::ClaimGuard::Clock {
+                    skew_ms: scale(s.server.claim_skew_ms),
+                    epoch_ms: 0,
+                },
+            },
         },
         limits: serve::Limits {
             // The agents' frame rate scales with the speed: no limit.

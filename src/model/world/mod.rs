@@ -225,6 +225,7 @@ pub fn simulate_posts(
         sweep_drift_us: p.sweep_drift_us,
         sweep_every_ms: p.sweep_every_ms,
         rate_limit_operator: p.rate_limit_operator,
+        claim_guard: p.claim_guard,
     });
     let agents = (0..p.agents())
         .map(|i| {
