@@ -102,26 +102,34 @@ fn shard_dir(dir: &Path) -> Result<PathBuf, Error> {
     if dir.join(SHARD_FILE).is_file() {
         return Ok(dir.to_path_buf());
     }
-    let mut found = Vec::new();
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for e in entries.flatten() {
-            if e.path().join(SHARD_FILE).is_file() {
-                found.push(e.path());
-            }
-        }
-    }
-    found.sort();
+    let mut subfolders: Vec<PathBuf> = match std::fs::read_dir(dir) {
+        Ok(entries) => entries.flatten().map(|e| e.path()).collect(),
+        Err(_) => Vec::new(),
+    };
+    subfolders.sort();
+    let mut found: Vec<PathBuf> = subfolders
+        .iter()
+        .filter(|p| p.join(SHARD_FILE).is_file())
+        .cloned()
+        .collect();
     match found.len() {
         1 => Ok(found.remove(0)),
         0 => {
-            let why = if dir.join(JOURNAL_FILE).is_file() {
-                "the shard has not finished: complete it with `herdsim run ... --shard K/N --resume`"
-            } else if !dir.exists() {
-                "no such folder"
-            } else {
-                "not the results folder of a finished `herdsim run --shard K/N`"
+            // A shard stopped part-way left its journal (in `dir`, or in
+            // the scenario's folder under the `--out` given).
+            let journal = std::iter::once(dir.to_path_buf())
+                .chain(subfolders)
+                .map(|d| d.join(JOURNAL_FILE))
+                .find(|j| j.is_file());
+            let why = match &journal {
+                Some(j) => unfinished(j),
+                None if !dir.exists() => "no such folder".to_string(),
+                None => {
+                    "not the results folder of a finished `herdsim run --shard K/N`".to_string()
+                }
             };
-            Err(bad(format!("{}: no {SHARD_FILE}: {why}", dir.display())))
+            let at = journal.as_deref().and_then(Path::parent).unwrap_or(dir);
+            Err(bad(format!("{}: no {SHARD_FILE}: {why}", at.display())))
         }
         _ => Err(bad(format!(
             "{}: holds several shard results ({}); name one of them",
@@ -132,6 +140,32 @@ fn shard_dir(dir: &Path) -> Result<PathBuf, Error> {
                 .collect::<Vec<_>>()
                 .join(", ")
         ))),
+    }
+}
+
+/// Why a folder with a journal and no `shard.toml` cannot be merged: the
+/// shard (from the journal) and how far it got.
+fn unfinished(journal: &Path) -> String {
+    match journal::read(journal) {
+        Ok(c) => {
+            let shard = c.header.shard.map_or_else(
+                || "the run (not a shard)".to_string(),
+                |s| format!("shard {s}"),
+            );
+            let resume = c
+                .header
+                .shard
+                .map_or_else(String::new, |s| format!(" --shard {s}"));
+            format!(
+                "{shard} has not finished ({} of {} replications are saved in its journal): \
+                 complete it with `herdsim run ...{resume} --resume`",
+                c.rows.len(),
+                c.header.jobs
+            )
+        }
+        Err(_) => "the shard has not finished: complete it with `herdsim run ... --shard K/N \
+                   --resume`"
+            .to_string(),
     }
 }
 
