@@ -35,6 +35,16 @@ fn run(out: &Path, args: &[&str]) -> assert_cmd::assert::Assert {
         .assert()
 }
 
+/// `herdsim merge` of the shards in `dirs` into `out`, which must succeed.
+fn merge(out: &Path, dirs: &[PathBuf]) {
+    herdsim()
+        .args(["merge", "--quiet", "--out"])
+        .arg(out)
+        .args(dirs)
+        .assert()
+        .success();
+}
+
 #[test]
 fn validate_prints_the_resolved_scenario_which_validates_to_itself() {
     let a = herdsim().args(["validate", FIXTURE]).assert().success();
@@ -310,12 +320,7 @@ fn shards_merge_into_the_single_run_bytes() {
             dirs.push(d);
         }
         let merged = dir.path().join(format!("merged-{n}"));
-        herdsim()
-            .args(["merge", "--quiet", "--out"])
-            .arg(&merged)
-            .args(&dirs)
-            .assert()
-            .success();
+        merge(&merged, &dirs);
         assert_eq!(
             read(&merged, "summary.csv"),
             read(&whole, "summary.csv"),
@@ -402,12 +407,7 @@ fn shard_auto_reads_the_scheduler_and_merges_into_the_single_run() {
     assert!(meta.contains("shard = 3\nshards = 4"), "{meta}");
     dirs.push(d);
     let merged = dir.path().join("merged");
-    herdsim()
-        .args(["merge", "--quiet", "--out"])
-        .arg(&merged)
-        .args(&dirs)
-        .assert()
-        .success();
+    merge(&merged, &dirs);
     for f in ["summary.csv", "runs.csv"] {
         assert_eq!(read(&merged, f), read(&whole, f), "{f}");
     }
@@ -440,21 +440,17 @@ fn shard_auto_reads_the_scheduler_and_merges_into_the_single_run() {
         );
         assert!(!out.exists(), "nothing written");
     };
+    let array = |id, min, max, count| {
+        [
+            ("SLURM_ARRAY_TASK_ID", id),
+            ("SLURM_ARRAY_TASK_MIN", min),
+            ("SLURM_ARRAY_TASK_MAX", max),
+            ("SLURM_ARRAY_TASK_COUNT", count),
+        ]
+    };
     refused("auto", &[], "neither SLURM_ARRAY_TASK_ID");
-    let subset = [
-        ("SLURM_ARRAY_TASK_ID", "2"),
-        ("SLURM_ARRAY_TASK_MIN", "2"),
-        ("SLURM_ARRAY_TASK_MAX", "2"),
-        ("SLURM_ARRAY_TASK_COUNT", "1"),
-    ];
-    refused("auto", &subset, "--shard auto/N");
-    let eight = [
-        ("SLURM_ARRAY_TASK_ID", "2"),
-        ("SLURM_ARRAY_TASK_MIN", "0"),
-        ("SLURM_ARRAY_TASK_MAX", "7"),
-        ("SLURM_ARRAY_TASK_COUNT", "8"),
-    ];
-    refused("auto", &eight, "the sweep has 4 points");
+    refused("auto", &array("2", "2", "2", "1"), "--shard auto/N");
+    refused("auto", &array("2", "0", "7", "8"), "the sweep has 4 points");
     refused(
         "auto/4",
         &[("JOB_COMPLETION_INDEX", "4")],

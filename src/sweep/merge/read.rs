@@ -12,6 +12,9 @@ use crate::sweep::shard::{SHARD_FILE, SHARD_FORMAT, ShardMeta};
 use crate::sweep::{Error, Job, Row, Shard, parse_metrics, rep_seed};
 use std::path::{Path, PathBuf};
 
+/// Largest `shard.toml` read (it holds the resolved scenario: 64 MiB).
+const MAX_SHARD_FILE_BYTES: u64 = 64 << 20;
+
 /// One shard's files, read and checked against the plan they record.
 pub struct ShardData {
     /// The folder holding `shard.toml`.
@@ -170,8 +173,8 @@ fn unfinished(journal: &Path) -> String {
 }
 
 fn read_csv(path: &Path, expected_header: &[String]) -> Result<Vec<csv::StringRecord>, Error> {
-    let bytes =
-        std::fs::read(path).map_err(|e| bad(format!("{}: cannot read: {e}", path.display())))?;
+    let bytes = crate::files::read_input(path, u64::MAX)
+        .map_err(|e| bad(format!("{}: cannot read: {e}", path.display())))?;
     let mut r = csv::ReaderBuilder::new()
         .has_headers(true)
         .from_reader(bytes.as_slice());
@@ -198,7 +201,8 @@ pub fn read_shard(dir: &Path) -> Result<ShardData, Error> {
     // A shard being (re)run right now is not finished: refuse it.
     let lock = FolderLock::shared(&dir).map_err(|e| bad(e.to_string()))?;
     let meta_path = dir.join(SHARD_FILE);
-    let text = std::fs::read_to_string(&meta_path)
+    let text = crate::files::read_input(&meta_path, MAX_SHARD_FILE_BYTES)
+        .and_then(|b| String::from_utf8(b).map_err(std::io::Error::other))
         .map_err(|e| bad(format!("{}: cannot read: {e}", meta_path.display())))?;
     let at = |key: &str| {
         format!(
@@ -389,8 +393,8 @@ fn check_summary(
     plan: &PlanView,
     rows: &[Row],
 ) -> Result<(), Error> {
-    let on_disk =
-        std::fs::read(path).map_err(|e| bad(format!("{}: cannot read: {e}", path.display())))?;
+    let on_disk = crate::files::read_input(path, u64::MAX)
+        .map_err(|e| bad(format!("{}: cannot read: {e}", path.display())))?;
     let params = |point: usize| plan.params(point);
     let recomputed = csv_out::summary_csv(
         &plan.name,
