@@ -201,24 +201,33 @@ pub fn output_target(path: &Path) -> Result<Target, Refused> {
 }
 
 /// [`output_target`], and for a named pipe whether it has a reader now (a
-/// check made before any work, so that a run does not end refused): the
-/// pipe is opened without blocking and closed again.
+/// check made before any work, so that a run does not end refused). The
+/// pipe opened for the check is kept open and is the one [`open_through`]
+/// later writes to: closing it would tell the reader the stream has ended.
 pub fn check_output(path: &Path) -> Result<Target, Refused> {
     let target = output_target(path)?;
     if target == Target::Through {
-        match open_stream(path) {
-            Ok(_) => {}
-            Err(e) => {
-                return Err(
-                    match e.get_ref().and_then(|i| i.downcast_ref::<Refused>()) {
-                        Some(r) => r.clone(),
-                        None => Refused(format!("cannot be opened for writing: {e}")),
-                    },
-                );
+        let file = open_stream(path).map_err(|e| {
+            match e.get_ref().and_then(|i| i.downcast_ref::<Refused>()) {
+                Some(r) => r.clone(),
+                None => Refused(format!("cannot be opened for writing: {e}")),
             }
+        })?;
+        if let Ok(mut held) = HELD.lock() {
+            held.push((path.to_path_buf(), file));
         }
     }
     Ok(target)
+}
+
+/// Streams [`check_output`] opened, until they are written.
+static HELD: std::sync::Mutex<Vec<(std::path::PathBuf, File)>> = std::sync::Mutex::new(Vec::new());
+
+/// The stream [`check_output`] opened for `path`, if any.
+fn take_held(path: &Path) -> Option<File> {
+    let mut held = HELD.lock().ok()?;
+    let i = held.iter().position(|(p, _)| p == path)?;
+    Some(held.swap_remove(i).1)
 }
 
 /// Open an output that is written through ([`Target::Stdout`],
@@ -229,7 +238,10 @@ pub fn open_through(path: &Path, target: Target) -> io::Result<File> {
         Target::File => File::create(path),
         Target::Stdout => dup_std(1),
         Target::Stderr => dup_std(2),
-        Target::Through => open_stream(path),
+        Target::Through => match take_held(path) {
+            Some(file) => Ok(file),
+            None => open_stream(path),
+        },
     }
 }
 
@@ -415,5 +427,27 @@ mod tests {
         reader.read_to_string(&mut got).expect("read");
         assert_eq!(got, "line\n");
         assert!(fifo.exists(), "the FIFO is still a FIFO");
+
+        // Checked first (before a run's work), then written: one stream,
+        // not two (the check's open is the one written to, so the reader
+        // sees no end of stream in between).
+        let mut reader = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo)
+            .expect("reader");
+        assert_eq!(check_output(&fifo), Ok(Target::Through));
+        let mut buf = [0u8; 8];
+        assert_eq!(
+            reader.read(&mut buf).map_err(|e| e.kind()),
+            Err(io::ErrorKind::WouldBlock),
+            "a writer is still there: no end of stream"
+        );
+        let mut w = create_in_place(&fifo).expect("the held stream");
+        w.write_all(b"two\n").expect("write");
+        drop(w);
+        let mut got = String::new();
+        reader.read_to_string(&mut got).expect("read");
+        assert_eq!(got, "two\n");
     }
 }

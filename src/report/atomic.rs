@@ -68,8 +68,20 @@ mod tests {
         assert!(e.to_string().contains("symbolic link"), "{e}");
         assert!(std::fs::symlink_metadata(&link).expect("link").is_symlink());
         assert_eq!(std::fs::read(&target).expect("read"), b"keep");
-        let e = super::write(std::path::Path::new("/dev/full"), b"x").expect_err("device");
-        assert!(e.to_string().contains("a character device"), "{e}");
+        // A character device: a twin of /dev/full where mknod works (root),
+        // so that a regression would replace nothing that matters.
+        let dev = dir.path().join("full");
+        let made = std::process::Command::new("mknod")
+            .arg(&dev)
+            .args(["c", "1", "7"])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if made {
+            let e = super::write(&dev, b"x").expect_err("device");
+            assert!(e.to_string().contains("a character device"), "{e}");
+            assert!(!std::fs::metadata(&dev).expect("device").is_file());
+        }
         super::write(std::path::Path::new("/dev/null"), b"x").expect("/dev/null");
         assert!(
             std::fs::metadata("/dev/null")
