@@ -210,8 +210,11 @@ pub fn parse_line(bytes: &[u8]) -> Result<Line, String> {
         Some(Value::String(s)) if s == "operator" => Role::Operator,
         Some(_) => return Err("`role` must be \"agent\" or \"operator\"".into()),
     };
+    // `"event": null` is a client frame like any other (a client may send
+    // the JSON text `null`; the server answers it with an ERROR), so only
+    // a missing key is an error.
     let event = match m.remove("event") {
-        None | Some(Value::Null) => return Err("missing field `event`".into()),
+        None => return Err("missing field `event`".into()),
         Some(e) => e,
     };
     Ok(Line {

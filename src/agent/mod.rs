@@ -64,6 +64,22 @@ pub struct Behaviour {
     pub crash_p: f64,
     /// Probability that an inference hangs (never ends, obeys nothing).
     pub hang_p: f64,
+    /// A floor squatter (a fault): `None` for an honest agent.
+    pub squat: Option<Squat>,
+}
+
+/// A floor squatter: it never answers anything. On every channel message
+/// it sees it claims that message at once (if `react`) and pre-claims the
+/// next `ahead` message ids (an id ending in a number `n` is followed by
+/// the same prefix with `n + 1`, `n + 2`, ...), dating each claim
+/// `lead_ms` before its clock (`started_at` at least 1: `agentchat-0.36`
+/// drops 0). It draws nothing at random and ignores whatever the server
+/// answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Squat {
+    pub ahead: u32,
+    pub react: bool,
+    pub lead_ms: i64,
 }
 
 /// Which timer an [`Output::SetTimer`] is.
@@ -267,6 +283,12 @@ impl Agent {
     /// Feed one input at driver time `now_us`; what to do is appended to
     /// `out`, in order.
     pub fn handle(&mut self, now_us: u64, input: Input<'_>, out: &mut Vec<Output>) {
+        if let Some(squat) = self.behaviour.squat {
+            if let Input::Server { msg, .. } = input {
+                self.squat(now_us, squat, msg, out);
+            }
+            return;
+        }
         match input {
             Input::Server { msg, depth } => self.on_server(now_us, msg, depth, out),
             Input::Timer { msg_id } => {
@@ -297,6 +319,36 @@ impl Agent {
                 self.forced = None;
                 self.settle(msg_id, out);
             }
+        }
+    }
+
+    /// A squatter sees `msg`: claim it and pre-claim the next ids if it is
+    /// a channel message.
+    fn squat(&self, now: u64, squat: Squat, msg: &ServerMsg, out: &mut Vec<Output>) {
+        let ServerMsg::Msg { id, to, .. } = msg else {
+            return;
+        };
+        if !to.starts_with('#') {
+            return;
+        }
+        let started_at = self.local_ms(now).saturating_sub(squat.lead_ms).max(1);
+        let claim = |msg_id: String| {
+            Output::Send(ClientMsg::RespondingTo {
+                msg_id,
+                started_at: started_at.into(),
+                channel: to.clone(),
+            })
+        };
+        if squat.react {
+            out.push(claim(id.clone()));
+        }
+        let digits = id.bytes().rev().take_while(u8::is_ascii_digit).count();
+        let (prefix, number) = id.split_at(id.len() - digits);
+        let Ok(n) = number.parse::<u64>() else {
+            return;
+        };
+        for k in 1..=u64::from(squat.ahead) {
+            out.push(claim(format!("{prefix}{}", n.saturating_add(k))));
         }
     }
 

@@ -49,6 +49,7 @@ fn behaviour(p: [f64; 3], recheck: bool) -> Behaviour {
         ignore_yield_p: p[0],
         crash_p: p[1],
         hang_p: p[2],
+        squat: None,
     }
 }
 

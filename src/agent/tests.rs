@@ -23,6 +23,7 @@ fn behaviour() -> Behaviour {
         ignore_yield_p: 0.0,
         crash_p: 0.0,
         hang_p: 0.0,
+        squat: None,
     }
 }
 
@@ -595,4 +596,54 @@ fn a_timed_workload_stops_at_its_duration() {
         now = at;
     }
     assert_eq!(w.posted(), 10);
+}
+
+#[test]
+fn a_squatter_claims_and_pre_claims_early_and_answers_nothing() {
+    let b = Behaviour {
+        squat: Some(crate::agent::Squat {
+            ahead: 2,
+            react: true,
+            lead_ms: 1_000_000,
+        }),
+        ..behaviour()
+    };
+    let mut a = agent(b);
+    // Its clock reads 5000 ms at driver time 5 s: dated 1 (at least 1).
+    let out = root(&mut a, 5_000_000, "m7");
+    let claims: Vec<(String, i64)> = out
+        .iter()
+        .map(|o| match o {
+            Output::Send(ClientMsg::RespondingTo {
+                msg_id, started_at, ..
+            }) => (msg_id.clone(), started_at.as_i64().unwrap_or(-1)),
+            other => panic!("a squatter only claims: {other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        claims,
+        [("m7".into(), 1), ("m8".into(), 1), ("m9".into(), 1)]
+    );
+    // Nothing else moves it: YIELDs, claims, timers, DMs.
+    assert!(hear(&mut a, 5_100_000, &yield_to("m7", "agent-x")).is_empty());
+    assert!(hear(&mut a, 5_100_000, &claim("m8", "agent-x", 3)).is_empty());
+    let dm = relay("d1", "operator", &format!("@{ME}"), "psst");
+    assert!(hear(&mut a, 5_200_000, &dm).is_empty());
+    // Without `react`, an id without a number: nothing to pre-claim.
+    let b = Behaviour {
+        squat: Some(crate::agent::Squat {
+            ahead: 3,
+            react: false,
+            lead_ms: 0,
+        }),
+        ..behaviour()
+    };
+    let mut a = agent(b);
+    assert!(root(&mut a, 1_000, "question").is_empty());
+    let out = root(&mut a, 2_000_000, "q10");
+    assert_eq!(out.len(), 3);
+    assert!(
+        matches!(&out[0], Output::Send(ClientMsg::RespondingTo { msg_id, started_at, .. })
+        if msg_id == "q11" && started_at.as_i64() == Some(2000))
+    );
 }

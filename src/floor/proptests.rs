@@ -525,7 +525,9 @@ proptest! {
 
 // ------------------------------------------------------------ decoding
 
-fn json_value() -> impl Strategy<Value = Value> {
+/// Any JSON value, with strings that look like the protocol's (also the
+/// strategy of `serve::events`' log round trip).
+pub(crate) fn json_value() -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![
         Just(Value::Null),
         any::<bool>().prop_map(Value::Bool),

@@ -92,6 +92,7 @@ pub fn embedded_options(setup: &Setup, agents: usize) -> serve::Options {
             rate_limit_ms: scale(s.server.rate_limit_ms),
             sweep_phase_ms: 0,
             sweep_drift_us: 0,
+            ..floor::Config::default()
         },
         limits: serve::Limits {
             // The agents' frame rate scales with the speed: no limit.

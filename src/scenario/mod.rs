@@ -13,8 +13,8 @@ pub mod schema;
 pub mod validate;
 
 pub use schema::{
-    AgentGroup, Arrivals, NetworkSpec, Scenario, ScriptEvent, ScriptInfer, ScriptPost, ServerSpec,
-    SweepPhase, WorkloadSpec,
+    AgentGroup, Arrivals, ClaimGuardSpec, NetworkSpec, Scenario, ScriptEvent, ScriptInfer,
+    ScriptPost, ServerSpec, SweepPhase, WorkloadSpec,
 };
 
 use std::fmt;

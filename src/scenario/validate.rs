@@ -1,7 +1,7 @@
 //! Semantic checks of a resolved scenario, sweep axes, and locating a
 //! dotted key in the file text (for line:column in messages).
 
-use super::limits::{MAX_DURATION_MS, MAX_TIME_MS};
+use super::limits::{MAX_DURATION_MS, MAX_SQUAT_AHEAD, MAX_TIME_MS};
 use super::{
     AgentGroup, Axis, Loaded, NetworkSpec, Scenario, ScenarioError, ServerSpec, SweepPhase,
     floor_boundary, line_col, set_path,
@@ -123,6 +123,7 @@ fn check_server(
             );
         }
     }
+    duration("server.claim_skew_ms", server.claim_skew_ms)?;
     duration("server.sweep_drift_ms", server.sweep_drift_ms)?;
     if server.sweep_drift_ms >= 5000.0 {
         return fail(
@@ -202,6 +203,13 @@ fn check_agent_group(
     if g.channels.is_empty() {
         return fail(&k("channels"), "must list at least one channel".into());
     }
+    if g.squat_ahead > MAX_SQUAT_AHEAD {
+        return fail(
+            &k("squat_ahead"),
+            format!("must be at most {MAX_SQUAT_AHEAD}, not {}", g.squat_ahead),
+        );
+    }
+    duration(&k("squat_lead_ms"), g.squat_lead_ms)?;
     for (j, c) in g.channels.iter().enumerate() {
         channel(&format!("agents.{i}.channels.{j}"), c)?;
         agentchat_channel(s, &format!("agents.{i}.channels.{j}"), c)?;

@@ -201,6 +201,7 @@ pub fn simulate(
         rate_limit_ms: p.rate_limit_ms,
         sweep_phase_ms,
         sweep_drift_us: p.sweep_drift_us,
+        claim_guard: p.claim_guard,
     });
     let agents = (0..p.agents())
         .map(|i| {

@@ -4,11 +4,11 @@
 //! [`Prepared::new_workload`]) exactly as a simulated run does, so that
 //! another driver (`herdsim live`) gets the same agents.
 
-use crate::agent::{Agent, Behaviour, Workload, WorkloadParams};
-use crate::floor::PolicyKind;
+use crate::agent::{Agent, Behaviour, Squat, Workload, WorkloadParams};
+use crate::floor::{ClaimGuard, PolicyKind};
 use crate::model::dist::{DataCache, Dist, DistError, DistSpec};
 use crate::model::names;
-use crate::scenario::{Arrivals, Scenario, ScriptEvent, SweepPhase};
+use crate::scenario::{Arrivals, ClaimGuardSpec, Scenario, ScriptEvent, SweepPhase};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::path::Path;
@@ -33,6 +33,8 @@ pub struct Prepared {
     /// `None`: drawn per replication.
     pub(super) sweep_phase_ms: Option<u64>,
     pub(super) sweep_drift_us: u64,
+    /// The server's floor-squatting defence.
+    pub(super) claim_guard: ClaimGuard,
     pub(super) detect: Dist,
     pub(super) restart: Dist,
     pub(super) epoch_us: i64,
@@ -93,6 +95,11 @@ impl Prepared {
                 ignore_yield_p: g.ignore_yield_p,
                 crash_p: g.crash_p,
                 hang_p: g.hang_p,
+                squat: g.squatter.then(|| Squat {
+                    ahead: g.squat_ahead,
+                    react: g.squat_react,
+                    lead_ms: g.squat_lead_ms.round() as i64,
+                }),
             };
             groups.push(GroupParams {
                 behaviour: Arc::new(behaviour),
@@ -126,6 +133,15 @@ impl Prepared {
                 SweepPhase::Word(_) => None,
             },
             sweep_drift_us: us(s.server.sweep_drift_ms),
+            claim_guard: match s.server.claim_guard {
+                ClaimGuardSpec::Off => ClaimGuard::Off,
+                ClaimGuardSpec::Relayed => ClaimGuard::Relayed,
+                // The agents' clocks read epoch + skew + virtual time.
+                ClaimGuardSpec::Clock => ClaimGuard::Clock {
+                    skew_ms: s.server.claim_skew_ms.round() as u64,
+                    epoch_ms: s.epoch_ms as i64,
+                },
+            },
             detect: prep(&s.server.disconnect_detect)?,
             restart: prep(&s.server.restart)?,
             epoch_us: (s.epoch_ms as i64).saturating_mul(1000),
