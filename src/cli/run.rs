@@ -5,7 +5,7 @@
 use super::{CliError, note, plural};
 use crate::report::table;
 use crate::sweep::runner::{self, JournalMode, Options, Outcome};
-use crate::sweep::{self, Plan, Shard, memory};
+use crate::sweep::{self, Plan, Shard, ShardSpec, memory};
 use crate::term::Term;
 use crate::term::interrupt;
 use std::path::PathBuf;
@@ -37,9 +37,11 @@ pub struct Args {
     #[arg(long)]
     pub jobs: Option<usize>,
     /// Run only the sweep points p with p % N == K (K counts from 0), for
-    /// array jobs; join the shards with `herdsim merge`.
-    #[arg(long, value_name = "K/N", value_parser = |s: &str| s.parse::<Shard>())]
-    pub shard: Option<Shard>,
+    /// array jobs; join the shards with `herdsim merge`. `auto`: K and N
+    /// from a Slurm array task; `auto/N`: K from SLURM_ARRAY_TASK_ID or
+    /// Kubernetes' JOB_COMPLETION_INDEX.
+    #[arg(long, value_name = "K/N|auto[/N]", value_parser = |s: &str| s.parse::<ShardSpec>())]
+    pub shard: Option<ShardSpec>,
     /// Complete an interrupted run from the journal in its results folder
     /// (runs from the start when there is none).
     #[arg(long, conflicts_with = "fresh")]
@@ -63,6 +65,10 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     let budget = memory::budget(args.max_memory);
     let (scenario, sets) = (args.scenario.as_deref(), &args.set);
     let plan = Plan::load(scenario, sets, args.seed, args.reps, budget)?;
+    let shard = match args.shard {
+        Some(spec) => Some(resolve_shard(spec, plan.points.len(), args.quiet)?),
+        None => None,
+    };
     let journal = match (args.resume, args.fresh) {
         (true, _) => JournalMode::Resume,
         (_, true) => JournalMode::Fresh,
@@ -70,7 +76,7 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     };
     let opts = Options {
         out: args.out.clone(),
-        shard: args.shard,
+        shard,
         threads: args.jobs.unwrap_or_else(sweep::default_threads),
         journal,
         trace: args.trace.clone(),
@@ -114,4 +120,15 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         ));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--shard`: a fixed K/N, or `auto` read from the scheduler's environment
+/// (said on stderr, as a batch log wants it, unless --quiet).
+fn resolve_shard(spec: ShardSpec, points: usize, quiet: bool) -> Result<Shard, CliError> {
+    let env = |var: &str| std::env::var_os(var).map(|v| v.to_string_lossy().into_owned());
+    let (shard, source) = spec.resolve(&env, points).map_err(CliError::Input)?;
+    if let (Some(source), false) = (source, quiet) {
+        note(format_args!("herdsim: shard {shard} ({source})"));
+    }
+    Ok(shard)
 }

@@ -335,12 +335,14 @@ pub struct Bound {
 pub async fn bind(opts: Options) -> Result<Bound, ServeError> {
     opts.limits.check().map_err(ServeError::Limits)?;
     let log = match &opts.log {
-        Some(path) => Some(BufWriter::new(File::create(path).map_err(|source| {
-            ServeError::Log {
+        // A regular file, or a stream written through; never a FIFO nobody
+        // reads (it would block here) nor a link or a device (files.rs).
+        Some(path) => Some(BufWriter::new(
+            crate::files::create_in_place(path).map_err(|source| ServeError::Log {
                 path: path.clone(),
                 source,
-            }
-        })?)),
+            })?,
+        )),
         None => None,
     };
     let listener = TcpListener::bind(opts.listen)
