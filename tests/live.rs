@@ -634,3 +634,40 @@ fn the_right_policy_agrees() {
         assert_eq!(agree[m], "true", "{m}\n{stdout}");
     }
 }
+
+/// A value of the file that `--set` replaces is not validated: a bad
+/// `workload.count` given a good one on the command line runs.
+#[test]
+fn set_replaces_a_bad_value_before_it_is_checked() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let sc = write(
+        tmp.path(),
+        "s.toml",
+        &ALL_AT_ONCE.replace("count = 12", "count = -3"),
+    );
+    let out = tmp.path().join("out");
+    let bad = herdsim()
+        .args(["live", "--speed", "20", "--quiet", "--out"])
+        .arg(&out)
+        .arg(&sc)
+        .output()
+        .expect("runs");
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("workload.count"));
+    herdsim()
+        .args([
+            "live",
+            "--speed",
+            "20",
+            "--quiet",
+            "--set",
+            "workload.count=3",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .arg(&sc)
+        .assert()
+        .success();
+    let runs = read(&out.join("all-at-once-live/runs.csv"));
+    assert_eq!(num(&runs, "messages"), 3.0, "{runs}");
+}

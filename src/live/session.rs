@@ -387,26 +387,25 @@ fn check_flags(opts: &Options) -> Result<Option<std::sync::Arc<rustls::ClientCon
 /// The scenario (the file or the built-in default) with the `--set`,
 /// `--seed` and `--reps` overrides applied.
 fn load(opts: &Options) -> Result<Loaded, LiveError> {
-    let mut loaded = match &opts.scenario {
-        Some(p) => Loaded::from_file(p)?,
-        None => {
-            let mut l = Loaded::builtin_default()?;
-            for s in DEMO_SETS {
-                l.apply_as(s, "the demonstration")?;
-            }
-            l
+    // Without a file, the demonstration's reductions come first; the
+    // user's --set, --seed and --reps after them (a value of the file that
+    // one of them replaces is not validated).
+    let mut overrides: Vec<(String, String)> = Vec::new();
+    if opts.scenario.is_none() {
+        for s in DEMO_SETS {
+            overrides.push((s.to_string(), "the demonstration".to_string()));
         }
-    };
+    }
     for s in &opts.sets {
-        loaded.apply_set(s)?;
+        overrides.push((s.clone(), format!("--set {s}")));
     }
     if let Some(seed) = opts.seed {
-        loaded.apply_as(&format!("seed={seed}"), &format!("--seed {seed}"))?;
+        overrides.push((format!("seed={seed}"), format!("--seed {seed}")));
     }
     if let Some(reps) = opts.reps {
-        loaded.apply_as(&format!("reps={reps}"), &format!("--reps {reps}"))?;
+        overrides.push((format!("reps={reps}"), format!("--reps {reps}")));
     }
-    Ok(loaded)
+    Ok(Loaded::load_with(opts.scenario.as_deref(), &overrides)?)
 }
 
 /// The policy: `--policy`, else the scenario's first.
