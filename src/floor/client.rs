@@ -214,10 +214,11 @@ impl Client {
         let claim_live = believed_until.is_some_and(|until| until > now_ms);
         match t.phase {
             Phase::Inferring { .. } => {}
+            // No response was seen: one seen while waiting already finished
+            // the message (`on_reply_seen`), and a message seen answered
+            // never starts waiting.
             Phase::Recheck => {
-                if t.response_seen {
-                    self.msgs.remove(msg_id);
-                } else if let (true, Some(at_ms)) = (claim_live, believed_until) {
+                if let (true, Some(at_ms)) = (claim_live, believed_until) {
                     out.push(Action::WakeAt {
                         msg_id: t.id.clone(),
                         at_ms,

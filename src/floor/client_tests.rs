@@ -122,35 +122,76 @@ fn seen_claim_during_csma_skips() {
     assert_eq!(c.tracked(), 0);
 }
 
+fn floor_claimed(m: &str, holder: &str) -> ServerMsg {
+    ServerMsg::FloorClaimed {
+        msg_id: m.into(),
+        channel: G.into(),
+        holder: holder.into(),
+        started_at: 1.into(),
+    }
+}
+
+/// Each half on its own client: an agentchat-0.36 server announces a
+/// granted claim as FLOOR_CLAIMED, and the client counts another agent's
+/// as a seen claim, never its own (nor its own relayed RESPONDING_TO).
 #[test]
 fn floor_claimed_counts_as_a_seen_claim_and_own_claims_do_not() {
+    // Its own claims only: it still claims and infers.
     let mut c = client(PolicyKind::Agentchat036);
     step(&mut c, |c, o| c.on_message(1000, "m1", G, false, o));
-    let own = ServerMsg::FloorClaimed {
-        msg_id: "m1".into(),
-        channel: G.into(),
-        holder: "agent-b".into(),
-        started_at: 1.into(),
-    };
-    step(&mut c, |c, o| c.on_server_msg(1500, &own, o));
+    let out = step(&mut c, |c, o| {
+        c.on_server_msg(1500, &floor_claimed("m1", "agent-b"), o)
+    });
+    assert!(out.is_empty(), "{out:?}");
     step(&mut c, |c, o| {
         c.on_server_msg(1500, &claim_from("agent-b", "m1", 1), o)
     });
-    let fc = ServerMsg::FloorClaimed {
+    let out = step(&mut c, |c, o| c.on_timer(4000, "m1", o));
+    assert_eq!(out, started("m1", 4000));
+    // Another agent's FLOOR_CLAIMED alone: a seen claim, so it skips.
+    let mut c = client(PolicyKind::Agentchat036);
+    step(&mut c, |c, o| c.on_message(1000, "m1", G, false, o));
+    let out = step(&mut c, |c, o| {
+        c.on_server_msg(2000, &floor_claimed("m1", "agent-a"), o)
+    });
+    assert!(out.is_empty(), "{out:?}");
+    let out = step(&mut c, |c, o| c.on_timer(4000, "m1", o));
+    assert_eq!(
+        out,
+        [Action::Skip {
+            msg_id: "m1".into(),
+            reason: SkipReason::SeenClaim
+        }]
+    );
+    // It is believed live for the TTL from when it was seen, like a
+    // relayed claim: seen at 2000, expired at 47000.
+    let mut c = client(PolicyKind::Agentchat036);
+    step(&mut c, |c, o| c.on_message(1000, "m1", G, false, o));
+    step(&mut c, |c, o| {
+        c.on_server_msg(2000, &floor_claimed("m1", "agent-a"), o)
+    });
+    let out = step(&mut c, |c, o| c.on_timer(47_000, "m1", o));
+    assert_eq!(out, started("m1", 47_000));
+}
+
+/// A FLOOR_CLAIMED for another message or another channel is no claim
+/// on this one.
+#[test]
+fn floor_claimed_for_another_message_or_channel_is_not_counted() {
+    let mut c = client(PolicyKind::Agentchat036);
+    step(&mut c, |c, o| c.on_message(1000, "m1", G, false, o));
+    step(&mut c, |c, o| {
+        c.on_server_msg(2000, &floor_claimed("m2", "agent-a"), o)
+    });
+    let other_channel = ServerMsg::FloorClaimed {
         msg_id: "m1".into(),
-        channel: G.into(),
+        channel: "#other".into(),
         holder: "agent-a".into(),
         started_at: 1.into(),
     };
-    step(&mut c, |c, o| c.on_server_msg(2000, &fc, o));
+    step(&mut c, |c, o| c.on_server_msg(2000, &other_channel, o));
     let out = step(&mut c, |c, o| c.on_timer(4000, "m1", o));
-    assert!(matches!(
-        &out[..],
-        [Action::Skip {
-            reason: SkipReason::SeenClaim,
-            ..
-        }]
-    ));
+    assert_eq!(out, started("m1", 4000));
 }
 
 #[test]
@@ -606,4 +647,37 @@ fn start_now_claims_with_the_given_started_at_even_after_a_seen_claim() {
     // Starting again while inferring changes nothing.
     c.start_now("m1", "#general", 99, &mut out);
     assert!(out.is_empty());
+}
+
+/// A scripted start sends a claim only where the policy has clients claim
+/// and the reply goes to a channel: not under `none`, never to a DM peer.
+#[test]
+fn start_now_claims_only_on_a_channel_under_a_claiming_policy() {
+    for p in PolicyKind::ALL {
+        // A channel: a claim unless the policy sends none.
+        let mut c = client(p);
+        let out = step(&mut c, |c, o| c.start_now("m1", G, 1234, o));
+        let infer = Action::StartInference {
+            msg_id: "m1".into(),
+            started_at: 1234,
+        };
+        if p == PolicyKind::None {
+            assert_eq!(out, [infer.clone()], "{p}");
+        } else {
+            assert_eq!(out, started("m1", 1234), "{p}");
+        }
+        // A DM peer: never a claim, and the inference is exempt (a YIELD
+        // does not abort it).
+        let mut c = client(p);
+        let out = step(&mut c, |c, o| c.start_now("m1", "@operator", 1234, o));
+        assert_eq!(out, [infer], "{p}");
+        let y = ServerMsg::Yield {
+            msg_id: "m1".into(),
+            winner: "agent-a".into(),
+            channel: "@operator".into(),
+            detail: None,
+        };
+        assert!(step(&mut c, |c, o| c.on_server_msg(1300, &y, o)).is_empty());
+        assert!(c.is_inferring("m1"), "{p}");
+    }
 }
