@@ -16,10 +16,10 @@ pub struct Args {
     /// Scenario file (TOML). Without it, the built-in default scenario.
     pub scenario: Option<PathBuf>,
     /// Master seed (overrides the file's `seed`).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = super::whole::<u64>)]
     pub seed: Option<u64>,
     /// Replications per point and policy (overrides the file's `reps`).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = super::whole::<u32>)]
     pub reps: Option<u32>,
     /// Override any key: `--set server.ttl_ms=30000` (repeatable; `sweep.KEY=[..]` sets a sweep axis).
     #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -34,7 +34,7 @@ pub struct Args {
     #[arg(long, value_name = "POLICY")]
     pub trace_policy: Option<String>,
     /// Worker threads, 1 to 1024 (default: all cores).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = super::whole::<usize>)]
     pub jobs: Option<usize>,
     /// Run only the sweep points p with p % N == K (K counts from 0), for
     /// array jobs; join the shards with `herdsim merge`.
