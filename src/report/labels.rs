@@ -75,7 +75,10 @@ mod tests {
         let axes = vec![AxisLabels {
             key: "agents.1.respond_p".into(),
             label: Some("channels".into()),
-            values: vec![("1".into(), "open".into()), ("0.2".into(), "specialised".into())],
+            values: vec![
+                ("1".into(), "open".into()),
+                ("0.2".into(), "specialised".into()),
+            ],
         }];
         let text = to_toml("s.toml", &axes).expect("toml");
         std::fs::write(beside(&csv), text).expect("write");

@@ -63,10 +63,7 @@ pub fn unit(metric: &str) -> (&'static str, f64) {
 /// or its own name and unit when it has no short name.
 pub fn header(metric: &str) -> String {
     let (u, _) = unit(metric);
-    let name = SHOWN
-        .iter()
-        .find(|s| s.0 == metric)
-        .map_or(metric, |s| s.1);
+    let name = SHOWN.iter().find(|s| s.0 == metric).map_or(metric, |s| s.1);
     if u.is_empty() {
         name.to_string()
     } else {
@@ -186,6 +183,36 @@ pub fn short_keys(keys: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// Columns of widths `widths` (after an id part `id_width` wide) in
+/// blocks of consecutive columns no wider than `max` with their gaps: as
+/// few blocks as fit, each with at most as many columns as an even split
+/// gives (7 columns in two blocks: 4 and 3, not 6 and 1). A column too
+/// wide for any block gets one of its own.
+fn pack(widths: &[usize], id_width: usize, max: usize) -> Vec<Vec<usize>> {
+    let greedy = |cap: usize| {
+        let mut blocks: Vec<Vec<usize>> = vec![Vec::new()];
+        let mut used = id_width;
+        for (c, w) in widths.iter().enumerate() {
+            let w = GAP + w;
+            let block = blocks.last_mut().expect("one block at least");
+            if !block.is_empty() && (used + w > max || block.len() >= cap) {
+                blocks.push(vec![c]);
+                used = id_width + w;
+            } else {
+                block.push(c);
+                used += w;
+            }
+        }
+        blocks
+    };
+    let fewest = greedy(usize::MAX);
+    let n = fewest.len();
+    (widths.len().div_ceil(n)..=widths.len())
+        .map(greedy)
+        .find(|b| b.len() == n)
+        .unwrap_or(fewest)
+}
+
 /// Render rows as aligned text tables for the terminal stdout is (or
 /// [`WIDTH`] columns): [`render_width`].
 pub fn render(keys: &[String], rows: &[SummaryRow]) -> String {
@@ -224,21 +251,13 @@ pub fn render_width(keys: &[String], rows: &[SummaryRow], max: usize) -> String 
                 .unwrap_or(0)
         })
         .collect();
-    // Pack the metric columns into blocks that fit.
+    // Pack the metric columns into as few blocks as fit, as even as can be.
     let id_width: usize = width[..ids].iter().sum::<usize>() + GAP * (ids - 1);
-    let mut blocks: Vec<Vec<usize>> = vec![Vec::new()];
-    let mut used = id_width;
-    for (c, cw) in width.iter().enumerate().skip(ids) {
-        let w = GAP + cw;
-        let block = blocks.last_mut().expect("one block at least");
-        if !block.is_empty() && used + w > max {
-            blocks.push(vec![c]);
-            used = id_width + w;
-        } else {
-            block.push(c);
-            used += w;
-        }
-    }
+    let metric_widths: Vec<usize> = width[ids..].to_vec();
+    let blocks: Vec<Vec<usize>> = pack(&metric_widths, id_width, max)
+        .into_iter()
+        .map(|b| b.into_iter().map(|c| c + ids).collect())
+        .collect();
     let mut out = String::new();
     for (b, block) in blocks.iter().enumerate() {
         if b > 0 {
@@ -317,6 +336,19 @@ mod tests {
         assert_eq!(header("ttfr_p95_ms"), "p95 s");
         assert_eq!(header("ttfr_p99_ms"), "ttfr_p99_ms s");
         assert_eq!(header("responses_per_msg"), "resp/msg");
+    }
+
+    #[test]
+    fn blocks_are_few_and_even() {
+        // 7 columns of 10 after 10 of ids: 6 fit in 80, but 4 + 3 read better.
+        let b = pack(&[10; 7], 10, 80);
+        assert_eq!(b, vec![vec![0, 1, 2, 3], vec![4, 5, 6]]);
+        assert_eq!(pack(&[10; 7], 10, 200), vec![(0..7).collect::<Vec<_>>()]);
+        // A column wider than the line gets a block of its own.
+        assert_eq!(
+            pack(&[10, 100, 10], 10, 50),
+            vec![vec![0], vec![1], vec![2]]
+        );
     }
 
     #[test]

@@ -732,7 +732,10 @@ mod tests {
         let l = Loaded::from_text("t.toml", text, Path::new(".")).expect("ok");
         assert_eq!(l.points().expect("points").len(), 4);
         let labels = l.sweep_labels();
-        assert_eq!(labels[0].values, vec![("1".into(), "all".into()), ("0.2".into(), "few".into())]);
+        assert_eq!(
+            labels[0].values,
+            vec![("1".into(), "all".into()), ("0.2".into(), "few".into())]
+        );
         assert_eq!(labels[1].label.as_deref(), Some("TTL"));
         // The resolved scenario keeps them, and reads back the same.
         let again = Loaded::from_text("r.toml", &l.resolved_toml().expect("toml"), Path::new("."))
@@ -747,9 +750,15 @@ mod tests {
     #[test]
     fn bad_sweep_labels_name_the_axis_with_line_and_column() {
         for (axis, want) in [
-            ("{ values = [1, 2], labels = [\"a\"] }", "one label per value"),
+            (
+                "{ values = [1, 2], labels = [\"a\"] }",
+                "one label per value",
+            ),
             ("{ values = [1, 2], label = 3 }", "`label` must be a string"),
-            ("{ values = [1, 2], labels = [\"a\", \"a\"] }", "names two values"),
+            (
+                "{ values = [1, 2], labels = [\"a\", \"a\"] }",
+                "names two values",
+            ),
             ("{ values = [1, 2], lable = \"x\" }", "unknown key `lable`"),
             ("{ values = [], label = \"x\" }", "lists no values"),
             ("{ values = [1], label = \"\" }", "1 to 100 characters"),

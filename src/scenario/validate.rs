@@ -691,7 +691,10 @@ fn labelled(t: &toml::Table) -> Result<(Vec<Value>, Option<String>, Option<Vec<S
     if values.len() > MAX_AXIS_VALUES {
         return Err(format!("has more than {MAX_AXIS_VALUES} values"));
     }
-    let label = t.get("label").map(|v| label_text(v, "`label`")).transpose()?;
+    let label = t
+        .get("label")
+        .map(|v| label_text(v, "`label`"))
+        .transpose()?;
     let labels = match t.get("labels") {
         None => None,
         Some(Value::Array(ls)) => {

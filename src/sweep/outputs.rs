@@ -3,13 +3,13 @@
 //! two CSVs, the comparison figure of a sweep.
 
 use super::journal::JOURNAL_FILE;
+use super::record::RECORD_FILE;
 use super::shard::SHARD_FILE;
 use super::{Error, Observer, Row};
 use crate::floor::PolicyKind;
 use crate::report::csv_out::{self, SummaryRow};
-use crate::report::lock::{FolderLock, LOCK_FILE, LockError};
-use super::record::RECORD_FILE;
 use crate::report::labels::{self, LABELS_FILE};
+use crate::report::lock::{FolderLock, LOCK_FILE, LockError};
 use crate::report::{atomic, paths};
 use std::path::{Path, PathBuf};
 

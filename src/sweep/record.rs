@@ -90,9 +90,16 @@ pub fn is_plot_figure(name: &str) -> bool {
 
 /// Before a run of `new` writes its results into `dir`: when `dir` holds
 /// the results of another plan (or results no record describes), remove
-/// what herdsim made there and say so through `obs`. Returns the files of
-/// the same plan's earlier runs, which stay (their bytes would not change).
-pub fn replace_other(dir: &Path, new: &Record, obs: &dyn Observer) -> Result<Vec<String>, Error> {
+/// what herdsim made there and say so through `obs`, naming what goes for
+/// good (not the files of `rewritten`, which the run writes anew). Returns
+/// the files of the same plan's earlier runs, which stay (their bytes
+/// would not change).
+pub fn replace_other(
+    dir: &Path,
+    new: &Record,
+    rewritten: &[&str],
+    obs: &dyn Observer,
+) -> Result<Vec<String>, Error> {
     let path = dir.join(RECORD_FILE);
     let old: Option<Record> = std::fs::read_to_string(&path)
         .ok()
@@ -134,6 +141,7 @@ pub fn replace_other(dir: &Path, new: &Record, obs: &dyn Observer) -> Result<Vec
         remove(n, &mut removed)?;
     }
     remove_tune(dir, &mut removed, obs)?;
+    removed.retain(|f| !rewritten.contains(&f.as_str()));
     removed.sort();
     removed.dedup();
     let what = if removed.is_empty() {
@@ -229,12 +237,21 @@ mod tests {
         let files = vec!["spec.jsonl".to_string(), "summary.csv".to_string()];
         write(dir, &old, files.clone()).expect("record");
         // The same plan: everything stays.
-        assert_eq!(replace_other(dir, &old, &()).expect("same"), files);
+        assert_eq!(replace_other(dir, &old, &[], &()).expect("same"), files);
         assert!(dir.join("spec.jsonl").exists());
         // Another plan: herdsim's files go, the user's stay.
         let new = record("reps = 3\n");
-        assert!(replace_other(dir, &new, &()).expect("other").is_empty());
-        for gone in ["summary.csv", "comparison.png", "spec.jsonl", "tune/candidates.csv"] {
+        assert!(
+            replace_other(dir, &new, &[], &())
+                .expect("other")
+                .is_empty()
+        );
+        for gone in [
+            "summary.csv",
+            "comparison.png",
+            "spec.jsonl",
+            "tune/candidates.csv",
+        ] {
             assert!(!dir.join(gone).exists(), "{gone}");
         }
         assert!(dir.join("notes.txt").exists());

@@ -25,9 +25,9 @@ use super::{Error, Job, MAX_THREADS, Observer, Plan, Row, Shard, memory};
 use crate::floor::PolicyKind;
 use crate::metrics::METRICS;
 use crate::model::{Prepared, TraceBuf, simulate};
+use crate::report::csv_out::SummaryRow;
 use crate::report::labels::LABELS_FILE;
 use crate::report::{atomic, paths};
-use crate::report::csv_out::SummaryRow;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
@@ -366,7 +366,13 @@ impl Run<'_> {
         let plan = self.plan;
         let made = self.record();
         // Results of another plan in the folder go first, with what they left.
-        let mut files = record::replace_other(&self.dir, &made, obs)?;
+        let draws = self.opts.shard.is_none() && self.opts.plot;
+        let rewritten: &[&str] = if draws {
+            &["runs.csv", "summary.csv", "comparison.png"]
+        } else {
+            &["runs.csv", "summary.csv"]
+        };
+        let mut files = record::replace_other(&self.dir, &made, rewritten, obs)?;
         let params = |point: usize| -> Vec<(String, String)> {
             plan.points
                 .get(point)
@@ -395,10 +401,7 @@ impl Run<'_> {
             }
         }
         // A shard draws no figure: plot the merged result.
-        if self.opts.shard.is_none()
-            && self.opts.plot
-            && outputs::draw_comparison(&self.dir, obs)
-        {
+        if draws && outputs::draw_comparison(&self.dir, obs) {
             files.push("comparison.png".to_string());
         }
         record::write(&self.dir, &made, files)?;

@@ -774,7 +774,9 @@ impl Names {
                 None if params.contains(&c) => short[c - params.start].clone(),
                 None => key.clone(),
             });
-            names.values.push(given.map(|l| l.values.clone()).unwrap_or_default());
+            names
+                .values
+                .push(given.map(|l| l.values.clone()).unwrap_or_default());
         }
         names
     }
@@ -836,15 +838,22 @@ fn mark_identical(
             })
     };
     for j in 1..series.len() {
-        let Some(i) = (0..j).find(|&i| series[i].same_as.is_none() && equal(&series[i], &series[j]))
+        let Some(i) =
+            (0..j).find(|&i| series[i].same_as.is_none() && equal(&series[i], &series[j]))
         else {
             continue;
         };
         // "tombstone, crash_p=0.2" equal to "spec, crash_p=0.2": say
         // "tombstone = spec, crash_p=0.2"; otherwise name the whole label.
-        let (bi, bj) = (&summary.rows[series[i].rows[0]], &summary.rows[series[j].rows[0]]);
+        let (bi, bj) = (
+            &summary.rows[series[i].rows[0]],
+            &summary.rows[series[j].rows[0]],
+        );
         let (vi, vj) = (&bi.keys[by], &bj.keys[by]);
-        let label = match (series[j].label.strip_prefix(vj.as_str()), series[i].label.strip_prefix(vi.as_str())) {
+        let label = match (
+            series[j].label.strip_prefix(vj.as_str()),
+            series[i].label.strip_prefix(vi.as_str()),
+        ) {
             (Some(rest_j), Some(rest_i)) if rest_j == rest_i => format!("{vj} = {vi}{rest_j}"),
             _ => format!("{} (= {})", series[j].label, series[i].label),
         };
