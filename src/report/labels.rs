@@ -52,9 +52,7 @@ pub fn read_beside(summary_csv: &Path) -> anyhow::Result<Vec<AxisLabels>> {
         let at = e
             .span()
             .map(|s| {
-                let before = &text[..s.start.min(text.len())];
-                let line = before.matches('\n').count() + 1;
-                let col = before.chars().rev().take_while(|c| *c != '\n').count() + 1;
+                let (line, col) = crate::scenario::line_col(&text, s.start);
                 format!(":{line}:{col}")
             })
             .unwrap_or_default();
