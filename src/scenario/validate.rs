@@ -672,9 +672,9 @@ fn label_text(v: &Value, what: &str) -> Result<String, String> {
     Ok(s.clone())
 }
 
-/// A labelled axis `{ values = [...], label = "...", labels = [...] }`:
-/// its values, its label and one label per value, both optional.
-fn labelled(t: &toml::Table) -> Result<(Vec<Value>, Option<String>, Option<Vec<String>>), String> {
+/// The labelled axis `key = { values = [...], label = "...", labels =
+/// [...] }`: its values, its label and one label per value, both optional.
+fn labelled(key: String, t: &toml::Table) -> Result<FlatAxis, String> {
     for k in t.keys() {
         if !matches!(k.as_str(), "values" | "label" | "labels") {
             return Err(format!(
@@ -719,7 +719,12 @@ fn labelled(t: &toml::Table) -> Result<(Vec<Value>, Option<String>, Option<Vec<S
         }
         Some(_) => return Err("`labels` must be a list of strings, one per value".into()),
     };
-    Ok((values.clone(), label, labels))
+    Ok(FlatAxis {
+        key,
+        values: values.clone(),
+        label,
+        value_labels: labels,
+    })
 }
 
 fn flatten(prefix: &str, t: toml::Table, axes: &mut Flat) -> Result<(), (String, String)> {
@@ -749,13 +754,7 @@ fn flatten(prefix: &str, t: toml::Table, axes: &mut Flat) -> Result<(), (String,
                 });
             }
             Value::Table(inner) if inner.contains_key("values") => {
-                let (values, label, value_labels) = labelled(&inner).map_err(|m| (skey, m))?;
-                axes.push(FlatAxis {
-                    key,
-                    values,
-                    label,
-                    value_labels,
-                });
+                axes.push(labelled(key, &inner).map_err(|m| (skey, m))?);
             }
             Value::Table(mut inner)
                 if inner.contains_key("from")
