@@ -32,6 +32,7 @@ pub mod agent;
 pub mod cli;
 pub mod engine;
 pub mod error;
+pub mod files;
 pub mod floor;
 pub mod live;
 pub mod metrics;

@@ -25,7 +25,7 @@
 //! - Between lines, the server's timers (expiry, `agentchat-0.36` sweeps)
 //!   run at their due times, exactly as in the simulator.
 
-use std::io::{self, BufRead, Write};
+use std::io::{self, BufRead, Read, Write};
 
 use serde::Serialize;
 use serde_json::Value;
@@ -73,13 +73,34 @@ impl Summary {
     }
 }
 
+/// Longest input line [`replay`] reads by default, in bytes (64 MiB: a
+/// `serve --log` line holds one frame, at most `--max-frame-bytes`, 1 MiB
+/// by default, which JSON escaping can grow up to six times).
+pub const MAX_LINE_BYTES: u64 = 64 << 20;
+
 /// Replay `input` through a server built from `cfg`, writing output lines
-/// to `out` and bad-line reports to `err`. Only I/O errors are errors.
+/// to `out` and bad-line reports to `err`. Only I/O errors are errors. A
+/// line longer than [`MAX_LINE_BYTES`] ends the replay (see
+/// [`replay_bounded`]).
 pub fn replay<R: BufRead, W: Write, E: Write>(
+    cfg: Config,
+    input: R,
+    out: &mut W,
+    err: &mut E,
+) -> io::Result<Summary> {
+    replay_bounded(cfg, input, out, err, MAX_LINE_BYTES)
+}
+
+/// [`replay`] with lines of at most `max_line` bytes (newline excluded).
+/// A longer line is reported as a bad line naming it, and the replay
+/// stops there: nothing longer is ever held in memory, and an endless
+/// input without newlines (`< /dev/zero`) ends.
+pub fn replay_bounded<R: BufRead, W: Write, E: Write>(
     cfg: Config,
     mut input: R,
     out: &mut W,
     err: &mut E,
+    max_line: u64,
 ) -> io::Result<Summary> {
     let mut server = Server::new(cfg);
     let mut buf = Vec::new();
@@ -89,10 +110,23 @@ pub fn replay<R: BufRead, W: Write, E: Write>(
     let mut last_at: Option<u64> = None;
     loop {
         buf.clear();
-        if input.read_until(b'\n', &mut buf)? == 0 {
+        let read = (&mut input)
+            .take(max_line.saturating_add(1))
+            .read_until(b'\n', &mut buf)?;
+        if read == 0 {
             break;
         }
         lines += 1;
+        let content = buf.strip_suffix(b"\n").unwrap_or(&buf);
+        if content.len() as u64 > max_line {
+            bad_lines += 1;
+            writeln!(
+                err,
+                "line {lines}: longer than {max_line} bytes (--max-line-bytes): not a line of a \
+                 server log; stopped reading here"
+            )?;
+            break;
+        }
         if buf.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
@@ -176,8 +210,11 @@ pub fn parse_line(bytes: &[u8]) -> Result<Line, String> {
         Some(Value::String(s)) if s == "operator" => Role::Operator,
         Some(_) => return Err("`role` must be \"agent\" or \"operator\"".into()),
     };
+    // `"event": null` is a client frame like any other (a client may send
+    // the JSON text `null`; the server answers it with an ERROR), so only
+    // a missing key is an error.
     let event = match m.remove("event") {
-        None | Some(Value::Null) => return Err("missing field `event`".into()),
+        None => return Err("missing field `event`".into()),
         Some(e) => e,
     };
     Ok(Line {

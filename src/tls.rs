@@ -41,8 +41,15 @@ fn pem_problem(e: &pem::Error) -> String {
     }
 }
 
+/// Largest PEM file read (a CA bundle of every public root is about 200 KB).
+pub const MAX_PEM_BYTES: u64 = 4 << 20;
+
+/// A PEM file: a regular file (a FIFO or a device is refused before it is
+/// read, so it cannot block: [`crate::files::read_input`]) of at most
+/// [`MAX_PEM_BYTES`].
 fn read(flag: &str, path: &Path) -> Result<Vec<u8>, TlsFileError> {
-    std::fs::read(path).map_err(|e| TlsFileError(format!("{flag} {}: {e}", path.display())))
+    crate::files::read_input(path, MAX_PEM_BYTES)
+        .map_err(|e| TlsFileError(format!("{flag} {}: {e}", path.display())))
 }
 
 /// Every certificate of a PEM file (at least one).

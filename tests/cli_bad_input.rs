@@ -158,6 +158,21 @@ const CASES: &[Case] = &[
         &["bad.toml:3:1", "key `workload.channel`", "31 characters"],
     ),
     file(
+        "claim guard neither off, relayed nor clock",
+        "[server]\nclaim_guard = \"sometimes\"\n",
+        &["bad.toml:2:", "sometimes", "relayed"],
+    ),
+    file(
+        "squatter pre-claiming too many ids",
+        "[[agents]]\nsquatter = true\nsquat_ahead = 101\n",
+        &["bad.toml:3:1", "key `agents.0.squat_ahead`", "at most 100"],
+    ),
+    file(
+        "negative claim skew",
+        "[server]\nclaim_skew_ms = -1\n",
+        &["bad.toml:2:1", "key `server.claim_skew_ms`", "-1"],
+    ),
+    file(
         "negative sweep drift",
         "[server]\nsweep_drift_ms = -0.5\n",
         &["bad.toml:2:1", "key `server.sweep_drift_ms`", "-0.5"],

@@ -35,6 +35,16 @@ fn run(out: &Path, args: &[&str]) -> assert_cmd::assert::Assert {
         .assert()
 }
 
+/// `herdsim merge` of the shards in `dirs` into `out`, which must succeed.
+fn merge(out: &Path, dirs: &[PathBuf]) {
+    herdsim()
+        .args(["merge", "--quiet", "--out"])
+        .arg(out)
+        .args(dirs)
+        .assert()
+        .success();
+}
+
 #[test]
 fn validate_prints_the_resolved_scenario_which_validates_to_itself() {
     let a = herdsim().args(["validate", FIXTURE]).assert().success();
@@ -310,12 +320,7 @@ fn shards_merge_into_the_single_run_bytes() {
             dirs.push(d);
         }
         let merged = dir.path().join(format!("merged-{n}"));
-        herdsim()
-            .args(["merge", "--quiet", "--out"])
-            .arg(&merged)
-            .args(&dirs)
-            .assert()
-            .success();
+        merge(&merged, &dirs);
         assert_eq!(
             read(&merged, "summary.csv"),
             read(&whole, "summary.csv"),
@@ -358,6 +363,133 @@ fn shards_merge_into_the_single_run_bytes() {
     assert!(
         !dir.path().join("x").exists(),
         "nothing written on bad input"
+    );
+}
+
+/// `--shard auto` takes K and N from a Slurm array task's environment (and
+/// K from Kubernetes' JOB_COMPLETION_INDEX with `auto/N`): the shards are
+/// those of `--shard K/N`, and merge into the single run's bytes.
+#[test]
+fn shard_auto_reads_the_scheduler_and_merges_into_the_single_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let whole = dir.path().join("whole");
+    run(&whole, &[]).success();
+    let slurm = |k: usize, d: &Path| {
+        let a = herdsim()
+            .args(["run", FIXTURE, "--shard", "auto", "--out"])
+            .arg(d)
+            .env("SLURM_ARRAY_TASK_ID", k.to_string())
+            .env("SLURM_ARRAY_TASK_MIN", "0")
+            .env("SLURM_ARRAY_TASK_MAX", "3")
+            .env("SLURM_ARRAY_TASK_COUNT", "4")
+            .env_remove("JOB_COMPLETION_INDEX")
+            .assert()
+            .success();
+        let note = format!("herdsim: shard {k}/4 (SLURM_ARRAY_TASK_ID={k}, array 0-3, 4 tasks)");
+        assert!(stderr_of(&a).contains(&note), "{}", stderr_of(&a));
+    };
+    let mut dirs = Vec::new();
+    for k in 0..3 {
+        let d = dir.path().join(format!("slurm-{k}"));
+        slurm(k, &d);
+        dirs.push(d);
+    }
+    // The last one as a Kubernetes indexed Job's pod would run it.
+    let d = dir.path().join("k8s-3");
+    herdsim()
+        .args(["run", FIXTURE, "--quiet", "--shard", "auto/4", "--out"])
+        .arg(&d)
+        .env("JOB_COMPLETION_INDEX", "3")
+        .env_remove("SLURM_ARRAY_TASK_ID")
+        .assert()
+        .success();
+    let meta = std::fs::read_to_string(d.join(NAME).join("shard.toml")).expect("shard.toml");
+    assert!(meta.contains("shard = 3\nshards = 4"), "{meta}");
+    dirs.push(d);
+    let merged = dir.path().join("merged");
+    merge(&merged, &dirs);
+    for f in ["summary.csv", "runs.csv"] {
+        assert_eq!(read(&merged, f), read(&whole, f), "{f}");
+    }
+
+    // Outside a scheduler, a subset of an array without the count, more
+    // shards than the sweep's 4 points: exit 2, nothing written.
+    let refused = |spec: &str, vars: &[(&str, &str)], want: &str| {
+        let out = dir.path().join("refused");
+        let mut cmd = herdsim();
+        cmd.args(["run", FIXTURE, "--quiet", "--shard", spec, "--out"])
+            .arg(&out);
+        for v in [
+            "SLURM_ARRAY_TASK_ID",
+            "SLURM_ARRAY_TASK_MIN",
+            "SLURM_ARRAY_TASK_MAX",
+            "SLURM_ARRAY_TASK_COUNT",
+            "SLURM_JOB_ID",
+            "JOB_COMPLETION_INDEX",
+        ] {
+            cmd.env_remove(v);
+        }
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+        let a = cmd.assert().code(2);
+        let err = stderr_of(&a);
+        assert!(
+            err.starts_with(&format!("herdsim: error: --shard {spec}: ")) && err.contains(want),
+            "{spec} {vars:?}: {err}"
+        );
+        assert!(!out.exists(), "nothing written");
+    };
+    let array = |id, min, max, count| {
+        [
+            ("SLURM_ARRAY_TASK_ID", id),
+            ("SLURM_ARRAY_TASK_MIN", min),
+            ("SLURM_ARRAY_TASK_MAX", max),
+            ("SLURM_ARRAY_TASK_COUNT", count),
+        ]
+    };
+    refused("auto", &[], "neither SLURM_ARRAY_TASK_ID");
+    refused("auto", &array("2", "2", "2", "1"), "--shard auto/N");
+    refused("auto", &array("2", "0", "7", "8"), "the sweep has 4 points");
+    refused(
+        "auto/4",
+        &[("JOB_COMPLETION_INDEX", "4")],
+        "not a shard of 4",
+    );
+    refused("auto", &[("JOB_COMPLETION_INDEX", "1")], "--shard auto/N");
+}
+
+/// A shard stopped part-way: merge names the shard and how far it got.
+#[test]
+fn merge_names_a_shard_that_stopped_part_way() {
+    use herdsim::sweep::journal::{Header, Writer};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("shard-1");
+    let folder = out.join(NAME);
+    std::fs::create_dir_all(&folder).expect("mkdir");
+    let header = Header {
+        herdsim: "0.1.0".into(),
+        build: herdsim::BUILD.into(),
+        fingerprint: "0123456789abcdef".into(),
+        shard: Some(herdsim::sweep::Shard { index: 1, count: 3 }),
+        jobs: 12,
+        data: "cbf29ce484222325".into(),
+        scenario: "name = \"x\"\n".into(),
+    };
+    drop(Writer::create(&folder.join("runs.journal"), &header, &[]).expect("journal"));
+    let a = herdsim()
+        .args(["merge", "--out"])
+        .arg(dir.path().join("m"))
+        .arg(&out)
+        .assert()
+        .code(2);
+    let err = stderr_of(&a);
+    assert!(
+        err.contains(&format!(
+            "{}: no shard.toml: shard 1/3 has not finished (0 of 12 replications",
+            folder.display()
+        )) && err.contains("--shard 1/3 --resume"),
+        "{err}"
     );
 }
 

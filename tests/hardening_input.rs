@@ -5,7 +5,10 @@
 //! before these checks (a wrapped result, a hang, an abort or a message
 //! without a key).
 
+mod common;
+
 use assert_cmd::Command;
+use common::refused;
 use predicates::prelude::*;
 use std::path::Path;
 use std::time::Duration;
@@ -21,24 +24,6 @@ const SMALL: &str = "reps = 1\n[workload]\ncount = 5\n";
 
 fn write(dir: &Path, name: &str, text: &str) {
     std::fs::write(dir.join(name), text).expect("write");
-}
-
-/// Run `herdsim <args>` in `dir`; it must exit 2 with one message that
-/// contains every `expect`.
-fn refused(dir: &Path, args: &[&str], expect: &[&str]) -> String {
-    let out = herdsim()
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("runs");
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-    assert!(err.starts_with("herdsim: error: "), "{args:?}: {err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "one message: {err}");
-    for e in expect {
-        assert!(err.contains(e), "{args:?}: `{e}` missing in: {err}");
-    }
-    err
 }
 
 // ----- 3. overflow -------------------------------------------------------

@@ -6,12 +6,20 @@
 //! see each scenario's comment and docs/live.md ("The tests").
 
 use assert_cmd::Command;
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::Stdio;
 
 fn herdsim() -> Command {
-    Command::cargo_bin("herdsim").expect("binary")
+    let mut c = Command::cargo_bin("herdsim").expect("binary");
+    // Never the user's own key file: a test that forgets --key-file
+    // writes here.
+    c.env(
+        "HERDSIM_KEY_FILE",
+        std::env::temp_dir().join("herdsim-tests-live-identity.key"),
+    );
+    c
 }
 
 fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
@@ -235,8 +243,10 @@ fn keyed_identities_against_a_spawned_agentchat_server() {
             "agentchat-0.36",
             "--url",
             &url,
-            "--out",
+            "--key-file",
         ])
+        .arg(tmp.path().join("live-identity.key"))
+        .arg("--out")
         .arg(&out)
         .arg(&sc)
         .output()
@@ -398,6 +408,20 @@ fn bad_input_is_exit_2_with_one_message() {
     let cases: Vec<(Vec<String>, &str)> = vec![
         (vec!["--speed".into(), "0".into()], "--speed"),
         (vec!["--speed".into(), "NaN".into()], "--speed"),
+        // No speed may panic or hang: a tiny one is refused (it once
+        // overflowed a Duration), as is a huge one.
+        (vec!["--speed".into(), "1e-18".into()], "--speed"),
+        (vec!["--speed".into(), "1e9".into()], "--speed"),
+        (vec!["--deadline=-1".into()], "--deadline"),
+        (vec!["--key-file".into(), "k".into()], "--key-file"),
+        (
+            vec![
+                "--keyed".into(),
+                "--key-file".into(),
+                tmp.path().display().to_string(),
+            ],
+            "not a regular file",
+        ),
         (vec!["--url".into(), "http://x".into()], "--url"),
         // --ca-cert is for a wss:// server only.
         (
@@ -515,4 +539,135 @@ fn an_interrupt_writes_what_was_measured() {
         column(&read(&out.join("all-at-once-live/live.csv")), "interrupted"),
         ["true"]
     );
+}
+
+/// `live --compare` on scenarios/live-check.toml at speed 25 against a
+/// spawned `herdsim serve --policy SERVER`, the agents following `agents`:
+/// the compare table's `agree` per metric, and stdout. The server's TTL is
+/// the scenario's 1 s of scenario time in real time (40 ms): a server
+/// given with --url keeps its timers in real time, and live takes the
+/// scenario's as the server's (docs/live.md).
+fn check_against(server: &str, agents: &str) -> (BTreeMap<String, String>, String) {
+    let (_server, url) = spawn_serve(
+        &[
+            "--policy".as_ref(),
+            server.as_ref(),
+            "--ttl-ms".as_ref(),
+            "40".as_ref(),
+            "--rate-limit".as_ref(),
+            "0".as_ref(),
+        ],
+        "ws",
+    );
+    let tmp = tempfile::tempdir().expect("tmp");
+    let sc = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/live-check.toml");
+    let out = tmp.path().join("out");
+    let o = herdsim()
+        .args(["live", "--speed", "25", "--quiet", "--compare", "--keyed"])
+        .args(["--policy", agents, "--url", &url])
+        .args(["--set", "server.ttl_ms=40", "--set", "workload.count=16"])
+        .arg("--key-file")
+        .arg(tmp.path().join("key"))
+        .arg("--out")
+        .arg(&out)
+        .arg(&sc)
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        o.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let cmp = read(&out.join("live-check-live/compare.csv"));
+    let agree = column(&cmp, "metric")
+        .into_iter()
+        .zip(column(&cmp, "agree"))
+        .collect();
+    (agree, stdout)
+}
+
+/// The policies differ in live-check (duplicates about 80% under spec, 30%
+/// under agentchat-0.36), so agents of one policy against a server of the
+/// other are flagged: the duplicate rate disagrees, and the comparison
+/// names the policy the server does behave like. 48 questions a side give
+/// a z test p below 1e-3 for that difference.
+fn wrong_policy_is_flagged(server: &str, agents: &str) {
+    let (agree, stdout) = check_against(server, agents);
+    assert_eq!(
+        agree["duplicate_rate"], "false",
+        "{server} server, {agents} agents\n{stdout}"
+    );
+    assert!(stdout.contains(" NO"), "{stdout}");
+    assert!(
+        stdout.contains("instead") && stdout.contains(server),
+        "the server's own policy is named:\n{stdout}"
+    );
+    // Same questions on both sides: the counts agree all the same.
+    for c in ["posts", "posts_refused", "posts_relayed", "messages"] {
+        assert_eq!(agree[c], "true", "{c}\n{stdout}");
+    }
+}
+
+#[test]
+fn agentchat_agents_against_a_spec_server_are_flagged() {
+    wrong_policy_is_flagged("spec", "agentchat-0.36");
+}
+
+#[test]
+fn spec_agents_against_an_agentchat_server_are_flagged() {
+    wrong_policy_is_flagged("agentchat-0.36", "spec");
+}
+
+/// The same run with the right policy agrees on the duplicate rate and
+/// every count.
+#[test]
+fn the_right_policy_agrees() {
+    let (agree, stdout) = check_against("spec", "spec");
+    for m in [
+        "duplicate_rate",
+        "posts",
+        "posts_refused",
+        "posts_relayed",
+        "messages",
+    ] {
+        assert_eq!(agree[m], "true", "{m}\n{stdout}");
+    }
+}
+
+/// A value of the file that `--set` replaces is not validated: a bad
+/// `workload.count` given a good one on the command line runs.
+#[test]
+fn set_replaces_a_bad_value_before_it_is_checked() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let sc = write(
+        tmp.path(),
+        "s.toml",
+        &ALL_AT_ONCE.replace("count = 12", "count = -3"),
+    );
+    let out = tmp.path().join("out");
+    let bad = herdsim()
+        .args(["live", "--speed", "20", "--quiet", "--out"])
+        .arg(&out)
+        .arg(&sc)
+        .output()
+        .expect("runs");
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("workload.count"));
+    herdsim()
+        .args([
+            "live",
+            "--speed",
+            "20",
+            "--quiet",
+            "--set",
+            "workload.count=3",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .arg(&sc)
+        .assert()
+        .success();
+    let runs = read(&out.join("all-at-once-live/runs.csv"));
+    assert_eq!(num(&runs, "messages"), 3.0, "{runs}");
 }

@@ -347,6 +347,39 @@ count = 300
     assert_eq!(a.values, b.values);
 }
 
+/// `server.rate_limit_operator`: the real agentchat server rate-limits
+/// every connection, the operator's too. With posts every 600 ms and the
+/// 1000 ms limit, every second post is refused (the refused one does not
+/// count for the limit): half the questions never reach an agent. Off (the
+/// default), and under `spec`, every post goes through.
+#[test]
+fn the_operator_can_be_rate_limited_like_any_connection() {
+    let toml = r#"
+reps = 1
+[[agents]]
+count = 3
+respond_p = 1.0
+[workload]
+arrivals = "fixed"
+mean_gap_ms = 600
+count = 40
+"#;
+    let limited = toml.replace("reps = 1", "reps = 1\n[server]\nrate_limit_operator = true");
+    let posts = |toml: &str, policy: PolicyKind| {
+        let p = common::prepare(toml);
+        herdsim::model::simulate_posts(&p, policy, 5, None).expect("runs")
+    };
+    let (free, n) = posts(toml, PolicyKind::Agentchat036);
+    assert_eq!((n.posted, n.refused), (40, 0));
+    assert_eq!(get(&free, "messages"), 40.0);
+    let (lim, n) = posts(&limited, PolicyKind::Agentchat036);
+    assert_eq!((n.posted, n.refused), (40, 20));
+    assert_eq!(get(&lim, "messages"), 20.0);
+    let (spec, n) = posts(&limited, PolicyKind::Spec);
+    assert_eq!((n.posted, n.refused), (40, 0));
+    assert_eq!(get(&spec, "messages"), 40.0);
+}
+
 /// DMs are disabled under agentchat-0.36 (issue 16): a workload's DMs get
 /// an ERROR back to the operator and no agent answers them; under spec
 /// every DM is answered by its agent.

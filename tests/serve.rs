@@ -588,6 +588,90 @@ async fn a_recorded_log_replays_through_arbitrate_to_the_same_sends() {
     }
 }
 
+/// Whatever JSON a client sends is logged so that `arbitrate` reproduces
+/// the server's sends: `null`, bare values, odd numbers, objects without a
+/// usable `type`. And claims refused by the claim guard and the per-connection
+/// bounds are refused before the floor, so a log of a guarded server
+/// replays without the guard.
+#[tokio::test]
+async fn odd_json_values_and_guarded_claims_replay_through_arbitrate() {
+    let (_dir, log) = temp_log("odd.jsonl");
+    let mut opts = options(PolicyKind::Spec);
+    opts.floor.claim_guard = herdsim::floor::ClaimGuard::Relayed;
+    opts.limits.max_claims_per_conn = 2;
+    opts.log = Some(log.clone());
+    let srv = start(opts);
+    let mut op = Client::named(srv.addr, "operator").await;
+    let mut a = Client::named(srv.addr, "a").await;
+    for cl in [&mut op, &mut a] {
+        cl.join("#general").await;
+    }
+    for raw in [
+        "null",
+        "true",
+        "1.5",
+        "-0.0",
+        "18446744073709551616",
+        "1e300",
+        "\"text\"",
+        "[]",
+        "[null, {\"type\": \"MSG\"}]",
+        "{}",
+        "{\"type\": null}",
+        "{\"type\": 5}",
+        "{\"type\": \"MSG\", \"to\": null, \"content\": \"x\"}",
+        "{\"type\": \"RESPONDING_TO\", \"msg_id\": \"m1\", \"started_at\": 1e300}",
+    ] {
+        a.send_raw(Message::text(raw)).await;
+    }
+    // Claims: not relayed yet (refused), then relayed; then more than
+    // two held at once (the third refused).
+    a.send(claim("m1", 10)).await;
+    a.sync().await;
+    for id in ["m1", "m2", "m3"] {
+        op.send(json!({"type": "MSG", "id": id, "to": "#general", "content": "q"}))
+            .await;
+    }
+    a.sync().await;
+    for id in ["m1", "m2", "m3"] {
+        a.send(claim(id, 10)).await;
+    }
+    // a's sync comes after its claims in the hub's order, op's after that.
+    for cl in [&mut a, &mut op] {
+        cl.sync().await;
+    }
+    let errors: Vec<String> = a
+        .seen
+        .iter()
+        .filter(|v| v["type"] == "ERROR")
+        .map(|v| v["code"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert!(errors.contains(&"not_relayed".to_string()), "{errors:?}");
+    assert!(
+        errors.contains(&"TOO_MANY_CLAIMS".to_string()),
+        "{errors:?}"
+    );
+    let report = srv.stop();
+    assert_eq!(report.refused_inputs, 2, "{report:?}");
+    let text = std::fs::read_to_string(&log).expect("log");
+    assert!(text.contains("\"event\":null"), "{text}");
+    let replay = arbitrate(&log, "spec", 45_000);
+    for (id, seen) in [("operator", &op.seen), ("a", &a.seen)] {
+        let want: Vec<Value> = replay
+            .iter()
+            .filter(|l| l["to"] == id)
+            .map(|l| l["msg"].clone())
+            .collect();
+        // The refusals before the floor are the session layer's, not in
+        // the replay.
+        let got: Vec<Value> = floor_sends(seen)
+            .into_iter()
+            .filter(|v| !matches!(v["code"].as_str(), Some("not_relayed" | "TOO_MANY_CLAIMS")))
+            .collect();
+        assert_eq!(got, want, "what {id} received differs from the replay");
+    }
+}
+
 #[tokio::test]
 async fn malformed_frames_get_error_and_the_connection_lives() {
     let srv = start(options(PolicyKind::Spec));

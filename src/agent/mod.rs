@@ -17,8 +17,11 @@
 //!
 //! Time: the driver's clock is monotonic microseconds of scenario time
 //! (`now_us`). The agent's local wall clock, which stamps its claims
-//! (`started_at`), is `now_us + clock_offset_us` (the simulator gives each
-//! agent the scenario epoch plus its clock skew).
+//! (`started_at`), is a [`Clock`]: `now_us + offset` under the simulator
+//! (the scenario epoch plus the agent's clock skew), or, in a live run whose
+//! scenario time runs `speed` times faster than real time, the real wall
+//! clock plus the skew scaled by the speed, so that herdsim's agents race
+//! real agents on a shared server fairly.
 
 mod workload;
 
@@ -64,6 +67,22 @@ pub struct Behaviour {
     pub crash_p: f64,
     /// Probability that an inference hangs (never ends, obeys nothing).
     pub hang_p: f64,
+    /// A floor squatter (a fault): `None` for an honest agent.
+    pub squat: Option<Squat>,
+}
+
+/// A floor squatter: it never answers anything. On every channel message
+/// it sees it claims that message at once (if `react`) and pre-claims the
+/// next `ahead` message ids (an id ending in a number `n` is followed by
+/// the same prefix with `n + 1`, `n + 2`, ...), dating each claim
+/// `lead_ms` before its clock (`started_at` at least 1: `agentchat-0.36`
+/// drops 0). It draws nothing at random and ignores whatever the server
+/// answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Squat {
+    pub ahead: u32,
+    pub react: bool,
+    pub lead_ms: i64,
 }
 
 /// Which timer an [`Output::SetTimer`] is.
@@ -195,13 +214,79 @@ struct Slot {
     running: Option<Running>,
 }
 
+/// An agent's local wall clock as a function of the driver's time (µs).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Clock {
+    /// `now_us + offset_us`: the simulator's clocks (offset = the scenario
+    /// epoch plus the agent's skew), in scenario time.
+    Offset(i64),
+    /// `origin_us + (now_us + skew_us) / speed`: a live driver whose time
+    /// runs `speed` times faster than the wall clock (`origin_us`: the Unix
+    /// time of driver time 0). Stamps and the TTL belief are in real ms.
+    Scaled {
+        origin_us: i64,
+        skew_us: i64,
+        speed: f64,
+    },
+}
+
+impl Clock {
+    /// The local time (µs) at driver time `now_us`.
+    fn local_us(self, now_us: u64) -> i64 {
+        match self {
+            Clock::Offset(o) => o + now_us as i64,
+            Clock::Scaled {
+                origin_us,
+                skew_us,
+                speed,
+            } => origin_us.saturating_add(((now_us as f64 + skew_us as f64) / speed) as i64),
+        }
+    }
+
+    /// The driver time (µs) at which the local clock reads `local_us`
+    /// (0 if that is before driver time 0).
+    fn driver_us(self, local_us: i64) -> u64 {
+        match self {
+            Clock::Offset(o) => u64::try_from(local_us.saturating_sub(o)).unwrap_or(0),
+            Clock::Scaled {
+                origin_us,
+                skew_us,
+                speed,
+            } => {
+                let t = local_us.saturating_sub(origin_us) as f64 * speed - skew_us as f64;
+                if t <= 0.0 {
+                    0
+                } else {
+                    t.min(u64::MAX as f64) as u64
+                }
+            }
+        }
+    }
+
+    /// A duration of the scenario (ms) in local ms: a live clock runs
+    /// `speed` times slower than scenario time.
+    fn local_ms_of(self, scenario_ms: u64) -> u64 {
+        match self {
+            Clock::Offset(_) => scenario_ms,
+            Clock::Scaled { speed, .. } => {
+                let ms = (scenario_ms as f64 / speed).round();
+                if ms >= u64::MAX as f64 {
+                    u64::MAX
+                } else {
+                    ms as u64
+                }
+            }
+        }
+    }
+}
+
 /// One agent. See the module docs.
 #[derive(Debug, Clone)]
 pub struct Agent {
     behaviour: Arc<Behaviour>,
     client: floor::Client,
     rng: ChaCha8Rng,
-    clock_offset_us: i64,
+    clock: Clock,
     /// The messages the agent is busy with, by id: a handful at a time, so
     /// a flat sorted vector (no tree node allocated per message; iterated
     /// in id order like a `BTreeMap`). Hung inferences stay for the run:
@@ -216,19 +301,18 @@ pub struct Agent {
 
 impl Agent {
     /// Agent `id` following `policy` and behaving as `behaviour`, drawing
-    /// from `rng`; its local wall clock reads the driver's time plus
-    /// `clock_offset_us`.
+    /// from `rng`; its local wall clock is `clock`.
     pub fn new(
         id: String,
         policy: PolicyKind,
         behaviour: Arc<Behaviour>,
         rng: ChaCha8Rng,
-        clock_offset_us: i64,
+        clock: Clock,
     ) -> Agent {
         let client = floor::Client::new(ClientConfig {
             id,
             policy,
-            ttl_ms: behaviour.ttl_ms,
+            ttl_ms: clock.local_ms_of(behaviour.ttl_ms),
             recheck_on_expiry: behaviour.recheck,
             max_rechecks: behaviour.max_rechecks,
         });
@@ -236,7 +320,7 @@ impl Agent {
             behaviour,
             client,
             rng,
-            clock_offset_us,
+            clock,
             slots: LiteMap::new(),
             forced: None,
             actions: Vec::new(),
@@ -261,12 +345,18 @@ impl Agent {
 
     /// The local wall clock (ms) at driver time `now_us`.
     pub fn local_ms(&self, now_us: u64) -> i64 {
-        (self.clock_offset_us + now_us as i64).div_euclid(1000)
+        self.clock.local_us(now_us).div_euclid(1000)
     }
 
     /// Feed one input at driver time `now_us`; what to do is appended to
     /// `out`, in order.
     pub fn handle(&mut self, now_us: u64, input: Input<'_>, out: &mut Vec<Output>) {
+        if let Some(squat) = self.behaviour.squat {
+            if let Input::Server { msg, .. } = input {
+                self.squat(now_us, squat, msg, out);
+            }
+            return;
+        }
         match input {
             Input::Server { msg, depth } => self.on_server(now_us, msg, depth, out),
             Input::Timer { msg_id } => {
@@ -297,6 +387,36 @@ impl Agent {
                 self.forced = None;
                 self.settle(msg_id, out);
             }
+        }
+    }
+
+    /// A squatter sees `msg`: claim it and pre-claim the next ids if it is
+    /// a channel message.
+    fn squat(&self, now: u64, squat: Squat, msg: &ServerMsg, out: &mut Vec<Output>) {
+        let ServerMsg::Msg { id, to, .. } = msg else {
+            return;
+        };
+        if !to.starts_with('#') {
+            return;
+        }
+        let started_at = self.local_ms(now).saturating_sub(squat.lead_ms).max(1);
+        let claim = |msg_id: String| {
+            Output::Send(ClientMsg::RespondingTo {
+                msg_id,
+                started_at: started_at.into(),
+                channel: to.clone(),
+            })
+        };
+        if squat.react {
+            out.push(claim(id.clone()));
+        }
+        let digits = id.bytes().rev().take_while(u8::is_ascii_digit).count();
+        let (prefix, number) = id.split_at(id.len() - digits);
+        let Ok(n) = number.parse::<u64>() else {
+            return;
+        };
+        for k in 1..=u64::from(squat.ahead) {
+            out.push(claim(format!("{prefix}{}", n.saturating_add(k))));
         }
     }
 
@@ -422,10 +542,7 @@ impl Agent {
                 }
                 Action::WakeAt { msg_id, at_ms } => {
                     // Back from the local clock to the driver's.
-                    let at = at_ms
-                        .saturating_mul(1000)
-                        .saturating_sub(self.clock_offset_us);
-                    let at_us = u64::try_from(at).unwrap_or(0).max(now);
+                    let at_us = self.clock.driver_us(at_ms.saturating_mul(1000)).max(now);
                     out.push(Output::SetTimer {
                         msg_id,
                         at_us,

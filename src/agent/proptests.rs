@@ -49,6 +49,7 @@ fn behaviour(p: [f64; 3], recheck: bool) -> Behaviour {
         ignore_yield_p: p[0],
         crash_p: p[1],
         hang_p: p[2],
+        squat: None,
     }
 }
 
@@ -206,7 +207,7 @@ proptest! {
         let rng = ChaCha8Rng::seed_from_u64(seed);
         let b = Arc::new(behaviour(faults, recheck));
         let mut d = Driver {
-            agent: Agent::new(ME.into(), policy, b, rng, 1_000_000),
+            agent: Agent::new(ME.into(), policy, b, rng, Clock::Offset(1_000_000)),
             now: 0,
             due: BTreeMap::new(),
             seq: 0,

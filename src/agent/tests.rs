@@ -23,12 +23,13 @@ fn behaviour() -> Behaviour {
         ignore_yield_p: 0.0,
         crash_p: 0.0,
         hang_p: 0.0,
+        squat: None,
     }
 }
 
 fn agent_with(b: Behaviour, policy: PolicyKind) -> Agent {
     let rng = ChaCha8Rng::seed_from_u64(7);
-    Agent::new(ME.to_string(), policy, Arc::new(b), rng, 0)
+    Agent::new(ME.to_string(), policy, Arc::new(b), rng, Clock::Offset(0))
 }
 
 fn agent(b: Behaviour) -> Agent {
@@ -184,7 +185,7 @@ fn the_local_clock_stamps_claims() {
         PolicyKind::Spec,
         Arc::new(behaviour()),
         rng,
-        5_000_000,
+        Clock::Offset(5_000_000),
     );
     root(&mut a, 0, "m0");
     let out = feed(&mut a, 2_000, Input::Timer { msg_id: "m0" });
@@ -595,4 +596,92 @@ fn a_timed_workload_stops_at_its_duration() {
         now = at;
     }
     assert_eq!(w.posted(), 10);
+}
+
+/// A live clock: the wall clock (Unix µs `origin` at driver time 0) plus
+/// the skew, both scaled by the speed; the TTL belief in real ms; a recheck
+/// wake converted back to driver time exactly.
+#[test]
+fn a_live_clock_reads_the_wall_clock_and_scales_skew_and_ttl() {
+    let origin_ms: i64 = 1_795_000_000_000;
+    // Scenario time runs 10x real time; the skew is +2 s of scenario time.
+    let clock = Clock::Scaled {
+        origin_us: origin_ms * 1000,
+        skew_us: 2_000_000,
+        speed: 10.0,
+    };
+    let mut b = behaviour();
+    b.recheck = true;
+    b.max_rechecks = 1;
+    b.ttl_ms = 50_000; // 5 s of real time
+    let rng = ChaCha8Rng::seed_from_u64(7);
+    let mut a = Agent::new(ME.into(), PolicyKind::Spec, Arc::new(b), rng, clock);
+    // 40 s of scenario time is 4 s of real time; the skew 200 ms.
+    assert_eq!(a.local_ms(40_000_000), origin_ms + 4_000 + 200);
+    root(&mut a, 0, "m0");
+    let c = claim("m0", OTHER, 0);
+    // Seen at driver 1 s: local origin + 100 + 200 ms.
+    hear(&mut a, 1_000_000, &c);
+    let out = feed(&mut a, 2_000, Input::Timer { msg_id: "m0" });
+    // Believed live for 5 s of real time, 50 s of scenario time.
+    let recheck = Output::SetTimer {
+        msg_id: "m0".into(),
+        at_us: 51_000_000,
+        kind: TimerKind::Recheck,
+    };
+    assert_eq!(out[1], recheck);
+    let out = feed(&mut a, 51_000_000, Input::Timer { msg_id: "m0" });
+    assert_eq!(out, [csma("m0", 51_002_000)]);
+    let out = feed(&mut a, 51_002_000, Input::Timer { msg_id: "m0" });
+    assert_eq!(out[0], claim_sent("m0", origin_ms + 5_100 + 200));
+}
+
+#[test]
+fn a_squatter_claims_and_pre_claims_early_and_answers_nothing() {
+    let b = Behaviour {
+        squat: Some(crate::agent::Squat {
+            ahead: 2,
+            react: true,
+            lead_ms: 1_000_000,
+        }),
+        ..behaviour()
+    };
+    let mut a = agent(b);
+    // Its clock reads 5000 ms at driver time 5 s: dated 1 (at least 1).
+    let out = root(&mut a, 5_000_000, "m7");
+    let claims: Vec<(String, i64)> = out
+        .iter()
+        .map(|o| match o {
+            Output::Send(ClientMsg::RespondingTo {
+                msg_id, started_at, ..
+            }) => (msg_id.clone(), started_at.as_i64().unwrap_or(-1)),
+            other => panic!("a squatter only claims: {other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        claims,
+        [("m7".into(), 1), ("m8".into(), 1), ("m9".into(), 1)]
+    );
+    // Nothing else moves it: YIELDs, claims, timers, DMs.
+    assert!(hear(&mut a, 5_100_000, &yield_to("m7", "agent-x")).is_empty());
+    assert!(hear(&mut a, 5_100_000, &claim("m8", "agent-x", 3)).is_empty());
+    let dm = relay("d1", "operator", &format!("@{ME}"), "psst");
+    assert!(hear(&mut a, 5_200_000, &dm).is_empty());
+    // Without `react`, an id without a number: nothing to pre-claim.
+    let b = Behaviour {
+        squat: Some(crate::agent::Squat {
+            ahead: 3,
+            react: false,
+            lead_ms: 0,
+        }),
+        ..behaviour()
+    };
+    let mut a = agent(b);
+    assert!(root(&mut a, 1_000, "question").is_empty());
+    let out = root(&mut a, 2_000_000, "q10");
+    assert_eq!(out.len(), 3);
+    assert!(
+        matches!(&out[0], Output::Send(ClientMsg::RespondingTo { msg_id, started_at, .. })
+        if msg_id == "q11" && started_at.as_i64() == Some(2000))
+    );
 }

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use super::CliError;
 use crate::floor::{Config, PolicyKind};
-use crate::replay::replay;
+use crate::replay::replay_bounded;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -37,6 +37,11 @@ pub struct Args {
     /// Print the server's counters as one JSON line on stderr at the end.
     #[arg(long)]
     pub stats: bool,
+    /// Longest input line, in bytes; a longer one is reported (exit 2) and
+    /// ends the replay.
+    #[arg(long, default_value_t = crate::replay::MAX_LINE_BYTES,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_line_bytes: u64,
 }
 
 pub fn run(args: Args) -> Result<ExitCode, CliError> {
@@ -50,7 +55,7 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     let stdin = io::stdin().lock();
     let mut out = BufWriter::new(io::stdout().lock());
     let mut err = io::stderr().lock();
-    let summary = replay(cfg, stdin, &mut out, &mut err)?;
+    let summary = replay_bounded(cfg, stdin, &mut out, &mut err, args.max_line_bytes)?;
     out.flush()?;
     if args.stats {
         writeln!(err, "{}", summary.stats_line())?;

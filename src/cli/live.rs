@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Scenario file (TOML). Without it, the built-in default scenario.
+    /// Scenario file (TOML). Without it, a demonstration: the built-in default scenario reduced to 20 questions x 3 replications (about 40 s at the default speed).
     pub scenario: Option<PathBuf>,
     /// The chat server (ws://HOST:PORT, or wss://HOST[:PORT] over TLS). Without it, an embedded `herdsim serve` on a free loopback port.
     #[arg(long)]
@@ -38,9 +38,15 @@ pub struct Args {
     /// Also simulate the scenario with the measured link delays and the same seeds, and compare.
     #[arg(long)]
     pub compare: bool,
-    /// Ed25519 identities (keyed IDENTIFY), as agentchat clients use.
+    /// Ed25519 identities (keyed IDENTIFY), as agentchat clients use; the keys derive from a secret of yours, made on first use (--key-file).
     #[arg(long)]
     pub keyed: bool,
+    /// With --keyed: the file holding your identities' secret (made if missing). Default: $HERDSIM_KEY_FILE, else $XDG_DATA_HOME/herdsim/live-identity.key (~/.local/share/... without XDG_DATA_HOME).
+    #[arg(long, value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
+    /// A replication not over after this many seconds of real time fails (default: twice its expected length plus a minute).
+    #[arg(long, value_name = "SECONDS")]
+    pub deadline: Option<f64>,
     /// The embedded server's input log (arbitrate format), first replication.
     #[arg(long, value_name = "FILE")]
     pub server_log: Option<PathBuf>,
@@ -68,6 +74,8 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         speed: args.speed,
         out: args.out,
         keyed: args.keyed,
+        key_file: args.key_file,
+        deadline: args.deadline,
         compare: args.compare,
         quiet: args.quiet,
         server_log: args.server_log,
@@ -85,6 +93,11 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     let hook = |b: &indicatif::ProgressBar| interrupt::show(b.clone());
     let done = checked.run(stop, &hook).map_err(map)?;
     super::print_out(&done.stdout)?;
+    if !args.quiet {
+        for w in &done.warnings {
+            super::note(format_args!("herdsim: warning: {w}"));
+        }
+    }
     if done.interrupted {
         super::note(format_args!(
             "herdsim: interrupted: {} holds what was measured until then ({} of {} replications, \

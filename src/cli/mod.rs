@@ -174,6 +174,11 @@ pub fn main() -> ExitCode {
         }
         // The reader of stdout went away (`| head`): it has what it wanted.
         Err(CliError::Failure(e)) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        // An output or input that is not a regular file (files.rs): bad input.
+        Err(CliError::Failure(e)) if crate::files::is_refused(&e) => {
+            note(format_args!("herdsim: error: {e:#}"));
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
         Err(CliError::Failure(e)) => {
             note(format_args!("herdsim: error: {e:#}"));
             ExitCode::from(EXIT_FAILURE)

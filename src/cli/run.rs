@@ -5,7 +5,7 @@
 use super::{CliError, note, plural};
 use crate::report::table;
 use crate::sweep::runner::{self, JournalMode, Options, Outcome};
-use crate::sweep::{self, Plan, Shard, memory};
+use crate::sweep::{self, Plan, Shard, ShardSpec, memory};
 use crate::term::Term;
 use crate::term::interrupt;
 use std::path::PathBuf;
@@ -40,8 +40,10 @@ pub struct Args {
     pub jobs: Option<usize>,
     /// Run only the sweep points p with p % N == K (K counts from 0), for
     /// array jobs; prints no table: join the shards with `herdsim merge`.
-    #[arg(long, value_name = "K/N", value_parser = |s: &str| s.parse::<Shard>())]
-    pub shard: Option<Shard>,
+    /// `auto`: K and N from a Slurm array task; `auto/N`: K from
+    /// SLURM_ARRAY_TASK_ID or Kubernetes' JOB_COMPLETION_INDEX.
+    #[arg(long, value_name = "K/N|auto[/N]", value_parser = |s: &str| s.parse::<ShardSpec>())]
+    pub shard: Option<ShardSpec>,
     /// Complete an interrupted run from the journal in its results folder
     /// (runs from the start when there is none).
     #[arg(long, conflicts_with = "fresh")]
@@ -65,6 +67,10 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     let budget = memory::budget(args.max_memory);
     let (scenario, sets) = (args.scenario.as_deref(), &args.set);
     let plan = Plan::load(scenario, sets, args.seed, args.reps, budget)?;
+    let shard = match args.shard {
+        Some(spec) => Some(resolve_shard(spec, plan.points.len(), args.quiet)?),
+        None => None,
+    };
     let journal = match (args.resume, args.fresh) {
         (true, _) => JournalMode::Resume,
         (_, true) => JournalMode::Fresh,
@@ -72,7 +78,7 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     };
     let opts = Options {
         out: args.out.clone(),
-        shard: args.shard,
+        shard,
         threads: args.jobs.unwrap_or_else(sweep::default_threads),
         journal,
         trace: args.trace.clone(),
@@ -100,7 +106,7 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         }
     };
     // A shard's rows are part of the sweep: `herdsim merge` prints the table.
-    if args.shard.is_none() {
+    if shard.is_none() {
         super::print_out(&table::render(&done.keys, &done.summary))?;
     }
     if !args.quiet {
@@ -117,7 +123,7 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
             plural(opts.threads, "thread"),
             done.dir.display()
         ));
-        if let Some(s) = args.shard {
+        if let Some(s) = shard {
             note(format_args!(
                 "herdsim: shard {s} holds part of the sweep: join the shards with `herdsim merge` \
                  for the table and the figure"
@@ -125,4 +131,15 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--shard`: a fixed K/N, or `auto` read from the scheduler's environment
+/// (said on stderr, as a batch log wants it, unless --quiet).
+fn resolve_shard(spec: ShardSpec, points: usize, quiet: bool) -> Result<Shard, CliError> {
+    let env = |var: &str| std::env::var_os(var).map(|v| v.to_string_lossy().into_owned());
+    let (shard, source) = spec.resolve(&env, points).map_err(CliError::Input)?;
+    if let (Some(source), false) = (source, quiet) {
+        note(format_args!("herdsim: shard {shard} ({source})"));
+    }
+    Ok(shard)
 }

@@ -4,9 +4,31 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use std::time::Duration;
+
 use super::CliError;
-use crate::floor::{Config, PolicyKind};
+use crate::floor::server::DEFAULT_CLAIM_SKEW_MS;
+use crate::floor::{ClaimGuard, Config, PolicyKind};
 use crate::serve::{self, Limits, Options, ServeError};
+
+/// Largest time flag, ms (about 31.7 years).
+const MAX_MS: u64 = 1_000_000_000_000;
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The claim guard `herdsim serve` uses when --claim-guard is not given:
+/// `relayed`, except `off` under `agentchat-0.36` (a faithful model of the
+/// real server, which has no such check).
+pub fn default_claim_guard(policy: PolicyKind) -> &'static str {
+    match policy {
+        PolicyKind::Agentchat036 => "off",
+        PolicyKind::None | PolicyKind::Spec | PolicyKind::Tombstone | PolicyKind::ServerTime => {
+            "relayed"
+        }
+    }
+}
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -37,12 +59,73 @@ pub struct Args {
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1_000_000), value_name = "N")]
     pub max_connections: u64,
     /// Frames per second a connection may send, sustained (0: no limit);
-    /// over it a frame gets ERROR RATE_LIMITED and is dropped.
+    /// over it a frame gets ERROR RATE_LIMITED and is dropped (a ping or
+    /// pong is read later instead).
     #[arg(long, default_value_t = Limits::default().rate_per_sec, value_name = "N")]
     pub rate_limit: u32,
     /// Burst size of the rate limit, in frames.
     #[arg(long, default_value_t = Limits::default().burst, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
     pub rate_burst: u32,
+    /// Bytes per second a connection may send, sustained (0: no limit);
+    /// over it the connection is not read until it is back under.
+    #[arg(long, default_value_t = Limits::default().byte_rate, value_name = "BYTES")]
+    pub byte_rate_limit: u64,
+    /// Burst size of the byte-rate limit, in bytes (at least
+    /// --max-frame-bytes).
+    #[arg(long, default_value_t = Limits::default().byte_burst, value_parser = clap::value_parser!(u64).range(1..), value_name = "BYTES")]
+    pub byte_burst: u64,
+    /// Bytes queued for one connection that does not read; over it the
+    /// connection is dropped as too slow (at least --max-frame-bytes + 65536).
+    #[arg(long, default_value_t = Limits::default().max_queued_bytes as u64, value_parser = clap::value_parser!(u64).range(1..=(1 << 40)), value_name = "BYTES")]
+    pub max_queued_bytes: u64,
+    /// Messages queued for one connection that does not read; over it the
+    /// connection is dropped as too slow.
+    #[arg(long, default_value_t = Limits::default().send_queue as u64, value_parser = clap::value_parser!(u64).range(1..=1_000_000), value_name = "N")]
+    pub max_queued_messages: u64,
+    /// Time one write to a client may take before the connection is dropped.
+    #[arg(long, default_value_t = ms(Limits::default().write_timeout), value_parser = clap::value_parser!(u64).range(1..=MAX_MS), value_name = "MS")]
+    pub write_timeout_ms: u64,
+    /// Time from accepting a connection to its WELCOME; past it, closed.
+    #[arg(long, default_value_t = ms(Limits::default().identify_timeout), value_parser = clap::value_parser!(u64).range(1..=MAX_MS), value_name = "MS")]
+    pub identify_timeout_ms: u64,
+    /// Time an identified connection may send nothing (no frame, ping or
+    /// pong); it is pinged halfway and closed at the end.
+    #[arg(long, default_value_t = ms(Limits::default().idle_timeout), value_parser = clap::value_parser!(u64).range(2..=MAX_MS), value_name = "MS")]
+    pub idle_timeout_ms: u64,
+    /// Longest channel name, in bytes (under every policy).
+    #[arg(long, default_value_t = Limits::default().max_channel_bytes as u64, value_parser = clap::value_parser!(u64).range(2..=(1 << 20)), value_name = "BYTES")]
+    pub max_channel_bytes: u64,
+    /// Longest message id (msg_id, id, in_reply_to) and @ target, in bytes.
+    #[arg(long, default_value_t = Limits::default().max_id_bytes as u64, value_parser = clap::value_parser!(u64).range(1..=(1 << 20)), value_name = "BYTES")]
+    pub max_id_bytes: u64,
+    /// Channels one connection may be a member of at once.
+    #[arg(long, default_value_t = Limits::default().max_channels_per_conn as u64, value_parser = clap::value_parser!(u64).range(1..=1_000_000), value_name = "N")]
+    pub max_channels_per_connection: u64,
+    /// Live claims one connection may hold at once.
+    #[arg(long, default_value_t = Limits::default().max_claims_per_conn as u64, value_parser = clap::value_parser!(u64).range(1..=1_000_000), value_name = "N")]
+    pub max_claims_per_connection: u64,
+    /// Channels that may exist at once.
+    #[arg(long, default_value_t = Limits::default().max_channels as u64, value_parser = clap::value_parser!(u64).range(1..=10_000_000), value_name = "N")]
+    pub max_channels: u64,
+    /// Ceiling on the memory clients make the whole server hold (queued
+    /// messages, frames in flight), in MiB; over it the connection holding
+    /// the most is dropped.
+    #[arg(long, default_value_t = (Limits::default().max_memory_bytes >> 20) as u64, value_parser = clap::value_parser!(u64).range(1..=(1 << 20)), value_name = "MIB")]
+    pub max_memory_mb: u64,
+    /// Largest --log file, in bytes; logging stops before the input that
+    /// would pass it (and serve exits 1 at the end).
+    #[arg(long, default_value_t = Limits::default().log_max_bytes, value_parser = clap::value_parser!(u64).range(1..), value_name = "BYTES")]
+    pub log_max_bytes: u64,
+    /// Floor-squatting defence: off, relayed (a claim for a message the
+    /// server has not relayed in that channel is refused) or clock (also a
+    /// claim dated more than --claim-skew-ms before the message reached
+    /// the server, by the server's Unix clock). Default: relayed, but off
+    /// under agentchat-0.36 (the real server's behaviour).
+    #[arg(long, value_name = "MODE", value_parser = ["off", "relayed", "clock"])]
+    pub claim_guard: Option<String>,
+    /// --claim-guard clock: the clock skew tolerated, in ms.
+    #[arg(long, default_value_t = DEFAULT_CLAIM_SKEW_MS, value_parser = clap::value_parser!(u64).range(0..=MAX_MS), value_name = "MS")]
+    pub claim_skew_ms: u64,
     /// Serve wss:// (TLS): the server's certificate chain, PEM, its own
     /// certificate first. Needs --tls-key. Default: plain ws://.
     #[arg(long, value_name = "FILE", requires = "tls_key")]
@@ -55,11 +138,28 @@ pub struct Args {
     pub quiet: bool,
 }
 
+fn size(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
+}
+
 pub fn run(args: Args) -> Result<ExitCode, CliError> {
     let mut floor = Config::from_env(args.policy).map_err(|e| CliError::bad(e.to_string()))?;
     if let Some(ttl) = args.ttl_ms {
         floor.ttl_ms = ttl;
     }
+    let guard = args
+        .claim_guard
+        .as_deref()
+        .unwrap_or(default_claim_guard(args.policy));
+    floor.claim_guard = match guard {
+        "relayed" => ClaimGuard::Relayed,
+        // The epoch is set to the server's clock when it starts.
+        "clock" => ClaimGuard::Clock {
+            skew_ms: args.claim_skew_ms,
+            epoch_ms: 0,
+        },
+        _ => ClaimGuard::Off,
+    };
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => {
             Some(crate::tls::server_config(cert, key).map_err(|e| CliError::bad(e.to_string()))?)
@@ -72,11 +172,24 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         tls,
         floor,
         limits: Limits {
-            max_frame_bytes: usize::try_from(args.max_frame_bytes).unwrap_or(usize::MAX),
-            max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
+            max_frame_bytes: size(args.max_frame_bytes),
+            max_connections: size(args.max_connections),
             rate_per_sec: args.rate_limit,
             burst: args.rate_burst,
-            ..Limits::default()
+            byte_rate: args.byte_rate_limit,
+            byte_burst: args.byte_burst,
+            send_queue: size(args.max_queued_messages),
+            max_queued_bytes: size(args.max_queued_bytes),
+            write_timeout: Duration::from_millis(args.write_timeout_ms),
+            identify_timeout: Duration::from_millis(args.identify_timeout_ms),
+            idle_timeout: Duration::from_millis(args.idle_timeout_ms),
+            max_channel_bytes: size(args.max_channel_bytes),
+            max_id_bytes: size(args.max_id_bytes),
+            max_channels_per_conn: size(args.max_channels_per_connection),
+            max_claims_per_conn: size(args.max_claims_per_connection),
+            max_channels: size(args.max_channels),
+            max_memory_bytes: size(args.max_memory_mb.saturating_mul(1 << 20)),
+            log_max_bytes: args.log_max_bytes,
         },
         log: args.log,
         operator_name: args.operator_name,
@@ -84,7 +197,9 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     };
     match serve::run_foreground(opts, args.quiet) {
         Ok(_) => Ok(ExitCode::SUCCESS),
-        Err(e @ ServeError::Log { .. }) => Err(CliError::bad(e.to_string())),
+        Err(e @ (ServeError::Log { .. } | ServeError::Limits(_))) => {
+            Err(CliError::bad(e.to_string()))
+        }
         Err(e) => Err(CliError::Failure(e.into())),
     }
 }
@@ -109,6 +224,20 @@ mod tests {
                 && a.max_connections == d.max_connections as u64
                 && a.rate_limit == d.rate_per_sec
                 && a.rate_burst == d.burst
+                && a.byte_rate_limit == d.byte_rate
+                && a.byte_burst == d.byte_burst
+                && a.max_queued_bytes == d.max_queued_bytes as u64
+                && a.max_queued_messages == d.send_queue as u64
+                && a.write_timeout_ms == ms(d.write_timeout)
+                && a.identify_timeout_ms == ms(d.identify_timeout)
+                && a.idle_timeout_ms == ms(d.idle_timeout)
+                && a.max_channel_bytes == d.max_channel_bytes as u64
+                && a.max_id_bytes == d.max_id_bytes as u64
+                && a.max_channels_per_connection == d.max_channels_per_conn as u64
+                && a.max_claims_per_connection == d.max_claims_per_conn as u64
+                && a.max_channels == d.max_channels as u64
+                && a.max_memory_mb << 20 == d.max_memory_bytes as u64
+                && a.log_max_bytes == d.log_max_bytes
                 && a.listen.to_string() == serve::DEFAULT_LISTEN));
     }
 }

@@ -426,7 +426,9 @@ impl Client {
     /// A YIELD naming another winner: abort the inference for `msg_id`
     /// unless it is exempt or told to ignore YIELDs.
     fn on_yield(&mut self, msg_id: &str, winner: &str, channel: &str, out: &mut Vec<Action>) {
-        if winner == self.cfg.id {
+        // A YIELD answers a claim: a client that sends none (`none`) was
+        // yielded nothing, whatever a server says.
+        if winner == self.cfg.id || !self.rules.clients_claim {
             return;
         }
         if let Some(t) = self.msgs.get(msg_id)

@@ -299,6 +299,26 @@ fn yield_aborts_a_running_inference() {
     }
 }
 
+/// A YIELD answers a claim: a `none` client, which claims nothing, keeps
+/// inferring whatever YIELD a server sends it (a hostile or confused one).
+#[test]
+fn a_client_that_claimed_nothing_ignores_yield() {
+    let mut c = client(PolicyKind::None);
+    let out = start(&mut c, 1000, "m1");
+    assert_eq!(
+        out,
+        [Action::StartInference {
+            msg_id: "m1".into(),
+            started_at: 4000,
+        }]
+    );
+    let out = step(&mut c, |c, o| {
+        c.on_server_msg(4100, &yield_to_me("m1", "agent-a"), o)
+    });
+    assert!(out.is_empty(), "{out:?}");
+    assert_eq!(c.tracked(), 1);
+}
+
 #[test]
 fn agentchat_yield_naming_myself_is_ignored() {
     let mut c = client(PolicyKind::Agentchat036);

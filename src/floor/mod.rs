@@ -20,8 +20,10 @@ pub mod wire;
 
 pub use client::{Action, Client, ClientConfig, SkipReason};
 pub use policy::PolicyKind;
-pub use server::{ClaimInfo, Config, ConfigError, Delivery, Input, Outgoing, Role, Server, Stats};
+pub use server::{
+    ClaimGuard, ClaimInfo, Config, ConfigError, Delivery, Input, Outgoing, Role, Server, Stats,
+};
 pub use wire::{ClientMsg, DecodeError, ServerMsg, YieldDetail};
 
 #[cfg(test)]
-mod proptests;
+pub(crate) mod proptests;

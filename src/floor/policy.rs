@@ -176,9 +176,7 @@ impl PolicyKind {
                 order: ClaimOrder::StartedAtDouble,
                 started_at: StartedAtRule::NonZeroNumber,
                 repeat: RepeatClaim::Rejudge,
-                expiry: Expiry::Sweep {
-                    every_ms: AGENTCHAT_SWEEP_MS,
-                },
+                expiry: Expiry::Sweep,
                 release: Release::AllInChannel,
                 leave_releases: false,
                 yield_form: YieldForm::HolderDetail,
@@ -440,10 +438,11 @@ pub enum RepeatClaim {
 pub enum Expiry {
     /// Exactly at the deadline (grant + TTL): expired when now >= deadline.
     AtDeadline,
-    /// By a sweep every `every_ms` (+ `Config::sweep_drift_us`) of server
-    /// time from `Config::sweep_phase_ms`, which removes the claims whose
+    /// By a sweep every `Config::sweep_every_ms` (the real server's
+    /// [`AGENTCHAT_SWEEP_MS`], + `Config::sweep_drift_us`) of server time
+    /// from `Config::sweep_phase_ms`, which removes the claims whose
     /// deadline is <= the sweep time; each sweep runs once.
-    Sweep { every_ms: u64 },
+    Sweep,
 }
 
 /// What a channel MSG releases.
@@ -543,7 +542,7 @@ mod tests {
         assert!(s.client_aborts_on_relayed_claim && !s.tombstone);
         let a = PolicyKind::Agentchat036.rules();
         assert_eq!(a.announce, Announce::FloorClaimedOnGrant);
-        assert_eq!(a.expiry, Expiry::Sweep { every_ms: 5000 });
+        assert_eq!(a.expiry, Expiry::Sweep);
         assert_eq!(a.release, Release::AllInChannel);
         assert_eq!(a.yield_form, YieldForm::HolderDetail);
         assert_eq!(a.ttl_var, "AGENTCHAT_CLAIM_TTL_MS");

@@ -445,7 +445,8 @@ proptest! {
             // (Under sweeps: the last sweep at or before now, in us; sweep k
             // runs at phase + k x (every + drift).)
             let horizon_us = match policy.rules().expiry {
-                Expiry::Sweep { every_ms } => {
+                Expiry::Sweep => {
+                    let every_ms = super::policy::AGENTCHAT_SWEEP_MS;
                     let (phase, period) = (sweep_phase_ms * 1000, every_ms * 1000 + sweep_drift_us);
                     if now * 1000 < phase { 0 } else { phase + (now * 1000 - phase) / period * period }
                 }
@@ -525,7 +526,9 @@ proptest! {
 
 // ------------------------------------------------------------ decoding
 
-fn json_value() -> impl Strategy<Value = Value> {
+/// Any JSON value, with strings that look like the protocol's (also the
+/// strategy of `serve::events`' log round trip).
+pub(crate) fn json_value() -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![
         Just(Value::Null),
         any::<bool>().prop_map(Value::Bool),

@@ -42,13 +42,17 @@
 //!   processing goes on. Codes: `bad_message` (undecodable or invalid
 //!   message), `bad_channel`, `bad_started_at`, `not_member`; agentchat's
 //!   own under `agentchat-0.36` (see [`crate::floor::policy::ErrorStyle`]).
+//! - With [`Config::claim_guard`] on (off by default), a claim for a
+//!   message the server has not relayed in that channel, or (`clock`) one
+//!   dated well before that relay, is refused with an ERROR: the
+//!   floor-squatting defence, see [`ClaimGuard`].
 //! - `Stats::relayed` counts every send except YIELDs (ERRORs included);
 //!   `Stats::refused_msgs` counts MSGs answered with an ERROR instead of
 //!   being relayed.
 
 use std::borrow::Borrow;
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -56,9 +60,9 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
 
 use crate::floor::policy::{
-    AGENTCHAT_CHANNEL_MAX, AGENTCHAT_DEFAULT_CHANNELS, AGENTCHAT_RATE_LIMIT_MS, Announce, Channels,
-    ClaimOrder, DEFAULT_TTL_MS, ENABLED_VAR, ErrorStyle, Expiry, MsgGate, PolicyKind,
-    REASON_DENIED, REASON_DISPLACED, Release, Rules, Slot, Verdict, YieldForm,
+    AGENTCHAT_CHANNEL_MAX, AGENTCHAT_DEFAULT_CHANNELS, AGENTCHAT_RATE_LIMIT_MS, AGENTCHAT_SWEEP_MS,
+    Announce, Channels, ClaimOrder, DEFAULT_TTL_MS, ENABLED_VAR, ErrorStyle, Expiry, MsgGate,
+    PolicyKind, REASON_DENIED, REASON_DISPLACED, Release, Rules, Slot, Verdict, YieldForm,
 };
 use crate::floor::wire::{
     ClientMsg, DecodeError, ServerMsg, Stamp, Target, YieldDetail, clip, is_channel_name,
@@ -88,6 +92,75 @@ pub struct Config {
     /// microseconds (the real timer drifts by about 300-1100 us per sweep
     /// under load). Default 0.
     pub sweep_drift_us: u64,
+    /// Sweep expiry only: the sweep's period in ms (default
+    /// [`AGENTCHAT_SWEEP_MS`], the real server's 5000; a driver that runs
+    /// the server faster or slower than real time scales it). 0: claims
+    /// expire exactly at their deadline.
+    pub sweep_every_ms: u64,
+    /// `agentchat-0.36` only: the operator's MSGs pass the rate limit too
+    /// (the real server knows no operator: it is one connection like any
+    /// other). Default false: the operator is exempt.
+    pub rate_limit_operator: bool,
+    /// The floor-squatting defence (docs/protocol.md, "Floor squatting").
+    /// Default [`ClaimGuard::Off`]: every policy as it is written (and
+    /// `agentchat-0.36` as the real server, which has no such check).
+    pub claim_guard: ClaimGuard,
+}
+
+/// The floor-squatting defence: which claims the server refuses beyond
+/// what the policy refuses. Applies to every agent's claim (not the
+/// operator's), tracked or, with tracking off and under `none`, relayed as
+/// a plain message (herdsim's clients skip a message they see claimed
+/// under every policy). It comes after the policy's checks of the claim's
+/// fields, membership and channel. A refused claim gets
+/// an `ERROR` (`not_relayed` or `bad_started_at`; `INVALID_MSG` under
+/// `agentchat-0.36`), changes no state and counts in
+/// [`Stats::claims_refused`].
+///
+/// The server remembers the channel messages it relayed (the channel, the
+/// id and the server time of the relay; a message relayed again under the
+/// same id counts from its last relay) for [`RELAY_MEMORY_MS`], and at most
+/// the last [`RELAY_MEMORY_MAX`] of them. An honest agent learns of a
+/// message only from the server, so its claim never comes before the relay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClaimGuard {
+    /// No check (default).
+    #[default]
+    Off,
+    /// A claim for a message the server has not relayed in that channel
+    /// (within the memory above) is refused.
+    Relayed,
+    /// As [`ClaimGuard::Relayed`], and a claim whose `started_at` is more
+    /// than `skew_ms` earlier than the claimed message's relay, read on the
+    /// clients' wall clock (`epoch_ms` + server time in ms), is refused.
+    Clock {
+        /// Clock skew tolerated, ms.
+        skew_ms: u64,
+        /// The clients' wall-clock time (Unix ms) at server time 0.
+        epoch_ms: i64,
+    },
+}
+
+/// The default clock-skew tolerance of [`ClaimGuard::Clock`], ms (the
+/// scenario key `server.claim_skew_ms`, `serve --claim-skew-ms`).
+pub const DEFAULT_CLAIM_SKEW_MS: u64 = 1000;
+
+/// How long the claim guard remembers a relayed message (10 min).
+pub const RELAY_MEMORY_MS: u64 = 600_000;
+/// How many relayed messages the claim guard remembers at most (the
+/// oldest are forgotten first).
+pub const RELAY_MEMORY_MAX: usize = 65_536;
+
+impl ClaimGuard {
+    /// The name used by the scenario key and the flags: `off`, `relayed`,
+    /// `clock`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ClaimGuard::Off => "off",
+            ClaimGuard::Relayed => "relayed",
+            ClaimGuard::Clock { .. } => "clock",
+        }
+    }
 }
 
 /// A TTL that never expires (what `agentchat-0.36` does with a TTL
@@ -95,8 +168,8 @@ pub struct Config {
 pub const NEVER: u64 = u64::MAX;
 
 impl Default for Config {
-    /// Policy `spec`, TTL 45000 ms, tracking on, rate limit 1000 ms, sweep
-    /// phase 0, no drift.
+    /// Policy `spec`, TTL 45000 ms, tracking on, rate limit 1000 ms (the
+    /// operator exempt), a sweep every 5000 ms from phase 0, no drift.
     fn default() -> Self {
         Config {
             policy: PolicyKind::Spec,
@@ -105,6 +178,9 @@ impl Default for Config {
             rate_limit_ms: AGENTCHAT_RATE_LIMIT_MS,
             sweep_phase_ms: 0,
             sweep_drift_us: 0,
+            sweep_every_ms: AGENTCHAT_SWEEP_MS,
+            rate_limit_operator: false,
+            claim_guard: ClaimGuard::Off,
         }
     }
 }
@@ -301,6 +377,8 @@ pub struct Stats {
     pub refused_msgs: u64,
     /// Of those, refused by the `agentchat-0.36` rate limit.
     pub rate_limited: u64,
+    /// Claims refused by the claim guard ([`Config::claim_guard`]).
+    pub claims_refused: u64,
 }
 
 /// A read-only view of one entry of the claim table.
@@ -464,6 +542,11 @@ pub struct Server {
     last_sweep: Option<u128>,
     /// Reused buffer of the owned-output entry points.
     shared: Vec<Delivery>,
+    /// Claim guard: (channel, msg_id) -> server time of its last relay.
+    relayed: BTreeMap<(Arc<str>, Arc<str>), u64>,
+    /// The same relays in time order (an entry whose time is no longer the
+    /// map's is a message relayed again since, skipped when forgotten).
+    relay_order: VecDeque<(u64, Arc<str>, Arc<str>)>,
 }
 
 impl Server {
@@ -483,6 +566,8 @@ impl Server {
             last_msg: BTreeMap::new(),
             last_sweep: None,
             shared: Vec::new(),
+            relayed: BTreeMap::new(),
+            relay_order: VecDeque::new(),
             rules,
             cfg,
             now: 0,
@@ -593,7 +678,7 @@ impl Server {
         out: &mut Vec<Delivery>,
     ) {
         match serde_json::from_slice::<serde_json::Value>(bytes) {
-            Ok(v) => self.value_shared(now_ms, from, role, &v, out),
+            Ok(v) => self.handle_value_shared(now_ms, from, role, &v, out),
             Err(e) => self.reject_shared(
                 now_ms,
                 from,
@@ -613,10 +698,14 @@ impl Server {
         value: &serde_json::Value,
         out: &mut Vec<Outgoing>,
     ) {
-        self.owned(out, |s, d| s.value_shared(now_ms, from, role, value, d));
+        self.owned(out, |s, d| {
+            s.handle_value_shared(now_ms, from, role, value, d)
+        });
     }
 
-    fn value_shared(
+    /// [`Server::handle_value`] with the sends in the shared form (see
+    /// [`Server::handle_shared`]).
+    pub fn handle_value_shared(
         &mut self,
         now_ms: u64,
         from: &str,
@@ -678,7 +767,8 @@ impl Server {
         });
     }
 
-    fn reject_shared(
+    /// [`Server::reject`] with the sends in the shared form.
+    pub fn reject_shared(
         &mut self,
         now_ms: u64,
         from: &str,
@@ -704,11 +794,11 @@ impl Server {
     pub fn poll_timeout(&self) -> Option<u64> {
         let (&(deadline, _), _) = self.deadlines.first_key_value()?;
         match self.rules.expiry {
-            Expiry::Sweep { every_ms } if every_ms > 0 => {
+            Expiry::Sweep if self.cfg.sweep_every_ms > 0 => {
                 // The first sweep at or after the deadline, in ms (rounded up).
                 // A sweep that already ran does not run again (a TTL of 0
                 // granted at a sweep's instant waits for the next one).
-                let (phase, period) = self.sweep_us(every_ms);
+                let (phase, period) = self.sweep_us();
                 let d = u128::from(deadline) * 1000;
                 let mut k = d.saturating_sub(phase).div_ceil(period);
                 if let Some(last) = self.last_sweep {
@@ -722,10 +812,10 @@ impl Server {
     }
 
     /// Sweep phase and period in microseconds.
-    fn sweep_us(&self, every_ms: u64) -> (u128, u128) {
+    fn sweep_us(&self) -> (u128, u128) {
         (
             u128::from(self.cfg.sweep_phase_ms) * 1000,
-            u128::from(every_ms) * 1000 + u128::from(self.cfg.sweep_drift_us),
+            u128::from(self.cfg.sweep_every_ms) * 1000 + u128::from(self.cfg.sweep_drift_us),
         )
     }
 
@@ -748,8 +838,8 @@ impl Server {
     /// swept still is, as it still wins).
     pub fn holder(&self, channel: &str, msg_id: &str) -> Option<(&str, Stamp)> {
         let c = self.claims.get(&(channel, msg_id) as &dyn Key2)?;
-        let live = !c.answered
-            && (matches!(self.rules.expiry, Expiry::Sweep { .. }) || c.deadline > self.now);
+        let live =
+            !c.answered && (matches!(self.rules.expiry, Expiry::Sweep) || c.deadline > self.now);
         live.then_some((&*c.holder, c.started_at))
     }
 
@@ -789,6 +879,105 @@ impl Server {
         self.markers
     }
 
+    /// The number of channels `agent` is a member of.
+    pub fn channels_of_count(&self, agent: &str) -> usize {
+        self.joined.get(agent).map_or(0, BTreeSet::len)
+    }
+
+    /// The number of live claims `agent` holds (in every channel).
+    pub fn claims_held_count(&self, agent: &str) -> usize {
+        let from = (agent, "", "");
+        self.held_by
+            .range::<dyn Key3, _>((Bound::Included(&from as &dyn Key3), Bound::Unbounded))
+            .take_while(|(a, _, _)| &**a == agent)
+            .count()
+    }
+
+    /// Whether `channel` exists: under the policies whose channels exist
+    /// while they have members, whether it has one; under `agentchat-0.36`,
+    /// whether it is a default channel or was ever joined.
+    pub fn channel_exists(&self, channel: &str) -> bool {
+        match self.rules.channels {
+            Channels::Membership => self.members.contains_key(channel),
+            Channels::Registry => self.channels.contains(channel),
+        }
+    }
+
+    /// The number of channels that exist (see [`Server::channel_exists`]).
+    pub fn channel_count(&self) -> usize {
+        match self.rules.channels {
+            Channels::Membership => self.members.len(),
+            Channels::Registry => self.channels.len(),
+        }
+    }
+
+    /// The relayed messages the claim guard remembers (0 when it is off).
+    pub fn relays_remembered(&self) -> usize {
+        self.relayed.len()
+    }
+
+    /// What the claim guard ([`Config::claim_guard`]) would answer, at
+    /// server time `now_ms`, to a claim by `from` (in `role`) on
+    /// `(channel, msg_id)` dated `started_at`: `None` when it lets the
+    /// claim through (to the policy's own checks), else the ERROR's code
+    /// and message. Changes nothing: a server that wants to refuse such a
+    /// claim before it reaches the floor (and its log) asks this first;
+    /// [`Server::handle`] applies the same check.
+    pub fn claim_guard_refusal(
+        &self,
+        now_ms: u64,
+        role: Role,
+        channel: &str,
+        msg_id: &str,
+        started_at: Stamp,
+    ) -> Option<(&'static str, String)> {
+        if self.cfg.claim_guard == ClaimGuard::Off || role == Role::Operator {
+            return None;
+        }
+        let now = now_ms.max(self.now);
+        let agentchat = self.rules.errors == ErrorStyle::Agentchat;
+        let relayed_at = self
+            .relayed
+            .get(&(channel, msg_id) as &dyn Key2)
+            .copied()
+            .filter(|&at| now.saturating_sub(at) <= RELAY_MEMORY_MS);
+        let Some(at) = relayed_at else {
+            let code = if agentchat {
+                "INVALID_MSG"
+            } else {
+                "not_relayed"
+            };
+            let message = format!(
+                "no message `{}` was relayed in {} (a claim must follow the message)",
+                clip(msg_id),
+                clip(channel)
+            );
+            return Some((code, message));
+        };
+        if let ClaimGuard::Clock { skew_ms, epoch_ms } = self.cfg.claim_guard {
+            // The relay on the clients' wall clock, less the tolerance.
+            let floor = i128::from(epoch_ms) + i128::from(at) - i128::from(skew_ms);
+            let early = match started_at {
+                Stamp::Int(i) => i128::from(i) < floor,
+                Stamp::Float(f) => f < floor as f64,
+            };
+            if early {
+                let code = if agentchat {
+                    "INVALID_MSG"
+                } else {
+                    "bad_started_at"
+                };
+                let message = format!(
+                    "started_at {started_at} is more than {skew_ms} ms before message `{}` reached the server (at {})",
+                    clip(msg_id),
+                    i128::from(epoch_ms) + i128::from(at)
+                );
+                return Some((code, message));
+            }
+        }
+        None
+    }
+
     // ------------------------------------------------------------ internals
 
     fn tracking(&self) -> bool {
@@ -803,8 +992,8 @@ impl Server {
         // sweeps, limit is the time of the last sweep at or before now, in us.
         let limit: Option<u128> = match self.rules.expiry {
             Expiry::AtDeadline => Some(u128::from(now) * 1000),
-            Expiry::Sweep { every_ms } if every_ms > 0 => {
-                let (phase, period) = self.sweep_us(every_ms);
+            Expiry::Sweep if self.cfg.sweep_every_ms > 0 => {
+                let (phase, period) = self.sweep_us();
                 let t = u128::from(now) * 1000;
                 let k = (t >= phase).then(|| (t - phase) / period);
                 // Each sweep runs once: claims granted after it ran (at its
@@ -815,7 +1004,7 @@ impl Server {
                 self.last_sweep = k;
                 k.map(|k| phase + k * period)
             }
-            Expiry::Sweep { .. } => Some(u128::from(now) * 1000),
+            Expiry::Sweep => Some(u128::from(now) * 1000),
         };
         let Some(limit) = limit else {
             return now;
@@ -995,10 +1184,25 @@ impl Server {
 
     /// RESPONDING_TO: validate the claim, look up the current one, let the
     /// policy decide, then record the verdict and send what it says.
-    fn on_claim(&mut self, now: u64, claim: ClaimReq, out: &mut Vec<Delivery>) {
+    fn on_claim(&mut self, now: u64, mut claim: ClaimReq, out: &mut Vec<Delivery>) {
         self.stats.claims_received += 1;
         if !self.claim_well_formed(&claim, out) || !self.claim_admitted(&claim, out) {
             return;
+        }
+        if let Some((code, message)) = self.claim_guard_refusal(
+            now,
+            claim.role,
+            &claim.channel,
+            &claim.msg_id,
+            claim.started_at,
+        ) {
+            self.stats.claims_refused += 1;
+            return self.error(&claim.from, code, message, out);
+        }
+        if self.rules.order == ClaimOrder::StartedAtDouble {
+            // JavaScript holds the parsed double: it compares it, stores it
+            // and echoes it (2^53 + 1 comes back as 2^53).
+            claim.started_at = Stamp::from_f64(claim.started_at.as_f64());
         }
         if !self.tracking() || claim.role == Role::Operator {
             return self.relay_untracked_claim(claim, out);
@@ -1231,8 +1435,12 @@ impl Server {
         if !dm && self.tracking() {
             self.release_on_msg(&from, &to, in_reply_to.as_deref());
         }
+        let id = self.msg_id_or_assign(id);
+        if !dm && self.cfg.claim_guard != ClaimGuard::Off {
+            self.remember_relay(now, &to, &id);
+        }
         let relayed = ServerMsg::Msg {
-            id: self.msg_id_or_assign(id),
+            id,
             from,
             to,
             content,
@@ -1283,7 +1491,14 @@ impl Server {
         let (from, to) = (msg.from.as_str(), msg.to.as_str());
         if self.rules.msg_gate == MsgGate::Agentchat {
             // `handleMsg` (`lib/server/handlers/message.ts`), in its order.
-            if msg.role == Role::Agent && !self.agentchat_sender_ok(now, from, out) {
+            let ok = match msg.role {
+                Role::Agent => self.agentchat_sender_ok(now, from, out),
+                Role::Operator if self.cfg.rate_limit_operator => {
+                    self.agentchat_rate_ok(now, from, out)
+                }
+                Role::Operator => true,
+            };
+            if !ok {
                 return false;
             }
             return self.agentchat_msg_target_ok(from, to, dest, out);
@@ -1310,6 +1525,13 @@ impl Server {
             self.refuse(from, "LURK_MODE", m, out);
             return false;
         }
+        self.agentchat_rate_ok(now, from, out)
+    }
+
+    /// `agentchat-0.36`: the MSG rate limit (one MSG per `rate_limit_ms` per
+    /// sender); `false` when refused. A MSG that passes counts for the
+    /// limit even if refused later.
+    fn agentchat_rate_ok(&mut self, now: u64, from: &str, out: &mut Vec<Delivery>) -> bool {
         let limit = self.cfg.rate_limit_ms;
         if limit > 0
             && let Some(&last) = self.last_msg.get(from)
@@ -1388,6 +1610,33 @@ impl Server {
                 } else if held {
                     self.remove_claim(to, m);
                 }
+            }
+        }
+    }
+
+    /// Claim guard: remember that `(channel, msg_id)` was relayed at
+    /// `now`, and forget what is older than [`RELAY_MEMORY_MS`] or beyond
+    /// [`RELAY_MEMORY_MAX`].
+    fn remember_relay(&mut self, now: u64, channel: &str, msg_id: &str) {
+        let channel = self
+            .members
+            .get_key_value(channel)
+            .map_or_else(|| Arc::from(channel), |(c, _)| Arc::clone(c));
+        let msg_id: Arc<str> = Arc::from(msg_id);
+        self.relayed
+            .insert((Arc::clone(&channel), Arc::clone(&msg_id)), now);
+        self.relay_order.push_back((now, channel, msg_id));
+        while let Some((at, _, _)) = self.relay_order.front() {
+            let old = now.saturating_sub(*at) > RELAY_MEMORY_MS;
+            if !old && self.relay_order.len() <= RELAY_MEMORY_MAX {
+                break;
+            }
+            let Some((at, c, m)) = self.relay_order.pop_front() else {
+                break;
+            };
+            let key = (c, m);
+            if self.relayed.get(&key) == Some(&at) {
+                self.relayed.remove(&key);
             }
         }
     }

@@ -1226,3 +1226,324 @@ fn releases_touch_only_that_agents_claims_in_that_channel() {
     assert_eq!((h.s.claim_count(), h.s.stats().expired), (0, 3));
     assert_eq!(h.s.poll_timeout(), None);
 }
+
+// ------------------------------------------------------------ claim guard
+
+impl H {
+    /// A channel MSG from `a` with the id `id`.
+    fn post(&mut self, t: u64, a: &str, id: &str) -> Vec<Outgoing> {
+        self.run(
+            t,
+            Input::Client {
+                from: a.into(),
+                role: Role::Agent,
+                msg: ClientMsg::Msg {
+                    id: Some(id.into()),
+                    to: G.into(),
+                    content: "q".into(),
+                    in_reply_to: None,
+                },
+            },
+        )
+    }
+}
+
+fn guarded(p: PolicyKind, guard: ClaimGuard) -> H {
+    let mut h = H::with(Config {
+        policy: p,
+        claim_guard: guard,
+        ..Config::default()
+    });
+    for a in ["agent-a", "agent-b", "agent-c"] {
+        h.join(0, a, G);
+    }
+    h
+}
+
+#[test]
+fn claim_guard_is_off_by_default_and_changes_nothing_then() {
+    assert_eq!(Config::default().claim_guard, ClaimGuard::Off);
+    let mut h = H::abc(PolicyKind::Spec);
+    // A claim for a message never relayed is granted, as the spec says.
+    assert_eq!(to(&h.claim(1, "agent-a", "future", 0)).len(), 2);
+    assert_eq!(h.s.relays_remembered(), 0);
+    assert_eq!(h.s.stats().claims_refused, 0);
+}
+
+#[test]
+fn relayed_guard_refuses_a_claim_before_its_message() {
+    for p in [
+        PolicyKind::Spec,
+        PolicyKind::Tombstone,
+        PolicyKind::ServerTime,
+    ] {
+        let mut h = guarded(p, ClaimGuard::Relayed);
+        let out = h.claim(1, "agent-a", "m1", 5);
+        assert_eq!(error_code(&out), Some(("agent-a", "not_relayed")), "{p:?}");
+        assert_eq!(h.s.holder(G, "m1"), None);
+        // Relayed in another channel does not count.
+        h.join(2, "agent-a", "#other");
+        h.run(
+            2,
+            Input::Client {
+                from: "agent-a".into(),
+                role: Role::Agent,
+                msg: ClientMsg::Msg {
+                    id: Some("m1".into()),
+                    to: "#other".into(),
+                    content: "x".into(),
+                    in_reply_to: None,
+                },
+            },
+        );
+        assert_eq!(
+            error_code(&h.claim(3, "agent-b", "m1", 5)).map(|e| e.1),
+            Some("not_relayed")
+        );
+        h.post(4, "agent-c", "m1");
+        let out = h.claim(5, "agent-a", "m1", 5);
+        assert!(error_code(&out).is_none(), "{out:?}");
+        assert_eq!(h.s.holder(G, "m1").map(|(a, _)| a), Some("agent-a"));
+        assert_eq!(h.s.stats().claims_refused, 2);
+        assert_eq!(h.s.stats().claims_received, 3);
+    }
+}
+
+#[test]
+fn relayed_guard_uses_agentchat_codes_and_exempts_the_operator() {
+    let mut h = guarded(PolicyKind::Agentchat036, ClaimGuard::Relayed);
+    let out = h.claim(1, "agent-a", "m1", 5);
+    assert_eq!(error_code(&out), Some(("agent-a", "INVALID_MSG")));
+    // The operator's claim is never tracked, and never refused.
+    let out = h.claim_as(2, "operator", Role::Operator, G, "m1", 5);
+    assert!(error_code(&out).is_none(), "{out:?}");
+    assert_eq!(
+        h.s.claim_guard_refusal(2, Role::Operator, G, "m1", Stamp::Int(5)),
+        None
+    );
+}
+
+#[test]
+fn relayed_guard_applies_to_claims_relayed_untracked() {
+    // Under `none` a claim is relayed like a message: the guard keeps an
+    // unrelayed one from being relayed.
+    let mut h = guarded(PolicyKind::None, ClaimGuard::Relayed);
+    let out = h.claim(1, "agent-a", "m1", 5);
+    assert_eq!(error_code(&out), Some(("agent-a", "not_relayed")));
+    h.post(2, "agent-b", "m1");
+    assert_eq!(
+        to(&h.claim(3, "agent-a", "m1", 5)),
+        [("agent-b", "RESPONDING_TO"), ("agent-c", "RESPONDING_TO")]
+    );
+}
+
+#[test]
+fn clock_guard_refuses_a_claim_dated_before_the_relay_less_the_skew() {
+    let epoch = 1_700_000_000_000;
+    let guard = ClaimGuard::Clock {
+        skew_ms: 1000,
+        epoch_ms: epoch,
+    };
+    let mut h = guarded(PolicyKind::Spec, guard);
+    h.post(5000, "agent-c", "m1");
+    // The relay at server time 5000 is `epoch + 5000` on the clients' clock.
+    let arrival = epoch + 5000;
+    for (s, ok) in [
+        (1, false),
+        (arrival - 1001, false),
+        (arrival - 1000, true),
+        (arrival + 10, true),
+    ] {
+        let r =
+            h.s.claim_guard_refusal(6000, Role::Agent, G, "m1", Stamp::Int(s));
+        assert_eq!(r.is_none(), ok, "{s}: {r:?}");
+        if let Some((code, message)) = r {
+            assert_eq!(code, "bad_started_at");
+            assert!(message.contains("1000 ms"), "{message}");
+        }
+    }
+    // A float earlier than the floor is refused too.
+    let f = Stamp::Float((arrival - 2000) as f64 + 0.5);
+    assert!(
+        h.s.claim_guard_refusal(6000, Role::Agent, G, "m1", f)
+            .is_some()
+    );
+    let out = h.claim(6000, "agent-a", "m1", 1);
+    assert_eq!(error_code(&out), Some(("agent-a", "bad_started_at")));
+    let out = h.claim(6000, "agent-b", "m1", arrival);
+    assert!(error_code(&out).is_none(), "{out:?}");
+}
+
+#[test]
+fn the_guard_forgets_relays_after_ten_minutes_and_beyond_its_count() {
+    let mut h = guarded(PolicyKind::Spec, ClaimGuard::Relayed);
+    h.post(0, "agent-c", "old");
+    assert!(
+        h.s.claim_guard_refusal(RELAY_MEMORY_MS, Role::Agent, G, "old", Stamp::Int(0))
+            .is_none()
+    );
+    assert!(
+        h.s.claim_guard_refusal(RELAY_MEMORY_MS + 1, Role::Agent, G, "old", Stamp::Int(0))
+            .is_some()
+    );
+    // A later relay forgets what is older than the memory.
+    h.post(RELAY_MEMORY_MS + 1, "agent-c", "new");
+    assert_eq!(h.s.relays_remembered(), 1);
+    // Relayed again: remembered from the last relay.
+    h.post(RELAY_MEMORY_MS + 2, "agent-c", "new");
+    h.post(2 * RELAY_MEMORY_MS, "agent-c", "other");
+    assert!(
+        h.s.claim_guard_refusal(2 * RELAY_MEMORY_MS, Role::Agent, G, "new", Stamp::Int(0))
+            .is_none()
+    );
+    // At most RELAY_MEMORY_MAX relays, the oldest forgotten first.
+    let t = 2 * RELAY_MEMORY_MS;
+    for i in 0..RELAY_MEMORY_MAX + 10 {
+        h.post(t, "agent-c", &format!("x{i}"));
+    }
+    assert_eq!(h.s.relays_remembered(), RELAY_MEMORY_MAX);
+    assert!(
+        h.s.claim_guard_refusal(t, Role::Agent, G, "x0", Stamp::Int(0))
+            .is_some()
+    );
+    let last = format!("x{}", RELAY_MEMORY_MAX + 9);
+    assert!(
+        h.s.claim_guard_refusal(t, Role::Agent, G, &last, Stamp::Int(0))
+            .is_none()
+    );
+}
+
+#[test]
+fn counts_for_the_serve_bounds() {
+    let mut h = H::abc(PolicyKind::Agentchat036);
+    assert_eq!(h.s.channels_of_count("agent-a"), 1);
+    assert!(h.s.channel_exists("#general") && !h.s.channel_exists("#nope"));
+    let defaults = h.s.channel_count();
+    h.join(1, "agent-a", "#new");
+    assert_eq!(h.s.channels_of_count("agent-a"), 2);
+    assert_eq!(h.s.channel_count(), defaults + 1);
+    h.claim(2, "agent-a", "m1", 5);
+    h.claim(2, "agent-a", "m2", 5);
+    h.claim(2, "agent-b", "m3", 5);
+    assert_eq!(h.s.claims_held_count("agent-a"), 2);
+    assert_eq!(h.s.claims_held_count("agent-b"), 1);
+    assert_eq!(h.s.claims_held_count("agent-c"), 0);
+    let mut spec = H::abc(PolicyKind::Spec);
+    // Under spec a channel exists while it has members.
+    assert_eq!(spec.s.channel_count(), 2);
+    spec.run(
+        3,
+        Input::Disconnect {
+            agent: "agent-d".into(),
+        },
+    );
+    assert_eq!(spec.s.channel_count(), 1);
+}
+
+/// `agentchat-0.36` holds the double JavaScript parsed: a `started_at` of
+/// 2^53 + 1 is echoed as 2^53 in FLOOR_CLAIMED and in a YIELD's
+/// `holder_started_at`, as the real server sends it.
+#[test]
+fn agentchat_echoes_started_at_as_the_double_it_holds() {
+    let big = 9_007_199_254_740_993_i64; // 2^53 + 1
+    let held = 9_007_199_254_740_992_i64; // what a double holds
+    let mut h = H::abc(PolicyKind::Agentchat036);
+    let out = h.claim(10, "agent-b", "m1", big);
+    let claimed: Vec<_> = out.iter().map(|o| &o.msg).collect();
+    assert!(claimed.iter().all(|m| matches!(m,
+        ServerMsg::FloorClaimed { started_at, .. } if *started_at == Stamp::Int(held))));
+    assert_eq!(claimed.len(), 2, "{out:?}");
+    assert!(
+        out[0]
+            .msg
+            .to_json_string()
+            .contains("\"started_at\":9007199254740992")
+    );
+    // A later claim is denied with the held value.
+    let out = h.claim(20, "agent-c", "m1", big + 10);
+    let y = out
+        .iter()
+        .find(|o| o.to.as_str() == "agent-c")
+        .expect("a YIELD");
+    assert_eq!(y.msg, yield_ac("m1", "agent-b", held, REASON_DENIED));
+    // Under `spec` the integer is kept exactly.
+    let mut h = H::abc(PolicyKind::Spec);
+    let out = h.claim(10, "agent-b", "m1", big);
+    assert_eq!(out[0].msg, relayed_claim("m1", "agent-b", big));
+}
+
+/// The operator is exempt from the `agentchat-0.36` rate limit unless
+/// `rate_limit_operator` is set; then a second post within the limit is
+/// refused (`RATE_LIMITED`) and relayed to nobody, as on the real server.
+#[test]
+fn operator_rate_limit_is_a_choice() {
+    let post = |h: &mut H, t: u64| {
+        h.run(
+            t,
+            Input::Client {
+                from: "operator".into(),
+                role: Role::Operator,
+                msg: ClientMsg::Msg {
+                    id: Some(format!("m{t}")),
+                    to: G.into(),
+                    content: "question".into(),
+                    in_reply_to: None,
+                },
+            },
+        )
+    };
+    for limited in [false, true] {
+        let mut h = H::with(Config {
+            policy: PolicyKind::Agentchat036,
+            rate_limit_operator: limited,
+            ..Config::default()
+        });
+        for a in ["operator", "agent-a", "agent-b"] {
+            h.join(0, a, G);
+        }
+        assert_eq!(
+            to(&post(&mut h, 100)),
+            [("agent-a", "MSG"), ("agent-b", "MSG")]
+        );
+        let second = post(&mut h, 600);
+        if limited {
+            assert_eq!(error_code(&second), Some(("operator", "RATE_LIMITED")));
+            assert_eq!(h.s.stats().rate_limited, 1);
+        } else {
+            assert_eq!(to(&second), [("agent-a", "MSG"), ("agent-b", "MSG")]);
+        }
+        // A second later it passes either way.
+        assert_eq!(to(&post(&mut h, 1600)).len(), 2);
+    }
+    // Other policies have no rate limit at all.
+    let mut h = H::with(Config {
+        rate_limit_operator: true,
+        ..Config::default()
+    });
+    h.join(0, "agent-a", G);
+    h.join(0, "operator", G);
+    assert_eq!(to(&post(&mut h, 100)), [("agent-a", "MSG")]);
+    assert_eq!(to(&post(&mut h, 101)), [("agent-a", "MSG")]);
+}
+
+/// The sweep period is the configuration's: at 500 ms (a server run 10x
+/// faster than real time) a claim expired at 3000 is swept at 3000, not 5000.
+#[test]
+fn agentchat_sweep_period_is_configurable() {
+    for (every, swept_at) in [(5000, 5000), (500, 3000), (0, 3000)] {
+        let mut h = H::with(Config {
+            policy: PolicyKind::Agentchat036,
+            ttl_ms: 2000,
+            sweep_every_ms: every,
+            ..Config::default()
+        });
+        h.join(0, "agent-a", G);
+        h.claim(1000, "agent-a", "m1", 5);
+        assert_eq!(h.s.poll_timeout(), Some(swept_at), "every {every}");
+        let mut out = Vec::new();
+        h.s.handle(swept_at - 1, Input::Tick, &mut out);
+        assert_eq!(h.s.claim_count(), 1, "every {every}");
+        h.s.handle(swept_at, Input::Tick, &mut out);
+        assert_eq!(h.s.claim_count(), 0, "every {every}");
+    }
+}

@@ -282,9 +282,117 @@ pub fn table_width(lines: &[Line], max: usize) -> String {
     out
 }
 
+/// One message count, live against simulated, summed over replications:
+/// the same seeds draw the same workload, so the counts must be equal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CountLine {
+    pub what: &'static str,
+    pub live: u64,
+    pub sim: u64,
+}
+
+impl CountLine {
+    pub fn agree(&self) -> bool {
+        self.live == self.sim
+    }
+}
+
+/// The counts compared: the operator's posts, those the server refused
+/// and relayed, and the questions in the metrics (someone wanted to
+/// answer them). `live` = (posts, refused, relayed, questions).
+pub fn counts(
+    live: [u64; 4],
+    sim_posts: &[crate::model::Posts],
+    sim: &[RunResult],
+) -> Vec<CountLine> {
+    let posted: u64 = sim_posts.iter().map(|p| p.posted).sum();
+    let refused: u64 = sim_posts.iter().map(|p| p.refused).sum();
+    let questions: u64 = sim
+        .iter()
+        .filter_map(|r| r.get("messages"))
+        .map(|m| m as u64)
+        .sum();
+    let sim = [posted, refused, posted - refused, questions];
+    ["posts", "posts_refused", "posts_relayed", "messages"]
+        .into_iter()
+        .zip(live.into_iter().zip(sim))
+        .map(|(what, (live, sim))| CountLine { what, live, sim })
+        .collect()
+}
+
+/// The counts as a short table for stdout.
+pub fn counts_table(lines: &[CountLine]) -> String {
+    let mut out = format!("{:<16}{:>10}{:>11}  equal\n", "count", "live", "simulated");
+    out.push_str(&"-".repeat(44));
+    out.push('\n');
+    for l in lines {
+        out.push_str(&format!(
+            "{:<16}{:>10}{:>11}  {}\n",
+            l.what,
+            l.live,
+            l.sim,
+            if l.agree() { "yes" } else { "NO" }
+        ));
+    }
+    out
+}
+
+/// The counts as rows of compare.csv (test `exact`).
+pub fn counts_csv(scenario: &str, policy: &str, lines: &[CountLine]) -> anyhow::Result<Vec<u8>> {
+    let mut w = csv::WriterBuilder::new()
+        .has_headers(false)
+        .from_writer(Vec::new());
+    for l in lines {
+        let n = |x: u64| x.to_string();
+        w.write_record([
+            scenario.to_string(),
+            policy.to_string(),
+            l.what.to_string(),
+            n(l.live),
+            String::new(),
+            String::new(),
+            n(l.sim),
+            String::new(),
+            String::new(),
+            "exact".into(),
+            String::new(),
+            String::new(),
+            "0".into(),
+            l.agree().to_string(),
+        ])?;
+    }
+    w.into_inner().map_err(|e| anyhow::anyhow!("{e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_must_be_equal() {
+        use crate::model::Posts;
+        let mut r = RunResult {
+            values: [0.0; crate::metrics::METRICS.len()],
+        };
+        let i = crate::metrics::METRICS
+            .iter()
+            .position(|m| *m == "messages")
+            .expect("metric");
+        r.values[i] = 30.0;
+        let sim = [Posts {
+            posted: 40,
+            refused: 9,
+        }];
+        let lines = counts([40, 9, 31, 30], &sim, &[r.clone()]);
+        assert!(lines.iter().all(CountLine::agree), "{lines:?}");
+        let lines = counts([40, 0, 40, 30], &sim, &[r]);
+        assert!(!lines[1].agree() && !lines[2].agree() && lines[0].agree());
+        let t = counts_table(&lines);
+        assert!(t.contains("posts_refused") && t.contains("NO"), "{t}");
+        let csv = String::from_utf8(counts_csv("s", "spec", &lines).expect("csv")).expect("utf8");
+        assert_eq!(csv.lines().count(), 4);
+        assert!(csv.lines().all(|l| l.split(',').count() == 14), "{csv}");
+    }
 
     #[test]
     fn equal_proportions_agree_and_far_ones_do_not() {

@@ -8,15 +8,130 @@ use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_tungstenite::Connector;
 use tokio_tungstenite::tungstenite::error::ProtocolError;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 /// How long connecting, identifying and joining may take.
 pub const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The largest message (and frame) live reads from a server; a larger one
+/// closes the connection (agentchat's own limit is 256 KiB).
+pub const MAX_FRAME_BYTES: usize = 1 << 20;
+
+/// Bytes of frames read but not yet handled by the driver, over all
+/// connections; a frame beyond it is dropped unread and counted (a server
+/// that sends faster than live can read costs bounded memory).
+pub const MAX_QUEUED_BYTES: usize = 64 << 20;
+
+/// Frames read but not yet handled, over all connections (as above).
+pub const MAX_QUEUED_FRAMES: usize = 1 << 16;
+
+/// Bytes live may have waiting to be written to one connection (its
+/// answers to the server's pings included); beyond it the connection fails.
+const MAX_WRITE_BUFFER: usize = 4 << 20;
+
+/// The frames a connection read during its handshake that were not the
+/// handshake's own, at most this many (the rest are counted as dropped).
+const MAX_EARLY_FRAMES: usize = 4096;
+
+/// The WebSocket settings of live's connections: bounded reads and writes.
+fn ws_config() -> WebSocketConfig {
+    WebSocketConfig::default()
+        .max_message_size(Some(MAX_FRAME_BYTES))
+        .max_frame_size(Some(MAX_FRAME_BYTES))
+        .max_write_buffer_size(MAX_WRITE_BUFFER)
+}
+
+/// The queue from the connections' readers to the driver: bounded in
+/// frames and in bytes; what does not fit is dropped and counted.
+#[derive(Debug, Clone)]
+pub struct Events {
+    tx: std_mpsc::SyncSender<Event>,
+    queued: Arc<AtomicUsize>,
+    dropped: Arc<AtomicU64>,
+}
+
+/// The driver's end of [`Events`].
+#[derive(Debug)]
+pub struct EventsRx {
+    rx: std_mpsc::Receiver<Event>,
+    queued: Arc<AtomicUsize>,
+    dropped: Arc<AtomicU64>,
+}
+
+/// A bounded queue of connection events.
+pub fn events() -> (Events, EventsRx) {
+    let (tx, rx) = std_mpsc::sync_channel(MAX_QUEUED_FRAMES);
+    let queued = Arc::new(AtomicUsize::new(0));
+    let dropped = Arc::new(AtomicU64::new(0));
+    (
+        Events {
+            tx,
+            queued: queued.clone(),
+            dropped: dropped.clone(),
+        },
+        EventsRx {
+            rx,
+            queued,
+            dropped,
+        },
+    )
+}
+
+impl Events {
+    /// Queue `ev` if it fits; false when the driver is gone.
+    pub fn send(&self, ev: Event) -> bool {
+        let len = match &ev {
+            Event::Frame { text, .. } => text.len(),
+            _ => 0,
+        };
+        if self.queued.fetch_add(len, Ordering::SeqCst) + len > MAX_QUEUED_BYTES {
+            self.queued.fetch_sub(len, Ordering::SeqCst);
+            self.dropped.fetch_add(1, Ordering::SeqCst);
+            return true;
+        }
+        match self.tx.try_send(ev) {
+            Ok(()) => true,
+            Err(std_mpsc::TrySendError::Full(_)) => {
+                self.queued.fetch_sub(len, Ordering::SeqCst);
+                self.dropped.fetch_add(1, Ordering::SeqCst);
+                true
+            }
+            Err(std_mpsc::TrySendError::Disconnected(_)) => false,
+        }
+    }
+}
+
+impl EventsRx {
+    /// The next event, waiting at most `wait`.
+    pub fn recv_timeout(&self, wait: Duration) -> Result<Event, std_mpsc::RecvTimeoutError> {
+        let ev = self.rx.recv_timeout(wait)?;
+        if let Event::Frame { text, .. } = &ev {
+            self.queued.fetch_sub(text.len(), Ordering::SeqCst);
+        }
+        Ok(ev)
+    }
+
+    /// The next event if one is queued.
+    pub fn try_recv(&self) -> Option<Event> {
+        let ev = self.rx.try_recv().ok()?;
+        if let Event::Frame { text, .. } = &ev {
+            self.queued.fetch_sub(text.len(), Ordering::SeqCst);
+        }
+        Some(ev)
+    }
+
+    /// Frames dropped so far because the queue was full.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::SeqCst)
+    }
+}
 
 /// What a connection's tasks tell the driver.
 #[derive(Debug)]
@@ -209,12 +324,17 @@ async fn handshake(
     tls: Option<&Arc<rustls::ClientConfig>>,
     ident: &Identity,
     channels: &[String],
+    early: &mut Vec<String>,
 ) -> Result<(Ws, String), String> {
     let connector = connector(url, tls)?;
-    let (mut ws, _) =
-        tokio_tungstenite::connect_async_tls_with_config(url, None, true, Some(connector))
-            .await
-            .map_err(|e| connect_error(url, &e))?;
+    let (mut ws, _) = tokio_tungstenite::connect_async_tls_with_config(
+        url,
+        Some(ws_config()),
+        true,
+        Some(connector),
+    )
+    .await
+    .map_err(|e| connect_error(url, &e))?;
     let key = ident.key.map(|k| SigningKey::from_bytes(&k));
     send_json(&mut ws, url, "IDENTIFY", &hello(ident, key.as_ref())).await?;
     let mut id = None;
@@ -223,6 +343,17 @@ async fn handshake(
         let m = m.map_err(|e| format!("{url}: {e}"))?;
         let Some(text) = text_of(m) else { continue };
         let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        let own = matches!(
+            v["type"].as_str(),
+            Some("CHALLENGE" | "WELCOME" | "JOINED" | "ERROR")
+        ) && v["replay"] != Value::Bool(true);
+        if !own {
+            // Not the handshake's: the driver sees it after the handshake.
+            if early.len() < MAX_EARLY_FRAMES {
+                early.push(text);
+            }
+            continue;
+        }
         match v["type"].as_str() {
             Some("CHALLENGE") => {
                 let Some(k) = &key else {
@@ -278,31 +409,30 @@ fn spawn_reader(
     mut stream: SplitStream<Ws>,
     conn: usize,
     generation: u32,
-    events: std_mpsc::Sender<Event>,
+    events: Events,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         while let Some(m) = stream.next().await {
             let Ok(m) = m else { break };
             if let Some(text) = text_of(m)
-                && events
-                    .send(Event::Frame {
-                        conn,
-                        generation,
-                        text,
-                    })
-                    .is_err()
+                && !events.send(Event::Frame {
+                    conn,
+                    generation,
+                    text,
+                })
             {
                 return;
             }
         }
-        let _ = events.send(Event::Closed { conn, generation });
+        events.send(Event::Closed { conn, generation });
     })
 }
 
 /// Connect to `url` (over TLS with `tls` for `wss://`), identify, join
 /// `channels`, then hand the connection to a reader and a writer task; the
-/// reader reports to `events`. Returns the agent id the server gave
-/// (WELCOME's `agent_id`, without `@`).
+/// reader reports to `events`, first the frames the handshake read that
+/// were not its own (a notice, a replay: the server's order is kept).
+/// Returns the agent id the server gave (WELCOME's `agent_id`, without `@`).
 pub async fn open(
     url: &str,
     tls: Option<&Arc<rustls::ClientConfig>>,
@@ -310,11 +440,22 @@ pub async fn open(
     channels: &[String],
     conn: usize,
     generation: u32,
-    events: std_mpsc::Sender<Event>,
+    events: Events,
 ) -> Result<(Link, String), String> {
-    let (ws, id) = tokio::time::timeout(SETUP_TIMEOUT, handshake(url, tls, ident, channels))
-        .await
-        .map_err(|_| format!("{url}: no WELCOME/JOINED within 10 s"))??;
+    let mut early = Vec::new();
+    let (ws, id) = tokio::time::timeout(
+        SETUP_TIMEOUT,
+        handshake(url, tls, ident, channels, &mut early),
+    )
+    .await
+    .map_err(|_| format!("{url}: no WELCOME/JOINED within 10 s"))??;
+    for text in early {
+        events.send(Event::Frame {
+            conn,
+            generation,
+            text,
+        });
+    }
     let (sink, stream) = ws.split();
     let tx = spawn_writer(sink);
     let reader = spawn_reader(stream, conn, generation, events);

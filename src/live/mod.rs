@@ -14,8 +14,11 @@
 pub mod compare;
 mod conn;
 pub mod driver;
+pub mod keys;
+pub mod ledger;
 pub mod observe;
 pub mod session;
+pub mod wire;
 
 use crate::floor::PolicyKind;
 use crate::metrics::RunResult;
@@ -60,8 +63,11 @@ pub struct Setup {
     /// The TLS client configuration for a `wss://` URL (trusted roots);
     /// None: Mozilla's roots (see [`crate::tls::client_config`]).
     pub tls: Option<std::sync::Arc<rustls::ClientConfig>>,
-    /// Ed25519 identities (keyed IDENTIFY) instead of names.
-    pub keyed: bool,
+    /// Ed25519 identities (keyed IDENTIFY), derived from this secret;
+    /// None: names only.
+    pub keys: Option<keys::Secret>,
+    /// A replication that has not ended after this much real time fails.
+    pub deadline: std::time::Duration,
     /// Record a trace.
     pub trace: bool,
     /// The embedded server's `--log`.
@@ -70,6 +76,9 @@ pub struct Setup {
 
 /// Highest `--speed`.
 pub const MAX_SPEED: f64 = 100_000.0;
+
+/// Lowest `--speed` (a thousand times slower than real time).
+pub const MIN_SPEED: f64 = 0.001;
 
 /// Check that a scenario can run live. Scripted events and link loss
 /// cannot (the link is real; a script drives agents by hand): refused with
@@ -116,7 +125,7 @@ pub fn seeds(master: u64, reps: u32) -> Vec<u64> {
 }
 
 /// Run `reps` live replications one after another; stops early (keeping
-/// what was measured) when `stop` is set. `progress(rep, scenario µs)`.
+/// what was measured) when `stop` is set. `progress(rep, posts made)`.
 pub fn run_reps(
     base: &Setup,
     master: u64,
@@ -137,7 +146,7 @@ pub fn run_reps(
             },
             ..base.clone()
         };
-        let o = driver::run_rep(&setup, stop, &mut |us| progress(rep, us))?;
+        let o = driver::run_rep(&setup, stop, &mut |n| progress(rep, n))?;
         let row = Row {
             job: Job {
                 point: 0,

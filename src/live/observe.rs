@@ -96,6 +96,12 @@ impl Observer {
             .insert((agent.to_string(), "CLAIM", msg_id.to_string()), now_us);
     }
 
+    /// Whether `agent` sent a claim for `msg_id`.
+    pub fn has_claimed(&self, agent: &str, msg_id: &str) -> bool {
+        self.sent
+            .contains_key(&(agent.to_string(), "CLAIM", msg_id.to_string()))
+    }
+
     /// A relay of something `from` sent arrived now: half the round trip
     /// (sender to server to receiver) is one link delay sample.
     pub fn relay_seen(&mut self, from: &str, kind: &'static str, msg_id: &str, now_us: u64) {
@@ -146,6 +152,13 @@ impl Observer {
     /// The inference finished after `infer_us` and its reply (if any) has id `reply_id`.
     pub fn done(&mut self, a: usize, msg_id: &str, infer_us: u64, reply_id: Option<String>) {
         self.end(a, msg_id, infer_us, End::Done { reply_id });
+    }
+
+    /// Whether reply `reply_id` to `parent` is not yet recorded.
+    pub fn reply_is_new(&self, parent: &str, reply_id: &str) -> bool {
+        self.msgs
+            .get(parent)
+            .is_some_and(|m| !m.replies.iter().any(|(r, _)| r == reply_id))
     }
 
     /// The operator received reply `reply_id` to `parent` now.

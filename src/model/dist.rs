@@ -16,7 +16,6 @@
 //! only if it straddles a half-microsecond.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -484,39 +483,23 @@ impl DataCache {
 
 /// Read an empirical data file: a regular file of at most
 /// [`MAX_EMPIRICAL_BYTES`] (a FIFO or a device is refused before it is
-/// opened, so it cannot block).
+/// read, so it cannot block: [`crate::files::read_input`]).
 fn read_data_file(path: &Path) -> Result<Vec<u8>, DistError> {
-    let io = |source| DistError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let file_err = |message: String| DistError::File {
-        path: path.to_path_buf(),
-        message,
-    };
-    let meta = std::fs::metadata(path).map_err(io)?;
-    if !meta.is_file() {
-        return Err(file_err(
-            "is not a regular file (a directory, a FIFO or a device); give a CSV file".into(),
-        ));
-    }
-    let too_big = |n: u64| {
-        file_err(format!(
-            "is {n} bytes, more than the {MAX_EMPIRICAL_BYTES} bytes (64 MiB) an empirical \
-             data file may have"
-        ))
-    };
-    if meta.len() > MAX_EMPIRICAL_BYTES {
-        return Err(too_big(meta.len()));
-    }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_EMPIRICAL_BYTES + 1).read_to_end(&mut bytes))
-        .map_err(io)?;
-    if bytes.len() as u64 > MAX_EMPIRICAL_BYTES {
-        return Err(too_big(bytes.len() as u64));
-    }
-    Ok(bytes)
+    crate::files::read_input(path, MAX_EMPIRICAL_BYTES).map_err(|source| {
+        match source
+            .get_ref()
+            .and_then(|e| e.downcast_ref::<crate::files::Refused>())
+        {
+            Some(why) => DistError::File {
+                path: path.to_path_buf(),
+                message: format!("{why}; give a CSV file"),
+            },
+            None => DistError::Io {
+                path: path.to_path_buf(),
+                source,
+            },
+        }
+    })
 }
 
 /// Load a CSV of millisecond values as µs.

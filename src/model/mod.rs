@@ -5,4 +5,4 @@ pub mod dist;
 pub mod names;
 pub mod world;
 
-pub use world::{Prepared, RunLimit, TraceBuf, simulate};
+pub use world::{Posts, Prepared, RunLimit, TraceBuf, simulate, simulate_posts};

@@ -12,6 +12,9 @@ use std::path::{Path, PathBuf};
 /// The file's name, beside `summary.csv`.
 pub const LABELS_FILE: &str = "labels.toml";
 
+/// The largest `labels.toml` read (10 000 values of 100 characters fit).
+const MAX_BYTES: u64 = 16 << 20;
+
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {
@@ -46,8 +49,9 @@ pub fn read_beside(summary_csv: &Path) -> anyhow::Result<Vec<AxisLabels>> {
         return Ok(Vec::new());
     }
     let shown = path.display();
-    let text =
-        std::fs::read_to_string(&path).map_err(|e| bad(format!("{shown}: cannot read: {e}")))?;
+    let bytes = crate::files::read_input(&path, MAX_BYTES)
+        .map_err(|e| bad(format!("{shown}: cannot read: {e}")))?;
+    let text = String::from_utf8(bytes).map_err(|_| bad(format!("{shown}: not UTF-8 text")))?;
     let file: File = toml::from_str(&text).map_err(|e| {
         let at = e
             .span()

@@ -141,7 +141,8 @@ impl FolderLock {
     /// there.
     pub fn shared(dir: &Path) -> Result<Option<FolderLock>, LockError> {
         let path = dir.join(LOCK_FILE);
-        let Ok(mut file) = File::open(&path) else {
+        // Not a regular file (a FIFO would block this open): no lock to share.
+        let Ok(mut file) = crate::files::open_input(&path) else {
             return Ok(None);
         };
         match file.try_lock_shared() {

@@ -37,6 +37,13 @@ pub const DEFAULT_MAX_EVENTS: u64 = 1_000_000_000;
 /// Largest `max_events`.
 pub const MAX_MAX_EVENTS: u64 = 1_000_000_000_000;
 
+/// Most message ids a squatter pre-claims (`agents.N.squat_ahead`).
+pub const MAX_SQUAT_AHEAD: u32 = 100;
+
+/// Largest scenario file, in bytes (16 MiB: a scripted incident of about
+/// 100 000 lines).
+pub const MAX_SCENARIO_BYTES: u64 = 16 << 20;
+
 /// Largest empirical CSV file, in bytes (64 MiB).
 pub const MAX_EMPIRICAL_BYTES: u64 = 64 * 1024 * 1024;
 

@@ -13,8 +13,8 @@ pub mod schema;
 pub mod validate;
 
 pub use schema::{
-    AgentGroup, Arrivals, NetworkSpec, Scenario, ScriptEvent, ScriptInfer, ScriptPost, ServerSpec,
-    SweepPhase, WorkloadSpec,
+    AgentGroup, Arrivals, ClaimGuardSpec, NetworkSpec, Scenario, ScriptEvent, ScriptInfer,
+    ScriptPost, ServerSpec, SweepPhase, WorkloadSpec,
 };
 
 use std::fmt;
@@ -148,12 +148,25 @@ pub struct Point {
 impl Loaded {
     /// Read and resolve a scenario file.
     pub fn from_file(path: &Path) -> Result<Loaded, ScenarioError> {
+        let (file, text) = Loaded::read_text(path)?;
+        let base_dir = path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
+        Loaded::from_text(&file, &text, &base_dir)
+    }
+
+    /// A scenario file's name (for messages) and text: a regular file
+    /// ([`crate::files::read_input`]) of UTF-8 text.
+    fn read_text(path: &Path) -> Result<(String, String), ScenarioError> {
         let file = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|e| ScenarioError {
-            file: file.clone(),
-            key: None,
-            pos: None,
-            message: format!("cannot read: {e}"),
+        let bytes = crate::files::read_input(path, limits::MAX_SCENARIO_BYTES).map_err(|e| {
+            ScenarioError {
+                file: file.clone(),
+                key: None,
+                pos: None,
+                message: format!("cannot read: {e}"),
+            }
         })?;
         let text = String::from_utf8(bytes).map_err(|e| {
             let offset = e.utf8_error().valid_up_to();
@@ -165,11 +178,94 @@ impl Loaded {
                 message: "not valid UTF-8 text".into(),
             }
         })?;
-        let base_dir = path
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| PathBuf::from("."));
-        Loaded::from_text(&file, &text, &base_dir)
+        Ok((file, text))
+    }
+
+    /// Read and resolve a scenario file (none: the built-in default) and
+    /// apply `overrides`, each `(KEY=VALUE, origin)` as
+    /// [`Loaded::apply_as`] does, in order. A value of the file that an
+    /// override replaces is replaced before the file is validated, so a
+    /// bad value there is not refused (only what is used is checked).
+    pub fn load_with(
+        path: Option<&Path>,
+        overrides: &[(String, String)],
+    ) -> Result<Loaded, ScenarioError> {
+        let mut loaded = match path {
+            None => Loaded::builtin_default()?,
+            Some(p) => {
+                let (file, text) = Loaded::read_text(p)?;
+                let base_dir = p
+                    .parent()
+                    .map(Path::to_path_buf)
+                    .unwrap_or_else(|| PathBuf::from("."));
+                Loaded::from_text_overridden(&file, &text, &base_dir, overrides)?
+            }
+        };
+        for (assignment, origin) in overrides {
+            loaded.apply_as(assignment, origin)?;
+        }
+        Ok(loaded)
+    }
+
+    /// [`Loaded::from_text`], unless the file is refused at a key that one
+    /// of `overrides` replaces: then again with the overrides written into
+    /// the file's table first (errors still located in `text`, or naming
+    /// the override that gave the value).
+    fn from_text_overridden(
+        file: &str,
+        text: &str,
+        base_dir: &Path,
+        overrides: &[(String, String)],
+    ) -> Result<Loaded, ScenarioError> {
+        let first = match Loaded::from_text(file, text, base_dir) {
+            Ok(l) => return Ok(l),
+            Err(e) => e,
+        };
+        let parsed: Vec<(String, Value, &str)> = overrides
+            .iter()
+            .filter_map(|(a, origin)| {
+                let (k, v) = a.split_once('=')?;
+                Some((k.trim().to_string(), parse_value(v.trim()), origin.as_str()))
+            })
+            .collect();
+        let replaced_by = |key: &str| -> Option<&str> {
+            parsed.iter().rev().find_map(|(k, _, origin)| {
+                let swept = key.strip_prefix("sweep.");
+                let hit = validate::paths_overlap(k, key)
+                    || swept.is_some_and(|axis| validate::path_within(axis, k));
+                hit.then_some(*origin)
+            })
+        };
+        let Some(_) = first.key.as_deref().and_then(replaced_by) else {
+            return Err(first);
+        };
+        let Ok(mut table) = toml::from_str::<toml::Table>(text) else {
+            return Err(first);
+        };
+        for (key, value, _) in &parsed {
+            override_raw(&mut table, key, value.clone());
+        }
+        let Ok(patched) = toml::to_string(&table) else {
+            return Err(first);
+        };
+        match Loaded::from_text(file, &patched, base_dir) {
+            Ok(mut l) => {
+                l.text = text.to_string();
+                Ok(l)
+            }
+            // Located again in the file as written, or at the override.
+            Err(mut e) => {
+                let origin = e.key.as_deref().and_then(replaced_by);
+                match origin {
+                    Some(origin) => {
+                        e.file = origin.to_string();
+                        e.pos = None;
+                    }
+                    None => e.pos = e.key.as_deref().and_then(|k| validate::locate(text, k)),
+                }
+                Err(e)
+            }
+        }
     }
 
     /// The embedded default scenario.
@@ -594,6 +690,44 @@ fn to_table(s: &Scenario) -> Result<toml::Table, String> {
 
 /// Parse a `--set` value as TOML (number, bool, array, inline table,
 /// quoted string); anything else is taken as a bare string.
+/// Write override `key = value` into a scenario file's own table (before
+/// it is validated), as [`Loaded::apply_as`] applies it to the resolved
+/// one: `sweep.AXIS` / `sweep` set axes; any other key is set (where the
+/// file's structure allows; otherwise the later [`Loaded::apply_as`] says
+/// what is wrong) and pins the file's axes inside it.
+fn override_raw(table: &mut toml::Table, key: &str, value: Value) {
+    fn sweep_axes(table: &mut toml::Table) -> Option<&mut toml::Table> {
+        table
+            .entry("sweep")
+            .or_insert_with(|| Value::Table(toml::Table::new()))
+            .as_table_mut()
+    }
+    if key == "sweep" {
+        if let (Value::Table(axes), Some(sweep)) = (value, sweep_axes(table)) {
+            sweep.extend(axes);
+        }
+        return;
+    }
+    if let Some(axis) = key.strip_prefix("sweep.") {
+        let axis = axis
+            .strip_prefix('"')
+            .and_then(|a| a.strip_suffix('"'))
+            .unwrap_or(axis);
+        if let Some(sweep) = sweep_axes(table) {
+            sweep.insert(axis.to_string(), value);
+        }
+        return;
+    }
+    if let Some(Value::Table(sweep)) = table.get_mut("sweep") {
+        sweep.retain(|axis, _| !validate::path_within(axis, key));
+    }
+    let mut tree = Value::Table(std::mem::take(table));
+    let _ = set_path(&mut tree, key, value);
+    if let Value::Table(t) = tree {
+        *table = t;
+    }
+}
+
 pub fn parse_value(raw: &str) -> Value {
     let doc = format!("v = {raw}");
     match toml::from_str::<toml::Table>(&doc) {

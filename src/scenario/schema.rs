@@ -91,6 +91,40 @@ pub struct ServerSpec {
     /// `agentchat-0.36` only: how much later than 5000 ms each sweep comes.
     #[serde(default)]
     pub sweep_drift_ms: f64,
+    /// `agentchat-0.36` only: the period of the expiry sweep in ms (the
+    /// real server's 5000).
+    #[serde(
+        default = "default_sweep_every_ms",
+        skip_serializing_if = "is_default_sweep_every_ms"
+    )]
+    pub sweep_every_ms: f64,
+    /// `agentchat-0.36` only: the operator is one connection like any
+    /// other and its posts pass the rate limit too (as on the real server).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub rate_limit_operator: bool,
+    /// The floor-squatting defence: `off`, `relayed` (a claim for a
+    /// message the server has not relayed in that channel is refused) or
+    /// `clock` (also one dated more than `claim_skew_ms` before the
+    /// message reached the server). Written only when not the default.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub claim_guard: ClaimGuardSpec,
+    /// `claim_guard = "clock"`: the clock skew tolerated, ms. Written only
+    /// when not the default.
+    #[serde(
+        default = "default_claim_skew_ms",
+        skip_serializing_if = "is_default_claim_skew_ms"
+    )]
+    pub claim_skew_ms: f64,
+}
+
+/// The floor-squatting defence of the server (`server.claim_guard`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClaimGuardSpec {
+    #[default]
+    Off,
+    Relayed,
+    Clock,
 }
 
 /// The phase of the `agentchat-0.36` expiry sweep: a number of ms, or the
@@ -172,6 +206,30 @@ pub struct AgentGroup {
     /// Channels the group's agents are members of.
     #[serde(default = "default_channels")]
     pub channels: Vec<String>,
+    /// A fault: the group's agents are floor squatters. They never answer;
+    /// on every channel message they see they claim it at once (if
+    /// `squat_react`) and pre-claim the next `squat_ahead` message ids,
+    /// dating each claim `squat_lead_ms` before their clock. Written only
+    /// when true.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub squatter: bool,
+    /// Squatters: whether they claim each message they see at once.
+    #[serde(default = "default_true", skip_serializing_if = "is_true")]
+    pub squat_react: bool,
+    /// Squatters: how many of the next message ids they pre-claim.
+    #[serde(
+        default = "default_squat_ahead",
+        deserialize_with = "de::whole_u32",
+        skip_serializing_if = "is_default_squat_ahead"
+    )]
+    pub squat_ahead: u32,
+    /// Squatters: how much earlier than their clock they date a claim, ms
+    /// (`started_at` is at least 1).
+    #[serde(
+        default = "default_squat_lead_ms",
+        skip_serializing_if = "is_default_squat_lead_ms"
+    )]
+    pub squat_lead_ms: f64,
 }
 
 /// How operator messages arrive.
@@ -284,6 +342,10 @@ impl Default for ServerSpec {
             rate_limit_ms: default_rate_limit_ms(),
             sweep_phase_ms: SweepPhase::default(),
             sweep_drift_ms: 0.0,
+            sweep_every_ms: default_sweep_every_ms(),
+            rate_limit_operator: false,
+            claim_guard: ClaimGuardSpec::Off,
+            claim_skew_ms: default_claim_skew_ms(),
         }
     }
 }
@@ -315,6 +377,10 @@ impl Default for AgentGroup {
             recheck_on_expiry: false,
             max_rechecks: default_max_rechecks(),
             channels: default_channels(),
+            squatter: false,
+            squat_react: true,
+            squat_ahead: default_squat_ahead(),
+            squat_lead_ms: default_squat_lead_ms(),
         }
     }
 }
@@ -537,11 +603,46 @@ fn is_default_max_events(v: &u64) -> bool {
 fn default_ttl_ms() -> f64 {
     45_000.0
 }
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
+}
+fn default_claim_skew_ms() -> f64 {
+    crate::floor::server::DEFAULT_CLAIM_SKEW_MS as f64
+}
+fn is_default_claim_skew_ms(v: &f64) -> bool {
+    *v == default_claim_skew_ms()
+}
+fn default_squat_ahead() -> u32 {
+    3
+}
+fn is_default_squat_ahead(v: &u32) -> bool {
+    *v == default_squat_ahead()
+}
+fn default_squat_lead_ms() -> f64 {
+    MAX_SQUAT_LEAD_MS
+}
+fn is_default_squat_lead_ms(v: &f64) -> bool {
+    *v == MAX_SQUAT_LEAD_MS
+}
+/// The default (and largest) `squat_lead_ms`: as early as a duration goes.
+pub const MAX_SQUAT_LEAD_MS: f64 = super::limits::MAX_DURATION_MS;
 fn default_rate_limit_ms() -> f64 {
     1000.0
 }
+fn default_sweep_every_ms() -> f64 {
+    crate::floor::policy::AGENTCHAT_SWEEP_MS as f64
+}
+fn is_default_sweep_every_ms(v: &f64) -> bool {
+    *v == default_sweep_every_ms()
+}
+fn is_false(v: &bool) -> bool {
+    !*v
+}
 fn default_true() -> bool {
     true
+}
+fn is_true(v: &bool) -> bool {
+    *v
 }
 fn zero_dist() -> DistSpec {
     DistSpec::Fixed { ms: 0.0 }

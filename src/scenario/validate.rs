@@ -1,7 +1,7 @@
 //! Semantic checks of a resolved scenario, sweep axes, and locating a
 //! dotted key in the file text (for line:column in messages).
 
-use super::limits::{MAX_DURATION_MS, MAX_TIME_MS};
+use super::limits::{MAX_DURATION_MS, MAX_SQUAT_AHEAD, MAX_TIME_MS};
 use super::{
     AgentGroup, Axis, Loaded, NetworkSpec, Scenario, ScenarioError, ServerSpec, SweepPhase,
     floor_boundary, line_col, set_path,
@@ -104,31 +104,31 @@ fn check_server(
     )?;
     dist("server.restart", &server.restart, base_dir, cache)?;
     duration("server.rate_limit_ms", server.rate_limit_ms)?;
+    duration("server.sweep_every_ms", server.sweep_every_ms)?;
+    let every = server.sweep_every_ms;
+    if every == 0.0 {
+        return fail(
+            "server.sweep_every_ms",
+            "must be positive (the real server sweeps every 5000 ms)".into(),
+        );
+    }
+    let phase_msg =
+        |v: String| format!("must be a number of ms in [0, {every}) or \"random\", not {v}");
     match &server.sweep_phase_ms {
-        SweepPhase::Ms(v) if v.is_finite() && (0.0..5000.0).contains(v) => {}
-        SweepPhase::Ms(v) => {
-            return fail(
-                "server.sweep_phase_ms",
-                format!("must be a number of ms in [0, 5000) or \"random\", not {v}"),
-            );
-        }
+        SweepPhase::Ms(v) if v.is_finite() && (0.0..every).contains(v) => {}
+        SweepPhase::Ms(v) => return fail("server.sweep_phase_ms", phase_msg(v.to_string())),
         SweepPhase::Word(w) if w == "random" => {}
         SweepPhase::Word(w) => {
-            return fail(
-                "server.sweep_phase_ms",
-                format!(
-                    "must be a number of ms in [0, 5000) or \"random\", not \"{}\"",
-                    w
-                ),
-            );
+            return fail("server.sweep_phase_ms", phase_msg(format!("\"{w}\"")));
         }
     }
+    duration("server.claim_skew_ms", server.claim_skew_ms)?;
     duration("server.sweep_drift_ms", server.sweep_drift_ms)?;
-    if server.sweep_drift_ms >= 5000.0 {
+    if server.sweep_drift_ms >= every {
         return fail(
             "server.sweep_drift_ms",
             format!(
-                "must be less than 5000 ms per sweep, not {}",
+                "must be less than {every} ms per sweep, not {}",
                 server.sweep_drift_ms
             ),
         );
@@ -202,6 +202,13 @@ fn check_agent_group(
     if g.channels.is_empty() {
         return fail(&k("channels"), "must list at least one channel".into());
     }
+    if g.squat_ahead > MAX_SQUAT_AHEAD {
+        return fail(
+            &k("squat_ahead"),
+            format!("must be at most {MAX_SQUAT_AHEAD}, not {}", g.squat_ahead),
+        );
+    }
+    duration(&k("squat_lead_ms"), g.squat_lead_ms)?;
     for (j, c) in g.channels.iter().enumerate() {
         channel(&format!("agents.{i}.channels.{j}"), c)?;
         agentchat_channel(s, &format!("agents.{i}.channels.{j}"), c)?;

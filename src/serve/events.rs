@@ -18,7 +18,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::floor::wire::DecodeError;
-use crate::floor::{Input, Outgoing, Role, Server};
+use crate::floor::{Delivery, Input, Outgoing, Role, Server};
 
 /// Feed one event to the server at `at_ms`: JOIN / LEAVE / DISCONNECT, or
 /// a client message (decoded by the server; a bad one gets an ERROR). A
@@ -32,17 +32,33 @@ pub fn apply(
     event: &Value,
     out: &mut Vec<Outgoing>,
 ) {
+    let mut shared = Vec::new();
+    apply_shared(server, at_ms, agent, role, event, &mut shared);
+    out.extend(shared.into_iter().map(Delivery::into_outgoing));
+}
+
+/// [`apply`] with the sends in the floor's shared form (the recipients of
+/// one relay share one payload): what `serve` uses, so that it encodes a
+/// relayed message once, not once per recipient.
+pub fn apply_shared(
+    server: &mut Server,
+    at_ms: u64,
+    agent: &str,
+    role: Role,
+    event: &Value,
+    out: &mut Vec<Delivery>,
+) {
     let ty = event.get("type").and_then(Value::as_str);
     let join = match ty {
         Some("JOIN") => true,
         Some("LEAVE") => false,
         Some("DISCONNECT") => {
             let agent = agent.to_string();
-            return server.handle(at_ms, Input::Disconnect { agent }, out);
+            return server.handle_shared(at_ms, Input::Disconnect { agent }, out);
         }
         Some("CONNECT") => {
             let agent = agent.to_string();
-            return server.handle(at_ms, Input::Connect { agent }, out);
+            return server.handle_shared(at_ms, Input::Connect { agent }, out);
         }
         Some("IDENTIFY") => {
             let lurk = match event.get("lurk") {
@@ -52,11 +68,11 @@ pub fn apply(
             };
             let agent = agent.to_string();
             return match lurk {
-                Ok(lurk) => server.handle(at_ms, Input::Identify { agent, lurk }, out),
-                Err(e) => server.reject(at_ms, &agent, &e, false, out),
+                Ok(lurk) => server.handle_shared(at_ms, Input::Identify { agent, lurk }, out),
+                Err(e) => server.reject_shared(at_ms, &agent, &e, false, out),
             };
         }
-        _ => return server.handle_value(at_ms, agent, role, event, out),
+        _ => return server.handle_value_shared(at_ms, agent, role, event, out),
     };
     let channel = match event.get("channel") {
         None | Some(Value::Null) => Err(DecodeError::MissingField("channel")),
@@ -65,9 +81,9 @@ pub fn apply(
     };
     let agent = agent.to_string();
     match channel {
-        Err(e) => server.reject(at_ms, &agent, &e, false, out),
-        Ok(channel) if join => server.handle(at_ms, Input::Join { agent, channel }, out),
-        Ok(channel) => server.handle(at_ms, Input::Leave { agent, channel }, out),
+        Err(e) => server.reject_shared(at_ms, &agent, &e, false, out),
+        Ok(channel) if join => server.handle_shared(at_ms, Input::Join { agent, channel }, out),
+        Ok(channel) => server.handle_shared(at_ms, Input::Leave { agent, channel }, out),
     }
 }
 
@@ -169,5 +185,25 @@ mod tests {
                 r#"{"type":"ERROR","code":"bad_message","message":"message must be a JSON object"}"#,
             ]
         );
+    }
+}
+
+#[cfg(test)]
+mod proptests {
+    use super::*;
+    use crate::floor::proptests::json_value;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Every logged line parses back as `arbitrate` input with the
+        /// very event that was logged, whatever the client sent.
+        #[test]
+        fn every_logged_event_replays(event in json_value(), at in any::<u64>()) {
+            let mut buf = Vec::new();
+            prop_assert!(write_line(&mut buf, at, "agent-1", Role::Agent, &event).is_ok());
+            let text = String::from_utf8_lossy(&buf).into_owned();
+            let line = crate::replay::parse_line(text.trim_end().as_bytes());
+            prop_assert_eq!(line.map(|l| (l.at_ms, l.event)), Ok((at, event)));
+        }
     }
 }

@@ -26,9 +26,10 @@ pub fn run_foreground(opts: Options, quiet: bool) -> Result<Report, ServeError> 
         }
         if !quiet {
             note(format_args!(
-                "herdsim serve: listening on {scheme}://{addr} (policy {}, TTL {} ms); Ctrl-C to stop",
+                "herdsim serve: listening on {scheme}://{addr} (policy {}, TTL {} ms, claim guard {}); Ctrl-C to stop",
                 opts.floor.policy.name(),
-                opts.floor.ttl_ms
+                opts.floor.ttl_ms,
+                opts.floor.claim_guard.name()
             ));
         }
         bound.run(shutdown_signal()).await
@@ -36,10 +37,14 @@ pub fn run_foreground(opts: Options, quiet: bool) -> Result<Report, ServeError> 
     if !quiet {
         let s = &report.stats;
         note(format_args!(
-            "herdsim serve: stopped; {} connections ({} refused), {} inputs, {} claims, {} yields, {} expired",
+            "herdsim serve: stopped; {} connections ({} refused, {} evicted before identifying, {} dropped as too slow, {} shed at the memory ceiling), {} inputs (and {} refused before the floor: channel and claim limits, claim guard), {} claims, {} yields, {} expired",
             report.connections,
             report.refused,
+            report.evicted,
+            report.slow,
+            report.shed,
             report.inputs,
+            report.refused_inputs,
             s.claims_received,
             s.yields,
             s.expired

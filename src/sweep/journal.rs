@@ -134,7 +134,7 @@ pub fn data_files(resolved: &toml::Table) -> Vec<String> {
 pub fn data_hash(resolved: &toml::Table, base_dir: &Path) -> Result<String, String> {
     let mut h = Fnv::default();
     for p in &data_files(resolved) {
-        let bytes = std::fs::read(base_dir.join(p))
+        let bytes = crate::files::read_input(&base_dir.join(p), u64::MAX)
             .map_err(|e| format!("cannot read `{}`: {e}", base_dir.join(p).display()))?;
         h.part(p.as_bytes());
         h.part(&bytes);
@@ -216,7 +216,8 @@ pub struct Contents {
 /// Read a journal. The error says what is wrong with the file (the caller
 /// names it).
 pub fn read(path: &Path) -> Result<Contents, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
+    let bytes =
+        crate::files::read_input(path, u64::MAX).map_err(|e| format!("cannot read: {e}"))?;
     let text = String::from_utf8_lossy(&bytes);
     let mut fields: Vec<(String, String)> = Vec::new();
     let mut scenario = String::new();

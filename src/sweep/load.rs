@@ -32,19 +32,19 @@ impl Plan {
         reps: Option<u32>,
         budget: u64,
     ) -> Result<Plan, Error> {
-        let mut loaded = match scenario {
-            Some(p) => Loaded::from_file(p),
-            None => Loaded::builtin_default(),
-        }?;
-        for s in sets {
-            loaded.apply_set(s)?;
-        }
+        // Applied in this order; a value of the file they replace is never
+        // validated.
+        let mut overrides: Vec<(String, String)> = sets
+            .iter()
+            .map(|s| (s.clone(), format!("--set {s}")))
+            .collect();
         if let Some(seed) = seed {
-            loaded.apply_as(&format!("seed={seed}"), &format!("--seed {seed}"))?;
+            overrides.push((format!("seed={seed}"), format!("--seed {seed}")));
         }
         if let Some(reps) = reps {
-            loaded.apply_as(&format!("reps={reps}"), &format!("--reps {reps}"))?;
+            overrides.push((format!("reps={reps}"), format!("--reps {reps}")));
         }
+        let loaded = Loaded::load_with(scenario, &overrides)?;
         let base = loaded.base()?;
         let n_points = loaded.point_count() as u64;
         let (need, key) = memory::plan_bytes(
@@ -60,7 +60,7 @@ impl Plan {
                     format!(
                         "{n_points} points x {} policies x {} replications need about {} of \
                          memory, more than the {} this run may use (--max-memory; default: \
-                         the memory available); split the plan with --shard or fewer \
+                         what the machine, ulimit -v and the cgroup leave); split the plan with --shard or fewer \
                          replications",
                         base.policies.len(),
                         base.reps,

@@ -5,6 +5,7 @@
 
 use super::{Error, Plan};
 use crate::scenario::Loaded;
+use std::path::Path;
 
 /// Bytes per agent of one running replication (client, links, random
 /// streams, server membership, id), measured: 40 000 agents need about
@@ -24,21 +25,130 @@ pub const EVENT_BYTES: u64 = 1_024;
 pub const RUN_BASE_BYTES: u64 = 1 << 20;
 /// Fixed bytes of the process.
 pub const PROCESS_BYTES: u64 = 32 << 20;
-/// Budget when the machine's available memory cannot be read (8 GiB).
+/// Budget when no memory figure or limit can be read (8 GiB).
 pub const FALLBACK_BUDGET: u64 = 8 << 30;
+/// Address space kept out of the budget under an address-space limit
+/// (`ulimit -v`): worker threads' stacks and the allocator's reserves,
+/// which count against that limit but not in the estimate (128 MiB).
+pub const ADDRESS_SPACE_RESERVE: u64 = 128 << 20;
 
-/// The memory budget: `--max-memory` if given, else the machine's
-/// available memory (`MemAvailable` of /proc/meminfo), else 8 GiB.
+/// The memory budget: `--max-memory` if given, else [`default_budget`].
 pub fn budget(max_memory: Option<u64>) -> u64 {
-    max_memory.unwrap_or_else(|| available().unwrap_or(FALLBACK_BUDGET))
+    max_memory.unwrap_or_else(default_budget)
 }
 
-/// `MemAvailable` in bytes, on Linux.
-fn available() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+/// The memory this process may use, as far as the system says: the least
+/// of the machine's available memory (`MemAvailable` of /proc/meminfo),
+/// what the address-space limit (`RLIMIT_AS`, `ulimit -v`) leaves beyond
+/// what is mapped now (less [`ADDRESS_SPACE_RESERVE`]), and what the
+/// process's cgroup leaves (v2 `memory.max` less `memory.current`, at its
+/// own level and every level above; v1 `memory.limit_in_bytes` less
+/// `memory.usage_in_bytes`); [`FALLBACK_BUDGET`] when none can be read.
+pub fn default_budget() -> u64 {
+    let read = |p: &str| std::fs::read_to_string(p).ok();
+    let available = read("/proc/meminfo").and_then(|t| meminfo_available(&t));
+    let address_space = match (read("/proc/self/limits"), read("/proc/self/status")) {
+        (Some(limits), Some(status)) => address_space_left(&limits, &status),
+        _ => None,
+    };
+    let cgroup =
+        read("/proc/self/cgroup").and_then(|t| cgroup_left(&t, Path::new("/sys/fs/cgroup")));
+    least([available, address_space, cgroup])
+}
+
+/// The least of the figures that could be read; [`FALLBACK_BUDGET`] if none.
+fn least(figures: [Option<u64>; 3]) -> u64 {
+    figures
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(FALLBACK_BUDGET)
+}
+
+/// `MemAvailable` in bytes, from /proc/meminfo's text.
+fn meminfo_available(meminfo: &str) -> Option<u64> {
+    kb_field(meminfo, "MemAvailable:")
+}
+
+/// A `Key:  123 kB` line of /proc's text, in bytes.
+fn kb_field(text: &str, key: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with(key))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     kb.checked_mul(1024)
+}
+
+/// What the address-space limit leaves, from /proc/self/limits (the soft
+/// limit of "Max address space") and /proc/self/status (`VmSize`, what is
+/// mapped now); `None` when unlimited.
+fn address_space_left(limits: &str, status: &str) -> Option<u64> {
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max address space"))?;
+    let soft: u64 = line.split_whitespace().nth(3)?.parse().ok()?; // `unlimited`: None
+    let mapped = kb_field(status, "VmSize:").unwrap_or(0);
+    Some(
+        soft.saturating_sub(mapped)
+            .saturating_sub(ADDRESS_SPACE_RESERVE),
+    )
+}
+
+/// A cgroup v1 limit this large means none (the kernel's "unlimited" is
+/// 2^63 rounded down to a page).
+const V1_UNLIMITED: u64 = 1 << 62;
+
+/// What the process's cgroup leaves, from /proc/self/cgroup's text and the
+/// cgroup file systems under `root` (/sys/fs/cgroup): the least over the
+/// v2 group and its ancestors (at /sys/fs/cgroup or, on a hybrid system,
+/// /sys/fs/cgroup/unified) and the v1 memory group (at its own path, or at
+/// the mount's root inside a container); `None` without any limit.
+fn cgroup_left(proc_cgroup: &str, root: &Path) -> Option<u64> {
+    let read = |p: &Path| -> Option<u64> {
+        let text = std::fs::read_to_string(p).ok()?;
+        text.trim().parse().ok() // `max`: no limit
+    };
+    let mut left: Option<u64> = None;
+    let mut take = |limit: Option<u64>, used: Option<u64>| {
+        if let Some(limit) = limit.filter(|l| *l < V1_UNLIMITED) {
+            let rest = limit.saturating_sub(used.unwrap_or(0));
+            left = Some(left.map_or(rest, |l| l.min(rest)));
+        }
+    };
+    for line in proc_cgroup.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (Some(id), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        let rel = path.trim_start_matches('/');
+        if id == "0" && controllers.is_empty() {
+            // v2: this group and each one above it (a parent's limit binds too).
+            for base in [root.to_path_buf(), root.join("unified")] {
+                let mut dir = base.join(rel);
+                loop {
+                    take(
+                        read(&dir.join("memory.max")),
+                        read(&dir.join("memory.current")),
+                    );
+                    if dir == base || !dir.pop() {
+                        break;
+                    }
+                }
+            }
+        } else if controllers.split(',').any(|c| c == "memory") {
+            let mount = root.join("memory");
+            let own = mount.join(rel);
+            let dir = if own.join("memory.limit_in_bytes").is_file() {
+                own
+            } else {
+                mount
+            };
+            take(
+                read(&dir.join("memory.limit_in_bytes")),
+                read(&dir.join("memory.usage_in_bytes")),
+            );
+        }
+    }
+    left
 }
 
 /// Parse a `--max-memory` value: bytes, or a number with a binary suffix
@@ -156,7 +266,8 @@ pub fn check_run(
                 &key,
                 format!(
                     "{most} agents on {threads} thread{} need about {} of memory, more than \
-                     the {} this run may use (--max-memory; default: the memory available); \
+                     the {} this run may use (--max-memory; default: what the machine, ulimit -v and \
+                     the cgroup leave); \
                      use fewer agents or fewer --jobs",
                     if threads == 1 { "" } else { "s" },
                     show(need.saturating_add(events_floor)),
@@ -184,5 +295,57 @@ mod tests {
         assert!(parse_size("lots").is_err());
         assert!(parse_size("99999999999T").is_err());
         assert_eq!(show(3 << 29), "1.5 GiB");
+    }
+
+    #[test]
+    fn the_default_budget_is_the_least_limit() {
+        assert_eq!(least([Some(5), None, Some(3)]), 3);
+        assert_eq!(least([None, None, None]), FALLBACK_BUDGET);
+        let meminfo = "MemTotal:       24683520 kB\nMemAvailable:   22548876 kB\n";
+        assert_eq!(meminfo_available(meminfo), Some(22_548_876 * 1024));
+        let limits = "Limit                     Soft Limit           Hard Limit           Units\n\
+                      Max address space         3221225472           unlimited            bytes\n";
+        let status = "Name:\therdsim\nVmPeak:\t   40000 kB\nVmSize:\t   20480 kB\n";
+        assert_eq!(
+            address_space_left(limits, status),
+            Some(3_221_225_472 - 20_480 * 1024 - ADDRESS_SPACE_RESERVE)
+        );
+        let unlimited = limits.replace("3221225472", "unlimited");
+        assert_eq!(address_space_left(&unlimited, status), None);
+        // A limit below what is mapped already leaves nothing.
+        let tiny = limits.replace("3221225472", "1024");
+        assert_eq!(address_space_left(&tiny, status), Some(0));
+    }
+
+    #[test]
+    fn cgroup_limits_are_read_at_every_level() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let put = |rel: &str, text: &str| {
+            let p = root.path().join(rel);
+            std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+            std::fs::write(p, text).expect("write");
+        };
+        // v2: the group has no limit, its parent 3 GiB with 1 GiB used.
+        put("user.slice/job/memory.max", "max\n");
+        put("user.slice/job/memory.current", "1000\n");
+        put("user.slice/memory.max", "3221225472\n");
+        put("user.slice/memory.current", "1073741824\n");
+        let v2 = "0::/user.slice/job\n";
+        assert_eq!(cgroup_left(v2, root.path()), Some(2 << 30));
+        // v1 inside a container: the group's path is the host's; the mount
+        // root holds the container's limit.
+        put("memory/memory.limit_in_bytes", "2147483648\n");
+        put("memory/memory.usage_in_bytes", "1073741824\n");
+        let v1 = "4:memory:/docker/abc\n3:cpu,cpuacct:/docker/abc\n";
+        assert_eq!(cgroup_left(v1, root.path()), Some(1 << 30));
+        // Unlimited v1 (2^63 rounded to a page) and an unknown layout.
+        put("memory/memory.limit_in_bytes", "9223372036854771712\n");
+        assert_eq!(cgroup_left(v1, root.path()), None);
+        assert_eq!(cgroup_left("garbage", root.path()), None);
+        // Hybrid: v1 memory plus v2 at unified/ (without a memory limit).
+        put("memory/memory.limit_in_bytes", "4294967296\n");
+        put("memory/memory.usage_in_bytes", "0\n");
+        let hybrid = "0::/\n4:memory:/\n";
+        assert_eq!(cgroup_left(hybrid, root.path()), Some(4 << 30));
     }
 }

@@ -24,7 +24,7 @@ pub mod shard;
 pub use crate::error::Error;
 pub use load::Plan;
 pub use progress::Observer;
-pub use shard::Shard;
+pub use shard::{Shard, ShardSpec};
 
 use crate::floor::PolicyKind;
 use crate::metrics::{METRICS, RunResult};

@@ -53,8 +53,10 @@ pub fn lock_results(dir: &Path, obs: &dyn Observer) -> Result<FolderLock, Error>
 }
 
 /// `--out` (`out`) and the results folder `dir` must be folders or not
-/// exist yet.
-pub fn check_folders(out: &Path, dir: &Path) -> Result<(), Error> {
+/// exist yet, and each of the `files` the run writes there a regular file
+/// or not there yet (never replaced if it is a link, a FIFO or a device:
+/// [`crate::files`]).
+pub fn check_folders(out: &Path, dir: &Path, files: &[&str]) -> Result<(), Error> {
     for d in [out, dir] {
         if d.exists() && !d.is_dir() {
             return Err(Error::Input(format!(
@@ -62,6 +64,27 @@ pub fn check_folders(out: &Path, dir: &Path) -> Result<(), Error> {
                 out.display(),
                 d.display()
             )));
+        }
+    }
+    for f in files.iter().chain([&LOCK_FILE]) {
+        let path = dir.join(f);
+        match crate::files::output_target(&path) {
+            Ok(crate::files::Target::File) => {}
+            Ok(_) => {
+                return Err(Error::Input(format!(
+                    "--out {}: {} is not a regular file; herdsim writes only regular files \
+                     in a results folder: remove it or choose another --out",
+                    out.display(),
+                    path.display()
+                )));
+            }
+            Err(why) => {
+                return Err(Error::Input(format!(
+                    "--out {}: {} {why}",
+                    out.display(),
+                    path.display()
+                )));
+            }
         }
     }
     Ok(())
@@ -77,7 +100,7 @@ pub fn check(
     trace: Option<&Path>,
     inputs: &[PathBuf],
 ) -> Result<(), Error> {
-    check_folders(out, dir)?;
+    check_folders(out, dir, &RESULT_FILES)?;
     let outputs: Vec<PathBuf> = RESULT_FILES.iter().map(|f| dir.join(f)).collect();
     for o in &outputs {
         if let Some(i) = inputs.iter().find(|i| paths::same(o, i)) {
@@ -91,7 +114,9 @@ pub fn check(
     }
     let Some(t) = trace else { return Ok(()) };
     let shown = t.display();
-    let why = if t.is_dir() {
+    let why = if let Err(refused) = crate::files::check_output(t) {
+        refused.0
+    } else if t.is_dir() {
         "is a folder; name the file to write the trace to".to_string()
     } else if let Some(parent) = t
         .parent()
@@ -198,6 +223,6 @@ mod tests {
         assert!(matches!(e, Error::Input(m) if m.contains("is a folder")));
         check(&out, &dir, Some(&tmp.path().join("t.jsonl")), &[]).expect("fine");
         std::fs::write(&out, "x").expect("write");
-        assert!(check_folders(&out, &dir).is_err());
+        assert!(check_folders(&out, &dir, &[]).is_err());
     }
 }

@@ -18,6 +18,9 @@ use std::path::Path;
 /// The record's name in the results folder.
 pub const RECORD_FILE: &str = "run.toml";
 
+/// The largest record read (it holds the resolved scenario).
+const MAX_BYTES: u64 = 64 << 20;
+
 /// The files `herdsim tune` writes into `<results>/tune/`.
 pub const TUNE_FILES: [&str; 3] = ["candidates.csv", "pareto.png", "recommended.env"];
 
@@ -101,8 +104,11 @@ pub fn replace_other(
     obs: &dyn Observer,
 ) -> Result<Vec<String>, Error> {
     let path = dir.join(RECORD_FILE);
-    let old: Option<Record> = std::fs::read_to_string(&path)
+    // Checked a regular file (or absent) before the run; a record that
+    // cannot be read or parsed describes no plan.
+    let old: Option<Record> = crate::files::read_input(&path, MAX_BYTES)
         .ok()
+        .and_then(|b| String::from_utf8(b).ok())
         .and_then(|t| toml::from_str(&t).ok());
     let why = match &old {
         Some(old) if new.same_plan(old) => {

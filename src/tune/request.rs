@@ -68,13 +68,12 @@ fn bad(msg: impl Into<String>) -> TuneError {
 impl Request {
     /// Every check of the input, before anything runs.
     pub fn check(&self) -> Result<Search, TuneError> {
-        let mut loaded = match &self.scenario {
-            Some(p) => Loaded::from_file(p),
-            None => Loaded::builtin_default(),
-        }?;
-        for s in &self.sets {
-            loaded.apply_set(s)?;
-        }
+        let sets: Vec<(String, String)> = self
+            .sets
+            .iter()
+            .map(|s| (s.clone(), format!("--set {s}")))
+            .collect();
+        let loaded = Loaded::load_with(self.scenario.as_deref(), &sets)?;
         if let Some(axis) = loaded.sweep.first() {
             let why = format!(
                 "herdsim tune searches its own grid and does not run a [sweep]; remove the \
@@ -180,9 +179,10 @@ impl Request {
 /// first: a folder, not an input, and this process's alone).
 pub fn run(search: &Search, out: &Path, obs: &dyn Observer) -> Result<Tuned, TuneError> {
     let dir = out.join(&search.name).join("tune");
-    sweep::outputs::check_folders(out, &dir)?;
+    let files = ["candidates.csv", "pareto.png", "recommended.env"];
+    sweep::outputs::check_folders(out, &dir, &files)?;
     if let Some(input) = &search.source
-        && ["candidates.csv", "pareto.png", "recommended.env"]
+        && files
             .iter()
             .any(|f| crate::report::paths::same(&dir.join(f), input))
     {

@@ -9,6 +9,30 @@ use herdsim::model::{Prepared, TraceBuf, simulate};
 use herdsim::scenario::Loaded;
 use std::path::Path;
 
+/// `herdsim <args>` in `dir` (a hang past 60 s fails) must exit 2 with one
+/// `herdsim: error:` line that contains every `expect`; returns the line.
+pub fn refused<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(
+    dir: &Path,
+    args: &[S],
+    expect: &[&str],
+) -> String {
+    let out = assert_cmd::Command::cargo_bin("herdsim")
+        .expect("binary")
+        .timeout(std::time::Duration::from_secs(60))
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(err.starts_with("herdsim: error: "), "{args:?}: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one message: {err}");
+    for e in expect {
+        assert!(err.contains(e), "{args:?}: `{e}` missing in: {err}");
+    }
+    err
+}
+
 /// A prepared world from scenario TOML (panics on an invalid scenario).
 pub fn prepare(toml: &str) -> Prepared {
     let l = Loaded::from_text("test.toml", toml, Path::new(".")).expect("valid scenario");

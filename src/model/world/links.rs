@@ -66,6 +66,10 @@ impl World<'_> {
             });
             self.trace_line(line);
         }
+        let squatter = self.p.groups[self.agents[agent as usize].group]
+            .behaviour
+            .squat
+            .is_some();
         let a = &mut self.agents[agent as usize];
         if self.p.loss_p > 0.0 && a.up_rng.random_bool(self.p.loss_p) {
             self.acc.lost += 1;
@@ -87,9 +91,14 @@ impl World<'_> {
             }
             return;
         }
-        let delay = self.p.base_us
-            + self.p.jitter.sample_us(&mut a.up_rng)
-            + self.p.processing.sample_us(&mut self.server_rng);
+        // A squatter's server processing comes from its own link stream,
+        // so that adding one draws nothing from anybody else's.
+        let processing = if squatter {
+            self.p.processing.sample_us(&mut a.up_rng)
+        } else {
+            self.p.processing.sample_us(&mut self.server_rng)
+        };
+        let delay = self.p.base_us + self.p.jitter.sample_us(&mut a.up_rng) + processing;
         let mut at = now + delay;
         if self.p.fifo {
             at = at.max(a.up_last);

@@ -154,6 +154,17 @@ struct AgentSlot {
 /// Where trace lines go (one JSON object per line).
 pub type TraceBuf = Vec<u8>;
 
+/// The operator's posts in one replication: how many it made, and how many
+/// the server refused (under `agentchat-0.36` with
+/// `server.rate_limit_operator`: within the rate limit of its previous
+/// post). Not a metric (not in the CSVs): `live --compare` compares them
+/// with what a real server accepted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Posts {
+    pub posted: u64,
+    pub refused: u64,
+}
+
 struct World<'a> {
     p: &'a Prepared,
     policy: PolicyKind,
@@ -180,6 +191,7 @@ struct World<'a> {
     /// Whether the reply being sent counts its inference time (set by
     /// `infer_done` for the outputs of that one call).
     reply_counted: bool,
+    posts: Posts,
 }
 
 /// Simulate one replication of `p` under `policy` with `seed`.
@@ -189,11 +201,21 @@ pub fn simulate(
     seed: u64,
     trace: Option<&mut TraceBuf>,
 ) -> Result<RunResult, RunLimit> {
+    simulate_posts(p, policy, seed, trace).map(|(r, _)| r)
+}
+
+/// [`simulate`], with the operator's posts counted.
+pub fn simulate_posts(
+    p: &Prepared,
+    policy: PolicyKind,
+    seed: u64,
+    trace: Option<&mut TraceBuf>,
+) -> Result<(RunResult, Posts), RunLimit> {
     // The agentchat sweep phase comes from a stream of its own (3), so
     // drawing it changes no other draw of the run.
     let sweep_phase_ms = p
         .sweep_phase_ms
-        .unwrap_or_else(|| stream(seed, 3).random_range(0..floor::policy::AGENTCHAT_SWEEP_MS));
+        .unwrap_or_else(|| stream(seed, 3).random_range(0..p.sweep_every_ms.max(1)));
     let server = floor::Server::new(floor::Config {
         policy,
         ttl_ms: p.ttl_ms,
@@ -201,6 +223,9 @@ pub fn simulate(
         rate_limit_ms: p.rate_limit_ms,
         sweep_phase_ms,
         sweep_drift_us: p.sweep_drift_us,
+        sweep_every_ms: p.sweep_every_ms,
+        rate_limit_operator: p.rate_limit_operator,
+        claim_guard: p.claim_guard,
     });
     let agents = (0..p.agents())
         .map(|i| {
@@ -238,8 +263,10 @@ pub fn simulate(
         script_holds: BTreeMap::new(),
         halt: None,
         reply_counted: false,
+        posts: Posts::default(),
     };
-    w.run()
+    let r = w.run()?;
+    Ok((r, w.posts))
 }
 
 impl World<'_> {

@@ -44,11 +44,16 @@ impl World<'_> {
             content,
             in_reply_to: None,
         };
+        let refused_before = self.server.stats().refused_msgs;
         self.server_input(Input::Client {
             from: OPERATOR.into(),
             role: Role::Operator,
             msg,
         });
+        self.posts.posted += 1;
+        if self.server.stats().refused_msgs > refused_before {
+            self.posts.refused += 1;
+        }
         self.release(m);
     }
 

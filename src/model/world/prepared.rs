@@ -4,11 +4,11 @@
 //! [`Prepared::new_workload`]) exactly as a simulated run does, so that
 //! another driver (`herdsim live`) gets the same agents.
 
-use crate::agent::{Agent, Behaviour, Workload, WorkloadParams};
-use crate::floor::PolicyKind;
+use crate::agent::{Agent, Behaviour, Clock, Squat, Workload, WorkloadParams};
+use crate::floor::{ClaimGuard, PolicyKind};
 use crate::model::dist::{DataCache, Dist, DistError, DistSpec};
 use crate::model::names;
-use crate::scenario::{Arrivals, Scenario, ScriptEvent, SweepPhase};
+use crate::scenario::{Arrivals, ClaimGuardSpec, Scenario, ScriptEvent, SweepPhase};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::path::Path;
@@ -33,6 +33,10 @@ pub struct Prepared {
     /// `None`: drawn per replication.
     pub(super) sweep_phase_ms: Option<u64>,
     pub(super) sweep_drift_us: u64,
+    pub(super) sweep_every_ms: u64,
+    pub(super) rate_limit_operator: bool,
+    /// The server's floor-squatting defence.
+    pub(super) claim_guard: ClaimGuard,
     pub(super) detect: Dist,
     pub(super) restart: Dist,
     pub(super) epoch_us: i64,
@@ -93,6 +97,11 @@ impl Prepared {
                 ignore_yield_p: g.ignore_yield_p,
                 crash_p: g.crash_p,
                 hang_p: g.hang_p,
+                squat: g.squatter.then(|| Squat {
+                    ahead: g.squat_ahead,
+                    react: g.squat_react,
+                    lead_ms: g.squat_lead_ms.round() as i64,
+                }),
             };
             groups.push(GroupParams {
                 behaviour: Arc::new(behaviour),
@@ -126,6 +135,17 @@ impl Prepared {
                 SweepPhase::Word(_) => None,
             },
             sweep_drift_us: us(s.server.sweep_drift_ms),
+            sweep_every_ms: s.server.sweep_every_ms.round() as u64,
+            rate_limit_operator: s.server.rate_limit_operator,
+            claim_guard: match s.server.claim_guard {
+                ClaimGuardSpec::Off => ClaimGuard::Off,
+                ClaimGuardSpec::Relayed => ClaimGuard::Relayed,
+                // The agents' clocks read epoch + skew + virtual time.
+                ClaimGuardSpec::Clock => ClaimGuard::Clock {
+                    skew_ms: s.server.claim_skew_ms.round() as u64,
+                    epoch_ms: s.epoch_ms as i64,
+                },
+            },
             detect: prep(&s.server.disconnect_detect)?,
             restart: prep(&s.server.restart)?,
             epoch_us: (s.epoch_ms as i64).saturating_mul(1000),
@@ -192,16 +212,46 @@ impl Prepared {
     /// `16 + 4 i`), from which its clock skew is drawn first; its local
     /// clock is the scenario epoch plus that skew.
     pub fn new_agent(&self, i: usize, policy: PolicyKind, seed: u64) -> Agent {
+        self.agent_with(i, policy, seed, |skew_us| {
+            Clock::Offset(self.epoch_us + skew_us)
+        })
+    }
+
+    /// Agent `i` of replication `seed` as a live driver builds it: the same
+    /// draws as [`Prepared::new_agent`], but its local clock is the real
+    /// wall clock (`origin_us`: the Unix time, µs, of driver time 0) plus
+    /// its skew, with scenario time running `speed` times faster.
+    pub fn new_live_agent(
+        &self,
+        i: usize,
+        policy: PolicyKind,
+        seed: u64,
+        origin_us: i64,
+        speed: f64,
+    ) -> Agent {
+        self.agent_with(i, policy, seed, |skew_us| Clock::Scaled {
+            origin_us,
+            skew_us,
+            speed,
+        })
+    }
+
+    fn agent_with(
+        &self,
+        i: usize,
+        policy: PolicyKind,
+        seed: u64,
+        clock: impl FnOnce(i64) -> Clock,
+    ) -> Agent {
         let g = &self.groups[usize::from(self.agent_group[i])];
         let mut rng = stream(seed, agent_stream(i));
         let skew_us = g.skew.sample_signed_us(&mut rng);
-        let offset = self.epoch_us + skew_us;
         Agent::new(
             self.ids[i].clone(),
             policy,
             g.behaviour.clone(),
             rng,
-            offset,
+            clock(skew_us),
         )
     }
 

@@ -8,15 +8,20 @@ impl World<'_> {
     pub(super) fn trace_sweep_phase(&mut self) {
         if !matches!(
             self.policy.rules().expiry,
-            crate::floor::policy::Expiry::Sweep { .. }
+            crate::floor::policy::Expiry::Sweep
         ) {
             return;
         }
         let cfg = self.server.config();
-        let line = serde_json::json!({
+        let mut line = serde_json::json!({
             "t_us": 0, "ev": "sweep_phase",
             "phase_ms": cfg.sweep_phase_ms, "drift_us": cfg.sweep_drift_us,
         });
+        // The period only when it is not the real server's (older traces,
+        // and every pinned one, have none).
+        if cfg.sweep_every_ms != crate::floor::policy::AGENTCHAT_SWEEP_MS {
+            line["every_ms"] = cfg.sweep_every_ms.into();
+        }
         self.trace_line(line);
     }
 

@@ -38,8 +38,8 @@ impl Summary {
         if !path.exists() {
             return Err(bad(format!("{shown}: no such file")));
         }
-        let file =
-            std::fs::File::open(path).map_err(|e| bad(format!("{shown}: cannot open: {e}")))?;
+        let file = crate::files::open_input(path)
+            .map_err(|e| bad(format!("{shown}: cannot open: {e}")))?;
         Self::from_reader(file, path)
     }
 

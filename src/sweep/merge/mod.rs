@@ -62,13 +62,7 @@ pub fn merge(
             )));
         }
     }
-    if out.exists() && !out.is_dir() || dir.exists() && !dir.is_dir() {
-        return Err(Error::Input(format!(
-            "--out {}: {} exists and is not a folder",
-            out.display(),
-            dir.display()
-        )));
-    }
+    outputs::check_folders(out, &dir, &["runs.csv", "summary.csv", "comparison.png"])?;
 
     // Rows back in plan order; the CSVs as one uninterrupted run writes them.
     let plan = &first.plan;

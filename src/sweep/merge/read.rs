@@ -12,6 +12,9 @@ use crate::sweep::shard::{SHARD_FILE, SHARD_FORMAT, ShardMeta};
 use crate::sweep::{Error, Job, Row, Shard, parse_metrics, rep_seed};
 use std::path::{Path, PathBuf};
 
+/// Largest `shard.toml` read (it holds the resolved scenario: 64 MiB).
+const MAX_SHARD_FILE_BYTES: u64 = 64 << 20;
+
 /// One shard's files, read and checked against the plan they record.
 pub struct ShardData {
     /// The folder holding `shard.toml`.
@@ -102,26 +105,34 @@ fn shard_dir(dir: &Path) -> Result<PathBuf, Error> {
     if dir.join(SHARD_FILE).is_file() {
         return Ok(dir.to_path_buf());
     }
-    let mut found = Vec::new();
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for e in entries.flatten() {
-            if e.path().join(SHARD_FILE).is_file() {
-                found.push(e.path());
-            }
-        }
-    }
-    found.sort();
+    let mut subfolders: Vec<PathBuf> = match std::fs::read_dir(dir) {
+        Ok(entries) => entries.flatten().map(|e| e.path()).collect(),
+        Err(_) => Vec::new(),
+    };
+    subfolders.sort();
+    let mut found: Vec<PathBuf> = subfolders
+        .iter()
+        .filter(|p| p.join(SHARD_FILE).is_file())
+        .cloned()
+        .collect();
     match found.len() {
         1 => Ok(found.remove(0)),
         0 => {
-            let why = if dir.join(JOURNAL_FILE).is_file() {
-                "the shard has not finished: complete it with `herdsim run ... --shard K/N --resume`"
-            } else if !dir.exists() {
-                "no such folder"
-            } else {
-                "not the results folder of a finished `herdsim run --shard K/N`"
+            // A shard stopped part-way left its journal (in `dir`, or in
+            // the scenario's folder under the `--out` given).
+            let journal = std::iter::once(dir.to_path_buf())
+                .chain(subfolders)
+                .map(|d| d.join(JOURNAL_FILE))
+                .find(|j| j.is_file());
+            let why = match &journal {
+                Some(j) => unfinished(j),
+                None if !dir.exists() => "no such folder".to_string(),
+                None => {
+                    "not the results folder of a finished `herdsim run --shard K/N`".to_string()
+                }
             };
-            Err(bad(format!("{}: no {SHARD_FILE}: {why}", dir.display())))
+            let at = journal.as_deref().and_then(Path::parent).unwrap_or(dir);
+            Err(bad(format!("{}: no {SHARD_FILE}: {why}", at.display())))
         }
         _ => Err(bad(format!(
             "{}: holds several shard results ({}); name one of them",
@@ -135,9 +146,35 @@ fn shard_dir(dir: &Path) -> Result<PathBuf, Error> {
     }
 }
 
+/// Why a folder with a journal and no `shard.toml` cannot be merged: the
+/// shard (from the journal) and how far it got.
+fn unfinished(journal: &Path) -> String {
+    match journal::read(journal) {
+        Ok(c) => {
+            let shard = c.header.shard.map_or_else(
+                || "the run (not a shard)".to_string(),
+                |s| format!("shard {s}"),
+            );
+            let resume = c
+                .header
+                .shard
+                .map_or_else(String::new, |s| format!(" --shard {s}"));
+            format!(
+                "{shard} has not finished ({} of {} replications are saved in its journal): \
+                 complete it with `herdsim run ...{resume} --resume`",
+                c.rows.len(),
+                c.header.jobs
+            )
+        }
+        Err(_) => "the shard has not finished: complete it with `herdsim run ... --shard K/N \
+                   --resume`"
+            .to_string(),
+    }
+}
+
 fn read_csv(path: &Path, expected_header: &[String]) -> Result<Vec<csv::StringRecord>, Error> {
-    let bytes =
-        std::fs::read(path).map_err(|e| bad(format!("{}: cannot read: {e}", path.display())))?;
+    let bytes = crate::files::read_input(path, u64::MAX)
+        .map_err(|e| bad(format!("{}: cannot read: {e}", path.display())))?;
     let mut r = csv::ReaderBuilder::new()
         .has_headers(true)
         .from_reader(bytes.as_slice());
@@ -164,7 +201,8 @@ pub fn read_shard(dir: &Path) -> Result<ShardData, Error> {
     // A shard being (re)run right now is not finished: refuse it.
     let lock = FolderLock::shared(&dir).map_err(|e| bad(e.to_string()))?;
     let meta_path = dir.join(SHARD_FILE);
-    let text = std::fs::read_to_string(&meta_path)
+    let text = crate::files::read_input(&meta_path, MAX_SHARD_FILE_BYTES)
+        .and_then(|b| String::from_utf8(b).map_err(std::io::Error::other))
         .map_err(|e| bad(format!("{}: cannot read: {e}", meta_path.display())))?;
     let at = |key: &str| {
         format!(
@@ -355,8 +393,8 @@ fn check_summary(
     plan: &PlanView,
     rows: &[Row],
 ) -> Result<(), Error> {
-    let on_disk =
-        std::fs::read(path).map_err(|e| bad(format!("{}: cannot read: {e}", path.display())))?;
+    let on_disk = crate::files::read_input(path, u64::MAX)
+        .map_err(|e| bad(format!("{}: cannot read: {e}", path.display())))?;
     let params = |point: usize| plan.params(point);
     let recomputed = csv_out::summary_csv(
         &plan.name,

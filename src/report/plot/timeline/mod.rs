@@ -144,7 +144,8 @@ fn scan(path: &Path, mut f: impl FnMut(Line)) -> anyhow::Result<()> {
     if !path.exists() {
         return Err(bad(format!("{shown}: no such file")));
     }
-    let file = std::fs::File::open(path).map_err(|e| bad(format!("{shown}: cannot open: {e}")))?;
+    let file =
+        crate::files::open_input(path).map_err(|e| bad(format!("{shown}: cannot open: {e}")))?;
     let reader = std::io::BufReader::new(file);
     for (i, line) in reader.lines().enumerate() {
         let no = i + 1;
