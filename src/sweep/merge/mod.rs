@@ -73,7 +73,7 @@ pub fn merge(
     let _lock = outputs::lock_results(&dir, obs)?;
     tables.write(&dir)?;
     if !tables.keys.is_empty() && plot {
-        outputs::draw_comparison(&dir, obs);
+        let _ = outputs::draw_comparison(&dir, obs);
     }
     Ok(Merged {
         dir,
