@@ -11,6 +11,7 @@ use crate::report::csv_out::{self, SummaryRow};
 use crate::report::labels::{self, LABELS_FILE};
 use crate::report::lock::{FolderLock, LOCK_FILE, LockError};
 use crate::report::{atomic, paths};
+use crate::scenario::AxisLabels;
 use std::path::{Path, PathBuf};
 
 /// The files a run writes into its results folder.
@@ -191,8 +192,13 @@ pub fn draw_comparison(dir: &Path, obs: &dyn Observer) -> bool {
 
 /// `labels.toml` in `dir` when the plan's scenario labels its sweep axes
 /// (a stale one is removed otherwise): whether it was written.
-pub fn write_labels(dir: &Path, plan: &super::Plan) -> Result<bool, Error> {
-    let axes = plan.loaded.sweep_labels();
+pub fn write_plan_labels(dir: &Path, plan: &super::Plan) -> Result<bool, Error> {
+    write_labels(dir, &plan.loaded.file, &plan.loaded.sweep_labels())
+}
+
+/// `labels.toml` in `dir` for `axes`, labels `source` gives its sweep axes
+/// (a stale one is removed when there are none): whether it was written.
+pub fn write_labels(dir: &Path, source: &str, axes: &[AxisLabels]) -> Result<bool, Error> {
     let path = dir.join(LABELS_FILE);
     if axes.is_empty() {
         if path.symlink_metadata().is_ok_and(|m| m.is_file()) {
@@ -200,7 +206,7 @@ pub fn write_labels(dir: &Path, plan: &super::Plan) -> Result<bool, Error> {
         }
         return Ok(false);
     }
-    let text = labels::to_toml(&plan.loaded.file, &axes).map_err(Error::Failure)?;
+    let text = labels::to_toml(source, axes).map_err(Error::Failure)?;
     atomic::write(&path, text.as_bytes())?;
     Ok(true)
 }

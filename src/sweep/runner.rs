@@ -383,7 +383,7 @@ impl Run<'_> {
         let tables = Tables::of(&plan.name, keys, rows, &plan.policies, &params)?;
         tables.write(&self.dir)?;
         files.extend(["runs.csv".to_string(), "summary.csv".to_string()]);
-        if outputs::write_labels(&self.dir, plan)? {
+        if outputs::write_plan_labels(&self.dir, plan)? {
             files.push(LABELS_FILE.to_string());
         }
         if let Some(shard) = self.opts.shard {
