@@ -374,7 +374,7 @@ fn measured_latencies_example_runs() {
         let v = env_line(&text, var);
         assert_eq!(v, chosen[col(&h, c)], "{var}");
         let v: u64 = v.parse().unwrap_or_else(|_| panic!("{var}={v}"));
-        assert!(range.contains(&v) && v % step == 0, "{var}={v}");
+        assert!(range.contains(&v) && v.is_multiple_of(*step), "{var}={v}");
         got.push(v);
     }
     assert!(got[0] <= got[1], "window {}..{}", got[0], got[1]);

@@ -656,7 +656,8 @@ fn raw_input_is_decoded_strictly() {
 fn error_codes_follow_the_policys_error_style() {
     // (fault, raw bytes or `None` for a decoded claim with an empty
     // msg_id, agentchat's message when it is not the decoder's).
-    let faults: [(&str, Option<&[u8]>, Option<&str>); 5] = [
+    type Fault<'a> = (&'a str, Option<&'a [u8]>, Option<&'a str>);
+    let faults: [Fault; 5] = [
         // Not JSON: rejected before any field is decoded.
         ("not json", Some(b"{not json"), None),
         // A MSG whose `to` is neither a channel nor a DM peer.
