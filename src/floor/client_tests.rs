@@ -602,6 +602,40 @@ fn messages_are_independent_and_state_self_cleans() {
     assert_eq!(c.tracked(), 0);
 }
 
+/// `forget` drops one message, `reset` every one: later calls about them
+/// do nothing, and the same id heard again starts afresh.
+#[test]
+fn forget_drops_one_message_and_reset_every_one() {
+    let mut c = client(PolicyKind::Spec);
+    step(&mut c, |c, o| c.on_message(0, "m1", G, false, o));
+    step(&mut c, |c, o| c.on_message(0, "m2", G, false, o));
+    step(&mut c, |c, o| c.on_timer(3000, "m2", o));
+    assert!(c.is_tracking("m1") && c.is_tracking("m2") && !c.is_tracking("m3"));
+    assert!(!c.is_inferring("m1") && c.is_inferring("m2"));
+    c.forget("m1");
+    assert!(!c.is_tracking("m1") && c.is_tracking("m2"));
+    assert!(step(&mut c, |c, o| c.on_timer(3000, "m1", o)).is_empty());
+    c.reset();
+    assert_eq!(c.tracked(), 0);
+    assert!(!c.is_tracking("m2") && !c.is_inferring("m2"));
+    assert!(
+        step(&mut c, |c, o| c.on_inference_done(
+            9000,
+            "m2",
+            None,
+            "x".into(),
+            o
+        ))
+        .is_empty()
+    );
+    assert_eq!(
+        step(&mut c, |c, o| c.on_message(9000, "m2", G, false, o)),
+        [Action::StartCsma {
+            msg_id: "m2".into()
+        }]
+    );
+}
+
 #[test]
 fn my_own_reply_is_not_a_seen_response() {
     let mut c = client(PolicyKind::Spec);
