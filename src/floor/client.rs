@@ -216,21 +216,20 @@ impl Client {
             Phase::Inferring { .. } => {}
             // No response was seen: one seen while waiting already finished
             // the message (`on_reply_seen`), and a message seen answered
-            // never starts waiting.
+            // never starts waiting. A recheck is left: a message waits only
+            // with `rechecks < max_rechecks`, and waiting counts none.
             Phase::Recheck => {
                 if let (true, Some(at_ms)) = (claim_live, believed_until) {
                     out.push(Action::WakeAt {
                         msg_id: t.id.clone(),
                         at_ms,
                     });
-                } else if t.rechecks < self.cfg.max_rechecks {
+                } else {
                     t.rechecks += 1;
                     t.phase = Phase::Csma;
                     out.push(Action::StartCsma {
                         msg_id: t.id.clone(),
                     });
-                } else {
-                    self.msgs.remove(msg_id);
                 }
             }
             Phase::Csma => {
