@@ -174,42 +174,40 @@ fn floor_claimed_counts_as_a_seen_claim_and_own_claims_do_not() {
     assert_eq!(out, started("m1", 47_000));
 }
 
-/// A FLOOR_CLAIMED for another message or another channel is no claim
-/// on this one.
-#[test]
-fn floor_claimed_for_another_message_or_channel_is_not_counted() {
-    let mut c = client(PolicyKind::Agentchat036);
-    step(&mut c, |c, o| c.on_message(1000, "m1", G, false, o));
-    step(&mut c, |c, o| {
-        c.on_server_msg(2000, &floor_claimed("m2", "agent-a"), o)
-    });
-    let other_channel = ServerMsg::FloorClaimed {
-        msg_id: "m1".into(),
-        channel: "#other".into(),
-        holder: "agent-a".into(),
-        started_at: 1.into(),
-    };
-    step(&mut c, |c, o| c.on_server_msg(2000, &other_channel, o));
-    let out = step(&mut c, |c, o| c.on_timer(4000, "m1", o));
-    assert_eq!(out, started("m1", 4000));
-}
-
+/// A claim for another message or another channel is no claim on this
+/// one: a relayed RESPONDING_TO (spec) or a FLOOR_CLAIMED (agentchat-0.36).
 #[test]
 fn claims_for_other_channels_or_messages_are_not_counted() {
-    let mut c = client(PolicyKind::Spec);
-    step(&mut c, |c, o| c.on_message(1000, "m1", G, false, o));
-    let other_channel = ServerMsg::RespondingTo {
-        msg_id: "m1".into(),
-        from: "agent-a".into(),
-        started_at: 1.into(),
-        channel: "#other".into(),
-    };
-    step(&mut c, |c, o| c.on_server_msg(2000, &other_channel, o));
-    step(&mut c, |c, o| {
-        c.on_server_msg(2000, &claim_from("agent-a", "m2", 1), o)
-    });
-    let out = step(&mut c, |c, o| c.on_timer(4000, "m1", o));
-    assert_eq!(out, started("m1", 4000));
+    fn relayed(m: &str, channel: &str) -> ServerMsg {
+        ServerMsg::RespondingTo {
+            msg_id: m.into(),
+            from: "agent-a".into(),
+            started_at: 1.into(),
+            channel: channel.into(),
+        }
+    }
+    fn announced(m: &str, channel: &str) -> ServerMsg {
+        ServerMsg::FloorClaimed {
+            msg_id: m.into(),
+            channel: channel.into(),
+            holder: "agent-a".into(),
+            started_at: 1.into(),
+        }
+    }
+    type Claim = fn(&str, &str) -> ServerMsg;
+    for (p, claim) in [
+        (PolicyKind::Spec, relayed as Claim),
+        (PolicyKind::Agentchat036, announced),
+    ] {
+        let mut c = client(p);
+        step(&mut c, |c, o| c.on_message(1000, "m1", G, false, o));
+        step(&mut c, |c, o| {
+            c.on_server_msg(2000, &claim("m1", "#other"), o)
+        });
+        step(&mut c, |c, o| c.on_server_msg(2000, &claim("m2", G), o));
+        let out = step(&mut c, |c, o| c.on_timer(4000, "m1", o));
+        assert_eq!(out, started("m1", 4000), "{p}");
+    }
 }
 
 #[test]
