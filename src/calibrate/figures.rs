@@ -84,48 +84,50 @@ pub fn plots(c: &Calibration, title: &str) -> Vec<(String, FitPlot)> {
     for (i, g) in c.groups.iter().enumerate() {
         let gn = group_name(i);
         if let Some(f) = &g.wait.fit {
-            let hi = f
-                .max
-                .max(g.wait.visible.iter().copied().fold(0.0, f64::max))
-                * 1.05;
-            let xs = grid(hi);
-            let vis = window::visible_cdf(&g.wait.opps, f.min, f.max, &xs);
+            let fc = &c.first_claims;
+            let hi = fc.cdf.last().map_or(f.max * 1.05, |p| p.0);
             let width = (f.max - f.min).max(window::MIN_WIDTH);
-            let mut curves = vec![Curve {
-                label: "fit: the waits members can see".into(),
-                points: xs.iter().copied().zip(vis).collect(),
-                dashed: false,
-            }];
-            curves.push(Curve {
-                label: format!(
-                    "fit: the whole window {}..{}{}",
-                    secs(f.min),
-                    secs(f.max),
-                    if f.pinned { " (given)" } else { "" }
-                ),
-                points: xs
-                    .iter()
-                    .map(|&x| (x, ((x - f.min) / width).clamp(0.0, 1.0)))
-                    .collect(),
-                dashed: true,
-            });
-            let verdict = match &g.wait.written {
-                Written::Empirical { .. } => {
-                    "uniform rejected: the scenario resamples the seen waits"
-                }
-                _ => "uniform window",
+            let curves = vec![
+                Curve {
+                    label: "fit: the first claim's wait".into(),
+                    points: fc.cdf.clone(),
+                    dashed: false,
+                },
+                Curve {
+                    label: format!(
+                        "fit: one agent's window {}..{}{}",
+                        secs(f.min),
+                        secs(f.max),
+                        if f.pinned { " (given)" } else { "" }
+                    ),
+                    points: grid(hi)
+                        .iter()
+                        .map(|&x| (x, ((x - f.min) / width).clamp(0.0, 1.0)))
+                        .collect(),
+                    dashed: true,
+                },
+            ];
+            let verdict = if fc.ks_p < super::fit::ALPHA {
+                "uniform rejected (kept: see the report)"
+            } else {
+                "uniform window"
             };
             out.push((
                 format!("fit-{gn}-wait.png"),
                 FitPlot {
                     title: format!("{title}: {gn}, wait before starting"),
                     subtitle: format!(
-                        "{} claims seen in {} opportunities, respond_p {:.3}; {} (PIT KS p = {:.3})",
-                        f.claims, f.opps, g.respond_p, verdict, g.wait.ks_p
+                        "{} claims seen in {} opportunities, respond_p {:.3}; {} (first-claim KS p = {:.3}){}",
+                        f.claims,
+                        f.opps,
+                        g.respond_p,
+                        verdict,
+                        fc.ks_p,
+                        if c.groups.len() > 1 { "; first claims of all groups" } else { "" }
                     ),
-                    x_label: "wait from the question to the claim, links removed".into(),
-                    observed: g.wait.visible.clone(),
-                    observed_label: format!("claims seen ({})", g.wait.visible.len()),
+                    x_label: "wait from the question to its first claim, links removed".into(),
+                    observed: fc.waits.clone(),
+                    observed_label: format!("first claim of each question ({})", fc.waits.len()),
                     curves,
                 },
             ));

@@ -436,11 +436,11 @@ pub fn estimates_csv(c: &Calibration) -> String {
             );
             row(
                 &gn,
-                "csma_pit_ks_p",
+                "csma_first_claim_ks_p",
                 g.wait.ks_p,
                 (f64::NAN, f64::NAN),
-                w.claims,
-                "KS of the waits' PITs",
+                c.first_claims.waits.len(),
+                "KS of the first claims under the fitted windows (all groups)",
             );
         }
         let inf = &g.inference;

@@ -246,7 +246,7 @@ pub fn text(
                     Written::Empirical { .. } => "empirical".into(),
                     _ => "uniform".into(),
                 },
-                format!("PIT KS p = {}", p(g.wait.ks_p)),
+                format!("first-claim KS p = {}", p(g.wait.ks_p)),
                 if f.ridge {
                     "weakly identified: see below".into()
                 } else {

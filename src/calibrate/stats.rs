@@ -51,7 +51,11 @@ pub fn wilson(x: u64, n: u64) -> (f64, f64) {
     let d = 1.0 + z * z / n;
     let c = (p + z * z / (2.0 * n)) / d;
     let h = z * ((p * (1.0 - p) + z * z / (4.0 * n)) / n).sqrt() / d;
-    ((c - h).max(0.0), (c + h).min(1.0))
+    // At x = 0 (x = n) the bound is exactly 0 (1); the subtraction leaves
+    // a rounding error that would put 0 outside the interval.
+    let lo = if x == 0.0 { 0.0 } else { (c - h).max(0.0) };
+    let hi = if x == n { 1.0 } else { (c + h).min(1.0) };
+    (lo, hi)
 }
 
 /// The nearest-rank quantile `q` of sorted values (as the simulator's
@@ -421,6 +425,10 @@ mod tests {
         assert_eq!(wilson(0, 0), (0.0, 1.0));
         let (lo, hi) = wilson(0, 20);
         assert_eq!(lo, 0.0);
+        for n in [1, 7, 38, 91, 455] {
+            assert_eq!(wilson(0, n).0, 0.0, "{n}");
+            assert_eq!(wilson(n, n).1, 1.0, "{n}");
+        }
         assert!(approx(hi, 0.1611, 5e-4), "{hi}");
     }
 
