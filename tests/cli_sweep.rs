@@ -641,3 +641,45 @@ fn an_empty_shard_reports_zero_events() {
     assert!(err.contains("on 1 thread)"), "{err}");
     assert!(!err.contains("-0"), "{err}");
 }
+
+/// A sweep whose axes carry labels (`{ values, label, labels }`) shards and
+/// merges like any other: the merged folder has the single run's CSVs,
+/// `labels.toml` entries and figure.
+#[test]
+fn labelled_axes_shard_and_merge_into_the_single_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let labelled = [
+        "--set",
+        "sweep.server.ttl_ms={ values = [10000, 45000], label = \"claim TTL\", \
+         labels = [\"short\", \"long\"] }",
+    ];
+    let whole = dir.path().join("whole");
+    run(&whole, &labelled).success();
+    let mut dirs = Vec::new();
+    for k in 0..2 {
+        let d = dir.path().join(format!("shard-{k}"));
+        let mut args = labelled.to_vec();
+        let shard = format!("{k}/2");
+        args.extend(["--shard", &shard]);
+        run(&d, &args).success();
+        dirs.push(d);
+    }
+    let merged = dir.path().join("merged");
+    merge(&merged, &dirs);
+    for f in ["summary.csv", "runs.csv", "comparison.png"] {
+        assert_eq!(read(&merged, f), read(&whole, f), "{f}");
+    }
+    let labels = String::from_utf8(read(&merged, "labels.toml")).expect("utf-8");
+    let body = |t: &str| {
+        t.lines()
+            .filter(|l| !l.starts_with('#'))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let whole_labels = String::from_utf8(read(&whole, "labels.toml")).expect("utf-8");
+    assert_eq!(body(&labels), body(&whole_labels));
+    assert!(
+        labels.contains("claim TTL") && labels.contains("\"long\""),
+        "{labels}"
+    );
+}

@@ -287,7 +287,11 @@ fn concurrent_runs_into_one_folder_never_mix() {
             .into_iter()
             .filter(|f| f != ".herdsim.lock")
             .collect();
-        assert_eq!(left, ["runs.csv", "summary.csv"], "round {round}");
+        assert_eq!(
+            left,
+            ["comparison.png", "run.toml", "runs.csv", "summary.csv"],
+            "round {round}"
+        );
     }
     // Not a test of the scheduler, but the race must have happened.
     eprintln!("{refused} of 12 rounds had a refused run");
@@ -630,7 +634,14 @@ fn leftover_temp_files_of_dead_runs_are_removed() {
     );
     assert_eq!(
         files(&folder),
-        [".herdsim.lock", &live, "runs.csv", "summary.csv"]
+        [
+            ".herdsim.lock",
+            &live,
+            "comparison.png",
+            "run.toml",
+            "runs.csv",
+            "summary.csv"
+        ]
     );
 }
 

@@ -412,7 +412,8 @@ fn bad_input_is_exit_2_with_one_message() {
         // overflowed a Duration), as is a huge one.
         (vec!["--speed".into(), "1e-18".into()], "--speed"),
         (vec!["--speed".into(), "1e9".into()], "--speed"),
-        (vec!["--deadline=-1".into()], "--deadline"),
+        (vec!["--deadline".into(), "-1".into()], "--deadline"),
+        (vec!["--reps".into(), "-3".into()], "--reps"),
         (vec!["--key-file".into(), "k".into()], "--key-file"),
         (
             vec![

@@ -7,9 +7,10 @@
 //!
 //! Every peer here is on loopback, bounded in count and in time.
 
+mod hostile;
+
 use futures_util::{SinkExt, StreamExt};
 use serde_json::json;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -33,33 +34,11 @@ mean_gap_ms = 1000
 count = 6
 "#;
 
-/// A spawned `herdsim serve`, killed when dropped.
-struct Spawned(std::process::Child);
-
-impl Drop for Spawned {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// `herdsim serve --policy spec` on an ephemeral loopback port, and its URL.
-fn spawn_serve() -> (Spawned, String) {
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("herdsim"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--rate-limit", "0"])
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("serve starts");
-    let stderr = child.stderr.take().expect("stderr");
-    let server = Spawned(child);
-    let mut line = String::new();
-    BufReader::new(stderr).read_line(&mut line).expect("a line");
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("ws://"))
-        .unwrap_or_else(|| panic!("no url in {line}"))
-        .to_string();
+/// `herdsim serve --policy spec` (no frame-rate limit) on an ephemeral
+/// loopback port, and its URL.
+fn spawn_serve() -> (hostile::Server, String) {
+    let server = hostile::Server::spawn(&["--rate-limit", "0"]);
+    let url = format!("ws://{}", server.addr);
     (server, url)
 }
 
@@ -91,9 +70,9 @@ where
     (tx, h)
 }
 
-/// `herdsim live` of `scenario` against `url`, its peak RSS sampled from
-/// /proc while it runs (every 20 ms): (exit ok, stdout+stderr, peak RSS in
-/// KiB, the results folder).
+/// `herdsim live` of `scenario` against `url`, its peak RSS (`VmHWM`) read
+/// from /proc while it runs (every 20 ms): (exit ok, stdout+stderr, peak
+/// RSS in KiB, the results folder).
 fn live(
     url: &str,
     speed: &str,
@@ -118,7 +97,7 @@ fn live(
         if let Ok(text) = std::fs::read_to_string(&status)
             && let Some(kb) = text
                 .lines()
-                .find(|l| l.starts_with("VmRSS:"))
+                .find(|l| l.starts_with("VmHWM:"))
                 .and_then(|l| l.split_whitespace().nth(1))
                 .and_then(|v| v.parse::<u64>().ok())
         {

@@ -22,8 +22,8 @@ fn run_writes_summary_and_runs_with_the_documented_columns() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = small_run(dir.path(), &[]).success();
     assert!(
-        !dir.path().join("default/comparison.png").exists(),
-        "no sweep, no comparison figure"
+        dir.path().join("default/comparison.png").exists(),
+        "no sweep: the bar figure all the same"
     );
     let stdout = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
     for p in ["none", "spec", "agentchat-0.36", "tombstone", "server-time"] {
@@ -157,4 +157,59 @@ fn bad_input_exits_2_and_writes_nothing() {
         .assert()
         .code(2)
         .stderr(predicates::str::contains("respond_p"));
+}
+
+#[test]
+fn a_run_of_another_plan_replaces_the_results_and_what_they_left() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let res = dir.path().join("default");
+    let trace = res.join("spec.jsonl");
+    let t = trace.to_str().expect("utf-8");
+    small_run(dir.path(), &["--trace", t, "--trace-policy", "spec"]).success();
+    assert!(trace.exists() && res.join("comparison.png").exists());
+    std::fs::create_dir_all(res.join("tune")).expect("mkdir");
+    std::fs::write(res.join("tune/recommended.env"), "X=1\n").expect("write");
+    std::fs::write(res.join("timeline-m1.png"), "png").expect("write");
+    std::fs::write(res.join("notes.txt"), "mine").expect("write");
+    // The same plan again: nothing said, nothing removed.
+    let out = small_run(dir.path(), &[]).success();
+    assert!(out.get_output().stderr.is_empty());
+    assert!(trace.exists() && res.join("tune/recommended.env").exists());
+    // Another plan: said (even with --quiet), and what the old one left is gone.
+    let out = small_run(dir.path(), &["--set", "server.ttl_ms=5000"]).success();
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(
+        err.contains("held the results of another plan (`server.ttl_ms` was 45000.0, now 5000.0)"),
+        "{err}"
+    );
+    assert!(
+        err.ends_with("removed what they left: spec.jsonl, timeline-m1.png, tune/\n"),
+        "{err}"
+    );
+    assert!(!trace.exists() && !res.join("timeline-m1.png").exists());
+    assert!(!res.join("tune/recommended.env").exists());
+    assert!(
+        res.join("notes.txt").exists(),
+        "a file herdsim did not make stays"
+    );
+    assert!(res.join("comparison.png").exists(), "the new figure");
+    let record = std::fs::read_to_string(res.join("run.toml")).expect("run.toml");
+    assert!(record.contains("ttl_ms = 5000"), "{record}");
+}
+
+#[test]
+fn a_shard_prints_no_partial_table() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = small_run(
+        dir.path(),
+        &[
+            "--set",
+            "sweep.server.ttl_ms=[5000, 45000]",
+            "--shard",
+            "0/2",
+        ],
+    )
+    .success();
+    assert!(out.get_output().stdout.is_empty());
+    assert!(dir.path().join("default/summary.csv").exists());
 }

@@ -28,6 +28,12 @@ fn stdout(a: &assert_cmd::assert::Assert) -> String {
     String::from_utf8_lossy(&a.get_output().stdout).into_owned()
 }
 
+/// The text with its wrapped comment lines joined (a continuation starts
+/// `#   `), to look for a phrase wherever the wrap fell.
+fn flat(text: &str) -> String {
+    text.replace("\n#   ", " ")
+}
+
 fn stderr(a: &assert_cmd::assert::Assert) -> String {
     String::from_utf8_lossy(&a.get_output().stderr).into_owned()
 }
@@ -87,18 +93,21 @@ fn with_no_budget_the_widest_window_wins() {
     assert_eq!(env_line(&text, "AGENTCHAT_CSMA_MIN_MS"), "0");
     assert_eq!(env_line(&text, "AGENTCHAT_CSMA_MAX_MS"), "4000", "{text}");
     assert_eq!(env_line(&text, "AGENTCHAT_RESPOND_TTL_MS"), "60000");
-    assert!(text.contains("constraint: none"), "{text}");
+    assert!(flat(&text).contains("constraint: none"), "{text}");
     // It says plainly what it optimised, what that cost, and how not to pay.
     assert!(
-        text.contains("# without a budget: it optimised the objective only:"),
+        flat(&text).contains("# without a budget: it optimised the objective only:"),
         "{text}"
     );
-    assert!(text.contains("for a mean ttfr_p95_ms +"), "{text}");
+    assert!(flat(&text).contains("for a mean ttfr_p95_ms +"), "{text}");
     assert!(
-        text.contains("agents.csma.max_ms at the upper edge of the searched range (4000)"),
+        flat(&text).contains("agents.csma.max_ms at the upper edge of the searched range (4000)"),
         "{text}"
     );
-    assert!(text.contains("rerun with --max-ttfr-p95-ms "), "{text}");
+    assert!(
+        flat(&text).contains("rerun with --max-ttfr-p95-ms "),
+        "{text}"
+    );
     // Every non-env line is a comment: the output is a valid env file.
     for l in text.lines() {
         assert!(l.starts_with('#') || l.starts_with("AGENTCHAT_"), "{l}");
@@ -204,8 +213,8 @@ fn with_a_tight_budget_the_answer_sits_on_the_budget() {
     assert!(max > 500.0 && max < 4000.0, "inside the range: {max}");
     // The TTL makes no difference here, so it stays where the user had it.
     assert_eq!(chosen[ttl_c], "60000");
-    assert!(text.contains("# budget: mean ttfr_p95_ms"), "{text}");
-    assert!(text.contains("# confidence: "), "{text}");
+    assert!(flat(&text).contains("# budget: mean ttfr_p95_ms"), "{text}");
+    assert!(flat(&text).contains("# confidence: "), "{text}");
 }
 
 #[test]
@@ -272,10 +281,11 @@ fn policy_and_extra_parameters_show_in_the_output() {
     let text = stdout(&a);
     // agentchat 0.36 reads its own TTL variable.
     assert_eq!(env_line(&text, "AGENTCHAT_CLAIM_TTL_MS"), "60000");
-    assert!(!text.contains("AGENTCHAT_RESPOND_TTL_MS"), "{text}");
-    assert!(text.contains("# agents.respond_p = "), "{text}");
+    assert!(!flat(&text).contains("AGENTCHAT_RESPOND_TTL_MS"), "{text}");
+    assert!(flat(&text).contains("# agents.respond_p = "), "{text}");
     assert!(
-        text.contains("1 x duplicate_rate + 2 x wasted_inference_rate + 1 x unanswered_rate"),
+        flat(&text)
+            .contains("1 x duplicate_rate + 2 x wasted_inference_rate + 1 x unanswered_rate"),
         "{text}"
     );
     let (h, rows) = candidates(&dir.path().join("collide/tune/candidates.csv"));
@@ -311,7 +321,11 @@ fn measured_latencies_example_runs() {
     .success();
     let text = stdout(&a);
     assert!(
-        text.contains("current settings (CSMA 2000..8000 ms, TTL 45000 ms)"),
+        text.lines().all(|l| l.chars().count() <= 100),
+        "every line within 100 columns:\n{text}"
+    );
+    assert!(
+        flat(&text).contains("current settings (CSMA 2000..8000 ms, TTL 45000 ms)"),
         "{text}"
     );
     for var in [
@@ -348,10 +362,10 @@ fn an_impossible_budget_exits_1_and_names_the_fastest() {
     .code(1);
     let text = stdout(&a);
     assert!(
-        text.contains("no setting in the searched ranges meets the budget"),
+        flat(&text).contains("no setting in the searched ranges meets the budget"),
         "{text}"
     );
-    assert!(!text.contains("AGENTCHAT_"), "{text}");
+    assert!(!flat(&text).contains("AGENTCHAT_"), "{text}");
     assert!(
         stderr(&a).contains("--max-ttfr-p95-ms 100"),
         "{}",

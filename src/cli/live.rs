@@ -18,16 +18,16 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub ca_cert: Option<PathBuf>,
     /// Scenario time runs this many times faster than real time (every scenario duration is divided by it).
-    #[arg(long, default_value_t = 100.0)]
+    #[arg(long, default_value_t = 100.0, allow_negative_numbers = true)]
     pub speed: f64,
     /// Output directory; results go to `<out>/<scenario name>-live/`.
     #[arg(long, default_value = "results")]
     pub out: PathBuf,
     /// Master seed (overrides the file's `seed`).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = super::whole::<u64>)]
     pub seed: Option<u64>,
     /// Replications (overrides the file's `reps`).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = super::whole::<u32>)]
     pub reps: Option<u32>,
     /// Override any key: `--set workload.count=50` (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -45,7 +45,7 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub key_file: Option<PathBuf>,
     /// A replication not over after this many seconds of real time fails (default: twice its expected length plus a minute).
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
     pub deadline: Option<f64>,
     /// The embedded server's input log (arbitrate format), first replication.
     #[arg(long, value_name = "FILE")]

@@ -1,7 +1,7 @@
 //! The command line: argument parsing and dispatch only. Each subcommand
 //! lives in its own file.
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
 pub mod arbitrate;
@@ -114,6 +114,27 @@ fn parse_error_line(e: &clap::Error) -> String {
 
 pub use crate::term::interrupt::EXIT_INTERRUPTED;
 
+/// A whole number flag (`--reps`, `--jobs`, `--seed`): a negative or
+/// non-numeric value is named with what is expected, instead of clap's
+/// advice to pass `-3` after `--`.
+pub fn whole<T: std::str::FromStr>(s: &str) -> Result<T, String> {
+    s.trim().parse::<T>().map_err(|_| {
+        if s.trim().starts_with('-') {
+            "must not be negative: expected a whole number".to_string()
+        } else {
+            "expected a whole number".to_string()
+        }
+    })
+}
+
+/// The command line parsed, `--help` wrapped to the terminal stdout is
+/// (80 columns when it is not one).
+fn parse() -> Result<Cli, clap::Error> {
+    let width = crate::report::table::terminal_width();
+    let matches = Cli::command().term_width(width).try_get_matches()?;
+    Cli::from_arg_matches(&matches)
+}
+
 /// Whether an error is a write to a closed pipe (the reader went away).
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
@@ -124,7 +145,7 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 
 /// Parse arguments, run the subcommand, map errors to exit codes.
 pub fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match parse() {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => {
             // --help, --version: clap's own text on stdout; into a full

@@ -16,15 +16,17 @@ pub struct Args {
     /// Scenario file (TOML). Without it, the built-in default scenario.
     pub scenario: Option<PathBuf>,
     /// Master seed (overrides the file's `seed`).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = super::whole::<u64>)]
     pub seed: Option<u64>,
     /// Replications per point and policy (overrides the file's `reps`).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = super::whole::<u32>)]
     pub reps: Option<u32>,
     /// Override any key: `--set server.ttl_ms=30000` (repeatable; `sweep.KEY=[..]` sets a sweep axis).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
-    /// Output directory; results go to `<out>/<scenario name>/`.
+    /// Output directory; results go to `<out>/<scenario name>/`, replacing
+    /// the results of another plan there (and what they left: figures,
+    /// traces, tune/).
     #[arg(long, default_value = "results")]
     pub out: PathBuf,
     /// Write every message and state change of one replication (JSON Lines).
@@ -34,12 +36,12 @@ pub struct Args {
     #[arg(long, value_name = "POLICY")]
     pub trace_policy: Option<String>,
     /// Worker threads, 1 to 1024 (default: all cores).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = super::whole::<usize>)]
     pub jobs: Option<usize>,
     /// Run only the sweep points p with p % N == K (K counts from 0), for
-    /// array jobs; join the shards with `herdsim merge`. `auto`: K and N
-    /// from a Slurm array task; `auto/N`: K from SLURM_ARRAY_TASK_ID or
-    /// Kubernetes' JOB_COMPLETION_INDEX.
+    /// array jobs; prints no table: join the shards with `herdsim merge`.
+    /// `auto`: K and N from a Slurm array task; `auto/N`: K from
+    /// SLURM_ARRAY_TASK_ID or Kubernetes' JOB_COMPLETION_INDEX.
     #[arg(long, value_name = "K/N|auto[/N]", value_parser = |s: &str| s.parse::<ShardSpec>())]
     pub shard: Option<ShardSpec>,
     /// Complete an interrupted run from the journal in its results folder
@@ -49,7 +51,7 @@ pub struct Args {
     /// Discard the journal of an interrupted run and start over.
     #[arg(long)]
     pub fresh: bool,
-    /// Do not draw `comparison.png` for a sweep.
+    /// Do not draw the standard figure `comparison.png`.
     #[arg(long)]
     pub no_plot: bool,
     /// No progress bar and no timing line on stderr.
@@ -103,7 +105,10 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
             return Ok(ExitCode::from(super::EXIT_INTERRUPTED));
         }
     };
-    super::print_out(&table::render(&done.keys, &done.summary))?;
+    // A shard's rows are part of the sweep: `herdsim merge` prints the table.
+    if shard.is_none() {
+        super::print_out(&table::render(&done.keys, &done.summary))?;
+    }
     if !args.quiet {
         let resumed = match done.resumed {
             0 => String::new(),
@@ -118,6 +123,12 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
             plural(opts.threads, "thread"),
             done.dir.display()
         ));
+        if let Some(s) = shard {
+            note(format_args!(
+                "herdsim: shard {s} holds part of the sweep: join the shards with `herdsim merge` \
+                 for the table and the figure"
+            ));
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -35,21 +35,21 @@ pub struct Args {
     #[arg(long, default_value = "spec")]
     pub policy: String,
     /// Master seed (default: the scenario's `seed`).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = super::whole::<u64>)]
     pub seed: Option<u64>,
     /// Replications of every candidate (default: the scenario's `reps`).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = super::whole::<u32>)]
     pub reps: Option<u32>,
     /// Most replications for the best two when they are too close to call
     /// (default: 4 x --reps).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = super::whole::<u32>)]
     pub max_reps: Option<u32>,
     /// Grid levels per searched parameter (default: 3 to 9, about 200
     /// candidates at most).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = super::whole::<usize>)]
     pub grid: Option<usize>,
     /// Worker threads, 1 to 1024 (default: all cores). Results do not depend on it.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = super::whole::<usize>)]
     pub jobs: Option<usize>,
     /// No progress bar and no timing line on stderr.
     #[arg(long, short)]

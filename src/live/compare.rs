@@ -211,10 +211,16 @@ pub fn csv(scenario: &str, policy: &str, lines: &[Line]) -> anyhow::Result<Vec<u
     w.into_inner().map_err(|e| anyhow::anyhow!("{e}"))
 }
 
-/// The side-by-side table printed on stdout.
+/// The side-by-side table printed on stdout, each metric in the unit the
+/// run table shows it in (rates in %, times in s), fitted to the terminal.
 pub fn table(lines: &[Line]) -> String {
-    use crate::report::table::mean_ci;
-    let ci_of = |s: &Summary| (s.n >= 2).then_some(s.ci95);
+    table_width(lines, crate::report::table::terminal_width())
+}
+
+/// [`table`] for a line width of `max`.
+pub fn table_width(lines: &[Line], max: usize) -> String {
+    use crate::report::table::{header, legend, mean_ci, unit};
+    let ci_of = |s: &Summary, scale: f64| (s.n >= 2).then_some(s.ci95 * scale);
     let mut rows = vec![[
         "metric".to_string(),
         "live".to_string(),
@@ -224,10 +230,11 @@ pub fn table(lines: &[Line]) -> String {
         "agree".to_string(),
     ]];
     for l in lines {
+        let (_, scale) = unit(l.metric);
         rows.push([
-            l.metric.to_string(),
-            mean_ci(l.live.mean, ci_of(&l.live)),
-            mean_ci(l.sim.mean, ci_of(&l.sim)),
+            header(l.metric),
+            mean_ci(l.live.mean * scale, ci_of(&l.live, scale)),
+            mean_ci(l.sim.mean * scale, ci_of(&l.sim, scale)),
             match l.test {
                 Test::Proportion => "z".into(),
                 Test::Welch => "welch".into(),
@@ -263,11 +270,15 @@ pub fn table(lines: &[Line]) -> String {
             out.push('\n');
         }
     }
-    out.push_str(
-        "mean ± 95% CI over replications. test: z = two-proportion z on pooled messages, \
-         welch = Welch t on\nreplications; agree: p >= 0.01 or |live - sim| within the \
-         metric's tolerance (compare.csv; docs/live.md)\n",
-    );
+    let metrics: Vec<&str> = lines.iter().map(|l| l.metric).collect();
+    out.push_str(&legend(
+        &metrics,
+        "mean ± 95% CI over replications.",
+        "test: z = two-proportion z on pooled messages, welch = Welch t on replications; \
+         agree: p >= 0.01 or |live - sim| within the metric's tolerance (compare.csv; \
+         docs/live.md)",
+        max,
+    ));
     out
 }
 
@@ -389,6 +400,32 @@ mod tests {
         assert!(p > 0.5);
         let (z, p) = two_proportion(10.0, 1000.0, 300.0, 1000.0);
         assert!(z < 0.0 && p < 1e-6);
+    }
+
+    #[test]
+    fn the_table_shows_the_run_tables_units_and_fits() {
+        let sum = |mean: f64, ci95: f64| Summary { mean, ci95, n: 3 };
+        let line = |metric: &'static str, mean: f64, ci: f64| Line {
+            metric,
+            live: sum(mean, ci),
+            sim: sum(mean, ci),
+            test: Test::Welch,
+            stat: 0.0,
+            p: 1.0,
+            tolerance: 0.0,
+            agree: true,
+        };
+        let t = table_width(
+            &[
+                line("duplicate_rate", 0.751, 0.05),
+                line("ttfr_p95_ms", 11742.0, 2925.0),
+            ],
+            80,
+        );
+        assert!(t.contains("dup %") && t.contains("75.1 ±5.0"), "{t}");
+        assert!(t.contains("p95 s") && t.contains("11.7 ±2.9"), "{t}");
+        assert!(t.contains("dup: duplicate_rate"), "{t}");
+        assert!(t.lines().all(|l| l.chars().count() <= 80), "{t}");
     }
 
     #[test]

@@ -74,8 +74,9 @@ pub enum DistError {
         value: f64,
         requirement: String,
     },
-    /// The empirical data file cannot be read.
-    #[error("cannot read `{}`: {source}", path.display())]
+    /// The empirical data file cannot be read (a relative path is also
+    /// shown absolute: where it was looked for).
+    #[error("cannot read `{}`{}: {source}", path.display(), absolute(path))]
     Io {
         path: PathBuf,
         #[source]
@@ -91,6 +92,14 @@ pub enum DistError {
     /// A problem with the empirical data file as a whole.
     #[error("`{}`: {message}", path.display())]
     File { path: PathBuf, message: String },
+}
+
+/// ` (/abs/path)` for a relative `path`, nothing for an absolute one.
+fn absolute(path: &std::path::Path) -> String {
+    if path.is_absolute() {
+        return String::new();
+    }
+    std::path::absolute(path).map_or_else(|_| String::new(), |p| format!(" ({})", p.display()))
 }
 
 /// A number as a message shows it: plain, or in exponent form when huge.
@@ -978,6 +987,20 @@ mod tests {
         let abs = dir.path().join("plain.csv");
         let spec = empirical(abs.to_str().expect("utf-8 temp path"), None);
         assert!(spec.prepare(Path::new("/nonexistent")).is_ok());
+    }
+
+    #[test]
+    fn a_relative_data_path_is_also_shown_absolute() {
+        let e = DistError::Io {
+            path: PathBuf::from("data/lat.csv"),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        };
+        let cwd = std::env::current_dir().expect("cwd");
+        let want = format!(
+            "cannot read `data/lat.csv` ({}): ",
+            cwd.join("data/lat.csv").display()
+        );
+        assert!(e.to_string().starts_with(&want), "{e}");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 pub mod atomic;
 pub mod csv_out;
 pub mod figures;
+pub mod labels;
 pub mod lock;
 pub mod paths;
 pub mod plot;

@@ -1,36 +1,126 @@
-//! The readable summary table `herdsim run` prints on stdout.
+//! The readable summary table `herdsim run` prints on stdout, and the one
+//! way every printed table and figure shows a metric ([`SHOWN`]: rates in
+//! %, times in s).
 //!
-//! It fits [`WIDTH`] columns: a few metrics (the CSV has them all), swept
-//! keys headed by the shortest unambiguous end of their dotted name, numbers
-//! to the precision their confidence interval supports, and, should the
-//! columns still not fit, the metrics split over several blocks that each
-//! repeat the policy and the keys.
+//! It fits the terminal (80 columns when stdout is not one): a few metrics
+//! (the CSV has them all), swept keys headed by the shortest unambiguous
+//! end of their dotted name, numbers to the precision their confidence
+//! interval supports, and, should the columns still not fit, the metrics
+//! split over several blocks that each repeat the policy and the keys.
 
 use super::csv_out::SummaryRow;
 use crate::metrics::METRICS;
 
-/// The widest line the table prints.
-pub const WIDTH: usize = 100;
+/// The width a table is laid out for when stdout is not a terminal.
+pub const WIDTH: usize = 80;
 
 /// Gap between columns.
 const GAP: usize = 2;
 
-/// (header, metric, scale): the metrics shown, in order.
-const COLS: [(&str, &str, f64); 7] = [
-    ("resp/msg", "responses_per_msg", 1.0),
-    ("dup %", "duplicate_rate", 100.0),
-    ("unans %", "unanswered_rate", 100.0),
-    ("waste %", "wasted_inference_rate", 100.0),
-    ("starters", "starters_per_msg", 1.0),
-    ("1 starter %", "single_starter_rate", 100.0),
-    ("p95 s", "ttfr_p95_ms", 0.001),
+/// How a metric is shown to a reader, wherever it is printed or drawn:
+/// (metric, short name, unit, factor from the stored value). Rates are
+/// shares of messages or of inference time, shown in %; times are stored
+/// in ms and shown in s.
+pub const SHOWN: [(&str, &str, &str, f64); 9] = [
+    ("duplicate_rate", "dup", "%", 100.0),
+    ("unanswered_rate", "unans", "%", 100.0),
+    ("wasted_inference_rate", "waste", "%", 100.0),
+    ("ttfr_p95_ms", "p95", "s", 0.001),
+    ("responses_per_msg", "resp/msg", "", 1.0),
+    ("starters_per_msg", "starters", "", 1.0),
+    ("single_starter_rate", "1 starter", "%", 100.0),
+    ("wasted_inference_count_rate", "waste n", "%", 100.0),
+    ("ttfr_p50_ms", "p50", "s", 0.001),
 ];
 
-/// The line printed under the table.
-pub const LEGEND: &str = "\
-mean ± 95% CI over replications (n/a: one replication). resp/msg: responses_per_msg; dup:
-duplicate_rate; unans: unanswered_rate; waste: wasted_inference_rate; starters: starters_per_msg;
-1 starter: single_starter_rate; p95: ttfr_p95_ms. Every column of summary.csv: docs/metrics.md";
+/// The metrics of the printed table, in column order: the answers first
+/// (duplicates, unanswered, waste, latency), then how they came about.
+const COLS: [&str; 7] = [
+    "duplicate_rate",
+    "unanswered_rate",
+    "wasted_inference_rate",
+    "ttfr_p95_ms",
+    "responses_per_msg",
+    "starters_per_msg",
+    "single_starter_rate",
+];
+
+/// The unit a metric is shown in and the factor from its stored value:
+/// from [`SHOWN`], else from its name (a `_rate` in %, a `_ms` in s).
+pub fn unit(metric: &str) -> (&'static str, f64) {
+    if let Some(&(_, _, u, f)) = SHOWN.iter().find(|s| s.0 == metric) {
+        (u, f)
+    } else if metric.ends_with("_rate") {
+        ("%", 100.0)
+    } else if metric.ends_with("_ms") {
+        ("s", 0.001)
+    } else {
+        ("", 1.0)
+    }
+}
+
+/// A metric's column header: its short name and unit (`dup %`, `p95 s`),
+/// or its own name and unit when it has no short name.
+pub fn header(metric: &str) -> String {
+    let (u, _) = unit(metric);
+    let name = SHOWN.iter().find(|s| s.0 == metric).map_or(metric, |s| s.1);
+    if u.is_empty() {
+        name.to_string()
+    } else {
+        format!("{name} {u}")
+    }
+}
+
+/// The key under a table: `short: csv_column` for each metric shown with
+/// a short name, wrapped to `width`.
+pub fn legend(metrics: &[&str], lead: &str, tail: &str, width: usize) -> String {
+    let mut parts: Vec<String> = vec![lead.to_string()];
+    let named: Vec<String> = metrics
+        .iter()
+        .filter_map(|m| SHOWN.iter().find(|s| s.0 == *m))
+        // A pair stays on one line: no break inside it (see `wrap`).
+        .map(|s| format!("{}: {}", s.1, s.0).replace(' ', "\u{a0}"))
+        .collect();
+    if !named.is_empty() {
+        parts.push(format!("{}.", named.join("; ")));
+    }
+    if !tail.is_empty() {
+        parts.push(tail.to_string());
+    }
+    wrap(&parts.join(" "), width)
+}
+
+/// `text` broken into lines of at most `width` characters at spaces (a
+/// word longer than that gets a line of its own), each ending in `\n`; a
+/// no-break space joins words that stay together and prints as a space.
+pub fn wrap(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split(' ').filter(|w| !w.is_empty()) {
+        let len = line.chars().count();
+        if len > 0 && len + 1 + word.chars().count() > width {
+            out.push_str(&line);
+            out.push('\n');
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out.replace('\u{a0}', " ")
+}
+
+/// The width tables are laid out for: the terminal's when stdout is one,
+/// else [`WIDTH`].
+pub fn terminal_width() -> usize {
+    terminal_size::terminal_size_of(std::io::stdout())
+        .map_or(WIDTH, |(w, _)| usize::from(w.0).max(40))
+}
 
 fn idx(name: &str) -> usize {
     METRICS.iter().position(|m| *m == name).unwrap_or(0)
@@ -93,21 +183,58 @@ pub fn short_keys(keys: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// Render rows as aligned text tables, mean ± 95% CI half-width, no line
-/// wider than [`WIDTH`] (unless one metric beside the keys cannot fit).
+/// Columns of widths `widths` (after an id part `id_width` wide) in
+/// blocks of consecutive columns no wider than `max` with their gaps: as
+/// few blocks as fit, each with at most as many columns as an even split
+/// gives (7 columns in two blocks: 4 and 3, not 6 and 1). A column too
+/// wide for any block gets one of its own.
+fn pack(widths: &[usize], id_width: usize, max: usize) -> Vec<Vec<usize>> {
+    let greedy = |cap: usize| {
+        let mut blocks: Vec<Vec<usize>> = vec![Vec::new()];
+        let mut used = id_width;
+        for (c, w) in widths.iter().enumerate() {
+            let w = GAP + w;
+            let block = blocks.last_mut().expect("one block at least");
+            if !block.is_empty() && (used + w > max || block.len() >= cap) {
+                blocks.push(vec![c]);
+                used = id_width + w;
+            } else {
+                block.push(c);
+                used += w;
+            }
+        }
+        blocks
+    };
+    let fewest = greedy(usize::MAX);
+    let n = fewest.len();
+    (widths.len().div_ceil(n)..=widths.len())
+        .map(greedy)
+        .find(|b| b.len() == n)
+        .unwrap_or(fewest)
+}
+
+/// Render rows as aligned text tables for the terminal stdout is (or
+/// [`WIDTH`] columns): [`render_width`].
 pub fn render(keys: &[String], rows: &[SummaryRow]) -> String {
+    render_width(keys, rows, terminal_width())
+}
+
+/// Render rows as aligned text tables, mean ± 95% CI half-width, no line
+/// wider than `max` (unless one metric beside the keys cannot fit).
+pub fn render_width(keys: &[String], rows: &[SummaryRow], max: usize) -> String {
     let mut head: Vec<String> = vec!["policy".into()];
     head.extend(short_keys(keys));
     let ids = head.len();
-    for (label, _, _) in &COLS {
-        head.push((*label).into());
+    for metric in &COLS {
+        head.push(header(metric));
     }
     let body: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
             let mut line = vec![r.policy.clone()];
             line.extend(r.params.iter().map(|(_, v)| v.clone()));
-            for (_, metric, scale) in &COLS {
+            for metric in &COLS {
+                let (_, scale) = unit(metric);
                 let s = &r.stats[idx(metric)];
                 let ci = (s.n >= 2).then_some(s.ci95 * scale);
                 line.push(mean_ci(s.mean * scale, ci));
@@ -124,21 +251,13 @@ pub fn render(keys: &[String], rows: &[SummaryRow]) -> String {
                 .unwrap_or(0)
         })
         .collect();
-    // Pack the metric columns into blocks that fit.
+    // Pack the metric columns into as few blocks as fit, as even as can be.
     let id_width: usize = width[..ids].iter().sum::<usize>() + GAP * (ids - 1);
-    let mut blocks: Vec<Vec<usize>> = vec![Vec::new()];
-    let mut used = id_width;
-    for (c, cw) in width.iter().enumerate().skip(ids) {
-        let w = GAP + cw;
-        let block = blocks.last_mut().expect("one block at least");
-        if !block.is_empty() && used + w > WIDTH {
-            blocks.push(vec![c]);
-            used = id_width + w;
-        } else {
-            block.push(c);
-            used += w;
-        }
-    }
+    let metric_widths: Vec<usize> = width[ids..].to_vec();
+    let blocks: Vec<Vec<usize>> = pack(&metric_widths, id_width, max)
+        .into_iter()
+        .map(|b| b.into_iter().map(|c| c + ids).collect())
+        .collect();
     let mut out = String::new();
     for (b, block) in blocks.iter().enumerate() {
         if b > 0 {
@@ -168,10 +287,13 @@ pub fn render(keys: &[String], rows: &[SummaryRow]) -> String {
             line(l, &mut out);
         }
     }
-    out.push_str(LEGEND);
-    out.push('\n');
+    out.push_str(&legend(&COLS, LEAD, TAIL, max));
     out
 }
+
+/// The legend's first and last sentences.
+const LEAD: &str = "mean ± 95% CI over replications (n/a: one replication).";
+const TAIL: &str = "Every column of summary.csv: docs/metrics.md";
 
 #[cfg(test)]
 mod tests {
@@ -206,6 +328,38 @@ mod tests {
     }
 
     #[test]
+    fn units_and_headers() {
+        assert_eq!(unit("duplicate_rate"), ("%", 100.0));
+        assert_eq!(unit("ttfr_p99_ms"), ("s", 0.001));
+        assert_eq!(unit("claims"), ("", 1.0));
+        assert_eq!(header("duplicate_rate"), "dup %");
+        assert_eq!(header("ttfr_p95_ms"), "p95 s");
+        assert_eq!(header("ttfr_p99_ms"), "ttfr_p99_ms s");
+        assert_eq!(header("responses_per_msg"), "resp/msg");
+    }
+
+    #[test]
+    fn blocks_are_few_and_even() {
+        // 7 columns of 10 after 10 of ids: 6 fit in 80, but 4 + 3 read better.
+        let b = pack(&[10; 7], 10, 80);
+        assert_eq!(b, vec![vec![0, 1, 2, 3], vec![4, 5, 6]]);
+        assert_eq!(pack(&[10; 7], 10, 200), vec![(0..7).collect::<Vec<_>>()]);
+        // A column wider than the line gets a block of its own.
+        assert_eq!(
+            pack(&[10, 100, 10], 10, 50),
+            vec![vec![0], vec![1], vec![2]]
+        );
+    }
+
+    #[test]
+    fn text_wraps_at_spaces() {
+        assert_eq!(wrap("aa bb cc", 5), "aa bb\ncc\n");
+        assert_eq!(wrap("a verylongword b", 4), "a\nverylongword\nb\n");
+        assert_eq!(wrap("", 4), "");
+        assert_eq!(wrap("a b\u{a0}c", 4), "a\nb c\n");
+    }
+
+    #[test]
     fn short_key_names() {
         let k = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert_eq!(
@@ -225,10 +379,13 @@ mod tests {
             row("agentchat-0.36", &[], 0.5, 0.0, 1),
             row("spec", &[], 0.000612, 0.0001, 20),
         ];
-        let t = render(&[], &rows);
+        let t = render_width(&[], &rows, WIDTH);
         assert!(t.contains("±n/a"), "{t}");
         assert!(t.contains("0.061 ±0.010"), "{t}");
         assert!(t.lines().all(|l| l.chars().count() <= WIDTH), "{t}");
+        // A wide terminal gets one block.
+        let wide = render_width(&[], &rows, 200);
+        assert_eq!(wide.matches("agentchat-0.36").count(), 1, "{wide}");
     }
 
     #[test]
@@ -244,7 +401,7 @@ mod tests {
             ("workload.reply_to_agent_p", "0.3333"),
         ];
         let rows = vec![row("agentchat-0.36", &p, 12.3456, 1.234, 10)];
-        let t = render(&keys, &rows);
+        let t = render_width(&keys, &rows, WIDTH);
         assert!(t.lines().all(|l| l.chars().count() <= WIDTH), "{t}");
         // Every block repeats the ids.
         assert!(t.matches("agentchat-0.36").count() >= 2, "{t}");

@@ -55,6 +55,63 @@ pub struct Axis {
     pub values: Vec<Value>,
     /// The `--set` assignment that defined it (`None`: the file).
     pub set: Option<String>,
+    /// What figures call the axis instead of its key (`label`).
+    pub label: Option<String>,
+    /// What figures call each value, in the order of `values` (`labels`).
+    pub value_labels: Option<Vec<String>>,
+}
+
+impl Axis {
+    /// The axis as the resolved scenario writes it: the list of values,
+    /// or `{ values, label, labels }` when it has labels.
+    fn to_value(&self) -> Value {
+        if self.label.is_none() && self.value_labels.is_none() {
+            return Value::Array(self.values.clone());
+        }
+        let mut t = toml::Table::new();
+        t.insert("values".into(), Value::Array(self.values.clone()));
+        if let Some(l) = &self.label {
+            t.insert("label".into(), Value::String(l.clone()));
+        }
+        if let Some(ls) = &self.value_labels {
+            let ls = ls.iter().map(|l| Value::String(l.clone())).collect();
+            t.insert("labels".into(), Value::Array(ls));
+        }
+        Value::Table(t)
+    }
+
+    /// The axis's labels for figures, each value as the CSVs write it.
+    pub fn labels(&self) -> Option<AxisLabels> {
+        if self.label.is_none() && self.value_labels.is_none() {
+            return None;
+        }
+        let values = match &self.value_labels {
+            Some(ls) => self
+                .values
+                .iter()
+                .map(csv_value)
+                .zip(ls.iter().cloned())
+                .collect(),
+            None => Vec::new(),
+        };
+        Some(AxisLabels {
+            key: self.key.clone(),
+            label: self.label.clone(),
+            values,
+        })
+    }
+}
+
+/// The labels a scenario gives a sweep axis, for figures: the axis's
+/// label and, per value (as the CSVs write it), the value's.
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+pub struct AxisLabels {
+    pub key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// (value as in the CSVs, its label).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<(String, String)>,
 }
 
 /// A loaded scenario file: its text (for locating keys), the resolved tree
@@ -401,6 +458,12 @@ impl Loaded {
             })
     }
 
+    /// The labels the scenario gives its sweep axes, axis by axis (only
+    /// the axes that have any).
+    pub fn sweep_labels(&self) -> Vec<AxisLabels> {
+        self.sweep.iter().filter_map(Axis::labels).collect()
+    }
+
     /// The dotted keys of the sweep axes, in grid order.
     pub fn sweep_keys(&self) -> Vec<String> {
         self.sweep.iter().map(|a| a.key.clone()).collect()
@@ -413,7 +476,7 @@ impl Loaded {
         if !self.sweep.is_empty() {
             let mut s = toml::Table::new();
             for a in &self.sweep {
-                s.insert(a.key.clone(), Value::Array(a.values.clone()));
+                s.insert(a.key.clone(), a.to_value());
             }
             t.insert("sweep".into(), Value::Table(s));
         }
@@ -793,6 +856,53 @@ mod tests {
         assert_eq!(pts[1].params[1].1, "3");
         assert_eq!(pts[3].params[0].1, "2000");
         assert_eq!(pts[5].scenario.agents[0].count, 4);
+    }
+
+    #[test]
+    fn a_sweep_axis_may_carry_labels() {
+        let text = "reps = 1\n[sweep]\n\
+                    \"agents.0.respond_p\" = { values = [1.0, 0.2], labels = [\"all\", \"few\"] }\n\
+                    \"server.ttl_ms\" = { from = 1000, to = 2000, step = 1000, label = \"TTL\" }\n";
+        let l = Loaded::from_text("t.toml", text, Path::new(".")).expect("ok");
+        assert_eq!(l.points().expect("points").len(), 4);
+        let labels = l.sweep_labels();
+        assert_eq!(
+            labels[0].values,
+            vec![("1".into(), "all".into()), ("0.2".into(), "few".into())]
+        );
+        assert_eq!(labels[1].label.as_deref(), Some("TTL"));
+        // The resolved scenario keeps them, and reads back the same.
+        let again = Loaded::from_text("r.toml", &l.resolved_toml().expect("toml"), Path::new("."))
+            .expect("resolved reads back");
+        assert_eq!(again.sweep_labels(), labels);
+        // --set replaces the axis, labels and all.
+        let mut l = l;
+        l.apply_set("sweep.server.ttl_ms=[5000]").expect("set");
+        assert_eq!(l.sweep_labels().len(), 1);
+    }
+
+    #[test]
+    fn bad_sweep_labels_name_the_axis_with_line_and_column() {
+        for (axis, want) in [
+            (
+                "{ values = [1, 2], labels = [\"a\"] }",
+                "one label per value",
+            ),
+            ("{ values = [1, 2], label = 3 }", "`label` must be a string"),
+            (
+                "{ values = [1, 2], labels = [\"a\", \"a\"] }",
+                "names two values",
+            ),
+            ("{ values = [1, 2], lable = \"x\" }", "unknown key `lable`"),
+            ("{ values = [], label = \"x\" }", "lists no values"),
+            ("{ values = [1], label = \"\" }", "1 to 100 characters"),
+        ] {
+            let text = format!("reps = 1\n[sweep]\n\"agents.0.count\" = {axis}\n");
+            let e = Loaded::from_text("t.toml", &text, Path::new(".")).expect_err(axis);
+            assert_eq!(e.pos.map(|p| p.0), Some(3), "{e}");
+            assert_eq!(e.key.as_deref(), Some("sweep.agents.0.count"), "{e}");
+            assert!(e.message.contains(want), "{axis}: {e}");
+        }
     }
 
     #[test]

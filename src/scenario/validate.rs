@@ -581,7 +581,13 @@ pub fn sweep_axes(
     };
     flatten("", t, &mut axes).map_err(|(k, m)| err(&k, m))?;
     let mut out: Vec<Axis> = Vec::with_capacity(axes.len());
-    for (key, values) in axes {
+    for FlatAxis {
+        key,
+        values,
+        label,
+        value_labels,
+    } in axes
+    {
         let skey = format!("sweep.{key}");
         let first_seg = key.split('.').next().unwrap_or("");
         if PLAN_KEYS.contains(&first_seg) {
@@ -615,6 +621,8 @@ pub fn sweep_axes(
             key,
             values,
             set: set.map(str::to_string),
+            label,
+            value_labels,
         });
     }
     Ok(out)
@@ -672,7 +680,87 @@ pub fn path_within(inner: &str, outer: &str) -> bool {
     go(&i, &o)
 }
 
-type Flat = Vec<(String, Vec<Value>)>;
+/// A sweep axis as written: its key, its values and its labels.
+struct FlatAxis {
+    key: String,
+    values: Vec<Value>,
+    label: Option<String>,
+    value_labels: Option<Vec<String>>,
+}
+
+type Flat = Vec<FlatAxis>;
+
+/// Longest label of a sweep axis or of one of its values, in characters.
+pub const MAX_LABEL_CHARS: usize = 100;
+
+/// A label: a string of 1 to [`MAX_LABEL_CHARS`] characters, on one line.
+fn label_text(v: &Value, what: &str) -> Result<String, String> {
+    let Value::String(s) = v else {
+        return Err(format!("{what} must be a string"));
+    };
+    let n = s.chars().count();
+    if s.trim().is_empty() || n > MAX_LABEL_CHARS || s.contains(['\n', '\r']) {
+        return Err(format!(
+            "{what} must be text of 1 to {MAX_LABEL_CHARS} characters on one line"
+        ));
+    }
+    Ok(s.clone())
+}
+
+/// The labelled axis `key = { values = [...], label = "...", labels =
+/// [...] }`: its values, its label and one label per value, both optional.
+fn labelled(key: String, t: &toml::Table) -> Result<FlatAxis, String> {
+    for k in t.keys() {
+        if !matches!(k.as_str(), "values" | "label" | "labels") {
+            return Err(format!(
+                "unknown key `{k}` in a labelled axis (expected values, label, labels)"
+            ));
+        }
+    }
+    let Some(Value::Array(values)) = t.get("values") else {
+        return Err("`values` must be a list of values".into());
+    };
+    if values.is_empty() {
+        return Err("lists no values".into());
+    }
+    if values.len() > MAX_AXIS_VALUES {
+        return Err(format!("has more than {MAX_AXIS_VALUES} values"));
+    }
+    let label = t
+        .get("label")
+        .map(|v| label_text(v, "`label`"))
+        .transpose()?;
+    let labels = match t.get("labels") {
+        None => None,
+        Some(Value::Array(ls)) => {
+            if ls.len() != values.len() {
+                return Err(format!(
+                    "`labels` has {} entries for {} values: give one label per value",
+                    ls.len(),
+                    values.len()
+                ));
+            }
+            let ls = ls
+                .iter()
+                .enumerate()
+                .map(|(i, v)| label_text(v, &format!("`labels` entry {}", i + 1)))
+                .collect::<Result<Vec<String>, String>>()?;
+            for (i, l) in ls.iter().enumerate() {
+                if ls[..i].contains(l) {
+                    return Err(format!("`labels` names two values `{l}`"));
+                }
+            }
+            Some(ls)
+        }
+        Some(_) => return Err("`labels` must be a list of strings, one per value".into()),
+    };
+    Ok(FlatAxis {
+        key,
+        values: values.clone(),
+        label,
+        value_labels: labels,
+    })
+}
 
 fn flatten(prefix: &str, t: toml::Table, axes: &mut Flat) -> Result<(), (String, String)> {
     for (k, v) in t {
@@ -693,15 +781,33 @@ fn flatten(prefix: &str, t: toml::Table, axes: &mut Flat) -> Result<(), (String,
                 if vs.len() > MAX_AXIS_VALUES {
                     return Err((skey, format!("has more than {MAX_AXIS_VALUES} values")));
                 }
-                axes.push((key, vs));
+                axes.push(FlatAxis {
+                    key,
+                    values: vs,
+                    label: None,
+                    value_labels: None,
+                });
             }
-            Value::Table(inner)
+            Value::Table(inner) if inner.contains_key("values") => {
+                axes.push(labelled(key, &inner).map_err(|m| (skey, m))?);
+            }
+            Value::Table(mut inner)
                 if inner.contains_key("from")
                     || inner.contains_key("to")
                     || inner.contains_key("step") =>
             {
+                let label = inner
+                    .remove("label")
+                    .map(|v| label_text(&v, "`label`"))
+                    .transpose()
+                    .map_err(|m| (skey.clone(), m))?;
                 let vs = range(&inner).map_err(|m| (skey, m))?;
-                axes.push((key, vs));
+                axes.push(FlatAxis {
+                    key,
+                    values: vs,
+                    label,
+                    value_labels: None,
+                });
             }
             Value::Table(inner) if inner.is_empty() => {
                 return Err((skey, "lists no values".into()));
@@ -710,7 +816,9 @@ fn flatten(prefix: &str, t: toml::Table, axes: &mut Flat) -> Result<(), (String,
             _ => {
                 return Err((
                     skey,
-                    "must be a list of values or a range table { from, to, step }".into(),
+                    "must be a list of values, a range table { from, to, step } or a labelled \
+                     axis { values, label, labels }"
+                        .into(),
                 ));
             }
         }

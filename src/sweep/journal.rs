@@ -102,6 +102,12 @@ pub fn data_files(resolved: &toml::Table) -> Vec<String> {
                     paths.push(p.to_string());
                 }
                 for (k, v) in t {
+                    // A labelled sweep axis keeps its values under `values`.
+                    let k = if k == "values" && key.ends_with(".path") {
+                        key
+                    } else {
+                        k
+                    };
                     walk(v, k, paths);
                 }
             }

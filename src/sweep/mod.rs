@@ -16,6 +16,7 @@ pub mod memory;
 pub mod merge;
 pub mod outputs;
 pub mod progress;
+pub mod record;
 pub mod resume;
 pub mod runner;
 pub mod shard;

@@ -3,19 +3,24 @@
 //! two CSVs, the comparison figure of a sweep.
 
 use super::journal::JOURNAL_FILE;
+use super::record::RECORD_FILE;
 use super::shard::SHARD_FILE;
 use super::{Error, Observer, Row};
 use crate::floor::PolicyKind;
 use crate::report::csv_out::{self, SummaryRow};
+use crate::report::labels::{self, LABELS_FILE};
 use crate::report::lock::{FolderLock, LOCK_FILE, LockError};
 use crate::report::{atomic, paths};
+use crate::scenario::AxisLabels;
 use std::path::{Path, PathBuf};
 
 /// The files a run writes into its results folder.
-pub const RESULT_FILES: [&str; 6] = [
+pub const RESULT_FILES: [&str; 8] = [
     "runs.csv",
     "summary.csv",
     "comparison.png",
+    LABELS_FILE,
+    RECORD_FILE,
     JOURNAL_FILE,
     SHARD_FILE,
     LOCK_FILE,
@@ -169,16 +174,41 @@ impl Tables {
     }
 }
 
-/// The standard comparison figure of a sweep, next to its CSVs in `dir`.
-/// A drawing failure loses no results, so it is a warning.
-pub fn draw_comparison(dir: &Path, obs: &dyn Observer) {
+/// The standard comparison figure, next to the CSVs in `dir`: whether it
+/// was drawn. A drawing failure loses no results, so it is a warning.
+pub fn draw_comparison(dir: &Path, obs: &dyn Observer) -> bool {
     let png = dir.join("comparison.png");
-    if let Err(e) = crate::report::plot::comparison_figure(&dir.join("summary.csv"), &png, None) {
-        obs.warn(&format!(
-            "herdsim: warning: could not draw {}: {e:#}",
-            png.display()
-        ));
+    match crate::report::plot::comparison_figure(&dir.join("summary.csv"), &png, None) {
+        Ok(()) => true,
+        Err(e) => {
+            obs.warn(&format!(
+                "herdsim: warning: could not draw {}: {e:#}",
+                png.display()
+            ));
+            false
+        }
     }
+}
+
+/// `labels.toml` in `dir` when the plan's scenario labels its sweep axes
+/// (a stale one is removed otherwise): whether it was written.
+pub fn write_plan_labels(dir: &Path, plan: &super::Plan) -> Result<bool, Error> {
+    write_labels(dir, &plan.loaded.file, &plan.loaded.sweep_labels())
+}
+
+/// `labels.toml` in `dir` for `axes`, labels `source` gives its sweep axes
+/// (a stale one is removed when there are none): whether it was written.
+pub fn write_labels(dir: &Path, source: &str, axes: &[AxisLabels]) -> Result<bool, Error> {
+    let path = dir.join(LABELS_FILE);
+    if axes.is_empty() {
+        if path.symlink_metadata().is_ok_and(|m| m.is_file()) {
+            std::fs::remove_file(&path)?;
+        }
+        return Ok(false);
+    }
+    let text = labels::to_toml(source, axes).map_err(Error::Failure)?;
+    atomic::write(&path, text.as_bytes())?;
+    Ok(true)
 }
 
 #[cfg(test)]

@@ -8,22 +8,26 @@
 //! the replications a journal of an interrupted run already holds
 //! ([`resume`]), the remaining replications (each appended
 //! to `<out>/<name>/runs.journal` as it finishes), then `runs.csv`,
-//! `summary.csv`, `shard.toml` (a shard), the trace and the comparison
-//! figure, and last the journal's removal. A set `stop` flag (Ctrl-C)
+//! `summary.csv`, `labels.toml` (a scenario that labels its sweep),
+//! `shard.toml` (a shard), the trace, the comparison figure and
+//! `run.toml` (see [`super::record`]: results of another plan in the folder
+//! are replaced, with what they left), and last the journal's removal. A set `stop` flag (Ctrl-C)
 //! ends it early with [`Outcome::Interrupted`]: the journal keeps every
 //! finished replication for a later [`JournalMode::Resume`].
 
 use super::journal::{self, Header, JOURNAL_FILE};
 use super::outputs::{self, Tables};
 use super::progress::Tally;
+use super::record::{self, Record};
 use super::resume::{self, Jobs};
 use super::shard::{SHARD_FILE, SHARD_FORMAT, ShardMeta};
 use super::{Error, Job, MAX_THREADS, Observer, Plan, Row, Shard, memory};
 use crate::floor::PolicyKind;
 use crate::metrics::METRICS;
 use crate::model::{Prepared, TraceBuf, simulate};
-use crate::report::atomic;
 use crate::report::csv_out::SummaryRow;
+use crate::report::labels::LABELS_FILE;
+use crate::report::{atomic, paths};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
@@ -48,7 +52,7 @@ pub struct Options {
     pub trace: Option<PathBuf>,
     /// Policy of the traced replication (a name; default: the first).
     pub trace_policy: Option<String>,
-    /// Draw `comparison.png` for a sweep (not for a shard).
+    /// Draw `comparison.png` (not for a shard).
     pub plot: bool,
     /// Memory the run may use, in bytes.
     pub budget: u64,
@@ -360,6 +364,15 @@ impl Run<'_> {
     /// `shard.toml`, the trace, the figure; then the journal is removed.
     fn write(&self, rows: &mut [Row], obs: &dyn Observer) -> Result<Tables, Error> {
         let plan = self.plan;
+        let made = self.record();
+        // Results of another plan in the folder go first, with what they left.
+        let draws = self.opts.shard.is_none() && self.opts.plot;
+        let rewritten: &[&str] = if draws {
+            &["runs.csv", "summary.csv", "comparison.png"]
+        } else {
+            &["runs.csv", "summary.csv"]
+        };
+        let mut files = record::replace_other(&self.dir, &made, rewritten, obs)?;
         let params = |point: usize| -> Vec<(String, String)> {
             plan.points
                 .get(point)
@@ -369,21 +382,44 @@ impl Run<'_> {
         let keys = plan.loaded.sweep_keys();
         let tables = Tables::of(&plan.name, keys, rows, &plan.policies, &params)?;
         tables.write(&self.dir)?;
+        files.extend(["runs.csv".to_string(), "summary.csv".to_string()]);
+        if outputs::write_plan_labels(&self.dir, plan)? {
+            files.push(LABELS_FILE.to_string());
+        }
         if let Some(shard) = self.opts.shard {
             let meta = self.shard_meta(shard, &tables.keys);
             atomic::write(&self.dir.join(SHARD_FILE), meta.to_toml()?.as_bytes())?;
+            files.push(SHARD_FILE.to_string());
         }
         if let Some(path) = &self.opts.trace {
             self.write_trace(path)?;
+            // A trace inside the folder belongs to these results.
+            if let Some(name) = path.file_name().and_then(|n| n.to_str())
+                && path.parent().is_some_and(|p| paths::same(p, &self.dir))
+            {
+                files.push(name.to_string());
+            }
         }
         // A shard draws no figure: plot the merged result.
-        if !tables.keys.is_empty() && self.opts.shard.is_none() && self.opts.plot {
-            outputs::draw_comparison(&self.dir, obs);
+        if draws && outputs::draw_comparison(&self.dir, obs) {
+            files.push("comparison.png".to_string());
         }
+        record::write(&self.dir, &made, files)?;
         // Last: the results are complete on disk. A kill before this line
         // leaves a complete journal, which the next run recognises.
         std::fs::remove_file(&self.jpath)?;
         Ok(tables)
+    }
+
+    /// What this run is, for `run.toml`.
+    fn record(&self) -> Record {
+        Record {
+            herdsim: env!("CARGO_PKG_VERSION").to_string(),
+            shard: self.opts.shard.map(|s| s.to_string()),
+            data: self.header.data.clone(),
+            files: Vec::new(),
+            scenario: self.header.scenario.clone(),
+        }
     }
 
     fn shard_meta(&self, shard: Shard, keys: &[String]) -> ShardMeta {

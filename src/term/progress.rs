@@ -7,6 +7,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 pub struct Term {
     bar: ProgressBar,
     quiet: bool,
+    /// Whether the bar is drawn once it has a length.
+    drawn: bool,
 }
 
 impl Term {
@@ -30,20 +32,22 @@ impl Term {
         Term {
             bar: ProgressBar::hidden(),
             quiet,
+            drawn: false,
         }
     }
 
     fn new(quiet: bool, template: &str) -> Term {
-        let target = if quiet {
-            ProgressDrawTarget::hidden()
-        } else {
-            ProgressDrawTarget::stderr()
-        };
-        let bar = ProgressBar::with_draw_target(Some(0), target);
+        // Hidden until it knows how much work there is (`length`): a bar
+        // of length 0 would flash full, "0 of 0".
+        let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::hidden());
         if let Ok(style) = ProgressStyle::with_template(template) {
             bar.set_style(style);
         }
-        Term { bar, quiet }
+        Term {
+            bar,
+            quiet,
+            drawn: !quiet,
+        }
     }
 
     /// The bar (a handle to it), to print around it.
@@ -55,6 +59,9 @@ impl Term {
 impl Observer for Term {
     fn length(&self, total: u64) {
         self.bar.set_length(total);
+        if total > 0 && self.drawn && self.bar.is_hidden() {
+            self.bar.set_draw_target(ProgressDrawTarget::stderr());
+        }
     }
     fn resumed_at(&self, done: u64) {
         self.bar.reset_elapsed();

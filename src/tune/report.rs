@@ -289,28 +289,65 @@ pub fn recommendation(name: &str, space: &Space, out: &Outcome, s: &Settings) ->
     let mut t = preamble(name, space, out, s);
     let Some(best) = out.chosen.map(|i| &out.candidates[i]) else {
         no_recommendation(&mut t, space, out);
-        return t;
+        return wrap_comments(&t, WIDTH);
     };
     let Some(v) = &best.values else {
-        return t;
+        return wrap_comments(&t, WIDTH);
     };
     let current = &out.candidates[out.current];
     recommended_settings(&mut t, space, best, v, s);
     achievement_table(&mut t, space, best, current, s);
     let _ = writeln!(t, "#");
-    // How sure: ties, the runner-up, the budget, the current settings.
-    ties_line(&mut t, space, out);
-    confidence_line(&mut t, space, out, s);
-    if s.budget_ms.is_none() {
-        unbudgeted_lines(&mut t, space, best, current, v, s);
+    // How sure: against the current settings first (the question asked),
+    // then the budget, the runner-up and the ties.
+    if current.id != best.id {
+        against_current_line(&mut t, best, current, s);
     }
     if let Some(b) = s.budget_ms {
         budget_line(&mut t, best, b);
     }
-    if current.id != best.id {
-        against_current_line(&mut t, best, current, s);
+    confidence_line(&mut t, space, out, s);
+    ties_line(&mut t, space, out);
+    if s.budget_ms.is_none() {
+        unbudgeted_lines(&mut t, space, best, current, v, s);
     }
-    t
+    wrap_comments(&t, WIDTH)
+}
+
+/// The widest line `herdsim tune` prints.
+pub const WIDTH: usize = 100;
+
+/// Every comment line of `text` wider than `width` broken at spaces into
+/// lines of at most `width`, the continuations indented (`#   `).
+fn wrap_comments(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        let Some(body) = line.strip_prefix("# ") else {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        };
+        if line.chars().count() <= width {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        }
+        // A number stays with its unit and a mean with its CI.
+        let body = body
+            .replace(" ms", "\u{a0}ms")
+            .replace(" ± ", "\u{a0}±\u{a0}");
+        let first = crate::report::table::wrap(&body, width - 2);
+        let (head, rest) = first.split_once('\n').unwrap_or((first.as_str(), ""));
+        out.push_str("# ");
+        out.push_str(head);
+        out.push('\n');
+        for l in crate::report::table::wrap(&rest.replace('\n', " "), width - 4).lines() {
+            out.push_str("#   ");
+            out.push_str(l);
+            out.push('\n');
+        }
+    }
+    out
 }
 
 /// No candidate meets the budget: say so, name the fastest, and say what
@@ -643,6 +680,17 @@ pub fn pareto_chart(name: &str, out: &Outcome, s: &Settings) -> ParetoChart {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_comments_wrap_within_the_width() {
+        let text = "# one two three four five six\nKEY=1\n#   short\n";
+        let w = wrap_comments(text, 14);
+        assert_eq!(
+            w,
+            "# one two\n#   three four\n#   five six\nKEY=1\n#   short\n"
+        );
+        assert!(w.lines().all(|l| l.chars().count() <= 14), "{w}");
+    }
 
     #[test]
     fn numbers_show_the_digits_the_ci_supports() {

@@ -77,11 +77,13 @@ pub fn comparison_figure(
 
 /// Plot the metrics of `spec` (the standard four when it names none) from a
 /// `summary.csv`: one panel per metric, a single panel for a single metric.
-/// See [`PlotSpec`] for the choice of x axis and series.
+/// See [`PlotSpec`] for the choice of x axis and series. The labels of a
+/// `labels.toml` beside the CSV name the axes and values.
 pub fn metric_figure(summary_csv: &Path, out: &Path, spec: &PlotSpec) -> anyhow::Result<()> {
     let format = output::Format::from_path(out)?;
     let summary = Summary::load(summary_csv)?;
-    let figure = panels::PanelFigure::new(&summary, spec)?;
+    let labels = crate::report::labels::read_beside(summary_csv)?;
+    let figure = panels::PanelFigure::new(&summary, spec, &labels)?;
     let size = spec
         .size
         .unwrap_or_else(|| figure_size(figure.metric_count()));

@@ -7,6 +7,7 @@ use super::draw::{self, Axes, Chart, Header, LegendEntry, Plot, Shape, Swatch, T
 use super::layout::{self, HeaderRows, LogAxis, capitalize, grid};
 use super::output::Figure;
 use super::summary::Summary;
+use crate::scenario::AxisLabels;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, VPos};
@@ -113,7 +114,7 @@ pub fn figure_size(n: usize) -> (u32, u32) {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Kind {
+pub(super) enum Kind {
     /// A fraction 0..1, shown as %.
     Percent,
     /// Milliseconds, shown in s when large.
@@ -129,7 +130,20 @@ struct MetricInfo {
     /// Y axis description without its unit.
     axis: String,
     kind: Kind,
+    /// A log axis may show it: a count, or a share whose answer is how
+    /// close to zero it gets (duplicates, waste, unanswered). A share
+    /// whose good end is 100% (one starter) stays linear: a log axis
+    /// would blow its smallest values up into a dramatic trend.
+    log_ok: bool,
 }
+
+/// Shares drawn on a log axis when the series live on different scales.
+const LOG_SHARES: [&str; 4] = [
+    "duplicate_rate",
+    "unanswered_rate",
+    "wasted_inference_rate",
+    "wasted_inference_count_rate",
+];
 
 /// The panel title, the y axis name (without its unit) and the kind of
 /// every metric herdsim writes.
@@ -160,7 +174,7 @@ const KNOWN: [(&str, &str, &str, Kind); 16] = {
 
 /// Title, axis name and kind of a metric: from [`KNOWN`], else from its
 /// name (a `_rate` is a percentage, a `_ms` a time).
-fn describe(name: &str) -> (String, String, Kind) {
+pub(super) fn describe(name: &str) -> (String, String, Kind) {
     if let Some(&(_, title, axis, kind)) = KNOWN.iter().find(|k| k.0 == name) {
         return (title.to_string(), axis.to_string(), kind);
     }
@@ -207,11 +221,16 @@ struct Series {
     shape: Shape,
     dashed: bool,
     rows: Vec<usize>,
+    /// The earlier series it equals in every panel (same x values, means
+    /// and CIs): its legend entry says so, and it is drawn over that one
+    /// with short dashes and small markers, so that both stay visible.
+    same_as: Option<usize>,
 }
 
 /// A figure of metric panels, ready to draw.
 pub(crate) struct PanelFigure<'a> {
     summary: &'a Summary,
+    names: Names,
     x: XAxis,
     x_name: String,
     series: Vec<Series>,
@@ -221,10 +240,15 @@ pub(crate) struct PanelFigure<'a> {
 }
 
 impl<'a> PanelFigure<'a> {
-    pub fn new(summary: &'a Summary, spec: &PlotSpec) -> anyhow::Result<Self> {
+    pub fn new(
+        summary: &'a Summary,
+        spec: &PlotSpec,
+        labels: &[AxisLabels],
+    ) -> anyhow::Result<Self> {
+        let names = Names::new(summary, labels);
         let file = summary.path.display().to_string();
         let columns = summary.key_names.join(", ");
-        let (names, metrics) = metric_infos(summary, spec, &file)?;
+        let (metric_names, metrics) = metric_infos(summary, spec, &file)?;
         // Series key.
         let by_name = spec.by.as_deref().unwrap_or("policy");
         let by = summary.key_col(by_name).ok_or_else(|| {
@@ -248,15 +272,17 @@ impl<'a> PanelFigure<'a> {
         }
         let x = match x_col {
             None => XAxis::Bars,
-            Some(c) => x_axis(summary, c, spec.x_scale),
+            Some(c) => x_axis(summary, c, spec.x_scale, &names),
         };
-        let x_name = x_col
-            .map(|c| summary.key_names[c].clone())
-            .unwrap_or_default();
-        let series = build_series(summary, by, x_col);
-        let (title, subtitle) = titles(summary, spec, &names, &metrics, &x, &x_name);
+        let x_name = x_col.map(|c| names.axis(c)).unwrap_or_default();
+        let mut series = build_series(summary, by, x_col, &names);
+        if !matches!(x, XAxis::Bars) {
+            mark_identical(summary, &mut series, &metrics, x_col, by);
+        }
+        let (title, subtitle) = titles(summary, spec, &metric_names, &metrics, &x, &x_name);
         Ok(PanelFigure {
             summary,
+            names,
             x,
             x_name,
             series,
@@ -273,7 +299,19 @@ impl<'a> PanelFigure<'a> {
     fn legend(&self) -> Vec<LegendEntry> {
         self.series
             .iter()
-            .map(|s| LegendEntry::new(Swatch::Line(s.color, s.shape, s.dashed), s.label.clone()))
+            .map(|s| {
+                let dashed = s.dashed || s.same_as.is_some();
+                LegendEntry::new(Swatch::Line(s.color, s.shape, dashed), s.label.clone())
+            })
+            .collect()
+    }
+
+    /// Per series, whether it lies exactly on an earlier series in this
+    /// panel (its points `all[j]` equal `all[i]`, i < j): such a series is
+    /// drawn over the other with short dashes and small markers.
+    fn overlays(all: &[Vec<Pt>]) -> Vec<bool> {
+        (0..all.len())
+            .map(|j| !all[j].is_empty() && (0..j).any(|i| all[i] == all[j]))
             .collect()
     }
 
@@ -346,10 +384,24 @@ impl<'a> PanelFigure<'a> {
         match &self.x {
             XAxis::Bars => String::new(),
             XAxis::Even { .. } => {
-                format!("{}, sweep points evenly spaced", with_unit(&self.x_name))
+                format!("{}, sweep points evenly spaced", self.x_with_unit())
             }
-            _ => with_unit(&self.x_name),
+            _ => self.x_with_unit(),
         }
+    }
+
+    /// The x axis's name with the unit of its key (a label the scenario
+    /// gives the axis keeps the key's unit).
+    fn x_with_unit(&self) -> String {
+        let key = match &self.x {
+            XAxis::Numeric { col } | XAxis::Even { col, .. } | XAxis::Categorical { col, .. } => {
+                self.summary.key_names[*col].as_str()
+            }
+            XAxis::Bars => "",
+        };
+        let unit = with_unit(key);
+        let unit = unit.strip_prefix(key).unwrap_or("");
+        format!("{}{unit}", self.x_name)
     }
 
     /// Labels drawn by hand at each category or sweep point (none on a
@@ -357,23 +409,17 @@ impl<'a> PanelFigure<'a> {
     fn category_labels(&self) -> Vec<String> {
         match &self.x {
             XAxis::Bars => self.series.iter().map(|s| s.label.clone()).collect(),
-            XAxis::Categorical { cats, .. } => cats.clone(),
+            XAxis::Categorical { col, cats } => {
+                cats.iter().map(|v| self.names.value(*col, v)).collect()
+            }
             XAxis::Even { labels, .. } => labels.clone(),
             XAxis::Numeric { .. } => Vec::new(),
         }
     }
 
-    /// The unit of metric `m` (from the largest value it reaches) and its
-    /// points, per series, in that unit.
+    /// The unit of metric `m` and its points, per series, in that unit.
     fn scaled_points(&self, m: &MetricInfo) -> (Unit, Vec<Vec<Pt>>) {
-        let raw_max = self
-            .summary
-            .rows
-            .iter()
-            .map(|r| r.values[m.mean_col] + m.ci_col.map(|c| r.values[c]).unwrap_or(0.0))
-            .filter(|v| v.is_finite())
-            .fold(f64::NEG_INFINITY, f64::max);
-        let unit = Unit::of(m.kind, raw_max);
+        let unit = Unit::of(m.kind);
         let all = (0..self.series.len())
             .map(|si| self.points(si, m, unit.scale))
             .collect();
@@ -388,7 +434,8 @@ impl<'a> PanelFigure<'a> {
         let categorical = !matches!(self.x, XAxis::Numeric { .. });
         Axes {
             // A single panel is named by the figure title.
-            caption: (self.metrics.len() > 1).then(|| (m.title.clone(), draw::bold(22.0 * s))),
+            caption: (self.metrics.len() > 1)
+                .then(|| (format!("{}{log}", m.title), draw::bold(22.0 * s))),
             margins: Axes::margins(10.0 * s, 26.0 * s),
             label_areas: ((58.0 * s) as u32 + extra, (84.0 * s) as u32),
             x: self.x_range(),
@@ -419,7 +466,7 @@ impl<'a> PanelFigure<'a> {
     {
         let (unit, mut all) = self.scaled_points(m);
         let bars = matches!(self.x, XAxis::Bars);
-        let y = YAxis::choose(m.kind, bars, &mut all);
+        let y = YAxis::choose(m.kind, bars, m.log_ok, &mut all);
         let font = draw::font(16.0 * s).color(&draw::MUTED);
         let labels = self.category_labels();
         let widest = labels.iter().map(|l| draw::text_width(l, &font)).max();
@@ -460,7 +507,6 @@ impl<'a> PanelFigure<'a> {
     ) -> anyhow::Result<()> {
         let clamp = |v: f64| v.clamp(y0, y1);
         let cap = (6.0 * s).round().max(2.0) as i32;
-        let dec = layout::tick_decimals(y0, y1, Y_LABELS) + 1;
         let value_font = draw::font(15.0 * s);
         for (si, pts) in all.iter().enumerate() {
             let c = self.series[si].color;
@@ -470,7 +516,7 @@ impl<'a> PanelFigure<'a> {
                 pa.draw(&Rectangle::new(corners, c.mix(0.85).filled()))
                     .map_err(de)?;
                 whisker(pa, x, (clamp(lo), clamp(hi)), cap, draw::INK)?;
-                let value = format!("{}{}", layout::tick(mean, dec), unit.value_suffix());
+                let value = format!("{}{}", bar_value(mean, hi - mean), unit.value_suffix());
                 let (offset, anchor) = ((0, -(6.0 * s) as i32), (HPos::Center, VPos::Bottom));
                 draw::text(pa, (x, clamp(hi)), offset, value, &value_font, anchor)?;
             }
@@ -490,36 +536,46 @@ impl<'a> PanelFigure<'a> {
     ) -> anyhow::Result<()> {
         let clamp = |v: f64| v.clamp(y0, y1);
         let lines = self.x.lines();
+        let over = Self::overlays(all);
         if lines {
-            self.draw_lines(pa, all, (y0, y1), s)?;
+            self.draw_lines(pa, all, &over, (y0, y1), s)?;
         }
         let mark_r = (5.0 * s).round().max(2.0) as i32;
+        let small_r = (3.0 * s).round().max(2.0) as i32;
         let cap = (6.0 * s).round().max(2.0) as i32;
-        for (si, pts) in all.iter().enumerate() {
-            let sr = &self.series[si];
-            for &(x, mean, lo, hi) in pts {
-                if !lines || pts.len() < 2 {
-                    whisker(pa, x, (clamp(lo), clamp(hi)), cap, sr.color)?;
+        // The series on top of an equal one last, with smaller markers.
+        for top in [false, true] {
+            for (si, pts) in all.iter().enumerate().filter(|(si, _)| over[*si] == top) {
+                let sr = &self.series[si];
+                let r = if top { small_r } else { mark_r };
+                for &(x, mean, lo, hi) in pts {
+                    if !top && (!lines || pts.len() < 2) {
+                        whisker(pa, x, (clamp(lo), clamp(hi)), cap, sr.color)?;
+                    }
+                    let c = sr.color.to_rgba();
+                    draw::marker(pa, (x, clamp(mean)), sr.shape, r, c, true)?;
                 }
-                let c = sr.color.to_rgba();
-                draw::marker(pa, (x, clamp(mean)), sr.shape, mark_r, c, true)?;
             }
         }
         Ok(())
     }
 
-    /// The CI bands, then the lines (dashed for the series so marked).
+    /// The CI bands, then the lines (dashed for the series so marked),
+    /// then the lines of the series that lie on an equal one (`over`),
+    /// in short dashes that let the one below show between them.
     fn draw_lines<DB: DrawingBackend>(
         &self,
         pa: &Plot<DB>,
         all: &[Vec<Pt>],
+        over: &[bool],
         (y0, y1): (f64, f64),
         s: f64,
     ) -> anyhow::Result<()> {
         let clamp = |v: f64| v.clamp(y0, y1);
         let alpha = (0.5 / self.series.len() as f64).clamp(0.08, 0.2);
         for (si, pts) in all.iter().enumerate() {
-            if pts.len() < 2 || pts.iter().all(|p| p.2 == p.1 && p.3 == p.1) {
+            let flat = pts.iter().all(|p| p.2 == p.1 && p.3 == p.1);
+            if over[si] || pts.len() < 2 || flat {
                 continue;
             }
             let mut band: Vec<(f64, f64)> = pts.iter().map(|p| (p.0, clamp(p.3))).collect();
@@ -528,18 +584,32 @@ impl<'a> PanelFigure<'a> {
             pa.draw(&Polygon::new(band, fill)).map_err(de)?;
         }
         let line_w = (2.5 * s).round().max(1.0) as u32;
-        for (si, pts) in all.iter().enumerate() {
-            let sr = &self.series[si];
-            let style = sr.color.stroke_width(line_w);
-            let line: Vec<(f64, f64)> = pts.iter().map(|p| (p.0, clamp(p.1))).collect();
-            if sr.dashed {
-                draw::dashed(pa, line, ((10.0 * s) as i32, (6.0 * s) as i32), style)?;
-            } else {
-                draw::path(pa, line, style)?;
+        for top in [false, true] {
+            for (si, pts) in all.iter().enumerate().filter(|(si, _)| over[*si] == top) {
+                let sr = &self.series[si];
+                let style = sr.color.stroke_width(line_w);
+                let line: Vec<(f64, f64)> = pts.iter().map(|p| (p.0, clamp(p.1))).collect();
+                if top {
+                    // Long dashes: the equal series below shows between them.
+                    draw::dashed(pa, line, ((14.0 * s) as i32, (12.0 * s) as i32), style)?;
+                } else if sr.dashed {
+                    draw::dashed(pa, line, ((10.0 * s) as i32, (6.0 * s) as i32), style)?;
+                } else {
+                    draw::path(pa, line, style)?;
+                }
             }
         }
         Ok(())
     }
+}
+
+/// A bar's value as the table prints it: to the precision its CI
+/// supports (two significant digits of the CI, at most three of the
+/// mean), so that 0.065% and 0.0998% do not both read 0.1%.
+fn bar_value(mean: f64, ci: f64) -> String {
+    let ci = (ci.is_finite() && ci > 0.0).then_some(ci);
+    let d = crate::report::table::decimals(mean, ci);
+    layout::tick(mean, d)
 }
 
 /// A CI from `lo` to `hi` at `x`, with caps, when it has a length.
@@ -583,6 +653,7 @@ fn metric_infos(
             title,
             axis,
             kind,
+            log_ok: kind == Kind::Plain || LOG_SHARES.contains(&base),
         });
     }
     if metrics.is_empty() {
@@ -607,8 +678,10 @@ fn default_x(summary: &Summary) -> Option<usize> {
     best.map(|b| b.2)
 }
 
-/// The x axis of column `c`: to scale, evenly spaced or categorical.
-fn x_axis(summary: &Summary, c: usize, x_scale: XScale) -> XAxis {
+/// The x axis of column `c`: to scale, evenly spaced or categorical. An
+/// axis whose values the scenario labels is drawn one step per value,
+/// labelled.
+fn x_axis(summary: &Summary, c: usize, x_scale: XScale, names: &Names) -> XAxis {
     if !summary.is_numeric(c) {
         return XAxis::Categorical {
             col: c,
@@ -625,16 +698,17 @@ fn x_axis(summary: &Summary, c: usize, x_scale: XScale) -> XAxis {
     }
     pts.sort_by(|a, b| a.0.total_cmp(&b.0));
     let vals: Vec<f64> = pts.iter().map(|p| p.0).collect();
+    let labelled = pts.iter().any(|p| names.has_value(c, &p.1));
     let even = match x_scale {
         XScale::Even => true,
         XScale::Linear => false,
-        XScale::Auto => uneven(&vals),
+        XScale::Auto => labelled || uneven(&vals),
     };
     if even {
         XAxis::Even {
             col: c,
             vals,
-            labels: pts.into_iter().map(|p| p.1).collect(),
+            labels: pts.into_iter().map(|p| names.value(c, &p.1)).collect(),
         }
     } else {
         XAxis::Numeric { col: c }
@@ -666,10 +740,132 @@ fn padded_range(vals: &[f64]) -> (f64, f64) {
     }
 }
 
+/// What a figure calls the descriptive columns and their values: the
+/// labels the scenario gives its sweep axes (`labels.toml`), else a key by
+/// the shortest end of its dotted name no other key shares (as the table
+/// heads it) and a value as the CSV writes it.
+#[derive(Debug, Clone, Default)]
+struct Names {
+    /// The columns' keys (`key_names`).
+    keys: Vec<String>,
+    /// Per column of `key_names`: its name in a legend.
+    cols: Vec<String>,
+    /// Per column: whether the name is a label (not a key).
+    labelled: Vec<bool>,
+    /// Per column: (value as in the CSV, its label).
+    values: Vec<Vec<(String, String)>>,
+}
+
+impl Names {
+    fn new(summary: &Summary, labels: &[AxisLabels]) -> Names {
+        let params = summary.param_cols();
+        let keys: Vec<String> = summary.key_names[params.clone()].to_vec();
+        let short = crate::report::table::short_keys(&keys);
+        let mut names = Names {
+            keys: summary.key_names.clone(),
+            ..Names::default()
+        };
+        for (c, key) in summary.key_names.iter().enumerate() {
+            let given = labels.iter().find(|l| l.key == *key);
+            let label = given.and_then(|l| l.label.clone());
+            names.labelled.push(label.is_some());
+            names.cols.push(match label {
+                Some(l) => l,
+                None if params.contains(&c) => short[c - params.start].clone(),
+                None => key.clone(),
+            });
+            names
+                .values
+                .push(given.map(|l| l.values.clone()).unwrap_or_default());
+        }
+        names
+    }
+
+    /// The name of column `c` on an axis and in a title: its label, else
+    /// its dotted key.
+    fn axis(&self, c: usize) -> String {
+        if self.labelled[c] {
+            self.cols[c].clone()
+        } else {
+            self.keys[c].clone()
+        }
+    }
+
+    fn has_value(&self, c: usize, v: &str) -> bool {
+        self.values[c].iter().any(|(x, _)| x == v)
+    }
+
+    /// Value `v` of column `c`: its label, else `v`.
+    fn value(&self, c: usize, v: &str) -> String {
+        self.values[c]
+            .iter()
+            .find(|(x, _)| x == v)
+            .map_or_else(|| v.to_string(), |(_, l)| l.clone())
+    }
+
+    /// Value `v` of column `c` in a legend: its label alone, else
+    /// `name=value`.
+    fn entry(&self, c: usize, v: &str) -> String {
+        if self.has_value(c, v) {
+            self.value(c, v)
+        } else {
+            format!("{}={v}", self.cols[c])
+        }
+    }
+}
+
+/// Mark every series that equals an earlier one in every metric: the same
+/// rows' x values, means and CIs. Its legend entry then names the series
+/// it equals ("tombstone = spec").
+fn mark_identical(
+    summary: &Summary,
+    series: &mut [Series],
+    metrics: &[MetricInfo],
+    x_col: Option<usize>,
+    by: usize,
+) {
+    let same_value = |a: f64, b: f64| a == b || (a.is_nan() && b.is_nan());
+    let equal = |a: &Series, b: &Series| {
+        a.rows.len() == b.rows.len()
+            && a.rows.iter().zip(&b.rows).all(|(&i, &j)| {
+                let (ri, rj) = (&summary.rows[i], &summary.rows[j]);
+                x_col.is_none_or(|c| ri.keys[c] == rj.keys[c])
+                    && metrics.iter().all(|m| {
+                        same_value(ri.values[m.mean_col], rj.values[m.mean_col])
+                            && m.ci_col
+                                .is_none_or(|c| same_value(ri.values[c], rj.values[c]))
+                    })
+            })
+    };
+    for j in 1..series.len() {
+        let Some(i) =
+            (0..j).find(|&i| series[i].same_as.is_none() && equal(&series[i], &series[j]))
+        else {
+            continue;
+        };
+        // "tombstone, crash_p=0.2" equal to "spec, crash_p=0.2": say
+        // "tombstone = spec, crash_p=0.2"; otherwise name the whole label.
+        let (bi, bj) = (
+            &summary.rows[series[i].rows[0]],
+            &summary.rows[series[j].rows[0]],
+        );
+        let (vi, vj) = (&bi.keys[by], &bj.keys[by]);
+        let label = match (
+            series[j].label.strip_prefix(vj.as_str()),
+            series[i].label.strip_prefix(vi.as_str()),
+        ) {
+            (Some(rest_j), Some(rest_i)) if rest_j == rest_i => format!("{vj} = {vi}{rest_j}"),
+            _ => format!("{} (= {})", series[j].label, series[i].label),
+        };
+        series[j].label = label;
+        series[j].same_as = Some(i);
+    }
+}
+
 /// One series per value of column `by`, split further by every other
 /// column that varies (besides x): those share the colour of their `by`
 /// value and differ in marker shape and dashes.
-fn build_series(summary: &Summary, by: usize, x_col: Option<usize>) -> Vec<Series> {
+fn build_series(summary: &Summary, by: usize, x_col: Option<usize>, names: &Names) -> Vec<Series> {
     let extras: Vec<usize> = (0..summary.key_names.len())
         .filter(|&c| c != by && Some(c) != x_col && summary.distinct(c).len() > 1)
         .collect();
@@ -695,10 +891,10 @@ fn build_series(summary: &Summary, by: usize, x_col: Option<usize>) -> Vec<Serie
         let mut label = if by_is_name {
             bv.clone()
         } else {
-            format!("{}={bv}", summary.key_names[by])
+            names.entry(by, &bv)
         };
         for (j, &c) in extras.iter().enumerate() {
-            label.push_str(&format!(", {}={}", summary.key_names[c], combo[j]));
+            label.push_str(&format!(", {}", names.entry(c, &combo[j])));
         }
         keys.push(key);
         series.push(Series {
@@ -707,6 +903,7 @@ fn build_series(summary: &Summary, by: usize, x_col: Option<usize>) -> Vec<Serie
             shape: Shape::nth(ci),
             dashed: ci % 2 == 1,
             rows: vec![i],
+            same_as: None,
         });
     }
     series
@@ -770,11 +967,13 @@ struct Unit {
 }
 
 impl Unit {
-    /// Rates in %, times in s from 2 s on (else ms), counts as they are.
-    fn of(kind: Kind, max: f64) -> Unit {
+    /// Rates in %, times in s, counts as they are: the units of the
+    /// printed tables (`report::table::SHOWN`).
+    fn of(kind: Kind) -> Unit {
         let (scale, name) = match kind {
             Kind::Percent => (100.0, "%"),
-            Kind::Millis => layout::time_unit(max),
+            // As the tables print them, whatever their size.
+            Kind::Millis => (0.001, "s"),
             Kind::Plain => (1.0, ""),
         };
         Unit { scale, name }
@@ -816,12 +1015,12 @@ impl YAxis {
     /// invisible. Rates and counts keep zero on a linear axis; a latency
     /// that never comes near zero gets the room for its differences
     /// instead (bars always start at zero).
-    fn choose(kind: Kind, bars: bool, all: &mut [Vec<Pt>]) -> YAxis {
+    fn choose(kind: Kind, bars: bool, log_ok: bool, all: &mut [Vec<Pt>]) -> YAxis {
         let pts = || all.iter().flatten();
         let lo = pts().map(|p| p.2).fold(f64::INFINITY, f64::min);
         let hi = pts().map(|p| p.3).fold(f64::NEG_INFINITY, f64::max);
         let empty = !lo.is_finite();
-        let log = if bars || empty || kind == Kind::Millis {
+        let log = if bars || empty || !log_ok || kind == Kind::Millis {
             None
         } else {
             let col = |k: fn(&Pt) -> f64| pts().map(k).collect::<Vec<f64>>();
@@ -995,7 +1194,7 @@ mod tests {
              d,none,2000,45000,20,0.3,0.01,0.1,0.01,9000,100,0,0\n\
              d,none,4000,45000,20,0.3,0.01,0.1,0.01,9000,100,0,0\n"
         ));
-        let f = PanelFigure::new(&s, &PlotSpec::default()).expect("figure");
+        let f = PanelFigure::new(&s, &PlotSpec::default(), &[]).expect("figure");
         assert!(matches!(f.x, XAxis::Numeric { col: 2 }));
         assert_eq!(f.series.len(), 2);
         assert_eq!(f.series[0].label, "spec");
@@ -1014,7 +1213,7 @@ mod tests {
             metrics: vec!["duplicate_rate".into()],
             ..PlotSpec::default()
         };
-        let f = PanelFigure::new(&s, &spec).expect("figure");
+        let f = PanelFigure::new(&s, &spec, &[]).expect("figure");
         assert!(matches!(f.x, XAxis::Bars));
         assert_eq!(f.series.len(), 2);
     }
@@ -1028,7 +1227,7 @@ mod tests {
              d,spec,4000,45000,20,0.3,0.01,0.1,0.01,9000,100,0,0\n\
              d,spec,8000,45000,20,0.3,0.01,0.1,0.01,9000,100,0,0\n"
         ));
-        let f = PanelFigure::new(&s, &PlotSpec::default()).expect("figure");
+        let f = PanelFigure::new(&s, &PlotSpec::default(), &[]).expect("figure");
         // csma.max_ms has 3 values, ttl_ms 2: x is csma.max_ms.
         assert_eq!(f.x_name, "agents.0.csma.max_ms");
         assert_eq!(f.series.len(), 2);
@@ -1039,10 +1238,80 @@ mod tests {
             by: Some("csma.max_ms".into()),
             ..PlotSpec::default()
         };
-        let f = PanelFigure::new(&s, &spec).expect("figure");
+        let f = PanelFigure::new(&s, &spec, &[]).expect("figure");
         assert_eq!(f.x_name, "ttl_ms");
         assert_eq!(f.series.len(), 3);
-        assert_eq!(f.series[0].label, "agents.0.csma.max_ms=2000");
+        assert_eq!(f.series[0].label, "max_ms=2000");
+    }
+
+    #[test]
+    fn a_series_equal_to_another_says_so() {
+        let s = summary(&format!(
+            "{HEAD}d,spec,2000,45000,20,0.1,0.01,0.1,0.01,9000,100,0,0\n\
+             d,spec,4000,45000,20,0.2,0.01,0.1,0.01,9000,100,0,0\n\
+             d,tombstone,2000,45000,20,0.1,0.01,0.1,0.01,9000,100,0,0\n\
+             d,tombstone,4000,45000,20,0.2,0.01,0.1,0.01,9000,100,0,0\n\
+             d,none,2000,45000,20,0.1,0.01,0.1,0.01,9000,100,0,0\n\
+             d,none,4000,45000,20,0.3,0.01,0.1,0.01,9000,100,0,0\n"
+        ));
+        let f = PanelFigure::new(&s, &PlotSpec::default(), &[]).expect("figure");
+        assert_eq!(f.series[1].label, "tombstone = spec");
+        assert_eq!(f.series[1].same_as, Some(0));
+        // Equal in one panel only: not in the legend.
+        assert_eq!(f.series[2].label, "none");
+        assert_eq!(f.series[2].same_as, None);
+        // In a panel, a series on an equal one is drawn on top of it.
+        let pts = |m: f64| vec![(0.0, m, m, m), (1.0, m, m, m)];
+        assert_eq!(
+            PanelFigure::overlays(&[pts(1.0), pts(2.0), pts(1.0), Vec::new()]),
+            vec![false, false, true, false]
+        );
+    }
+
+    #[test]
+    fn the_scenarios_labels_name_axes_and_values() {
+        let s = summary(&format!(
+            "{HEAD}d,spec,2000,1000,20,0.1,0.01,0.1,0.01,9000,100,0,0\n\
+             d,spec,4000,1000,20,0.1,0.01,0.1,0.01,9000,100,0,0\n\
+             d,spec,8000,1000,20,0.1,0.01,0.1,0.01,9000,100,0,0\n\
+             d,spec,2000,45000,20,0.3,0.01,0.1,0.01,9000,100,0,0\n\
+             d,spec,4000,45000,20,0.3,0.01,0.1,0.01,9000,100,0,0\n\
+             d,spec,8000,45000,20,0.3,0.01,0.1,0.01,9000,100,0,0\n"
+        ));
+        let labels = [
+            AxisLabels {
+                key: "agents.0.csma.max_ms".into(),
+                label: Some("CSMA window".into()),
+                values: Vec::new(),
+            },
+            AxisLabels {
+                key: "ttl_ms".into(),
+                label: None,
+                values: vec![("1000".into(), "short TTL".into())],
+            },
+        ];
+        let f = PanelFigure::new(&s, &PlotSpec::default(), &labels).expect("figure");
+        assert_eq!(f.x_name, "CSMA window");
+        assert_eq!(f.x_desc(), "CSMA window (ms)");
+        assert!(f.title.ends_with("vs CSMA window"), "{}", f.title);
+        assert_eq!(f.series[0].label, "spec, short TTL");
+        assert_eq!(f.series[1].label, "spec, ttl_ms=45000");
+        // Labelled values on the x axis: one step each, labelled.
+        let spec = PlotSpec {
+            x: Some("ttl_ms".into()),
+            ..PlotSpec::default()
+        };
+        let f = PanelFigure::new(&s, &spec, &labels).expect("figure");
+        assert_eq!(f.category_labels(), vec!["short TTL", "45000"]);
+    }
+
+    #[test]
+    fn bar_values_keep_the_digits_that_tell_policies_apart() {
+        assert_eq!(bar_value(0.0649, 0.0061), "0.0649");
+        assert_eq!(bar_value(0.0998, 0.0071), "0.0998");
+        assert_eq!(bar_value(0.005, 0.011), "0.005");
+        assert_eq!(bar_value(81.4, 0.5), "81.4");
+        assert_eq!(bar_value(0.0, 0.0), "0");
     }
 
     #[test]
@@ -1052,7 +1321,7 @@ mod tests {
             .map(|v| format!("d,spec,{v},45000,20,0.1,0.01,0.1,0.01,9000,100,0,0\n"))
             .collect();
         let s = summary(&format!("{HEAD}{rows}"));
-        let f = PanelFigure::new(&s, &PlotSpec::default()).expect("figure");
+        let f = PanelFigure::new(&s, &PlotSpec::default(), &[]).expect("figure");
         assert!(
             matches!(&f.x, XAxis::Even { labels, .. } if labels == &["0", "50", "500", "5000"])
         );
@@ -1062,7 +1331,7 @@ mod tests {
             x_scale: XScale::Linear,
             ..PlotSpec::default()
         };
-        let f = PanelFigure::new(&s, &spec).expect("figure");
+        let f = PanelFigure::new(&s, &spec, &[]).expect("figure");
         assert!(matches!(f.x, XAxis::Numeric { .. }));
         // Near-even steps stay linear.
         let rows: String = [1000, 2000, 4000, 8000, 12000, 16000]
@@ -1070,7 +1339,7 @@ mod tests {
             .map(|v| format!("d,spec,{v},45000,20,0.1,0.01,0.1,0.01,9000,100,0,0\n"))
             .collect();
         let s = summary(&format!("{HEAD}{rows}"));
-        let f = PanelFigure::new(&s, &PlotSpec::default()).expect("figure");
+        let f = PanelFigure::new(&s, &PlotSpec::default(), &[]).expect("figure");
         assert!(matches!(f.x, XAxis::Numeric { .. }));
     }
 
@@ -1097,7 +1366,7 @@ mod tests {
                 ..PlotSpec::default()
             },
         ] {
-            let e = PanelFigure::new(&s, &spec).err().expect("fails");
+            let e = PanelFigure::new(&s, &spec, &[]).err().expect("fails");
             assert!(super::super::is_input_error(&e));
             assert!(e.to_string().starts_with("s.csv: "), "{e}");
         }
@@ -1120,20 +1389,20 @@ mod tests {
 
     #[test]
     fn y_axis_keeps_zero_for_rates_and_room_for_latencies() {
-        let y = YAxis::choose(Kind::Percent, false, &mut one_series(&[40.0, 60.0]));
+        let y = YAxis::choose(Kind::Percent, false, true, &mut one_series(&[40.0, 60.0]));
         assert_eq!(y.range.0, 0.0);
         assert!((y.range.1 - 72.6).abs() < 1e-9, "{y:?}");
         assert!(y.log.is_none() && !y.empty);
         // Never above 100%.
-        let y = YAxis::choose(Kind::Percent, false, &mut one_series(&[90.0]));
+        let y = YAxis::choose(Kind::Percent, false, true, &mut one_series(&[90.0]));
         assert_eq!(y.range, (0.0, 100.0));
         // A latency far from zero starts near its lowest value, on a step.
-        let y = YAxis::choose(Kind::Millis, false, &mut one_series(&[9.0, 10.0]));
+        let y = YAxis::choose(Kind::Millis, false, true, &mut one_series(&[9.0, 10.0]));
         assert!(y.range.0 > 0.0 && y.range.0 < 8.1, "{y:?}");
         // ... but bars start at zero.
-        let y = YAxis::choose(Kind::Millis, true, &mut one_series(&[9.0, 10.0]));
+        let y = YAxis::choose(Kind::Millis, true, true, &mut one_series(&[9.0, 10.0]));
         assert_eq!(y.range.0, 0.0);
-        let y = YAxis::choose(Kind::Plain, false, &mut [Vec::new()]);
+        let y = YAxis::choose(Kind::Plain, false, true, &mut [Vec::new()]);
         assert!(y.empty);
         assert_eq!(y.range, (0.0, 1.0));
     }
@@ -1141,15 +1410,18 @@ mod tests {
     #[test]
     fn y_axis_goes_log_when_series_differ_by_30_times() {
         let mut all = one_series(&[80.0, 0.05]);
-        let y = YAxis::choose(Kind::Percent, false, &mut all);
+        let y = YAxis::choose(Kind::Percent, false, true, &mut all);
         let l = y.log.expect("log");
         assert_eq!(y.range, (l.zero_row(), l.top));
         // The points moved to their log positions.
         assert!((all[0][0].1 - 80f64.log10()).abs() < 1e-12);
         // Never for times, nor bars.
-        let y = YAxis::choose(Kind::Millis, false, &mut one_series(&[80.0, 0.05]));
+        let y = YAxis::choose(Kind::Millis, false, true, &mut one_series(&[80.0, 0.05]));
         assert!(y.log.is_none());
-        let y = YAxis::choose(Kind::Percent, true, &mut one_series(&[80.0, 0.05]));
+        let y = YAxis::choose(Kind::Percent, true, true, &mut one_series(&[80.0, 0.05]));
+        assert!(y.log.is_none());
+        // Nor a share whose good end is 100% (one starter).
+        let y = YAxis::choose(Kind::Percent, false, false, &mut one_series(&[80.0, 0.05]));
         assert!(y.log.is_none());
     }
 
@@ -1178,19 +1450,18 @@ mod tests {
 
     #[test]
     fn units_follow_the_kind_and_the_size() {
-        let ms = Unit::of(Kind::Millis, 1500.0);
+        // Times in s, whatever their size, as the tables print them.
+        let s = Unit::of(Kind::Millis);
         assert_eq!(
-            (ms.scale, ms.axis_suffix(), ms.value_suffix()),
-            (1.0, " (ms)".into(), " ms".into())
+            (s.scale, s.axis_suffix(), s.value_suffix()),
+            (0.001, " (s)".into(), " s".into())
         );
-        let s = Unit::of(Kind::Millis, 5000.0);
-        assert_eq!((s.scale, s.value_suffix()), (0.001, " s".into()));
-        let pct = Unit::of(Kind::Percent, 0.5);
+        let pct = Unit::of(Kind::Percent);
         assert_eq!(
             (pct.scale, pct.axis_suffix(), pct.value_suffix()),
             (100.0, " (%)".into(), "%".into())
         );
-        let plain = Unit::of(Kind::Plain, 7.0);
+        let plain = Unit::of(Kind::Plain);
         assert_eq!(
             (plain.axis_suffix(), plain.value_suffix()),
             (String::new(), String::new())

@@ -100,20 +100,32 @@ fn panel<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, l: &Line) -> anyhow:
 where
     DB::ErrorType: 'static,
 {
-    let pts = [(0.0, l.live, LIVE), (1.0, l.sim, SIM)];
+    // In the unit the tables show the metric in (rates in %, times in s).
+    let (unit, scale) = crate::report::table::unit(l.metric);
+    let scaled = |s: crate::metrics::stats::Summary| crate::metrics::stats::Summary {
+        mean: s.mean * scale,
+        ci95: s.ci95 * scale,
+        n: s.n,
+    };
+    let pts = [(0.0, scaled(l.live), LIVE), (1.0, scaled(l.sim), SIM)];
     // Every compared metric is a share, a count or a time: never below 0,
     // so a CI reaching below it is cut at the axis; a share's CI is also
-    // cut at 1.
+    // cut at 100%.
     let lo = 0.0_f64;
     let cap = if l.metric.ends_with("_rate") {
-        1.0
+        scale
     } else {
         f64::INFINITY
     };
     let y1 = y_top(&pts, lo, cap);
+    let (title, _, _) = super::panels::describe(l.metric);
+    let unit = if unit.is_empty() {
+        String::new()
+    } else {
+        format!(" ({unit})")
+    };
     let caption = format!(
-        "{}: {}",
-        l.metric,
+        "{title}{unit}: {}",
         if l.agree { "agree" } else { "DISAGREE" }
     );
     let mut chart = ChartBuilder::on(area)

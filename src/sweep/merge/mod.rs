@@ -62,7 +62,11 @@ pub fn merge(
             )));
         }
     }
-    outputs::check_folders(out, &dir, &["runs.csv", "summary.csv", "comparison.png"])?;
+    outputs::check_folders(
+        out,
+        &dir,
+        &["runs.csv", "summary.csv", "comparison.png", "labels.toml"],
+    )?;
 
     // Rows back in plan order; the CSVs as one uninterrupted run writes them.
     let plan = &first.plan;
@@ -72,8 +76,10 @@ pub fn merge(
     let tables = Tables::of(&plan.name, keys, &mut rows, &plan.policies, &params)?;
     let _lock = outputs::lock_results(&dir, obs)?;
     tables.write(&dir)?;
+    let source = format!("scenario `{}`", plan.name);
+    outputs::write_labels(&dir, &source, &plan.labels)?;
     if !tables.keys.is_empty() && plot {
-        outputs::draw_comparison(&dir, obs);
+        let _ = outputs::draw_comparison(&dir, obs);
     }
     Ok(Merged {
         dir,

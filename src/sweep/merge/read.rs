@@ -6,7 +6,7 @@ use crate::floor::PolicyKind;
 use crate::report::csv_out;
 use crate::report::lock::FolderLock;
 use crate::scenario::validate::check_name;
-use crate::scenario::{MAX_POINTS, Scenario, csv_value, grid_picks};
+use crate::scenario::{AxisLabels, MAX_POINTS, Scenario, csv_value, grid_picks};
 use crate::sweep::journal::{self, JOURNAL_FILE};
 use crate::sweep::shard::{SHARD_FILE, SHARD_FORMAT, ShardMeta};
 use crate::sweep::{Error, Job, Row, Shard, parse_metrics, rep_seed};
@@ -36,19 +36,54 @@ pub struct PlanView {
     pub reps: u32,
     pub policies: Vec<PolicyKind>,
     pub axes: Vec<(String, Vec<String>)>,
+    /// The labels the scenario gives its axes (for `labels.toml`).
+    pub labels: Vec<AxisLabels>,
 }
 
 impl PlanView {
     fn from_resolved(text: &str) -> Result<PlanView, String> {
         let mut s: Scenario = toml::from_str(text).map_err(|e| e.message().trim().to_string())?;
         let mut axes = Vec::new();
+        let mut labels = Vec::new();
         for (key, v) in s.sweep.take().unwrap_or_default() {
-            let values = match v {
-                toml::Value::Array(items) if !items.is_empty() => {
-                    items.iter().map(csv_value).collect()
+            // A labelled axis is written `{ values, label, labels }`.
+            let (items, label, value_labels) = match v {
+                toml::Value::Array(items) => (Some(items), None, None),
+                toml::Value::Table(mut t) => {
+                    let items = match t.remove("values") {
+                        Some(toml::Value::Array(items)) => Some(items),
+                        _ => None,
+                    };
+                    let label = match t.remove("label") {
+                        Some(toml::Value::String(l)) => Some(l),
+                        _ => None,
+                    };
+                    let value_labels = match t.remove("labels") {
+                        Some(toml::Value::Array(ls)) => Some(
+                            ls.iter()
+                                .map(|l| l.as_str().unwrap_or_default().to_string())
+                                .collect::<Vec<_>>(),
+                        ),
+                        _ => None,
+                    };
+                    (items, label, value_labels)
                 }
+                _ => (None, None, None),
+            };
+            let values: Vec<String> = match items {
+                Some(items) if !items.is_empty() => items.iter().map(csv_value).collect(),
                 _ => return Err(format!("sweep axis `{key}` is not a list of values")),
             };
+            if label.is_some() || value_labels.is_some() {
+                labels.push(AxisLabels {
+                    key: key.clone(),
+                    label,
+                    values: match value_labels {
+                        Some(ls) => values.iter().cloned().zip(ls).collect(),
+                        None => Vec::new(),
+                    },
+                });
+            }
             axes.push((key, values));
         }
         let policies = s.policy_kinds();
@@ -61,6 +96,7 @@ impl PlanView {
             reps: s.reps,
             policies,
             axes,
+            labels,
         })
     }
 
