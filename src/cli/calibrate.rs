@@ -186,6 +186,26 @@ pub fn calibrate_into(
     Ok(done)
 }
 
+/// Lock the results folder `dir` and run `f` in it; when `f` fails and
+/// the folder was made for it, the (empty) folder is removed again: bad
+/// input leaves nothing behind.
+pub fn in_folder<T>(
+    dir: &Path,
+    quiet: bool,
+    f: impl FnOnce() -> Result<T, CliError>,
+) -> Result<T, CliError> {
+    let existed = dir.exists();
+    let lock = crate::sweep::outputs::lock_results(dir, &crate::term::Term::notes(quiet))?;
+    let result = f();
+    drop(lock);
+    if result.is_err() && !existed {
+        let _ = std::fs::remove_file(dir.join(crate::report::lock::LOCK_FILE));
+        // Only an empty folder goes (what was written stays).
+        let _ = std::fs::remove_dir(dir);
+    }
+    result
+}
+
 pub fn run(args: Args) -> Result<ExitCode, CliError> {
     args.fitting.settings()?;
     let name = args
@@ -196,7 +216,8 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         return Err(CliError::bad(format!("--name {name}: {m}")));
     }
     let dir = args.out.join(&name);
-    let _lock = crate::sweep::outputs::lock_results(&dir, &crate::term::Term::notes(args.quiet))?;
-    calibrate_into(&args.log, &dir, args.channel, &args.fitting, args.quiet)?;
+    in_folder(&dir, args.quiet, || {
+        calibrate_into(&args.log, &dir, args.channel, &args.fitting, args.quiet)
+    })?;
     Ok(ExitCode::SUCCESS)
 }

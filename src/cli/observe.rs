@@ -177,7 +177,11 @@ fn show(c: &observe::Counts) -> String {
 
 pub fn run(args: Args) -> Result<ExitCode, CliError> {
     let (opts, dir) = check(&args)?;
-    let _lock = crate::sweep::outputs::lock_results(&dir, &crate::term::Term::notes(args.quiet))?;
+    super::calibrate::in_folder(&dir, args.quiet, || watch(&args, &opts, &dir))
+}
+
+/// Observe, then calibrate what was recorded, in the locked `dir`.
+fn watch(args: &Args, opts: &Options, dir: &std::path::Path) -> Result<ExitCode, CliError> {
     let stop = interrupt::catch(
         "herdsim: observe: stopping (interrupt again to stop at once)",
         "herdsim: stopped at once".into(),
@@ -202,7 +206,7 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     let b = bar(args.quiet);
     interrupt::show(b.clone());
     let rec =
-        observe::record(&opts, stop, &mut |c, _| b.set_message(show(c))).map_err(|e| match e {
+        observe::record(opts, stop, &mut |c, _| b.set_message(show(c))).map_err(|e| match e {
             observe::ObserveError::BadInput(m) => CliError::bad(m),
             observe::ObserveError::Failure(m) => CliError::Failure(anyhow::anyhow!(m)),
         })?;

@@ -110,9 +110,11 @@ pub enum ObserveError {
     Failure(String),
 }
 
-/// The log, written line by line with its size counted.
+/// The log, written line by line with its size counted; created at its
+/// first line (after the handshake: a server that cannot be reached
+/// leaves no log behind).
 struct LogFile {
-    out: BufWriter<File>,
+    out: Option<BufWriter<File>>,
     path: PathBuf,
     bytes: u64,
     cap: u64,
@@ -127,7 +129,7 @@ impl LogFile {
         if self.bytes + n + END_ROOM > self.cap {
             return Ok(false);
         }
-        self.out
+        self.file()?
             .write_all(text.as_bytes())
             .map_err(|e| ObserveError::Failure(format!("{}: {e}", self.path.display())))?;
         self.bytes += n;
@@ -139,18 +141,41 @@ impl LogFile {
         let v = json!({"ms": ms, "end": {"reason": end.reason(), "frames": c.frames,
             "questions": c.questions, "claims": c.claims, "answers": c.answers}});
         let text = format!("{v}\n");
-        self.out
-            .write_all(text.as_bytes())
-            .and_then(|()| self.out.flush())
+        let out = self.file()?;
+        out.write_all(text.as_bytes())
+            .and_then(|()| out.flush())
             .map_err(|e| ObserveError::Failure(format!("{}: {e}", self.path.display())))?;
         self.bytes += text.len() as u64;
         Ok(())
     }
 
     fn flush(&mut self) -> Result<(), ObserveError> {
-        self.out
-            .flush()
-            .map_err(|e| ObserveError::Failure(format!("{}: {e}", self.path.display())))
+        match &mut self.out {
+            Some(out) => out
+                .flush()
+                .map_err(|e| ObserveError::Failure(format!("{}: {e}", self.path.display()))),
+            None => Ok(()),
+        }
+    }
+
+    /// The file, created at the first call.
+    fn file(&mut self) -> Result<&mut BufWriter<File>, ObserveError> {
+        if self.out.is_none() {
+            if let Some(dir) = self.path.parent() {
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| ObserveError::Failure(format!("{}: {e}", dir.display())))?;
+            }
+            let file = crate::files::create_in_place(&self.path)
+                .map_err(|e| ObserveError::BadInput(format!("{}: {e}", self.path.display())))?;
+            self.out = Some(BufWriter::new(file));
+        }
+        match &mut self.out {
+            Some(out) => Ok(out),
+            None => Err(ObserveError::Failure(format!(
+                "{}: not open",
+                self.path.display()
+            ))),
+        }
     }
 }
 
@@ -190,10 +215,8 @@ pub fn record(
     stop: &AtomicBool,
     progress: &mut dyn FnMut(&Counts, Duration),
 ) -> Result<Recorded, ObserveError> {
-    let file = crate::files::create_in_place(&opts.log)
-        .map_err(|e| ObserveError::BadInput(format!("{}: {e}", opts.log.display())))?;
     let mut log = LogFile {
-        out: BufWriter::new(file),
+        out: None,
         path: opts.log.clone(),
         bytes: 0,
         cap: opts.max_log_bytes,
