@@ -10,6 +10,7 @@ mod hostile;
 use assert_cmd::Command;
 use hostile::Server;
 use serde_json::{Value, json};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
@@ -594,4 +595,51 @@ fn round_trip_recovers_a_known_scenario() {
         assert!(within, "{m}: predicted {p}, observed {obs} ({lo}..{hi})");
     }
     drop(server);
+}
+
+/// `workload.gap` (what calibrate writes for measured gaps that are not
+/// Poisson): the run resamples them; `mean_gap_ms` must be their mean.
+#[test]
+fn measured_gaps_drive_a_run_and_must_match_their_mean() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    std::fs::write(tmp.path().join("gaps.csv"), "gap_ms\n1000\n3000\n").expect("write");
+    let scenario = |mean: &str| {
+        format!(
+            "name = \"g\"\nreps = 1\npolicies = [\"spec\"]\n[[agents]]\ncount = 2\n\
+             [workload]\ngap = {{ kind = \"empirical\", path = \"gaps.csv\" }}\n\
+             mean_gap_ms = {mean}\ncount = 20\n"
+        )
+    };
+    let good = tmp.path().join("good.toml");
+    std::fs::write(&good, scenario("2000")).expect("write");
+    let o = herdsim()
+        .args(["run", "--quiet", "--trace"])
+        .arg(tmp.path().join("trace.jsonl"))
+        .arg("--out")
+        .arg(tmp.path().join("out"))
+        .arg(&good)
+        .output()
+        .expect("runs");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // Every gap between posts is one of the two measured ones.
+    let posts: Vec<i64> = lines(&tmp.path().join("trace.jsonl"))
+        .iter()
+        .filter(|l| l["ev"] == "post")
+        .filter_map(|l| l["t_us"].as_i64())
+        .collect();
+    assert_eq!(posts.len(), 20);
+    let gaps: BTreeSet<i64> = posts.windows(2).map(|w| w[1] - w[0]).collect();
+    assert_eq!(gaps, BTreeSet::from([1_000_000, 3_000_000]));
+    let bad = tmp.path().join("bad.toml");
+    std::fs::write(&bad, scenario("60000")).expect("write");
+    let o = herdsim()
+        .args(["run", "--quiet", "--out"])
+        .arg(tmp.path().join("out"))
+        .arg(&bad)
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("workload.mean_gap_ms"), "{err}");
+    assert!(err.contains("bad.toml"), "{err}");
 }

@@ -209,9 +209,14 @@ pub fn run(opts: &Options, stop: &AtomicBool) -> Result<Finished, Error> {
         }
         write(&dir.join("prediction.csv"), &csv, &mut written)?;
         for l in p.lines.iter().filter(|l| !l.agree) {
+            let v = |x: f64| report::value(l.metric, x);
             warnings.push(format!(
-                "the fitted scenario predicts {} = {:.4} (± {:.4}), outside the observed interval {:.4}..{:.4}",
-                l.metric, l.predicted.mean, l.predicted.ci95, l.observed_ci.0, l.observed_ci.1
+                "the fitted scenario predicts {} {} (± {}), outside the observed {}..{}",
+                report::metric_name(l.metric),
+                v(l.predicted.mean),
+                v(l.predicted.ci95),
+                v(l.observed_ci.0),
+                v(l.observed_ci.1)
             ));
         }
     }

@@ -8,17 +8,77 @@ use super::view::View;
 use std::fmt::Write as _;
 use std::path::Path;
 
-fn t(ms: f64) -> String {
+pub(super) fn t(ms: f64) -> String {
     if !ms.is_finite() {
         return if ms > 0.0 { "inf".into() } else { "-".into() };
     }
+    // Times in s, as every table of herdsim's (src/report/table.rs).
     if ms.abs() >= 10_000.0 {
         format!("{:.1} s", ms / 1000.0)
     } else if ms.abs() >= 1000.0 {
         format!("{:.2} s", ms / 1000.0)
     } else {
-        format!("{ms:.0} ms")
+        format!("{:.3} s", ms / 1000.0)
     }
+}
+
+/// A predicted metric's name in the report.
+pub(super) fn metric_name(metric: &str) -> &str {
+    match metric {
+        "duplicate_rate" => "duplicates",
+        "unanswered_rate" => "unanswered",
+        "ttfr_p50_ms" => "TTFR p50",
+        "ttfr_p95_ms" => "TTFR p95",
+        m => m,
+    }
+}
+
+/// A metric's value as the report shows it (times in s, shares in %).
+pub(super) fn value(metric: &str, x: f64) -> String {
+    if metric.ends_with("_ms") {
+        t(x)
+    } else {
+        pct(x)
+    }
+}
+
+/// A share in %, as every table of herdsim's.
+pub(super) fn pct(x: f64) -> String {
+    if x.is_finite() {
+        format!("{:.1}%", 100.0 * x)
+    } else {
+        "-".into()
+    }
+}
+
+fn ci_pct(c: (f64, f64)) -> String {
+    format!("(95% CI {}..{})", pct(c.0), pct(c.1))
+}
+
+/// Lines longer than the tables' width, wrapped at words; a continuation
+/// is indented past the line's own indent and list mark.
+fn fit_width(text: &str) -> String {
+    let width = crate::report::table::WIDTH;
+    let mut out = String::new();
+    for line in text.lines() {
+        // Tables (columns two spaces apart) are laid out to fit.
+        if line.chars().count() <= width || line.trim().contains("  ") {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        }
+        let lead = line.len() - line.trim_start().len();
+        let mark = 2;
+        let first = &line[..lead];
+        let rest = " ".repeat(lead + mark);
+        let wrapped = crate::report::table::wrap(line.trim_start(), width - lead - mark);
+        for (i, l) in wrapped.lines().enumerate() {
+            out.push_str(if i == 0 { first } else { &rest });
+            out.push_str(l);
+            out.push('\n');
+        }
+    }
+    out
 }
 
 fn p(x: f64) -> String {
@@ -79,23 +139,33 @@ pub fn text(
         log.format.name(),
         log.channel
     );
-    let _ = writeln!(
-        s,
-        "  read {} frames{}; skipped {} replays, {} server notices, {} YIELDs, {} errors, {} frames of other channels, {} copies, {} malformed",
-        log.frames,
-        if log.connections > 1 {
-            format!(" on {} connections (each broadcast once)", log.connections)
-        } else {
-            String::new()
-        },
-        k.replays,
-        k.notices,
-        k.yields,
-        k.errors,
-        k.other_channels,
-        k.copies,
-        k.malformed
-    );
+    let read = if log.format == super::read::Format::LiveTrace {
+        format!("{} events of the channel", log.events.len())
+    } else if log.connections > 1 {
+        format!(
+            "{} frames on {} connections (each broadcast once)",
+            log.frames, log.connections
+        )
+    } else {
+        format!("{} frames", log.frames)
+    };
+    let skipped: Vec<String> = [
+        (k.replays, "replays"),
+        (k.notices, "server notices"),
+        (k.yields, "YIELDs"),
+        (k.errors, "errors"),
+        (k.other_channels, "of other channels"),
+        (k.copies, "copies"),
+        (k.malformed, "malformed"),
+    ]
+    .iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, what)| format!("{n} {what}"))
+    .collect();
+    let _ = writeln!(s, "  read {read}");
+    if !skipped.is_empty() {
+        let _ = writeln!(s, "  skipped {}", skipped.join(", "));
+    }
     let mentions = view.questions.iter().filter(|q| q.mention).count();
     let open = view.questions.iter().filter(|q| q.open).count();
     let _ = writeln!(
@@ -179,12 +249,12 @@ pub fn text(
     let mut rows = vec![vec![
         "agent".to_string(),
         "group".into(),
-        "opportunities".into(),
+        "opps".into(),
         "claims".into(),
-        "answers".into(),
-        "first claims".into(),
-        "inferences".into(),
-        "start read from".into(),
+        "ans".into(),
+        "first".into(),
+        "inf".into(),
+        "start from".into(),
     ]];
     for (a, st) in c.agents.iter().enumerate() {
         let g = c
@@ -202,14 +272,22 @@ pub fn text(
             st.first_claims.to_string(),
             st.inference.len().to_string(),
             match clock {
-                Some(k) if k.use_stamp => format!("started_at ({} clock pieces)", k.pieces.len()),
-                Some(k) if !k.steady => "arrival (started_at is not a clock)".into(),
-                Some(_) => "arrival (more precise than the ms stamp)".into(),
+                Some(k) if k.use_stamp => format!("started_at ({} pieces)", k.pieces.len()),
+                Some(k) if !k.steady => "arrival (no clock)".into(),
+                Some(_) => "arrival (finer)".into(),
                 None => "arrival".into(),
             },
         ]);
     }
     s.push_str(&table(&rows));
+    let _ = writeln!(
+        s,
+        "  opps: questions it was present for; ans: answers; first: questions it \
+         claimed first; inf: inference times measured; start from: its started_at stamps (a \
+         steady clock, in so many pieces between jumps), or its claims' arrival (no \
+         clock: started_at does not keep the server's time; finer: the stamps' ms \
+         are coarser than arrival at this --speed)"
+    );
     for (i, g) in c.groups.iter().enumerate() {
         let names: Vec<&str> = g.agents.iter().map(|&a| view.names[a].as_str()).collect();
         let _ = writeln!(s);
@@ -248,7 +326,7 @@ pub fn text(
                 },
                 format!("first-claim KS p = {}", p(g.wait.ks_p)),
                 if f.ridge {
-                    "weakly identified: see below".into()
+                    "weak: see below".into()
                 } else {
                     String::new()
                 },
@@ -304,8 +382,8 @@ pub fn text(
             rows.push(vec![
                 "hangs".into(),
                 format!("{} of {}", g.hangs, g.held),
-                ci_p(super::stats::wilson(g.hangs, g.held)),
-                "first claims never answered".into(),
+                ci_pct(super::stats::wilson(g.hangs, g.held)),
+                "first claims unanswered".into(),
             ]);
         }
         s.push_str(&table(&rows));
@@ -345,14 +423,14 @@ pub fn text(
     let mut rows = vec![
         vec![
             "duplicate rate".to_string(),
-            p(share(o.duplicated)),
-            ci_p(o.dup_ci),
+            pct(share(o.duplicated)),
+            ci_pct(o.dup_ci),
             format!("{} of {}", o.duplicated, o.wanted),
         ],
         vec![
             "unanswered rate".to_string(),
-            p(share(o.unanswered)),
-            ci_p(o.unans_ci),
+            pct(share(o.unanswered)),
+            ci_pct(o.unans_ci),
             format!("{} of {}", o.unanswered, o.wanted),
         ],
         vec![
@@ -377,13 +455,13 @@ pub fn text(
             "metric".to_string(),
             "observed (95% CI)".into(),
             "predicted (mean ± 95% CI)".into(),
-            "within the observed CI".into(),
+            "within".into(),
         ]];
         for l in &pr.lines {
             let is_time = l.metric.ends_with("_ms");
-            let f = |x: f64| if is_time { t(x) } else { p(x) };
+            let f = |x: f64| if is_time { t(x) } else { pct(x) };
             rows.push(vec![
-                l.metric.to_string(),
+                metric_name(l.metric).to_string(),
                 format!(
                     "{} ({}..{})",
                     f(l.observed),
@@ -417,5 +495,5 @@ pub fn text(
         "Next: settings to try, at no more latency than observed:\n  herdsim tune {}{budget}",
         scenario.display()
     );
-    s
+    fit_width(&s)
 }
