@@ -371,6 +371,11 @@ fn covers_but(csv: &str, group: &str, parameter: &str, truth: f64, bias: f64) {
 /// speed does").
 const MIN_BIAS_MS: f64 = 100.0;
 
+/// The upward bias allowed on a timed interval (the inference), scenario
+/// ms: a live agent's timer fires late, on the next whole ms of real time
+/// or later on a busy machine; 2 ms of real time, x 20.
+const TIMER_BIAS_MS: f64 = 40.0;
+
 /// One prediction.csv row: (observed, low, high, predicted, within).
 fn prediction(csv: &str, metric: &str) -> (f64, f64, f64, f64, bool) {
     let row = csv
@@ -446,6 +451,12 @@ fn calibrate_the_recorded_default_session() {
 #[test]
 fn calibrate_the_recorded_expiry_session() {
     let tmp = tempfile::tempdir().expect("tmp");
+    // An earlier calibration's files are replaced; other files stay.
+    let dir = tmp.path().join("expiry-ttl1s");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    for f in ["fit-arrivals.png", "group-9-csma.csv", "notes.txt"] {
+        std::fs::write(dir.join(f), "old").expect("write");
+    }
     let o = herdsim()
         .args([
             "calibrate",
@@ -462,7 +473,6 @@ fn calibrate_the_recorded_expiry_session() {
         .output()
         .expect("runs");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let dir = tmp.path().join("expiry-ttl1s");
     let sc = std::fs::read_to_string(dir.join("scenario.toml")).expect("scenario");
     assert!(sc.contains("arrivals = \"fixed\""), "{sc}");
     assert!(sc.contains("ttl_ms = 1000"), "{sc}");
@@ -475,6 +485,8 @@ fn calibrate_the_recorded_expiry_session() {
     );
     assert!(!dir.join("prediction.csv").exists());
     assert!(!dir.join("fit-arrivals.png").exists());
+    assert!(!dir.join("group-9-csma.csv").exists());
+    assert!(dir.join("notes.txt").exists());
 }
 
 /// A log that is not one: exit 2, one line naming the file (and the line).
@@ -580,7 +592,7 @@ fn round_trip_recovers_a_known_scenario() {
     covers(&est, "group-0", "respond_p", 0.6);
     covers_but(&est, "group-0", "csma.min_ms", 0.0, MIN_BIAS_MS);
     covers(&est, "group-0", "csma.max_ms", 2000.0);
-    covers(&est, "group-0", "inference.p50_ms", 1000.0);
+    covers_but(&est, "group-0", "inference.p50_ms", 1000.0, TIMER_BIAS_MS);
     covers(&est, "group-0", "inference.p99_ms", 4000.0);
     let scenario = std::fs::read_to_string(dir.join("scenario.toml")).expect("scenario");
     assert!(scenario.contains("arrivals = \"poisson\""), "{scenario}");

@@ -15,6 +15,10 @@ use super::view::{Announce, View};
 use super::window::{self, Opp, Set};
 use crate::floor::PolicyKind;
 
+/// agentchat 0.36's expiry sweep period, ms of the server's time: an
+/// expired claim keeps blocking until the sweep after its deadline.
+pub const SWEEP_MS: f64 = 5000.0;
+
 /// Significance level of the goodness-of-fit and grouping tests.
 pub const ALPHA: f64 = 0.01;
 
@@ -357,8 +361,11 @@ pub fn calibrate(log: &Log, view: &mut View, settings: &Settings) -> Calibration
                 let w = wait_of(c);
                 let (lo, hi) = if c.granted {
                     // A later start is denied unseen until the claim is
-                    // known, then the claim blocks until it expires.
-                    (w, w + (2.0 * l + ttl) * speed)
+                    // known, then the claim blocks until it is gone:
+                    // agentchat removes an expired claim only at its next
+                    // sweep (every SWEEP_MS; its phase is not on the wire,
+                    // so up to a whole period after the deadline).
+                    (w, w + (2.0 * l + ttl + SWEEP_MS) * speed)
                 } else {
                     (w + 2.0 * l * speed, w + (2.0 * l + ttl) * speed)
                 };
@@ -691,10 +698,11 @@ fn inference_of(mut observed: Vec<f64>, censored: Vec<f64>, seed: u64, label: &s
             .chain(censored.iter().map(|&x| (x, true)))
             .collect();
         let refit = |idx: &[usize]| -> Option<LogNormal> {
-            let (o, c): (Vec<(f64, bool)>, Vec<(f64, bool)>) =
-                idx.iter().map(|&i| units[i]).partition(|u| !u.1);
-            let o: Vec<f64> = o.into_iter().map(|u| u.0).collect();
-            let c: Vec<f64> = c.into_iter().map(|u| u.0).collect();
+            let (mut o, mut c) = (Vec::new(), Vec::new());
+            for &i in idx {
+                let (x, cut) = units[i];
+                if cut { c.push(x) } else { o.push(x) }
+            }
             stats::lognormal_fit(&o, &c)
         };
         p50_ci = stats::bootstrap(units.len(), BOOT_DRAWS, &mut r, |idx| {

@@ -104,6 +104,49 @@ pub fn default_name(log: &Path) -> String {
     }
 }
 
+/// Whether `name` is a file a calibration writes (so that a calibration
+/// into a folder replaces an earlier one's files, never leaving a figure
+/// or CSV of the last one beside the new).
+pub fn is_output(name: &str) -> bool {
+    const FIXED: [&str; 7] = [
+        SCENARIO_FILE,
+        "estimates.csv",
+        "questions.csv",
+        "agents.csv",
+        "prediction.csv",
+        "report.txt",
+        "gaps.csv",
+    ];
+    FIXED.contains(&name)
+        || (name.starts_with("fit-") && name.ends_with(".png"))
+        || (name.starts_with("group-")
+            && (name.ends_with("-csma.csv") || name.ends_with("-inference.csv")))
+}
+
+/// Remove an earlier calibration's files from `dir` (regular files only;
+/// observe's log and anything else stay).
+fn remove_earlier(dir: &Path) -> Result<Vec<String>, Error> {
+    let mut removed = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(removed);
+    };
+    let mut names: Vec<String> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| is_output(n))
+        .collect();
+    names.sort();
+    for n in names {
+        let path = dir.join(&n);
+        std::fs::remove_file(&path).map_err(|e| {
+            Error::Failure(anyhow::Error::new(e).context(format!("removing {}", path.display())))
+        })?;
+        removed.push(n);
+    }
+    Ok(removed)
+}
+
 fn write(path: &Path, text: &str, written: &mut Vec<PathBuf>) -> Result<(), Error> {
     atomic::write(path, text.as_bytes()).map_err(|e| {
         Error::Failure(anyhow::Error::new(e).context(format!("writing {}", path.display())))
@@ -143,6 +186,14 @@ pub fn run(opts: &Options, stop: &AtomicBool) -> Result<Finished, Error> {
     std::fs::create_dir_all(dir).map_err(|e| {
         Error::Failure(anyhow::Error::new(e).context(format!("creating {}", dir.display())))
     })?;
+    let removed = remove_earlier(dir)?;
+    if !removed.is_empty() {
+        warnings.push(format!(
+            "replaced an earlier calibration in {} ({} files)",
+            dir.display(),
+            removed.len()
+        ));
+    }
     let folder = default_name(dir);
     let name = format!("{folder}-fitted");
     let (toml, files) = out::scenario(&cal, &log, &view, &name);
@@ -251,5 +302,28 @@ mod tests {
         );
         assert_eq!(default_name(Path::new("x y.jsonl")), "x-y");
         assert_eq!(default_name(Path::new(".jsonl")), "calibrated");
+    }
+
+    #[test]
+    fn what_a_calibration_replaces() {
+        for n in [
+            "scenario.toml",
+            "report.txt",
+            "gaps.csv",
+            "fit-arrivals.png",
+            "group-2-inference.csv",
+            "group-0-csma.csv",
+        ] {
+            assert!(is_output(n), "{n}");
+        }
+        for n in [
+            "frames.jsonl",
+            "notes.txt",
+            "group-0.csv",
+            "fit.txt",
+            "runs.csv",
+        ] {
+            assert!(!is_output(n), "{n}");
+        }
     }
 }

@@ -230,7 +230,7 @@ fn watch(args: &Args, opts: &Options, dir: &std::path::Path) -> Result<ExitCode,
         }
         calibrate_into(
             &opts.log,
-            &dir,
+            dir,
             Some(opts.channel.clone()),
             &args.fitting,
             args.quiet,
