@@ -104,6 +104,26 @@ fn wait_joined(path: &Path) {
     }
 }
 
+/// `herdsim serve` with `server_args`, and `observe` on its `channel`
+/// with `args`, writing under `tmp/out`, once it has joined; the folder
+/// observe writes to.
+fn watch(
+    tmp: &Path,
+    server_args: &[&str],
+    channel: &str,
+    args: &[&str],
+) -> (Server, Observer, PathBuf) {
+    let server = Server::spawn(server_args);
+    let url = format!("ws://{}", server.addr);
+    let out = tmp.join("out");
+    let mut all = vec!["--url", &url, "--channel", channel];
+    all.extend_from_slice(args);
+    let obs = Observer::spawn(&all, &out);
+    let dir = out.join(format!("observe-{}", channel.trim_start_matches('#')));
+    wait_joined(&dir.join("frames.jsonl"));
+    (server, obs, dir)
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -150,25 +170,13 @@ async fn one_exchange(addr: std::net::SocketAddr, q: &str) {
 fn observe_is_a_passive_member_and_stops_at_its_duration() {
     let tmp = tempfile::tempdir().expect("tmp");
     let srv_log = tmp.path().join("server.jsonl");
-    let server = Server::spawn(&["--log", srv_log.to_str().expect("utf-8")]);
-    let url = format!("ws://{}", server.addr);
-    let out = tmp.path().join("out");
-    let obs = Observer::spawn(
-        &[
-            "--url",
-            &url,
-            "--channel",
-            "#general",
-            "--as",
-            "watcher",
-            "--duration",
-            "3",
-            "--no-calibrate",
-        ],
-        &out,
+    let (server, obs, dir) = watch(
+        tmp.path(),
+        &["--log", srv_log.to_str().expect("utf-8")],
+        "#general",
+        &["--as", "watcher", "--duration", "3", "--no-calibrate"],
     );
-    let log = out.join("observe-general/frames.jsonl");
-    wait_joined(&log);
+    let log = dir.join("frames.jsonl");
     runtime().block_on(one_exchange(server.addr, "q1"));
     let (code, _, err) = obs.finish(hostile::WAIT);
     assert_eq!(code, Some(0), "{err}");
@@ -206,12 +214,8 @@ fn observe_is_a_passive_member_and_stops_at_its_duration() {
 #[test]
 fn observe_stops_on_ctrl_c_and_says_when_nothing_was_asked() {
     let tmp = tempfile::tempdir().expect("tmp");
-    let server = Server::spawn(&[]);
-    let url = format!("ws://{}", server.addr);
-    let out = tmp.path().join("out");
-    let obs = Observer::spawn(&["--url", &url, "--channel", "#quiet"], &out);
-    let log = out.join("observe-quiet/frames.jsonl");
-    wait_joined(&log);
+    let (_server, obs, dir) = watch(tmp.path(), &[], "#quiet", &[]);
+    let log = dir.join("frames.jsonl");
     // SAFETY: sends SIGINT to the child this test started.
     assert_eq!(unsafe { libc::kill(obs.pid(), libc::SIGINT) }, 0);
     let (code, _, err) = obs.finish(hostile::WAIT);
@@ -220,7 +224,7 @@ fn observe_stops_on_ctrl_c_and_says_when_nothing_was_asked() {
     assert!(err.contains("nothing to calibrate"), "{err}");
     let v = lines(&log);
     assert_eq!(v[v.len() - 1]["end"]["reason"], "interrupted");
-    assert!(!out.join("observe-quiet/scenario.toml").exists());
+    assert!(!dir.join("scenario.toml").exists());
 }
 
 /// A busy channel cannot grow the log past --max-log-bytes: the
@@ -228,26 +232,21 @@ fn observe_stops_on_ctrl_c_and_says_when_nothing_was_asked() {
 #[test]
 fn observe_log_stops_at_its_cap() {
     let tmp = tempfile::tempdir().expect("tmp");
-    let server = Server::spawn(&[]);
-    let url = format!("ws://{}", server.addr);
-    let out = tmp.path().join("out");
     let cap = 65_536;
-    let obs = Observer::spawn(
+    let cap_flag = cap.to_string();
+    let (server, obs, dir) = watch(
+        tmp.path(),
+        &[],
+        "#busy",
         &[
-            "--url",
-            &url,
-            "--channel",
-            "#busy",
             "--max-log-bytes",
-            &cap.to_string(),
+            &cap_flag,
             "--no-calibrate",
             "--duration",
             "60",
         ],
-        &out,
     );
-    let log = out.join("observe-busy/frames.jsonl");
-    wait_joined(&log);
+    let log = dir.join("frames.jsonl");
     let addr = server.addr;
     let rt = runtime();
     let _op = rt.block_on(async move {
@@ -549,26 +548,13 @@ count = 200
 #[test]
 fn round_trip_recovers_a_known_scenario() {
     let tmp = tempfile::tempdir().expect("tmp");
-    let server = Server::spawn(&["--policy", "spec"]);
-    let url = format!("ws://{}", server.addr);
-    let out = tmp.path().join("out");
-    let obs = Observer::spawn(
-        &[
-            "--url",
-            &url,
-            "--channel",
-            "#general",
-            "--speed",
-            "20",
-            "--reps",
-            "10",
-            "--duration",
-            "300",
-        ],
-        &out,
+    let (server, obs, dir) = watch(
+        tmp.path(),
+        &["--policy", "spec"],
+        "#general",
+        &["--speed", "20", "--reps", "10", "--duration", "300"],
     );
-    let dir = out.join("observe-general");
-    wait_joined(&dir.join("frames.jsonl"));
+    let url = format!("ws://{}", server.addr);
     let sc = tmp.path().join("truth.toml");
     std::fs::write(&sc, TRUTH).expect("write");
     let live = herdsim()
@@ -654,4 +640,45 @@ fn measured_gaps_drive_a_run_and_must_match_their_mean() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("workload.mean_gap_ms"), "{err}");
     assert!(err.contains("bad.toml"), "{err}");
+}
+
+/// A log that would make calibrate hold too much (agents x questions
+/// beyond its bound) is refused with one line, before any fitting.
+#[test]
+fn calibrate_refuses_a_log_too_big_to_fit() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut text = String::new();
+    let line = |ms: u64, frame: Value| {
+        json!({"ms": ms, "conn": 0, "dir": "down", "frame": frame.to_string()}).to_string() + "\n"
+    };
+    for q in 0..4100u64 {
+        text += &line(
+            q * 1000,
+            json!({"type": "MSG", "ts": q * 1000, "from": "@op", "to": "#general",
+                   "content": "q", "msg_id": format!("q{q}")}),
+        );
+    }
+    for a in 0..5000u64 {
+        text += &line(
+            5_000_000 + a,
+            json!({"type": "MSG", "ts": 5_000_000 + a, "from": format!("@a{a}"), "to": "#general",
+                   "content": "a", "msg_id": format!("r{a}"), "in_reply_to": "q0"}),
+        );
+    }
+    let log = tmp.path().join("big.jsonl");
+    std::fs::write(&log, text).expect("write");
+    let o = herdsim()
+        .args(["calibrate", "--reps", "0", "--no-plot", "--out"])
+        .arg(tmp.path().join("out"))
+        .arg(&log)
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("big.jsonl") && err.contains("5000 agents"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(!tmp.path().join("out/big").exists());
 }

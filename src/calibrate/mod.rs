@@ -34,6 +34,11 @@ use std::sync::atomic::AtomicBool;
 /// The fitted scenario's file name in the results folder.
 pub const SCENARIO_FILE: &str = "scenario.toml";
 
+/// The most (agent, question) pairs one calibration fits: each is an
+/// opportunity with its blocked set, so this bounds the memory a log can
+/// make calibrate use (about 1 GB at the most).
+pub const MAX_OPPORTUNITIES: u64 = 20_000_000;
+
 /// What a calibration is asked.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -172,6 +177,17 @@ pub fn run(opts: &Options, stop: &AtomicBool) -> Result<Finished, Error> {
         return Err(Error::Failure(anyhow::anyhow!(
             "{}: no question in channel {}: nothing to calibrate",
             opts.log.display(),
+            log.channel
+        )));
+    }
+    let pairs = (view.agents.len() as u64).saturating_mul(view.questions.len() as u64);
+    if pairs > MAX_OPPORTUNITIES {
+        return Err(Error::bad(format!(
+            "{}: {} agents x {} questions in channel {} is more than calibrate fits at once \
+             ({MAX_OPPORTUNITIES} pairs): calibrate a shorter log",
+            opts.log.display(),
+            view.agents.len(),
+            view.questions.len(),
             log.channel
         )));
     }

@@ -230,22 +230,7 @@ pub fn lilliefors_exp(values: &[f64], rng: &mut ChaCha8Rng) -> (f64, f64) {
         }
         ks_distance(xs, |x| 1.0 - (-x / m).exp())
     };
-    let mut v = values.to_vec();
-    let d = d_of(&mut v);
-    let n = values.len();
-    let mut worse = 0usize;
-    let mut buf = Vec::with_capacity(n);
-    for _ in 0..MC_DRAWS {
-        buf.clear();
-        buf.extend((0..n).map(|_| {
-            let e: f64 = Exp1.sample(rng);
-            e
-        }));
-        if d_of(&mut buf) >= d {
-            worse += 1;
-        }
-    }
-    (d, (worse + 1) as f64 / (MC_DRAWS + 1) as f64)
+    monte_carlo(values, rng, &d_of, |r| Exp1.sample(r))
 }
 
 /// Lilliefors' test of normality (unknown mean and sd): D against the
@@ -259,6 +244,19 @@ pub fn lilliefors_normal(values: &[f64], rng: &mut ChaCha8Rng) -> (f64, f64) {
         }
         ks_distance(xs, |x| phi((x - m) / s))
     };
+    monte_carlo(values, rng, &d_of, |r| StandardNormal.sample(r))
+}
+
+/// D of `values` by `d_of`, and its p-value: the share of MC_DRAWS samples
+/// of the same size from `draw` (the null with its parameters fixed;
+/// `d_of` refits them to each) whose D is as large, counted with the
+/// observed one.
+fn monte_carlo(
+    values: &[f64],
+    rng: &mut ChaCha8Rng,
+    d_of: &dyn Fn(&mut Vec<f64>) -> f64,
+    draw: impl Fn(&mut ChaCha8Rng) -> f64,
+) -> (f64, f64) {
     let mut v = values.to_vec();
     let d = d_of(&mut v);
     let n = values.len();
@@ -266,10 +264,7 @@ pub fn lilliefors_normal(values: &[f64], rng: &mut ChaCha8Rng) -> (f64, f64) {
     let mut buf = Vec::with_capacity(n);
     for _ in 0..MC_DRAWS {
         buf.clear();
-        buf.extend((0..n).map(|_| {
-            let e: f64 = StandardNormal.sample(rng);
-            e
-        }));
+        buf.extend((0..n).map(|_| draw(rng)));
         if d_of(&mut buf) >= d {
             worse += 1;
         }
