@@ -407,6 +407,10 @@ fn calibrate_the_recorded_default_session() {
     let report = String::from_utf8_lossy(&o.stdout);
     assert!(report.contains("92 questions"), "{report}");
     assert!(report.contains("policy agentchat-0.36"), "{report}");
+    assert!(
+        report.contains("--policy agentchat-0.36 --max-ttfr-p95-ms"),
+        "{report}"
+    );
     let dir = tmp.path().join("default-3reps");
     for f in [
         "scenario.toml",

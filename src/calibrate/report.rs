@@ -62,7 +62,11 @@ fn fit_width(text: &str) -> String {
     let mut out = String::new();
     for line in text.lines() {
         // Tables (columns two spaces apart) are laid out to fit.
-        if line.chars().count() <= width || line.trim().contains("  ") {
+        // A command stays on one line, to be copied.
+        if line.chars().count() <= width
+            || line.trim().contains("  ")
+            || line.trim_start().starts_with("herdsim tune ")
+        {
             out.push_str(line);
             out.push('\n');
             continue;
@@ -492,8 +496,9 @@ pub fn text(
     };
     let _ = writeln!(
         s,
-        "Next: settings to try, at no more latency than observed:\n  herdsim tune {}{budget}",
-        scenario.display()
+        "Next: settings to try, at no more latency than observed:\n  herdsim tune {} --policy {}{budget}",
+        scenario.display(),
+        c.policy.name()
     );
     fit_width(&s)
 }
