@@ -686,3 +686,41 @@ fn calibrate_refuses_a_log_too_big_to_fit() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(!tmp.path().join("out/big").exists());
 }
+
+/// The same log and flags give byte-identical files, whatever --jobs.
+#[test]
+fn calibrate_is_deterministic_for_any_jobs() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let run = |name: &str, jobs: &str| {
+        let o = herdsim()
+            .args([
+                "calibrate",
+                "--quiet",
+                "--speed",
+                "20",
+                "--reps",
+                "6",
+                "--no-plot",
+            ])
+            .args(["--jobs", jobs, "--name", name, "--out"])
+            .arg(tmp.path())
+            .arg(data("default-3reps.jsonl.gz"))
+            .output()
+            .expect("runs");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).replace(name, "NAME")
+    };
+    let (one, two) = (run("det-jobs1", "1"), run("det-jobs2", "2"));
+    assert_eq!(one, two);
+    for f in [
+        "estimates.csv",
+        "prediction.csv",
+        "questions.csv",
+        "agents.csv",
+        "gaps.csv",
+    ] {
+        let a = std::fs::read(tmp.path().join("det-jobs1").join(f)).expect("one");
+        let b = std::fs::read(tmp.path().join("det-jobs2").join(f)).expect("two");
+        assert!(a == b, "{f} differs");
+    }
+}
