@@ -724,3 +724,38 @@ fn calibrate_is_deterministic_for_any_jobs() {
         assert!(a == b, "{f} differs");
     }
 }
+
+/// `--keyed`: the observer identifies with an Ed25519 key (CHALLENGE,
+/// VERIFY_IDENTITY) as an agentchat server wants, here `herdsim serve`
+/// under `agentchat-0.36`; the key file is made on first use.
+#[test]
+fn observe_keyed_against_an_agentchat_server() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let key = tmp.path().join("identity.key");
+    let key_flag = key.to_str().expect("utf-8").to_string();
+    let (_server, obs, dir) = watch(
+        tmp.path(),
+        &["--policy", "agentchat-0.36"],
+        "#general",
+        &[
+            "--keyed",
+            "--key-file",
+            &key_flag,
+            "--duration",
+            "2",
+            "--no-calibrate",
+        ],
+    );
+    let (code, _, err) = obs.finish(hostile::WAIT);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("(keyed)"), "{err}");
+    assert!(key.is_file());
+    let v = lines(&dir.join("frames.jsonl"));
+    assert_eq!(v[0]["keyed"], true, "{}", v[0]);
+    assert!(
+        v[0]["id"].as_str().is_some_and(|id| !id.is_empty()),
+        "{}",
+        v[0]
+    );
+    assert_eq!(v[v.len() - 1]["end"]["reason"], "the duration was reached");
+}
