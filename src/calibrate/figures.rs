@@ -12,12 +12,9 @@ fn grid(hi: f64) -> Vec<f64> {
     (0..=300).map(|i| hi * i as f64 / 300.0).collect()
 }
 
+/// Times in s, as in every figure and table of herdsim's.
 fn secs(ms: f64) -> String {
-    if ms >= 2000.0 {
-        format!("{:.2} s", ms / 1000.0)
-    } else {
-        format!("{ms:.0} ms")
-    }
+    super::report::t(ms)
 }
 
 /// The figures' plots, each with its file name.
