@@ -12,13 +12,17 @@
 use std::path::{Path, PathBuf};
 
 /// Paths under `src/` (prefixes, `/`-separated) that cannot change a run's numbers.
-const NOT_SIMULATION: [&str; 6] = [
+const NOT_SIMULATION: [&str; 10] = [
     "src/report/plot/",
     "src/tune/",
+    "src/calibrate/",
+    "src/observe/",
     "src/cli/plot.rs",
     "src/cli/tune.rs",
     "src/cli/arbitrate.rs",
     "src/cli/validate.rs",
+    "src/cli/calibrate.rs",
+    "src/cli/observe.rs",
 ];
 
 /// FNV-1a, 64 bits, with length-prefixed parts (as `sweep::Fnv`).

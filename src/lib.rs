@@ -29,6 +29,7 @@
 pub const BUILD: &str = env!("HERDSIM_BUILD");
 
 pub mod agent;
+pub mod calibrate;
 pub mod cli;
 pub mod engine;
 pub mod error;
@@ -37,6 +38,7 @@ pub mod floor;
 pub mod live;
 pub mod metrics;
 pub mod model;
+pub mod observe;
 pub mod replay;
 pub mod report;
 pub mod scenario;

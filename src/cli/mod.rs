@@ -5,8 +5,10 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
 pub mod arbitrate;
+pub mod calibrate;
 pub mod live;
 pub mod merge;
+pub mod observe;
 pub mod plot;
 pub mod run;
 pub mod serve;
@@ -55,6 +57,10 @@ pub enum Command {
     Serve(serve::Args),
     /// Run the scenario's agents against a real chat server in scaled real time and measure.
     Live(live::Args),
+    /// Watch a channel as a passive member, record what it sees, then calibrate a scenario from it.
+    Observe(observe::Args),
+    /// Fit a scenario to a frame log (observe's, a recorded session or a live trace) and predict with it.
+    Calibrate(calibrate::Args),
 }
 
 /// The subcommands' names, as the parser knows them (so a new one is never
@@ -165,6 +171,8 @@ pub fn main() -> ExitCode {
         Command::Tune(args) => tune::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Live(args) => live::run(args),
+        Command::Observe(args) => observe::run(args),
+        Command::Calibrate(args) => calibrate::run(args),
     };
     match result {
         Ok(code) => code,

@@ -207,7 +207,7 @@ fn text_of(m: Message) -> Option<String> {
 }
 
 /// A client WebSocket, plain or TLS.
-type Ws =
+pub(crate) type Ws =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 /// Send one JSON frame during the handshake; an error names the frame's
@@ -319,7 +319,8 @@ fn connect_error(url: &str, e: &WsError) -> String {
 
 /// Connect to `url`, identify (answering a CHALLENGE when keyed) and join
 /// `channels`. Returns the socket and the agent id the server gave.
-async fn handshake(
+/// (`observe` uses it as it stands: a passive member's connection.)
+pub(crate) async fn handshake(
     url: &str,
     tls: Option<&Arc<rustls::ClientConfig>>,
     ident: &Identity,

@@ -12,7 +12,7 @@
 //! agents the same decisions, the timing of the network does not repeat).
 
 pub mod compare;
-mod conn;
+pub(crate) mod conn;
 pub mod driver;
 pub mod keys;
 pub mod ledger;

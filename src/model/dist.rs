@@ -383,6 +383,19 @@ impl Dist {
         }
     }
 
+    /// The mean of a draw, µs (of the values themselves for empirical
+    /// data; as [`DistSpec::mean_ms`] for the others, normal untruncated).
+    pub fn mean_us(&self) -> f64 {
+        match &self.kind {
+            Kind::Fixed(us) => *us as f64,
+            Kind::Uniform { min_us, width_us } => min_us + width_us / 2.0,
+            Kind::Exponential { mean_us } => *mean_us,
+            Kind::Normal { mean_us, .. } => *mean_us,
+            Kind::Lognormal { mu, sigma } => (mu + sigma * sigma / 2.0).exp(),
+            Kind::Empirical(v) => v.iter().map(|&x| x as f64).sum::<f64>() / v.len().max(1) as f64,
+        }
+    }
+
     /// Whether every sample is 0 (a fixed 0). Sampling a fixed
     /// distribution never touches the RNG.
     pub fn is_zero(&self) -> bool {

@@ -251,6 +251,11 @@ pub struct WorkloadSpec {
     /// Mean (or fixed) gap between operator messages.
     #[serde(default = "default_mean_gap_ms")]
     pub mean_gap_ms: f64,
+    /// The gaps as a distribution (measured gaps: `empirical`); replaces
+    /// `arrivals`, and `mean_gap_ms` must then be its mean. Written only
+    /// when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gap: Option<DistSpec>,
     /// Number of operator messages (ignored when `duration_ms` is set).
     #[serde(default = "default_msg_count", deserialize_with = "de::msg_count")]
     pub count: u64,
@@ -390,6 +395,7 @@ impl Default for WorkloadSpec {
         WorkloadSpec {
             arrivals: default_arrivals(),
             mean_gap_ms: default_mean_gap_ms(),
+            gap: None,
             count: default_msg_count(),
             duration_ms: None,
             channel: default_channel(),

@@ -53,7 +53,7 @@ pub fn check(s: &Scenario, base_dir: &Path, cache: &DataCache) -> Result<(), (St
     check_server(&s.server, base_dir, cache)?;
     check_network(&s.network, base_dir, cache)?;
     check_agents(s, base_dir, cache)?;
-    check_workload(s)?;
+    check_workload(s, base_dir, cache)?;
     s.check_script()?;
     Ok(())
 }
@@ -217,11 +217,38 @@ fn check_agent_group(
 }
 
 /// The `[workload]` table.
-fn check_workload(s: &Scenario) -> Result<(), (String, String)> {
+fn check_workload(
+    s: &Scenario,
+    base_dir: &Path,
+    cache: &DataCache,
+) -> Result<(), (String, String)> {
     let w = &s.workload;
     duration("workload.mean_gap_ms", w.mean_gap_ms)?;
     if w.mean_gap_ms == 0.0 {
         return fail("workload.mean_gap_ms", "must be positive".into());
+    }
+    if let Some(gap) = &w.gap {
+        dist("workload.gap", gap, base_dir, cache)?;
+        // The run's length (and every plan made from it) is counted from
+        // `mean_gap_ms`: it must be the gaps' mean.
+        let mean = gap
+            .prepare_with(base_dir, cache)
+            .map_err(|e| ("workload.gap".to_string(), e.to_string()))?
+            .mean_us()
+            / 1000.0;
+        if mean <= 0.0 {
+            return fail("workload.gap", "must have a positive mean".into());
+        }
+        if (w.mean_gap_ms - mean).abs() > 0.01 * mean {
+            return fail(
+                "workload.mean_gap_ms",
+                format!(
+                    "must be the mean of `workload.gap` ({}) when `gap` is set, not {}",
+                    crate::model::dist::show(mean),
+                    crate::model::dist::show(w.mean_gap_ms)
+                ),
+            );
+        }
     }
     if let Some(d) = w.duration_ms {
         time("workload.duration_ms", d)?;
@@ -472,6 +499,7 @@ pub fn shape(t: &toml::Table) -> Result<(), (String, String)> {
         ("server", "disconnect_detect"),
         ("server", "restart"),
         ("network", "jitter"),
+        ("workload", "gap"),
     ] {
         if let Some(v) = t.get(table).and_then(|s| s.get(key)) {
             dists.push((format!("{table}.{key}"), format!("{table}.{key}"), v));

@@ -112,11 +112,12 @@ impl Prepared {
         }
         let n = agent_group.len();
         let w = &s.workload;
-        let gap = match w.arrivals {
-            Arrivals::Poisson => DistSpec::Exponential {
+        let gap = match (&w.gap, w.arrivals) {
+            (Some(g), _) => g.clone(),
+            (None, Arrivals::Poisson) => DistSpec::Exponential {
                 mean_ms: w.mean_gap_ms,
             },
-            Arrivals::Fixed => DistSpec::Fixed { ms: w.mean_gap_ms },
+            (None, Arrivals::Fixed) => DistSpec::Fixed { ms: w.mean_gap_ms },
         };
         Ok(Prepared {
             groups,

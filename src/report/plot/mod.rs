@@ -23,6 +23,7 @@
 //! failed write) is not. `herdsim plot` maps the first kind to exit status 2.
 
 mod draw;
+pub mod fit;
 mod layout;
 mod output;
 mod panels;

@@ -1,0 +1,223 @@
+//! `herdsim calibrate`: flags -> [`crate::calibrate::run`] -> exit status.
+//! The fitting flags are shared with `herdsim observe`, which calibrates
+//! what it recorded.
+
+use super::{CliError, note};
+use crate::calibrate::{self, Options, fit::Settings};
+use crate::floor::PolicyKind;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::str::FromStr;
+
+/// How to read the log, and the fit's assumptions.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Fitting {
+    /// Scenario time per unit of the log's time: the --speed of the `live` run that was watched (1 for real agents).
+    #[arg(long, default_value_t = 1.0)]
+    pub speed: f64,
+    /// One-way link delay between the agents and the server, ms of the log's time (default: half the observer's shortest round trip, else 0).
+    #[arg(long, value_name = "MS")]
+    pub link_ms: Option<f64>,
+    /// The server's claim TTL, ms of the log's time (agentchat: AGENTCHAT_CLAIM_TTL_MS).
+    #[arg(long, value_name = "MS", default_value_t = 45000.0)]
+    pub ttl_ms: f64,
+    /// The agents' CSMA window when you know it (AGENTCHAT_CSMA_MIN_MS..MAX_MS), ms of the log's time: pins it, so that respond_p is well determined.
+    #[arg(long, value_name = "MIN..MAX")]
+    pub csma_ms: Option<String>,
+    /// The server's policy (default: read from the wire: FLOOR_CLAIMED means agentchat-0.36, relayed claims spec, none none).
+    #[arg(long)]
+    pub policy: Option<String>,
+    /// Replications of the fitted scenario's prediction (0: none).
+    #[arg(long, default_value_t = 20)]
+    pub reps: u32,
+    /// Seed of the prediction, the Monte Carlo tests and the bootstrap.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Worker threads of the prediction, 1 to 1024 (default: all cores). Results do not depend on it.
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Do not draw the figures.
+    #[arg(long)]
+    pub no_plot: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The frame log: observe's, a recorded session (tests/data/agentchat-wire), or a `live` trace; plain or gzipped.
+    pub log: PathBuf,
+    /// Output directory; results go to `<out>/<name>/`.
+    #[arg(long, default_value = "results")]
+    pub out: PathBuf,
+    /// The results folder's name (default: the log's file name without .gz and .jsonl; for observe's frames.jsonl, its folder's).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// The channel to read (default: observe's, else the one with the most messages).
+    #[arg(long)]
+    pub channel: Option<String>,
+    #[command(flatten)]
+    pub fitting: Fitting,
+    /// No notes on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// A number flag: finite and within [lo, hi].
+fn number(flag: &str, x: f64, lo: f64, hi: f64) -> Result<f64, CliError> {
+    if x.is_finite() && x >= lo && x <= hi {
+        Ok(x)
+    } else {
+        Err(CliError::bad(format!(
+            "{flag} {x}: must be a number from {lo} to {hi}"
+        )))
+    }
+}
+
+/// `MIN..MAX` in ms.
+fn window(raw: &str) -> Result<(f64, f64), CliError> {
+    let bad = || {
+        CliError::bad(format!(
+            "--csma-ms {raw}: expected MIN..MAX in ms with 0 <= MIN <= MAX, e.g. 2000..8000"
+        ))
+    };
+    let (a, b) = raw.split_once("..").ok_or_else(bad)?;
+    let a: f64 = a.trim().parse().map_err(|_| bad())?;
+    let b: f64 = b.trim().parse().map_err(|_| bad())?;
+    if !(a.is_finite()
+        && b.is_finite()
+        && a >= 0.0
+        && a <= b
+        && b <= crate::scenario::limits::MAX_DURATION_MS)
+    {
+        return Err(bad());
+    }
+    Ok((a, b))
+}
+
+impl Fitting {
+    /// The settings, every flag checked.
+    pub fn settings(&self) -> Result<Settings, CliError> {
+        let max = crate::scenario::limits::MAX_DURATION_MS;
+        let speed = number(
+            "--speed",
+            self.speed,
+            crate::live::MIN_SPEED,
+            crate::live::MAX_SPEED,
+        )?;
+        let link_ms = self
+            .link_ms
+            .map(|l| number("--link-ms", l, 0.0, max))
+            .transpose()?;
+        let ttl_ms = number("--ttl-ms", self.ttl_ms, 1.0, max)?;
+        // Converted to scenario time, each must stay a duration.
+        for (flag, v) in [("--ttl-ms", ttl_ms), ("--link-ms", link_ms.unwrap_or(0.0))] {
+            if v * speed > max {
+                return Err(CliError::bad(format!(
+                    "{flag} {v} x --speed {speed} is beyond the longest duration a scenario holds ({max:e} ms)"
+                )));
+            }
+        }
+        let csma_ms = self.csma_ms.as_deref().map(window).transpose()?;
+        let policy = self
+            .policy
+            .as_deref()
+            .map(|p| {
+                PolicyKind::from_str(p).map_err(|e| CliError::bad(format!("--policy {p}: {e}")))
+            })
+            .transpose()?;
+        if self.reps > 10_000 {
+            return Err(CliError::bad(format!(
+                "--reps {}: at most 10000",
+                self.reps
+            )));
+        }
+        Ok(Settings {
+            speed,
+            link_ms,
+            ttl_ms,
+            csma_ms,
+            policy,
+            seed: self.seed,
+        })
+    }
+
+    /// The prediction's threads, checked.
+    pub fn jobs(&self) -> Result<usize, CliError> {
+        let j = self.jobs.unwrap_or_else(crate::sweep::default_threads);
+        if j == 0 || j > 1024 {
+            return Err(CliError::bad(format!(
+                "--jobs {j}: must be from 1 to 1024 worker threads"
+            )));
+        }
+        Ok(j)
+    }
+}
+
+/// Calibrate `log` into `dir` (locked by the caller) and report: the
+/// report on stdout, warnings and the folder on stderr.
+pub fn calibrate_into(
+    log: &Path,
+    dir: &Path,
+    channel: Option<String>,
+    f: &Fitting,
+    quiet: bool,
+) -> Result<calibrate::Finished, CliError> {
+    let opts = Options {
+        log: log.to_path_buf(),
+        dir: dir.to_path_buf(),
+        channel,
+        settings: f.settings()?,
+        reps: f.reps,
+        jobs: f.jobs()?,
+        plots: !f.no_plot,
+    };
+    let never = std::sync::atomic::AtomicBool::new(false);
+    let done = calibrate::run(&opts, &never)?;
+    super::print_out(&done.report)?;
+    if !quiet {
+        for w in &done.warnings {
+            note(format_args!("herdsim: warning: {w}"));
+        }
+        note(format_args!(
+            "herdsim: calibrate: wrote {} ({} files)",
+            done.dir.display(),
+            done.written.len()
+        ));
+    }
+    Ok(done)
+}
+
+/// Lock the results folder `dir` and run `f` in it; when `f` fails and
+/// the folder was made for it, the (empty) folder is removed again: bad
+/// input leaves nothing behind.
+pub fn in_folder<T>(
+    dir: &Path,
+    quiet: bool,
+    f: impl FnOnce() -> Result<T, CliError>,
+) -> Result<T, CliError> {
+    let existed = dir.exists();
+    let lock = crate::sweep::outputs::lock_results(dir, &crate::term::Term::notes(quiet))?;
+    let result = f();
+    drop(lock);
+    if result.is_err() && !existed {
+        let _ = std::fs::remove_file(dir.join(crate::report::lock::LOCK_FILE));
+        // Only an empty folder goes (what was written stays).
+        let _ = std::fs::remove_dir(dir);
+    }
+    result
+}
+
+pub fn run(args: Args) -> Result<ExitCode, CliError> {
+    args.fitting.settings()?;
+    let name = args
+        .name
+        .clone()
+        .unwrap_or_else(|| calibrate::default_name(&args.log));
+    if let Err(m) = crate::scenario::validate::check_name(&name) {
+        return Err(CliError::bad(format!("--name {name}: {m}")));
+    }
+    let dir = args.out.join(&name);
+    in_folder(&dir, args.quiet, || {
+        calibrate_into(&args.log, &dir, args.channel, &args.fitting, args.quiet)
+    })?;
+    Ok(ExitCode::SUCCESS)
+}

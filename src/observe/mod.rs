@@ -1,0 +1,415 @@
+//! `herdsim observe`: a passive member of a channel. It connects,
+//! identifies (with an Ed25519 key where the server needs one), joins the
+//! channel and from then on only reads: it never posts, never claims. Every
+//! frame the server sends it is written to a frame log in the recorded
+//! format (tests/data/agentchat-wire), which `calibrate` reads
+//! (docs/observe.md).
+//!
+//! What it sends: IDENTIFY, VERIFY_IDENTITY (keyed), JOIN, and a WebSocket
+//! ping every [`PING_EVERY`] (a control frame, not a chat message) whose
+//! round trip estimates the link's delay.
+//!
+//! Bounded against a hostile or very busy server: a frame is at most
+//! [`MAX_FRAME_BYTES`](crate::live::conn::MAX_FRAME_BYTES) (a larger one
+//! closes the connection), frames are written as they come (nothing kept
+//! in memory but counters), and the log stops at `max_log_bytes`, which
+//! ends the observation as its duration would. Live code: real time and a
+//! socket, never on the simulator's path.
+
+use crate::live::conn::{self, Identity};
+use crate::live::wire::{self, Kind};
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use tokio_tungstenite::tungstenite::Message;
+
+/// How often the observer pings the server.
+pub const PING_EVERY: Duration = Duration::from_secs(2);
+
+/// A server that answers no ping for this long is gone: the observation ends.
+pub const PONG_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Room kept in the log for its end line.
+const END_ROOM: u64 = 4096;
+
+/// The default cap on the log.
+pub const DEFAULT_MAX_LOG_BYTES: u64 = 1 << 30;
+
+/// What to watch and where to write.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub url: String,
+    pub channel: String,
+    /// The IDENTIFY name and, keyed, its Ed25519 key.
+    pub identity: Identity,
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// Stop after this long (None: at Ctrl-C).
+    pub duration: Option<Duration>,
+    /// The frame log.
+    pub log: PathBuf,
+    pub max_log_bytes: u64,
+}
+
+/// What has been seen so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub frames: u64,
+    pub questions: u64,
+    pub claims: u64,
+    pub answers: u64,
+    /// Bytes written to the log.
+    pub bytes: u64,
+    pub pings_answered: u64,
+}
+
+/// Why the observation ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum End {
+    /// The duration was reached.
+    Duration,
+    /// Ctrl-C (or SIGTERM).
+    Interrupted,
+    /// The log reached `max_log_bytes`.
+    LogFull,
+    /// The server closed the connection or stopped answering.
+    Closed(String),
+}
+
+impl End {
+    pub fn reason(&self) -> String {
+        match self {
+            End::Duration => "the duration was reached".into(),
+            End::Interrupted => "interrupted".into(),
+            End::LogFull => "the log reached its size cap (--max-log-bytes)".into(),
+            End::Closed(why) => format!("the connection ended: {why}"),
+        }
+    }
+}
+
+/// A finished observation.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub counts: Counts,
+    pub end: End,
+    pub elapsed: Duration,
+    /// The id the server gave the observer.
+    pub id: String,
+}
+
+/// Why an observation could not start (bad input: exit 2; else 1).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ObserveError {
+    #[error("{0}")]
+    BadInput(String),
+    #[error("{0}")]
+    Failure(String),
+}
+
+/// The log, written line by line with its size counted; created at its
+/// first line (after the handshake: a server that cannot be reached
+/// leaves no log behind).
+struct LogFile {
+    out: Option<BufWriter<File>>,
+    path: PathBuf,
+    bytes: u64,
+    cap: u64,
+}
+
+impl LogFile {
+    /// Write one JSON line; false when the cap leaves no room for it.
+    fn line(&mut self, v: &Value) -> Result<bool, ObserveError> {
+        let mut text = v.to_string();
+        text.push('\n');
+        let n = text.len() as u64;
+        if self.bytes + n + END_ROOM > self.cap {
+            return Ok(false);
+        }
+        self.file()?
+            .write_all(text.as_bytes())
+            .map_err(|e| ObserveError::Failure(format!("{}: {e}", self.path.display())))?;
+        self.bytes += n;
+        Ok(true)
+    }
+
+    /// The end line, always written (room was kept for it).
+    fn end(&mut self, ms: f64, end: &End, c: &Counts) -> Result<(), ObserveError> {
+        let v = json!({"ms": ms, "end": {"reason": end.reason(), "frames": c.frames,
+            "questions": c.questions, "claims": c.claims, "answers": c.answers}});
+        let text = format!("{v}\n");
+        let out = self.file()?;
+        out.write_all(text.as_bytes())
+            .and_then(|()| out.flush())
+            .map_err(|e| ObserveError::Failure(format!("{}: {e}", self.path.display())))?;
+        self.bytes += text.len() as u64;
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), ObserveError> {
+        match &mut self.out {
+            Some(out) => out
+                .flush()
+                .map_err(|e| ObserveError::Failure(format!("{}: {e}", self.path.display()))),
+            None => Ok(()),
+        }
+    }
+
+    /// The file, created at the first call.
+    fn file(&mut self) -> Result<&mut BufWriter<File>, ObserveError> {
+        if self.out.is_none() {
+            if let Some(dir) = self.path.parent() {
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| ObserveError::Failure(format!("{}: {e}", dir.display())))?;
+            }
+            let file = crate::files::create_in_place(&self.path)
+                .map_err(|e| ObserveError::BadInput(format!("{}: {e}", self.path.display())))?;
+            self.out = Some(BufWriter::new(file));
+        }
+        match &mut self.out {
+            Some(out) => Ok(out),
+            None => Err(ObserveError::Failure(format!(
+                "{}: not open",
+                self.path.display()
+            ))),
+        }
+    }
+}
+
+/// Count a frame into the progress: a question, a claim or an answer on
+/// the channel (replays and notices are not).
+fn count(c: &mut Counts, text: &str, channel: &str) {
+    let (kind, v) = wire::read(text, conn::MAX_FRAME_BYTES);
+    match kind {
+        Kind::Msg if v.get("to").and_then(Value::as_str) == Some(channel) => {
+            if v.get("in_reply_to").is_some_and(|r| !r.is_null()) {
+                c.answers += 1;
+            } else {
+                c.questions += 1;
+            }
+        }
+        Kind::Floor
+            if v.get("channel").and_then(Value::as_str) == Some(channel)
+                && matches!(
+                    v.get("type").and_then(Value::as_str),
+                    Some("RESPONDING_TO" | "FLOOR_CLAIMED")
+                ) =>
+        {
+            c.claims += 1;
+        }
+        _ => {}
+    }
+}
+
+fn ms_since(start: Instant) -> f64 {
+    (start.elapsed().as_nanos() as f64 / 1e3).round() / 1e3
+}
+
+/// Watch until the duration, `stop`, the log's cap or the server ends it.
+/// `progress` is called about five times a second.
+pub fn record(
+    opts: &Options,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(&Counts, Duration),
+) -> Result<Recorded, ObserveError> {
+    let mut log = LogFile {
+        out: None,
+        path: opts.log.clone(),
+        bytes: 0,
+        cap: opts.max_log_bytes,
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| ObserveError::Failure(format!("cannot start the async runtime: {e}")))?;
+    rt.block_on(watch(opts, stop, progress, &mut log))
+}
+
+async fn watch(
+    opts: &Options,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(&Counts, Duration),
+    log: &mut LogFile,
+) -> Result<Recorded, ObserveError> {
+    let start = Instant::now();
+    let unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let mut early = Vec::new();
+    let channels = [opts.channel.clone()];
+    let (ws, id) = tokio::time::timeout(
+        conn::SETUP_TIMEOUT,
+        conn::handshake(
+            &opts.url,
+            opts.tls.as_ref(),
+            &opts.identity,
+            &channels,
+            &mut early,
+        ),
+    )
+    .await
+    .map_err(|_| ObserveError::Failure(format!("{}: no WELCOME/JOINED within 10 s", opts.url)))?
+    .map_err(ObserveError::Failure)?;
+    let header = json!({
+        "herdsim_observe": 1,
+        "version": env!("CARGO_PKG_VERSION"),
+        "url": opts.url,
+        "channel": opts.channel,
+        "name": opts.identity.name,
+        "id": id,
+        "keyed": opts.identity.key.is_some(),
+        "started_unix_ms": unix_ms,
+    });
+    let mut c = Counts::default();
+    let mut end = None;
+    if !log.line(&header)? {
+        end = Some(End::LogFull);
+    }
+    // Frames the handshake read that were not its own (the server's
+    // order kept), at the time it ended.
+    let t = ms_since(start);
+    for text in early {
+        if end.is_some() {
+            break;
+        }
+        if !log.line(&json!({"ms": t, "conn": 0, "dir": "down", "frame": text}))? {
+            end = Some(End::LogFull);
+        }
+        c.frames += 1;
+        count(&mut c, &text, &opts.channel);
+    }
+    let (mut sink, mut stream) = ws.split();
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    let mut next_ping = Instant::now() + PING_EVERY;
+    let mut seq: u64 = 0;
+    let mut pending: Option<(u64, Instant)> = None;
+    while end.is_none() {
+        tokio::select! {
+            m = stream.next() => {
+                let text = match m {
+                    Some(Ok(Message::Text(t))) => Some(t.to_string()),
+                    Some(Ok(Message::Binary(b))) => Some(String::from_utf8_lossy(&b).into_owned()),
+                    Some(Ok(Message::Pong(p))) => {
+                        if let Some((s, at)) = pending
+                            && p.as_ref() == s.to_be_bytes()
+                        {
+                            let rtt = at.elapsed().as_nanos() as f64 / 1e6;
+                            pending = None;
+                            c.pings_answered += 1;
+                            if !log.line(&json!({"ms": ms_since(start), "conn": 0, "dir": "rtt", "rtt_ms": rtt}))? {
+                                end = Some(End::LogFull);
+                            }
+                        }
+                        None
+                    }
+                    Some(Ok(Message::Close(f))) => {
+                        end = Some(End::Closed(match f {
+                            Some(f) => format!("the server closed it ({} {})", u16::from(f.code), f.reason),
+                            None => "the server closed it".into(),
+                        }));
+                        None
+                    }
+                    Some(Ok(_)) => None,
+                    Some(Err(e)) => {
+                        end = Some(End::Closed(e.to_string()));
+                        None
+                    }
+                    None => {
+                        end = Some(End::Closed("the server closed it".into()));
+                        None
+                    }
+                };
+                if let Some(text) = text {
+                    c.frames += 1;
+                    count(&mut c, &text, &opts.channel);
+                    if !log.line(&json!({"ms": ms_since(start), "conn": 0, "dir": "down", "frame": text}))? {
+                        end = Some(End::LogFull);
+                    }
+                }
+            }
+            _ = tick.tick() => {
+                if stop.load(Ordering::SeqCst) {
+                    end = Some(End::Interrupted);
+                } else if opts.duration.is_some_and(|d| start.elapsed() >= d) {
+                    end = Some(End::Duration);
+                } else if pending.is_some_and(|(_, at)| at.elapsed() > PONG_TIMEOUT) {
+                    end = Some(End::Closed(format!("no answer to a ping for {} s", PONG_TIMEOUT.as_secs())));
+                } else if pending.is_none() && Instant::now() >= next_ping {
+                    seq += 1;
+                    pending = Some((seq, Instant::now()));
+                    next_ping = Instant::now() + PING_EVERY;
+                    if let Err(e) = sink.send(Message::Ping(seq.to_be_bytes().to_vec().into())).await {
+                        end = Some(End::Closed(e.to_string()));
+                    }
+                }
+                c.bytes = log.bytes;
+                log.flush()?;
+                progress(&c, start.elapsed());
+            }
+        }
+    }
+    let end = end.unwrap_or(End::Interrupted);
+    // Leave politely, but never wait long for a server that is gone.
+    let _ = tokio::time::timeout(Duration::from_secs(1), sink.send(Message::Close(None))).await;
+    log.end(ms_since(start), &end, &c)?;
+    c.bytes = log.bytes;
+    progress(&c, start.elapsed());
+    Ok(Recorded {
+        counts: c,
+        end,
+        elapsed: start.elapsed(),
+        id,
+    })
+}
+
+/// A duration flag: seconds, or a number with `s`, `m` or `h`.
+pub fn parse_duration(raw: &str) -> Option<Duration> {
+    let raw = raw.trim();
+    let (num, unit) = match raw.char_indices().find(|(_, ch)| ch.is_ascii_alphabetic()) {
+        Some((i, _)) => (&raw[..i], &raw[i..]),
+        None => (raw, "s"),
+    };
+    let x: f64 = num.trim().parse().ok()?;
+    let secs = match unit {
+        "s" => x,
+        "m" | "min" => x * 60.0,
+        "h" => x * 3600.0,
+        _ => return None,
+    };
+    (secs.is_finite() && secs > 0.0 && secs <= 1e7).then(|| Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("90"), Some(Duration::from_secs(90)));
+        assert_eq!(parse_duration("1.5m"), Some(Duration::from_secs(90)));
+        assert_eq!(parse_duration("2h"), Some(Duration::from_secs(7200)));
+        assert_eq!(parse_duration("10s"), Some(Duration::from_secs(10)));
+        for bad in ["", "0", "-1", "1d", "x", "nan", "1e9h"] {
+            assert_eq!(parse_duration(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn counts_what_a_member_sees() {
+        let mut c = Counts::default();
+        let q =
+            r##"{"type":"MSG","ts":1,"from":"@a","to":"#general","content":"q","msg_id":"1-x"}"##;
+        let a = r##"{"type":"MSG","ts":2,"from":"@b","to":"#general","content":"a","msg_id":"2-y","in_reply_to":"1-x"}"##;
+        let g = r##"{"type":"FLOOR_CLAIMED","ts":2,"msg_id":"1-x","channel":"#general","holder":"@b","started_at":5}"##;
+        let other =
+            r##"{"type":"MSG","ts":1,"from":"@a","to":"#help","content":"q","msg_id":"3-z"}"##;
+        let replay = r##"{"type":"MSG","ts":1,"from":"@a","to":"#general","content":"q","msg_id":"1-x","replay":true}"##;
+        for f in [q, a, g, other, replay, "junk"] {
+            count(&mut c, f, "#general");
+        }
+        assert_eq!((c.questions, c.claims, c.answers), (1, 1, 1));
+    }
+}
