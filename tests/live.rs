@@ -510,21 +510,37 @@ fn an_interrupt_writes_what_was_measured() {
         &ALL_AT_ONCE.replace("count = 12", "count = 1000"),
     );
     let out = tmp.path().join("out");
+    let log = tmp.path().join("server.jsonl");
     let bin = assert_cmd::cargo::cargo_bin("herdsim");
     let mut child = std::process::Command::new(&bin)
         .args(["live", "--speed", "10", "--out"])
         .arg(&out)
+        .arg("--server-log")
+        .arg(&log)
         .arg(&sc)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("live starts");
     // Its first note on stderr comes once the input is checked; the
-    // signal handler is set right after. Wait for that, then a little.
+    // signal handler is set right after.
     let mut err = BufReader::new(child.stderr.take().expect("stderr"));
     let mut first = String::new();
     err.read_line(&mut first).expect("a note");
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // Then wait until an agent has answered a question (the embedded
+    // server logs every input as it handles it): something was measured.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !std::fs::read_to_string(&log).is_ok_and(|t| t.contains("\"in_reply_to\"")) {
+        assert!(
+            child.try_wait().expect("wait").is_none(),
+            "live ended before answering anything: {first}"
+        );
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no answer reached the server in 30 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     // SAFETY: kill(2) on our own child's pid.
     unsafe {
         libc::kill(child.id() as i32, libc::SIGINT);

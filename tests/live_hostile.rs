@@ -297,11 +297,6 @@ fn a_server_that_injects_frames_fools_nobody() {
     assert!(ok, "{text}");
     let runs = read(&dir.join("runs.csv"));
     let l = read(&dir.join("live.csv"));
-    let _ = std::process::Command::new("cp")
-        .arg("-r")
-        .arg(&dir)
-        .arg("/tmp/hostile-out")
-        .status();
     let runs = format!("{runs}\n{l}\n{text}");
     assert_eq!(num(&runs, "messages"), 6.0, "{runs}");
     assert_eq!(num(&runs, "responses_per_msg"), 5.0, "{runs}");

@@ -291,7 +291,14 @@ fn replay(name: &str, scenario: &str, reps_wanted: usize) {
         .expect("live runs");
     let stderr = String::from_utf8_lossy(&o.stderr);
     let _ = done_tx.send(());
-    std::thread::sleep(Duration::from_millis(50));
+    if !o.status.success() {
+        // Told to stop, the fake server ends at once unless it is stuck;
+        // if it panicked, its message says why live failed.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !player.is_finished() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
     if !o.status.success() && player.is_finished() {
         let why = player.join().err().map(|e| {
             e.downcast_ref::<String>()

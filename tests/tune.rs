@@ -328,14 +328,68 @@ fn measured_latencies_example_runs() {
         flat(&text).contains("current settings (CSMA 2000..8000 ms, TTL 45000 ms)"),
         "{text}"
     );
-    for var in [
-        "AGENTCHAT_CSMA_MIN_MS",
-        "AGENTCHAT_CSMA_MAX_MS",
-        "AGENTCHAT_RESPOND_TTL_MS",
-    ] {
-        let v = env_line(&text, var);
-        assert!(v.parse::<u64>().is_ok(), "{var}={v}");
+    let tune_dir = dir.path().join("measured/tune");
+    let (h, rows) = candidates(&tune_dir.join("candidates.csv"));
+    let (obj_c, feas_c, p95_c) = (
+        col(&h, "objective_mean"),
+        col(&h, "feasible"),
+        col(&h, "ttfr_p95_ms_mean"),
+    );
+    // (variable, column, searched range, step): docs/tune.md's defaults.
+    let params = [
+        (
+            "AGENTCHAT_CSMA_MIN_MS",
+            "agents.csma.min_ms",
+            0..=10_000,
+            100,
+        ),
+        (
+            "AGENTCHAT_CSMA_MAX_MS",
+            "agents.csma.max_ms",
+            1000..=30_000,
+            100,
+        ),
+        (
+            "AGENTCHAT_RESPOND_TTL_MS",
+            "server.ttl_ms",
+            5000..=120_000,
+            1000,
+        ),
+    ];
+    // The current settings are the scenario's, evaluated first.
+    assert_eq!(rows[0][col(&h, "source")], "current");
+    for ((_, c, _, _), want) in params.iter().zip(["2000", "8000", "45000"]) {
+        assert_eq!(rows[0][col(&h, c)], want, "{c}");
     }
+    let chosen: Vec<&Vec<String>> = rows
+        .iter()
+        .filter(|r| r[col(&h, "chosen")] == "true")
+        .collect();
+    assert_eq!(chosen.len(), 1, "{rows:?}");
+    let chosen = chosen[0];
+    // What is printed (and written to recommended.env) is the chosen
+    // candidate: on the grid of its parameter, inside the searched range.
+    let mut got = Vec::new();
+    for (var, c, range, step) in &params {
+        let v = env_line(&text, var);
+        assert_eq!(v, chosen[col(&h, c)], "{var}");
+        let v: u64 = v.parse().unwrap_or_else(|_| panic!("{var}={v}"));
+        assert!(range.contains(&v) && v.is_multiple_of(*step), "{var}={v}");
+        got.push(v);
+    }
+    assert!(got[0] <= got[1], "window {}..{}", got[0], got[1]);
+    // It meets the budget, and no candidate that meets it scores better
+    // (all ran 2 replications on the same seeds), the current settings
+    // included.
+    assert_eq!(chosen[feas_c], "true");
+    assert!(num(&chosen[p95_c]) <= 20_000.0, "{chosen:?}");
+    assert!(rows.iter().all(|r| r[col(&h, "reps")] == "2"), "{rows:?}");
+    let best = num(&chosen[obj_c]);
+    for r in rows.iter().filter(|r| r[feas_c] == "true") {
+        assert!(best <= num(&r[obj_c]), "{r:?} beats {chosen:?}");
+    }
+    let env = std::fs::read_to_string(tune_dir.join("recommended.env")).expect("env file");
+    assert_eq!(env, text);
 }
 
 #[test]

@@ -214,22 +214,22 @@ impl Client {
         let claim_live = believed_until.is_some_and(|until| until > now_ms);
         match t.phase {
             Phase::Inferring { .. } => {}
+            // No response was seen: one seen while waiting already finished
+            // the message (`on_reply_seen`), and a message seen answered
+            // never starts waiting. A recheck is left: a message waits only
+            // with `rechecks < max_rechecks`, and waiting counts none.
             Phase::Recheck => {
-                if t.response_seen {
-                    self.msgs.remove(msg_id);
-                } else if let (true, Some(at_ms)) = (claim_live, believed_until) {
+                if let (true, Some(at_ms)) = (claim_live, believed_until) {
                     out.push(Action::WakeAt {
                         msg_id: t.id.clone(),
                         at_ms,
                     });
-                } else if t.rechecks < self.cfg.max_rechecks {
+                } else {
                     t.rechecks += 1;
                     t.phase = Phase::Csma;
                     out.push(Action::StartCsma {
                         msg_id: t.id.clone(),
                     });
-                } else {
-                    self.msgs.remove(msg_id);
                 }
             }
             Phase::Csma => {

@@ -122,53 +122,92 @@ fn seen_claim_during_csma_skips() {
     assert_eq!(c.tracked(), 0);
 }
 
+fn floor_claimed(m: &str, holder: &str) -> ServerMsg {
+    ServerMsg::FloorClaimed {
+        msg_id: m.into(),
+        channel: G.into(),
+        holder: holder.into(),
+        started_at: 1.into(),
+    }
+}
+
+/// Each half on its own client: an agentchat-0.36 server announces a
+/// granted claim as FLOOR_CLAIMED, and the client counts another agent's
+/// as a seen claim, never its own (nor its own relayed RESPONDING_TO).
 #[test]
 fn floor_claimed_counts_as_a_seen_claim_and_own_claims_do_not() {
+    // Its own claims only: it still claims and infers.
     let mut c = client(PolicyKind::Agentchat036);
     step(&mut c, |c, o| c.on_message(1000, "m1", G, false, o));
-    let own = ServerMsg::FloorClaimed {
-        msg_id: "m1".into(),
-        channel: G.into(),
-        holder: "agent-b".into(),
-        started_at: 1.into(),
-    };
-    step(&mut c, |c, o| c.on_server_msg(1500, &own, o));
+    let out = step(&mut c, |c, o| {
+        c.on_server_msg(1500, &floor_claimed("m1", "agent-b"), o)
+    });
+    assert!(out.is_empty(), "{out:?}");
     step(&mut c, |c, o| {
         c.on_server_msg(1500, &claim_from("agent-b", "m1", 1), o)
     });
-    let fc = ServerMsg::FloorClaimed {
-        msg_id: "m1".into(),
-        channel: G.into(),
-        holder: "agent-a".into(),
-        started_at: 1.into(),
-    };
-    step(&mut c, |c, o| c.on_server_msg(2000, &fc, o));
-    let out = step(&mut c, |c, o| c.on_timer(4000, "m1", o));
-    assert!(matches!(
-        &out[..],
-        [Action::Skip {
-            reason: SkipReason::SeenClaim,
-            ..
-        }]
-    ));
-}
-
-#[test]
-fn claims_for_other_channels_or_messages_are_not_counted() {
-    let mut c = client(PolicyKind::Spec);
-    step(&mut c, |c, o| c.on_message(1000, "m1", G, false, o));
-    let other_channel = ServerMsg::RespondingTo {
-        msg_id: "m1".into(),
-        from: "agent-a".into(),
-        started_at: 1.into(),
-        channel: "#other".into(),
-    };
-    step(&mut c, |c, o| c.on_server_msg(2000, &other_channel, o));
-    step(&mut c, |c, o| {
-        c.on_server_msg(2000, &claim_from("agent-a", "m2", 1), o)
-    });
     let out = step(&mut c, |c, o| c.on_timer(4000, "m1", o));
     assert_eq!(out, started("m1", 4000));
+    // Another agent's FLOOR_CLAIMED alone: a seen claim, so it skips.
+    let mut c = client(PolicyKind::Agentchat036);
+    step(&mut c, |c, o| c.on_message(1000, "m1", G, false, o));
+    let out = step(&mut c, |c, o| {
+        c.on_server_msg(2000, &floor_claimed("m1", "agent-a"), o)
+    });
+    assert!(out.is_empty(), "{out:?}");
+    let out = step(&mut c, |c, o| c.on_timer(4000, "m1", o));
+    assert_eq!(
+        out,
+        [Action::Skip {
+            msg_id: "m1".into(),
+            reason: SkipReason::SeenClaim
+        }]
+    );
+    // It is believed live for the TTL from when it was seen, like a
+    // relayed claim: seen at 2000, expired at 47000.
+    let mut c = client(PolicyKind::Agentchat036);
+    step(&mut c, |c, o| c.on_message(1000, "m1", G, false, o));
+    step(&mut c, |c, o| {
+        c.on_server_msg(2000, &floor_claimed("m1", "agent-a"), o)
+    });
+    let out = step(&mut c, |c, o| c.on_timer(47_000, "m1", o));
+    assert_eq!(out, started("m1", 47_000));
+}
+
+/// A claim for another message or another channel is no claim on this
+/// one: a relayed RESPONDING_TO (spec) or a FLOOR_CLAIMED (agentchat-0.36).
+#[test]
+fn claims_for_other_channels_or_messages_are_not_counted() {
+    fn relayed(m: &str, channel: &str) -> ServerMsg {
+        ServerMsg::RespondingTo {
+            msg_id: m.into(),
+            from: "agent-a".into(),
+            started_at: 1.into(),
+            channel: channel.into(),
+        }
+    }
+    fn announced(m: &str, channel: &str) -> ServerMsg {
+        ServerMsg::FloorClaimed {
+            msg_id: m.into(),
+            channel: channel.into(),
+            holder: "agent-a".into(),
+            started_at: 1.into(),
+        }
+    }
+    type Claim = fn(&str, &str) -> ServerMsg;
+    for (p, claim) in [
+        (PolicyKind::Spec, relayed as Claim),
+        (PolicyKind::Agentchat036, announced),
+    ] {
+        let mut c = client(p);
+        step(&mut c, |c, o| c.on_message(1000, "m1", G, false, o));
+        step(&mut c, |c, o| {
+            c.on_server_msg(2000, &claim("m1", "#other"), o)
+        });
+        step(&mut c, |c, o| c.on_server_msg(2000, &claim("m2", G), o));
+        let out = step(&mut c, |c, o| c.on_timer(4000, "m1", o));
+        assert_eq!(out, started("m1", 4000), "{p}");
+    }
 }
 
 #[test]
@@ -343,6 +382,9 @@ fn earlier_relayed_claim_aborts_under_spec_and_tombstone_only() {
         (PolicyKind::Tombstone, true),
         (PolicyKind::ServerTime, false),
         (PolicyKind::Agentchat036, false),
+        // No client claims under `none`, so no server relays one; a claim
+        // relayed anyway (a peer on another policy) aborts nothing.
+        (PolicyKind::None, false),
     ] {
         let mut c = client(p);
         start(&mut c, 1000, "m1"); // started_at 4000
@@ -558,6 +600,40 @@ fn messages_are_independent_and_state_self_cleans() {
     assert_eq!(c.tracked(), 0);
 }
 
+/// `forget` drops one message, `reset` every one: later calls about them
+/// do nothing, and the same id heard again starts afresh.
+#[test]
+fn forget_drops_one_message_and_reset_every_one() {
+    let mut c = client(PolicyKind::Spec);
+    step(&mut c, |c, o| c.on_message(0, "m1", G, false, o));
+    step(&mut c, |c, o| c.on_message(0, "m2", G, false, o));
+    step(&mut c, |c, o| c.on_timer(3000, "m2", o));
+    assert!(c.is_tracking("m1") && c.is_tracking("m2") && !c.is_tracking("m3"));
+    assert!(!c.is_inferring("m1") && c.is_inferring("m2"));
+    c.forget("m1");
+    assert!(!c.is_tracking("m1") && c.is_tracking("m2"));
+    assert!(step(&mut c, |c, o| c.on_timer(3000, "m1", o)).is_empty());
+    c.reset();
+    assert_eq!(c.tracked(), 0);
+    assert!(!c.is_tracking("m2") && !c.is_inferring("m2"));
+    assert!(
+        step(&mut c, |c, o| c.on_inference_done(
+            9000,
+            "m2",
+            None,
+            "x".into(),
+            o
+        ))
+        .is_empty()
+    );
+    assert_eq!(
+        step(&mut c, |c, o| c.on_message(9000, "m2", G, false, o)),
+        [Action::StartCsma {
+            msg_id: "m2".into()
+        }]
+    );
+}
+
 #[test]
 fn my_own_reply_is_not_a_seen_response() {
     let mut c = client(PolicyKind::Spec);
@@ -606,4 +682,37 @@ fn start_now_claims_with_the_given_started_at_even_after_a_seen_claim() {
     // Starting again while inferring changes nothing.
     c.start_now("m1", "#general", 99, &mut out);
     assert!(out.is_empty());
+}
+
+/// A scripted start sends a claim only where the policy has clients claim
+/// and the reply goes to a channel: not under `none`, never to a DM peer.
+#[test]
+fn start_now_claims_only_on_a_channel_under_a_claiming_policy() {
+    for p in PolicyKind::ALL {
+        // A channel: a claim unless the policy sends none.
+        let mut c = client(p);
+        let out = step(&mut c, |c, o| c.start_now("m1", G, 1234, o));
+        let infer = Action::StartInference {
+            msg_id: "m1".into(),
+            started_at: 1234,
+        };
+        if p == PolicyKind::None {
+            assert_eq!(out, std::slice::from_ref(&infer), "{p}");
+        } else {
+            assert_eq!(out, started("m1", 1234), "{p}");
+        }
+        // A DM peer: never a claim, and the inference is exempt (a YIELD
+        // does not abort it).
+        let mut c = client(p);
+        let out = step(&mut c, |c, o| c.start_now("m1", "@operator", 1234, o));
+        assert_eq!(out, [infer], "{p}");
+        let y = ServerMsg::Yield {
+            msg_id: "m1".into(),
+            winner: "agent-a".into(),
+            channel: "@operator".into(),
+            detail: None,
+        };
+        assert!(step(&mut c, |c, o| c.on_server_msg(1300, &y, o)).is_empty());
+        assert!(c.is_inferring("m1"), "{p}");
+    }
 }

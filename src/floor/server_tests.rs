@@ -649,6 +649,74 @@ fn raw_input_is_decoded_strictly() {
     );
 }
 
+/// One fault, two policies: the spec answers with the protocol's codes,
+/// agentchat 0.36 with its own (`Rules::errors`) and, for a claim, its
+/// texts, on every path that reads the error style.
+#[test]
+fn error_codes_follow_the_policys_error_style() {
+    // (fault, raw bytes or `None` for a decoded claim with an empty
+    // msg_id, agentchat's message when it is not the decoder's).
+    type Fault<'a> = (&'a str, Option<&'a [u8]>, Option<&'a str>);
+    let faults: [Fault; 5] = [
+        // Not JSON: rejected before any field is decoded.
+        ("not json", Some(b"{not json"), None),
+        // A MSG whose `to` is neither a channel nor a DM peer.
+        (
+            "bad to",
+            Some(br##"{"type":"MSG","to":"general","content":"x"}"##),
+            None,
+        ),
+        // A claim with an empty `msg_id`, raw and already decoded (as
+        // `serve` hands the floor a decoded message).
+        (
+            "empty msg_id",
+            Some(br##"{"type":"RESPONDING_TO","msg_id":"","started_at":5,"channel":"#general"}"##),
+            Some("Missing or invalid msg_id"),
+        ),
+        (
+            "empty msg_id, decoded",
+            None,
+            Some("Missing or invalid msg_id"),
+        ),
+        // A claim without `started_at`.
+        (
+            "no started_at",
+            Some(br##"{"type":"RESPONDING_TO","msg_id":"m1","channel":"#general"}"##),
+            Some("Missing or invalid started_at timestamp"),
+        ),
+    ];
+    for (what, bytes, ac_message) in faults {
+        let mut got = Vec::new();
+        for p in [PolicyKind::Spec, PolicyKind::Agentchat036] {
+            let mut h = H::abc(p);
+            let out = match bytes {
+                Some(bytes) => {
+                    let mut out = Vec::new();
+                    h.s.handle_bytes(10, "agent-a", Role::Agent, bytes, &mut out);
+                    out
+                }
+                None => h.claim(10, "agent-a", "", 5),
+            };
+            assert_eq!(h.s.claim_count(), 0, "{what} {p}");
+            match &out[..] {
+                [
+                    Outgoing {
+                        to,
+                        msg: ServerMsg::Error { code, message },
+                    },
+                ] if to == "agent-a" => got.push((code.clone(), message.clone())),
+                _ => panic!("{what} {p}: {out:?}"),
+            }
+        }
+        assert_eq!(got[0].0, "bad_message", "{what}");
+        assert_eq!(got[1].0, "INVALID_MSG", "{what}");
+        match ac_message {
+            Some(m) => assert_eq!(got[1].1, m, "{what}"),
+            None => assert_eq!(got[1].1, got[0].1, "{what}"),
+        }
+    }
+}
+
 #[test]
 fn time_never_goes_backwards() {
     let mut h = H::with(Config {
