@@ -353,13 +353,27 @@ fn covers(csv: &str, group: &str, parameter: &str, truth: f64) {
     covers_but(csv, group, parameter, truth, 0.0);
 }
 
-/// The interval covers `truth`, or lies above it by at most `bias` (an
-/// upward bias documented in docs/observe.md).
+/// How much wider than the reported 95% interval the round trip's checks
+/// are: 99.9% (z 3.29 against 1.96). A live run's timing differs from run
+/// to run even with one seed, so each 95% interval misses its truth about
+/// one run in twenty; with a dozen checks in one test that would fail one
+/// CI run in two. At 99.9% each, about one in a hundred.
+const WIDEN: f64 = 3.29 / 1.96;
+
+/// `(low, high)` of `x`'s 95% interval widened to 99.9% (each side scaled).
+fn widened(x: f64, lo: f64, hi: f64) -> (f64, f64) {
+    (x - WIDEN * (x - lo), x + WIDEN * (hi - x))
+}
+
+/// The interval (widened to 99.9%) covers `truth`, or lies above it by
+/// at most `bias` (an upward bias documented in docs/observe.md).
 fn covers_but(csv: &str, group: &str, parameter: &str, truth: f64, bias: f64) {
     let (x, lo, hi) = estimate(csv, group, parameter);
+    let (wlo, whi) = widened(x, lo, hi);
     assert!(
-        lo <= truth + bias && truth <= hi + bias,
-        "{group} {parameter}: {x} (95% CI {lo}..{hi}) does not cover {truth} (allowed bias {bias})"
+        wlo <= truth + bias && truth <= whi + bias,
+        "{group} {parameter}: {x} (95% CI {lo}..{hi}, 99.9% {wlo}..{whi}) does not cover \
+         {truth} (allowed bias {bias})"
     );
 }
 
@@ -590,8 +604,13 @@ fn round_trip_recovers_a_known_scenario() {
     assert!(scenario.contains("count = 5"), "{scenario}");
     let pred = std::fs::read_to_string(dir.join("prediction.csv")).expect("prediction");
     for m in ["duplicate_rate", "ttfr_p95_ms"] {
+        // calibrate's verdict is at 95%; the test allows 99.9% (WIDEN).
         let (obs, lo, hi, p, within) = prediction(&pred, m);
-        assert!(within, "{m}: predicted {p}, observed {obs} ({lo}..{hi})");
+        let (wlo, whi) = widened(obs, lo, hi);
+        assert!(
+            within || (wlo..=whi).contains(&p),
+            "{m}: predicted {p}, observed {obs} (95% {lo}..{hi}, 99.9% {wlo}..{whi})"
+        );
     }
     drop(server);
     // The live run's own trace (scenario time) calibrates alike.
