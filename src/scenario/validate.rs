@@ -680,6 +680,24 @@ pub fn path_within(inner: &str, outer: &str) -> bool {
     go(&i, &o)
 }
 
+/// The axes of a `[sweep]` table as written (lists, ranges, labelled
+/// axes), checked in form only, not against a scenario: how `merge` reads
+/// the plan a shard recorded. An error is (`sweep.<key>`, message).
+pub fn sweep_table(t: toml::Table) -> Result<Vec<Axis>, (String, String)> {
+    let mut flat = Vec::new();
+    flatten("", t, &mut flat)?;
+    Ok(flat
+        .into_iter()
+        .map(|a| Axis {
+            key: a.key,
+            values: a.values,
+            set: None,
+            label: a.label,
+            value_labels: a.value_labels,
+        })
+        .collect())
+}
+
 /// A sweep axis as written: its key, its values and its labels.
 struct FlatAxis {
     key: String,

@@ -5,8 +5,8 @@
 use crate::floor::PolicyKind;
 use crate::report::csv_out;
 use crate::report::lock::FolderLock;
-use crate::scenario::validate::check_name;
-use crate::scenario::{AxisLabels, MAX_POINTS, Scenario, csv_value, grid_picks};
+use crate::scenario::validate::{check_name, sweep_table};
+use crate::scenario::{Axis, AxisLabels, MAX_POINTS, Scenario, csv_value, grid_picks};
 use crate::sweep::journal::{self, JOURNAL_FILE};
 use crate::sweep::shard::{SHARD_FILE, SHARD_FORMAT, ShardMeta};
 use crate::sweep::{Error, Job, Row, Shard, parse_metrics, rep_seed};
@@ -43,49 +43,13 @@ pub struct PlanView {
 impl PlanView {
     fn from_resolved(text: &str) -> Result<PlanView, String> {
         let mut s: Scenario = toml::from_str(text).map_err(|e| e.message().trim().to_string())?;
-        let mut axes = Vec::new();
-        let mut labels = Vec::new();
-        for (key, v) in s.sweep.take().unwrap_or_default() {
-            // A labelled axis is written `{ values, label, labels }`.
-            let (items, label, value_labels) = match v {
-                toml::Value::Array(items) => (Some(items), None, None),
-                toml::Value::Table(mut t) => {
-                    let items = match t.remove("values") {
-                        Some(toml::Value::Array(items)) => Some(items),
-                        _ => None,
-                    };
-                    let label = match t.remove("label") {
-                        Some(toml::Value::String(l)) => Some(l),
-                        _ => None,
-                    };
-                    let value_labels = match t.remove("labels") {
-                        Some(toml::Value::Array(ls)) => Some(
-                            ls.iter()
-                                .map(|l| l.as_str().unwrap_or_default().to_string())
-                                .collect::<Vec<_>>(),
-                        ),
-                        _ => None,
-                    };
-                    (items, label, value_labels)
-                }
-                _ => (None, None, None),
-            };
-            let values: Vec<String> = match items {
-                Some(items) if !items.is_empty() => items.iter().map(csv_value).collect(),
-                _ => return Err(format!("sweep axis `{key}` is not a list of values")),
-            };
-            if label.is_some() || value_labels.is_some() {
-                labels.push(AxisLabels {
-                    key: key.clone(),
-                    label,
-                    values: match value_labels {
-                        Some(ls) => values.iter().cloned().zip(ls).collect(),
-                        None => Vec::new(),
-                    },
-                });
-            }
-            axes.push((key, values));
-        }
+        let table = s.sweep.take().unwrap_or_default();
+        let parsed = sweep_table(table).map_err(|(key, m)| format!("`{key}`: {m}"))?;
+        let labels = parsed.iter().filter_map(Axis::labels).collect();
+        let axes = parsed
+            .into_iter()
+            .map(|a| (a.key, a.values.iter().map(csv_value).collect()))
+            .collect();
         let policies = s.policy_kinds();
         if policies.len() != s.policies.len() || policies.is_empty() {
             return Err(format!("policies {:?} are not all known", s.policies));
@@ -451,4 +415,39 @@ fn check_summary(
          or from another run?)",
         path.display()
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEAD: &str = "name = \"s\"\nseed = 1\nreps = 2\npolicies = [\"spec\"]\n";
+
+    #[test]
+    fn a_recorded_plan_reads_plain_and_labelled_axes_as_a_scenario_does() {
+        let text = format!(
+            "{HEAD}[sweep]\n\"server.ttl_ms\" = [1000, 2000]\n\
+             \"agents.0.respond_p\" = {{ values = [1.0, 0.2], label = \"who\", \
+             labels = [\"all\", \"few\"] }}\n"
+        );
+        let plan = PlanView::from_resolved(&text).expect("reads");
+        let keys: Vec<&str> = plan.axes.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["server.ttl_ms", "agents.0.respond_p"]);
+        assert_eq!(plan.axes[1].1, ["1", "0.2"]);
+        assert_eq!(plan.labels.len(), 1);
+        assert_eq!(plan.labels[0].label.as_deref(), Some("who"));
+        assert_eq!(
+            plan.labels[0].values,
+            [("1".into(), "all".into()), ("0.2".into(), "few".into())]
+        );
+        // Checked as the scenario loader checks it: one label per value.
+        let bad = format!(
+            "{HEAD}[sweep]\n\"server.ttl_ms\" = {{ values = [1000, 2000], labels = [\"a\"] }}\n"
+        );
+        let e = PlanView::from_resolved(&bad).err().expect("refused");
+        assert!(
+            e.contains("sweep.server.ttl_ms") && e.contains("one label per value"),
+            "{e}"
+        );
+    }
 }
