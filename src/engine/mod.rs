@@ -96,6 +96,23 @@ fn is_live<E>(slots: &[Slot<E>], e: &Entry) -> bool {
     s.generation == e.generation && s.ev.is_some()
 }
 
+/// The capacity (entries) an emptied bucket keeps. A larger one (a
+/// fan-out of thousands of deliveries passed through it) is freed: over a
+/// long run the simulation's time passes through many buckets, and each
+/// keeping its peak would make memory grow with the run's length instead
+/// of its peak of pending events.
+const KEEP_CAPACITY: usize = 64;
+
+/// Empty `bucket`, freeing a large allocation.
+#[inline]
+fn empty_bucket(bucket: &mut Vec<Entry>) {
+    if bucket.capacity() > KEEP_CAPACITY {
+        *bucket = Vec::new();
+    } else {
+        bucket.clear();
+    }
+}
+
 /// Index of the bucket (level * SLOTS + digit) for `time` given `base`.
 #[inline]
 fn locate(base: Time, time: Time) -> usize {
@@ -307,7 +324,7 @@ impl<E> Engine<E> {
         let bucket = &mut self.buckets[b];
         let e = bucket[h];
         if h + 1 == bucket.len() {
-            bucket.clear();
+            empty_bucket(bucket);
             self.head0[b] = 0;
             self.unmark(b);
         } else {
@@ -450,8 +467,8 @@ impl<E> Engine<E> {
         for e in &items {
             self.insert(*e);
         }
-        items.clear();
-        self.buckets[b] = items; // keep the allocation
+        empty_bucket(&mut items);
+        self.buckets[b] = items; // keep a small allocation
     }
 
     /// Drop every stale entry.
@@ -486,6 +503,13 @@ impl<E> Engine<E> {
     #[cfg(test)]
     fn heap_entries(&self) -> usize {
         self.stored
+    }
+
+    /// Entries the buckets have room for, in all; for tests of the memory
+    /// bound.
+    #[cfg(test)]
+    fn bucket_capacity(&self) -> usize {
+        self.buckets.iter().map(Vec::capacity).sum()
     }
 
     /// Slots allocated; for tests of slot reuse.

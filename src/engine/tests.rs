@@ -198,6 +198,35 @@ fn far_future_cancels_do_not_grow_memory() {
 }
 
 #[test]
+fn bursts_passing_through_many_buckets_do_not_grow_memory() {
+    // A burst of 10 000 events (a relay to a large channel) every 100 ms
+    // for 40 s of virtual time: the clock passes through every level-1
+    // bucket, and an emptied bucket must not keep a burst's worth of room
+    // each (before the fix: room for about a million entries here).
+    let mut e = Engine::new();
+    let mut peak_after_first = 0;
+    for burst in 0..400u64 {
+        for i in 0..10_000u64 {
+            e.schedule_in(i % 997, burst);
+        }
+        while e.pop().is_some() {}
+        e.schedule_in(100_000 - 1000, u64::MAX);
+        assert_eq!(e.pop().map(|(_, v)| v), Some(u64::MAX));
+        if burst == 0 {
+            peak_after_first = e.bucket_capacity();
+        }
+        if burst % 100 == 99 {
+            // Emptied buckets keep at most KEEP_CAPACITY entries of room.
+            assert!(
+                e.bucket_capacity() <= BUCKETS * 64,
+                "burst {burst}: room for {} entries (after the first: {peak_after_first})",
+                e.bucket_capacity()
+            );
+        }
+    }
+}
+
+#[test]
 fn mass_cancel_then_drain() {
     let mut e = Engine::new();
     let keys: Vec<_> = (0..10_000u64).map(|i| e.schedule_at(i % 97, i)).collect();
