@@ -32,12 +32,70 @@ mod tests;
 
 pub use workload::{Post, PostKind, Workload, WorkloadParams};
 
-use crate::floor::{self, Action, ClientConfig, ClientMsg, PolicyKind, ServerMsg, SkipReason};
+use crate::floor::{
+    self, Action, ClientConfig, ClientMsg, Naming, PolicyKind, ServerMsg, SkipReason, Text,
+};
 use crate::model::dist::Dist;
 use litemap::LiteMap;
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
+use std::borrow::Borrow;
 use std::sync::Arc;
+
+/// What an agent needs of a [`Naming`] beyond what the floor asks: its
+/// answers' text, @mentions, DMs and (for squatters) the ids that follow
+/// a message's. Under [`Text`] these are the wire strings' own rules.
+pub trait AgentNaming: Naming {
+    /// Whether `content` @mentions `me` (a word `@me`, trailing
+    /// punctuation ignored).
+    fn mentions(&self, content: &Self::Content, me: &Self::Agent) -> bool;
+    /// The content of `me`'s answer to `msg`: `answer to <msg> from <me>`.
+    fn answer(&self, msg: &Self::Msg, me: &Self::Agent) -> Self::Content;
+    /// Whether `from` is the server itself (`@server`: its notices are
+    /// always answered).
+    fn is_server(&self, from: &Self::Agent) -> bool;
+    /// The DM target of `peer` (`@peer`).
+    fn dm_to(&self, peer: &Self::Agent) -> Self::Dest;
+    /// Whether `to` is a DM to `me` (`@me`).
+    fn is_dm_to(&self, to: &Self::Dest, me: &Self::Agent) -> bool;
+    /// The id `k` after `m`: an id ending in a number `n` is followed by
+    /// the same prefix with `n + k`; `None` if `m` ends in no number.
+    fn msg_after(&self, m: &Self::Msg, k: u64) -> Option<Self::Msg>;
+}
+
+impl AgentNaming for Text {
+    fn mentions(&self, content: &String, me: &String) -> bool {
+        mentions(content, me)
+    }
+
+    fn answer(&self, msg: &String, me: &String) -> String {
+        let mut content = String::with_capacity(20 + msg.len() + me.len());
+        content.push_str("answer to ");
+        content.push_str(msg);
+        content.push_str(" from ");
+        content.push_str(me);
+        content
+    }
+
+    fn is_server(&self, from: &String) -> bool {
+        from == "@server"
+    }
+
+    fn dm_to(&self, peer: &String) -> String {
+        format!("@{peer}")
+    }
+
+    fn is_dm_to(&self, to: &String, me: &String) -> bool {
+        to.strip_prefix('@') == Some(me.as_str())
+    }
+
+    fn msg_after(&self, m: &String, k: u64) -> Option<String> {
+        let digits = m.bytes().rev().take_while(u8::is_ascii_digit).count();
+        let (prefix, number) = m.split_at(m.len() - digits);
+        let n = number.parse::<u64>().ok()?;
+        Some(format!("{prefix}{}", n.saturating_add(k)))
+    }
+}
 
 /// What an agent is like: one per scenario agent group, shared by its
 /// agents.
@@ -106,23 +164,23 @@ pub enum InferenceEnd {
 }
 
 /// Something that happened to the agent.
-#[derive(Debug, Clone, Copy)]
-pub enum Input<'a> {
+#[derive(Debug, Clone)]
+pub enum Input<'a, N: Naming = Text> {
     /// A server message arrived. `depth`: for a relayed MSG the agent may
     /// answer, its depth (0: a root message from the operator, 1: a reply
     /// to a root, ...); `None`: do not consider answering it (not a MSG, or
     /// a message the driver does not know).
     Server {
-        msg: &'a ServerMsg,
+        msg: &'a ServerMsg<N>,
         depth: Option<u32>,
     },
     /// A timer set by [`Output::SetTimer`] is due.
-    Timer { msg_id: &'a str },
+    Timer { msg_id: &'a N::Msg },
     /// The inference of `msg_id` finished ([`InferenceEnd::DoneAt`] came).
-    /// `reply_id`: the wire id of the reply (`None`: the server assigns).
+    /// `reply_id`: the id of the reply (`None`: the server assigns).
     InferenceDone {
-        msg_id: &'a str,
-        reply_id: Option<&'a str>,
+        msg_id: &'a N::Msg,
+        reply_id: Option<N::Msg>,
     },
     /// The process dies now ([`InferenceEnd::CrashAt`] came, or a scripted
     /// disconnect). Everything in flight is forgotten.
@@ -131,8 +189,8 @@ pub enum Input<'a> {
     /// `msg_id` now, whatever the agent has seen, for `duration_us`, never
     /// faulting, ignoring YIELD if `ignore_yield`.
     StartNow {
-        msg_id: &'a str,
-        reply_to: &'a str,
+        msg_id: &'a N::Msg,
+        reply_to: &'a N::Dest,
         started_at: i64,
         duration_us: u64,
         ignore_yield: bool,
@@ -141,28 +199,28 @@ pub enum Input<'a> {
 
 /// Something the driver must do, in the order given.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Output {
+pub enum Output<N: Naming = Text> {
     /// Send this to the server (a claim, RESPONDING_TO).
-    Send(ClientMsg),
+    Send(ClientMsg<N>),
     /// Send this reply, a MSG answering `parent`, the result of an
     /// inference of `infer_us`.
     Reply {
-        msg: ClientMsg,
-        parent: Arc<str>,
+        msg: ClientMsg<N>,
+        parent: N::Msg,
         infer_us: u64,
     },
     /// The agent decided to answer `msg_id` (its `respond_p` drew yes, it
     /// was a DM or an @mention, or a scripted inference started).
-    Wants { msg_id: Arc<str> },
+    Wants { msg_id: N::Msg },
     /// Feed [`Input::Timer`] for `msg_id` at driver time `at_us`.
     SetTimer {
-        msg_id: Arc<str>,
+        msg_id: N::Msg,
         at_us: u64,
         kind: TimerKind,
     },
     /// An inference started; `end` says what to feed later.
     Infer {
-        msg_id: Arc<str>,
+        msg_id: N::Msg,
         started_at: i64,
         duration_us: u64,
         end: InferenceEnd,
@@ -171,24 +229,21 @@ pub enum Output {
     /// The running inference of `msg_id` stops (YIELD, or an earlier
     /// claim): cancel its end. It ran `ran_us`.
     Abort {
-        msg_id: Arc<str>,
-        winner: String,
+        msg_id: N::Msg,
+        winner: N::Agent,
         ran_us: u64,
     },
     /// The inference of `msg_id` finished (before its [`Output::Reply`]).
-    Done { msg_id: Arc<str> },
+    Done { msg_id: N::Msg },
     /// Decided not to infer.
-    Skip {
-        msg_id: Arc<str>,
-        reason: SkipReason,
-    },
+    Skip { msg_id: N::Msg, reason: SkipReason },
     /// The agent is no longer busy with `msg_id`: not waiting, not
     /// inferring, not rechecking.
-    Idle { msg_id: Arc<str> },
+    Idle { msg_id: N::Msg },
     /// At a crash: the inference of `msg_id`, running for `ran_us` (hung
     /// if `hung`), is lost; cancel its end.
     Lost {
-        msg_id: Arc<str>,
+        msg_id: N::Msg,
         ran_us: u64,
         hung: bool,
     },
@@ -280,28 +335,30 @@ impl Clock {
     }
 }
 
-/// One agent. See the module docs.
+/// One agent. See the module docs. `N`: how agents, channels and
+/// messages are named ([`Text`] by default: wire text).
 #[derive(Debug, Clone)]
-pub struct Agent {
+pub struct Agent<N: AgentNaming = Text> {
     behaviour: Arc<Behaviour>,
-    client: floor::Client,
+    client: floor::Client<N>,
+    names: N,
     rng: ChaCha8Rng,
     clock: Clock,
     /// The messages the agent is busy with, by id: a handful at a time, so
     /// a flat sorted vector (no tree node allocated per message; iterated
     /// in id order like a `BTreeMap`). Hung inferences stay for the run:
     /// even a few thousand cost one move of some tens of KB per change.
-    slots: LiteMap<Arc<str>, Slot>,
+    slots: LiteMap<N::Msg, Slot>,
     /// Duration and ignore-yield of the inference being started by
     /// [`Input::StartNow`].
     forced: Option<(u64, bool)>,
     /// Reused buffer for the client's actions.
-    actions: Vec<Action>,
+    actions: Vec<Action<N>>,
 }
 
-impl Agent {
+impl Agent<Text> {
     /// Agent `id` following `policy` and behaving as `behaviour`, drawing
-    /// from `rng`; its local wall clock is `clock`.
+    /// from `rng`; its local wall clock is `clock`. Names are wire text.
     pub fn new(
         id: String,
         policy: PolicyKind,
@@ -309,16 +366,32 @@ impl Agent {
         rng: ChaCha8Rng,
         clock: Clock,
     ) -> Agent {
-        let client = floor::Client::new(ClientConfig {
+        Agent::with_naming(id, Text, policy, behaviour, rng, clock)
+    }
+}
+
+impl<N: AgentNaming> Agent<N> {
+    /// [`Agent::new`] for agent `id` as `names` names it.
+    pub fn with_naming(
+        id: N::Agent,
+        names: N,
+        policy: PolicyKind,
+        behaviour: Arc<Behaviour>,
+        rng: ChaCha8Rng,
+        clock: Clock,
+    ) -> Agent<N> {
+        let cfg = ClientConfig {
             id,
             policy,
             ttl_ms: clock.local_ms_of(behaviour.ttl_ms),
             recheck_on_expiry: behaviour.recheck,
             max_rechecks: behaviour.max_rechecks,
-        });
+        };
+        let client = floor::Client::with_naming(cfg, names.clone());
         Agent {
             behaviour,
             client,
+            names,
             rng,
             clock,
             slots: LiteMap::new(),
@@ -327,19 +400,27 @@ impl Agent {
         }
     }
 
-    /// The agent's id on the wire.
-    pub fn id(&self) -> &str {
+    /// The agent's id.
+    pub fn id(&self) -> &N::Agent {
         &self.client.config().id
     }
 
     /// Whether an inference is running for `msg_id`.
-    pub fn is_running(&self, msg_id: &str) -> bool {
+    pub fn is_running<Q>(&self, msg_id: &Q) -> bool
+    where
+        Q: Ord + ?Sized,
+        N::Msg: Borrow<Q>,
+    {
         self.slots.get(msg_id).is_some_and(|s| s.running.is_some())
     }
 
     /// Whether the agent is busy with `msg_id` (waiting, inferring,
     /// rechecking).
-    pub fn is_busy(&self, msg_id: &str) -> bool {
+    pub fn is_busy<Q>(&self, msg_id: &Q) -> bool
+    where
+        Q: Ord + ?Sized,
+        N::Msg: Borrow<Q>,
+    {
         self.slots.get(msg_id).is_some_and(|s| s.busy)
     }
 
@@ -350,7 +431,7 @@ impl Agent {
 
     /// Feed one input at driver time `now_us`; what to do is appended to
     /// `out`, in order.
-    pub fn handle(&mut self, now_us: u64, input: Input<'_>, out: &mut Vec<Output>) {
+    pub fn handle(&mut self, now_us: u64, input: Input<'_, N>, out: &mut Vec<Output<N>>) {
         if let Some(squat) = self.behaviour.squat {
             if let Input::Server { msg, .. } = input {
                 self.squat(now_us, squat, msg, out);
@@ -374,15 +455,16 @@ impl Agent {
                 duration_us,
                 ignore_yield,
             } => {
-                let id = self.shared_id(msg_id);
-                let slot = self.slots.entry(id.clone()).or_default();
+                let slot = self.slots.entry(msg_id.clone()).or_default();
                 if !slot.busy {
                     slot.busy = true;
-                    out.push(Output::Wants { msg_id: id });
+                    out.push(Output::Wants {
+                        msg_id: msg_id.clone(),
+                    });
                 }
                 self.forced = Some((duration_us, ignore_yield));
                 self.call_client(now_us, out, |c, _, a| {
-                    c.start_now(msg_id, reply_to, started_at, a)
+                    c.start_now(msg_id.clone(), reply_to.clone(), started_at, a)
                 });
                 self.forced = None;
                 self.settle(msg_id, out);
@@ -392,15 +474,15 @@ impl Agent {
 
     /// A squatter sees `msg`: claim it and pre-claim the next ids if it is
     /// a channel message.
-    fn squat(&self, now: u64, squat: Squat, msg: &ServerMsg, out: &mut Vec<Output>) {
+    fn squat(&self, now: u64, squat: Squat, msg: &ServerMsg<N>, out: &mut Vec<Output<N>>) {
         let ServerMsg::Msg { id, to, .. } = msg else {
             return;
         };
-        if !to.starts_with('#') {
+        if !self.names.show_dest(to).starts_with('#') {
             return;
         }
         let started_at = self.local_ms(now).saturating_sub(squat.lead_ms).max(1);
-        let claim = |msg_id: String| {
+        let claim = |msg_id: N::Msg| {
             Output::Send(ClientMsg::RespondingTo {
                 msg_id,
                 started_at: started_at.into(),
@@ -410,17 +492,15 @@ impl Agent {
         if squat.react {
             out.push(claim(id.clone()));
         }
-        let digits = id.bytes().rev().take_while(u8::is_ascii_digit).count();
-        let (prefix, number) = id.split_at(id.len() - digits);
-        let Ok(n) = number.parse::<u64>() else {
-            return;
-        };
         for k in 1..=u64::from(squat.ahead) {
-            out.push(claim(format!("{prefix}{}", n.saturating_add(k))));
+            let Some(next) = self.names.msg_after(id, k) else {
+                return;
+            };
+            out.push(claim(next));
         }
     }
 
-    fn take_actions(&mut self) -> Vec<Action> {
+    fn take_actions(&mut self) -> Vec<Action<N>> {
         let mut actions = std::mem::take(&mut self.actions);
         actions.clear();
         actions
@@ -431,8 +511,8 @@ impl Agent {
     fn call_client(
         &mut self,
         now: u64,
-        out: &mut Vec<Output>,
-        f: impl FnOnce(&mut floor::Client, i64, &mut Vec<Action>),
+        out: &mut Vec<Output<N>>,
+        f: impl FnOnce(&mut floor::Client<N>, i64, &mut Vec<Action<N>>),
     ) {
         let t = self.local_ms(now);
         let mut actions = self.take_actions();
@@ -446,14 +526,20 @@ impl Agent {
 
     /// A server message: the client records claims, responses and YIELDs
     /// first; then a relayed MSG may be answered.
-    fn on_server(&mut self, now: u64, msg: &ServerMsg, depth: Option<u32>, out: &mut Vec<Output>) {
+    fn on_server(
+        &mut self,
+        now: u64,
+        msg: &ServerMsg<N>,
+        depth: Option<u32>,
+        out: &mut Vec<Output<N>>,
+    ) {
         self.call_client(now, out, |c, t, a| c.on_server_msg(t, msg, a));
         // Only the message this one is about can have changed state.
         let subject = match msg {
             ServerMsg::RespondingTo { msg_id, .. }
             | ServerMsg::Yield { msg_id, .. }
-            | ServerMsg::FloorClaimed { msg_id, .. } => Some(msg_id.as_str()),
-            ServerMsg::Msg { in_reply_to, .. } => in_reply_to.as_deref(),
+            | ServerMsg::FloorClaimed { msg_id, .. } => Some(msg_id),
+            ServerMsg::Msg { in_reply_to, .. } => in_reply_to.as_ref(),
             ServerMsg::Error { .. } => None,
         };
         if let Some(id) = subject {
@@ -479,20 +565,20 @@ impl Agent {
     fn consider(
         &mut self,
         now: u64,
-        msg_id: &str,
-        from: &str,
-        to: &str,
-        content: &str,
+        msg_id: &N::Msg,
+        from: &N::Agent,
+        to: &N::Dest,
+        content: &N::Content,
         depth: u32,
-        out: &mut Vec<Output>,
+        out: &mut Vec<Output<N>>,
     ) {
         let me = self.id();
         if from == me {
             return; // its own message
         }
-        let dm = to.strip_prefix('@') == Some(me);
-        let mention = !dm && mentions(content, me);
-        let exempt = dm || mention || from == "@server";
+        let dm = self.names.is_dm_to(to, me);
+        let mention = !dm && self.names.mentions(content, me);
+        let exempt = dm || mention || self.names.is_server(from);
         let b = &self.behaviour;
         let p = if depth == 0 {
             b.respond_p
@@ -506,26 +592,23 @@ impl Agent {
             return;
         }
         // The reply goes to the channel, or back to the DM's sender.
-        let dm_peer;
         let reply_to = if dm {
-            dm_peer = format!("@{from}");
-            dm_peer.as_str()
+            self.names.dm_to(from)
         } else {
-            to
+            to.clone()
         };
-        // One shared id for the slot, the client's track and every
-        // output about the message.
-        let id = self.shared_id(msg_id);
-        out.push(Output::Wants { msg_id: id.clone() });
-        self.slots.entry(id.clone()).or_default().busy = true;
+        out.push(Output::Wants {
+            msg_id: msg_id.clone(),
+        });
+        self.slots.entry(msg_id.clone()).or_default().busy = true;
         self.call_client(now, out, |c, t, a| {
-            c.on_message_shared(t, id, reply_to, exempt, a)
+            c.on_message(t, msg_id.clone(), reply_to, exempt, a)
         });
         self.settle(msg_id, out);
     }
 
     /// Carry out the client's actions: sample what it leaves to the caller.
-    fn apply(&mut self, now: u64, actions: &mut Vec<Action>, out: &mut Vec<Output>) {
+    fn apply(&mut self, now: u64, actions: &mut Vec<Action<N>>, out: &mut Vec<Output<N>>) {
         for action in actions.drain(..) {
             match action {
                 Action::StartCsma { msg_id } => {
@@ -554,7 +637,7 @@ impl Agent {
                     self.start_inference(now, msg_id, started_at, out);
                 }
                 Action::Abort { msg_id, winner } => {
-                    let Some(slot) = self.slots.get_mut(&*msg_id) else {
+                    let Some(slot) = self.slots.get_mut(&msg_id) else {
                         continue;
                     };
                     match slot.running {
@@ -562,7 +645,7 @@ impl Agent {
                         Some(r) if !r.hung => {
                             slot.running = None;
                             if !slot.busy {
-                                self.slots.remove(&*msg_id);
+                                self.slots.remove(&msg_id);
                             }
                             out.push(Output::Abort {
                                 msg_id,
@@ -584,9 +667,9 @@ impl Agent {
     fn start_inference(
         &mut self,
         now: u64,
-        msg_id: Arc<str>,
+        msg_id: N::Msg,
         started_at: i64,
-        out: &mut Vec<Output>,
+        out: &mut Vec<Output<N>>,
     ) {
         let b = &self.behaviour;
         let (dur, ignore, hung, crash) = match self.forced.take() {
@@ -615,7 +698,7 @@ impl Agent {
             dur_us: dur,
             hung,
         };
-        match self.slots.get_mut(&*msg_id) {
+        match self.slots.get_mut(&msg_id) {
             Some(slot) => slot.running = Some(running),
             None => {
                 let slot = Slot {
@@ -637,9 +720,9 @@ impl Agent {
     fn inference_done(
         &mut self,
         now: u64,
-        msg_id: &str,
-        reply_id: Option<&str>,
-        out: &mut Vec<Output>,
+        msg_id: &N::Msg,
+        reply_id: Option<N::Msg>,
+        out: &mut Vec<Output<N>>,
     ) {
         let Some(slot) = self.slots.get_mut(msg_id) else {
             return;
@@ -647,33 +730,23 @@ impl Agent {
         let Some(r) = slot.running.take() else {
             return;
         };
-        let busy = slot.busy;
-        let id = self.shared_id(msg_id);
-        if !busy {
+        if !slot.busy {
             self.slots.remove(msg_id);
         }
-        out.push(Output::Done { msg_id: id.clone() });
-        let me = self.id();
-        let mut content = String::with_capacity(20 + msg_id.len() + me.len());
-        content.push_str("answer to ");
-        content.push_str(msg_id);
-        content.push_str(" from ");
-        content.push_str(me);
+        out.push(Output::Done {
+            msg_id: msg_id.clone(),
+        });
+        let content = self.names.answer(msg_id, self.id());
         let t = self.local_ms(now);
         let mut actions = self.take_actions();
-        self.client.on_inference_done(
-            t,
-            msg_id,
-            reply_id.map(str::to_string),
-            content,
-            &mut actions,
-        );
+        self.client
+            .on_inference_done(t, msg_id, reply_id, content, &mut actions);
         let mut rest = Vec::new();
         for action in actions.drain(..) {
             match action {
                 Action::Send(msg @ ClientMsg::Msg { .. }) => out.push(Output::Reply {
                     msg,
-                    parent: id.clone(),
+                    parent: msg_id.clone(),
                     infer_us: r.dur_us,
                 }),
                 other => {
@@ -687,7 +760,7 @@ impl Agent {
     }
 
     /// The process dies: every inference is lost, every wait forgotten.
-    fn crash(&mut self, now: u64, out: &mut Vec<Output>) {
+    fn crash(&mut self, now: u64, out: &mut Vec<Output<N>>) {
         let slots = std::mem::take(&mut self.slots);
         self.client.reset();
         for (msg_id, slot) in &slots {
@@ -707,29 +780,18 @@ impl Agent {
         out.push(Output::Crashed);
     }
 
-    /// The shared id of the slot for `msg_id`, if there is one.
-    fn key_of(&self, msg_id: &str) -> Option<Arc<str>> {
-        let i = self.slots.find_index(msg_id).ok()?;
-        self.slots.get_indexed(i).map(|(k, _)| k.clone())
-    }
-
-    /// The id the agent shares for `msg_id`: its slot's, or a new one.
-    fn shared_id(&self, msg_id: &str) -> Arc<str> {
-        self.key_of(msg_id).unwrap_or_else(|| Arc::from(msg_id))
-    }
-
     /// If the agent is no longer busy with `msg_id`, say so.
-    fn settle(&mut self, msg_id: &str, out: &mut Vec<Output>) {
+    fn settle(&mut self, msg_id: &N::Msg, out: &mut Vec<Output<N>>) {
         let Some(slot) = self.slots.get(msg_id) else {
             return;
         };
         if !slot.busy || slot.running.is_some() || self.client.is_tracking(msg_id) {
             return;
         }
-        if let Some(id) = self.key_of(msg_id) {
-            self.slots.remove(msg_id);
-            out.push(Output::Idle { msg_id: id });
-        }
+        self.slots.remove(msg_id);
+        out.push(Output::Idle {
+            msg_id: msg_id.clone(),
+        });
     }
 }
 

@@ -79,8 +79,8 @@ enum Due {
 impl Driver {
     fn feed(&mut self, input: Input<'_>) -> Result<(), TestCaseError> {
         let mut out = Vec::new();
-        self.agent.handle(self.now, input, &mut out);
         let crashed = matches!(input, Input::Crash);
+        self.agent.handle(self.now, input, &mut out);
         let mut last_done: Option<String> = None;
         for (i, o) in out.iter().enumerate() {
             match o {
@@ -172,7 +172,7 @@ impl Driver {
                     let reply = format!("r{s}");
                     let input = Input::InferenceDone {
                         msg_id: &m,
-                        reply_id: Some(&reply),
+                        reply_id: Some(reply),
                     };
                     self.feed(input)?;
                 }

@@ -126,7 +126,13 @@ fn csma_then_claim_then_inference_then_reply() {
     let mut a = agent(behaviour());
     assert_eq!(root(&mut a, 1_000, "m0"), [wants("m0"), csma("m0", 3_000)]);
     assert!(a.is_busy("m0"));
-    let out = feed(&mut a, 3_000, Input::Timer { msg_id: "m0" });
+    let out = feed(
+        &mut a,
+        3_000,
+        Input::Timer {
+            msg_id: &"m0".into(),
+        },
+    );
     assert_eq!(
         out,
         [
@@ -139,8 +145,8 @@ fn csma_then_claim_then_inference_then_reply() {
         &mut a,
         103_000,
         Input::InferenceDone {
-            msg_id: "m0",
-            reply_id: Some("m1"),
+            msg_id: &"m0".into(),
+            reply_id: Some("m1".into()),
         },
     );
     let reply = ClientMsg::Msg {
@@ -188,7 +194,13 @@ fn the_local_clock_stamps_claims() {
         Clock::Offset(5_000_000),
     );
     root(&mut a, 0, "m0");
-    let out = feed(&mut a, 2_000, Input::Timer { msg_id: "m0" });
+    let out = feed(
+        &mut a,
+        2_000,
+        Input::Timer {
+            msg_id: &"m0".into(),
+        },
+    );
     assert_eq!(out[0], claim_sent("m0", 5_002));
     assert_eq!(a.local_ms(2_000), 5_002);
 }
@@ -229,7 +241,7 @@ fn respond_p_zero_never_answers_but_a_mention_or_dm_always_does() {
         &mut a,
         100_000,
         Input::InferenceDone {
-            msg_id: "m2",
+            msg_id: &"m2".into(),
             reply_id: None,
         },
     );
@@ -265,7 +277,13 @@ fn a_seen_claim_makes_it_skip() {
     let c = claim("m0", OTHER, 0);
     let out = hear(&mut a, 1_000, &c);
     assert_eq!(out, []);
-    let out = feed(&mut a, 2_000, Input::Timer { msg_id: "m0" });
+    let out = feed(
+        &mut a,
+        2_000,
+        Input::Timer {
+            msg_id: &"m0".into(),
+        },
+    );
     assert_eq!(
         out,
         [
@@ -292,7 +310,13 @@ fn a_seen_response_makes_it_skip() {
     };
     // Not considered as a message to answer here (depth None).
     hear(&mut a, 1_000, &reply);
-    let out = feed(&mut a, 2_000, Input::Timer { msg_id: "m0" });
+    let out = feed(
+        &mut a,
+        2_000,
+        Input::Timer {
+            msg_id: &"m0".into(),
+        },
+    );
     assert_eq!(
         out,
         [
@@ -314,7 +338,13 @@ fn recheck_after_the_claim_is_believed_expired() {
     root(&mut a, 0, "m0");
     let c = claim("m0", OTHER, 0);
     hear(&mut a, 1_000, &c);
-    let out = feed(&mut a, 2_000, Input::Timer { msg_id: "m0" });
+    let out = feed(
+        &mut a,
+        2_000,
+        Input::Timer {
+            msg_id: &"m0".into(),
+        },
+    );
     // Seen at local 1 ms, TTL 50 ms: believed live until 51 ms.
     let recheck = Output::SetTimer {
         msg_id: "m0".into(),
@@ -328,9 +358,21 @@ fn recheck_after_the_claim_is_believed_expired() {
     assert_eq!(out, [skip, recheck]);
     assert!(a.is_busy("m0"));
     // Nobody answered: a fresh CSMA wait, then it claims.
-    let out = feed(&mut a, 51_000, Input::Timer { msg_id: "m0" });
+    let out = feed(
+        &mut a,
+        51_000,
+        Input::Timer {
+            msg_id: &"m0".into(),
+        },
+    );
     assert_eq!(out, [csma("m0", 53_000)]);
-    let out = feed(&mut a, 53_000, Input::Timer { msg_id: "m0" });
+    let out = feed(
+        &mut a,
+        53_000,
+        Input::Timer {
+            msg_id: &"m0".into(),
+        },
+    );
     assert_eq!(out[0], claim_sent("m0", 53));
 }
 
@@ -338,7 +380,13 @@ fn recheck_after_the_claim_is_believed_expired() {
 fn yield_aborts_the_inference() {
     let mut a = agent(behaviour());
     root(&mut a, 0, "m0");
-    feed(&mut a, 2_000, Input::Timer { msg_id: "m0" });
+    feed(
+        &mut a,
+        2_000,
+        Input::Timer {
+            msg_id: &"m0".into(),
+        },
+    );
     let y = yield_to("m0", OTHER);
     let out = hear(&mut a, 30_000, &y);
     assert_eq!(
@@ -354,7 +402,7 @@ fn yield_aborts_the_inference() {
     );
     // Its end, if the driver still delivers it, does nothing.
     let done = Input::InferenceDone {
-        msg_id: "m0",
+        msg_id: &"m0".into(),
         reply_id: None,
     };
     assert_eq!(feed(&mut a, 102_000, done), []);
@@ -364,7 +412,13 @@ fn yield_aborts_the_inference() {
 fn an_earlier_relayed_claim_aborts_under_spec() {
     let mut a = agent(behaviour());
     root(&mut a, 0, "m0");
-    feed(&mut a, 2_000, Input::Timer { msg_id: "m0" });
+    feed(
+        &mut a,
+        2_000,
+        Input::Timer {
+            msg_id: &"m0".into(),
+        },
+    );
     let c = claim("m0", OTHER, 1);
     let out = hear(&mut a, 3_000, &c);
     assert!(matches!(out[0], Output::Abort { ran_us: 1_000, .. }));
@@ -376,7 +430,13 @@ fn ignore_yield_keeps_inferring_and_answers() {
     b.ignore_yield_p = 1.0;
     let mut a = agent(b);
     root(&mut a, 0, "m0");
-    let out = feed(&mut a, 2_000, Input::Timer { msg_id: "m0" });
+    let out = feed(
+        &mut a,
+        2_000,
+        Input::Timer {
+            msg_id: &"m0".into(),
+        },
+    );
     assert!(matches!(
         out[1],
         Output::Infer {
@@ -387,8 +447,8 @@ fn ignore_yield_keeps_inferring_and_answers() {
     let y = yield_to("m0", OTHER);
     assert_eq!(hear(&mut a, 30_000, &y), []);
     let done = Input::InferenceDone {
-        msg_id: "m0",
-        reply_id: Some("m9"),
+        msg_id: &"m0".into(),
+        reply_id: Some("m9".into()),
     };
     let out = feed(&mut a, 102_000, done);
     assert!(matches!(out[1], Output::Reply { .. }));
@@ -400,7 +460,13 @@ fn a_hung_inference_never_ends_and_obeys_nothing() {
     b.hang_p = 1.0;
     let mut a = agent(b);
     root(&mut a, 0, "m0");
-    let out = feed(&mut a, 2_000, Input::Timer { msg_id: "m0" });
+    let out = feed(
+        &mut a,
+        2_000,
+        Input::Timer {
+            msg_id: &"m0".into(),
+        },
+    );
     assert_eq!(out[1], infer("m0", 2, InferenceEnd::Hang));
     let y = yield_to("m0", OTHER);
     assert_eq!(hear(&mut a, 30_000, &y), []);
@@ -414,7 +480,13 @@ fn a_crash_loses_everything_in_flight() {
     let mut a = agent(b);
     root(&mut a, 0, "m0");
     root(&mut a, 0, "m1");
-    let out = feed(&mut a, 2_000, Input::Timer { msg_id: "m0" });
+    let out = feed(
+        &mut a,
+        2_000,
+        Input::Timer {
+            msg_id: &"m0".into(),
+        },
+    );
     let Output::Infer {
         end: InferenceEnd::CrashAt(at),
         ..
@@ -440,7 +512,16 @@ fn a_crash_loses_everything_in_flight() {
     );
     assert!(!a.is_busy("m0") && !a.is_busy("m1"));
     // Its old timers do nothing: it starts again with nothing tracked.
-    assert_eq!(feed(&mut a, at, Input::Timer { msg_id: "m1" }), []);
+    assert_eq!(
+        feed(
+            &mut a,
+            at,
+            Input::Timer {
+                msg_id: &"m1".into()
+            }
+        ),
+        []
+    );
 }
 
 #[test]
@@ -450,8 +531,8 @@ fn a_scripted_inference_starts_now_and_draws_nothing() {
     let mut a = agent(b);
     let before = a.clone();
     let input = Input::StartNow {
-        msg_id: "q",
-        reply_to: CH,
+        msg_id: &"q".into(),
+        reply_to: &CH.into(),
         started_at: 42,
         duration_us: 7_000,
         ignore_yield: true,
@@ -503,7 +584,13 @@ fn the_same_stream_gives_the_same_decisions() {
 fn agentchat_clients_do_not_abort_on_a_relayed_claim() {
     let mut a = agent_with(behaviour(), PolicyKind::Agentchat036);
     root(&mut a, 0, "m0");
-    feed(&mut a, 2_000, Input::Timer { msg_id: "m0" });
+    feed(
+        &mut a,
+        2_000,
+        Input::Timer {
+            msg_id: &"m0".into(),
+        },
+    );
     let c = claim("m0", OTHER, 1);
     assert_eq!(hear(&mut a, 3_000, &c), []);
 }
@@ -622,7 +709,13 @@ fn a_live_clock_reads_the_wall_clock_and_scales_skew_and_ttl() {
     let c = claim("m0", OTHER, 0);
     // Seen at driver 1 s: local origin + 100 + 200 ms.
     hear(&mut a, 1_000_000, &c);
-    let out = feed(&mut a, 2_000, Input::Timer { msg_id: "m0" });
+    let out = feed(
+        &mut a,
+        2_000,
+        Input::Timer {
+            msg_id: &"m0".into(),
+        },
+    );
     // Believed live for 5 s of real time, 50 s of scenario time.
     let recheck = Output::SetTimer {
         msg_id: "m0".into(),
@@ -630,9 +723,21 @@ fn a_live_clock_reads_the_wall_clock_and_scales_skew_and_ttl() {
         kind: TimerKind::Recheck,
     };
     assert_eq!(out[1], recheck);
-    let out = feed(&mut a, 51_000_000, Input::Timer { msg_id: "m0" });
+    let out = feed(
+        &mut a,
+        51_000_000,
+        Input::Timer {
+            msg_id: &"m0".into(),
+        },
+    );
     assert_eq!(out, [csma("m0", 51_002_000)]);
-    let out = feed(&mut a, 51_002_000, Input::Timer { msg_id: "m0" });
+    let out = feed(
+        &mut a,
+        51_002_000,
+        Input::Timer {
+            msg_id: &"m0".into(),
+        },
+    );
     assert_eq!(out[0], claim_sent("m0", origin_ms + 5_100 + 200));
 }
 

@@ -37,16 +37,17 @@
 //! not tracked (stale timers, late server messages) do nothing.
 
 use litemap::LiteMap;
-use std::sync::Arc;
+use std::borrow::Borrow;
 
+use crate::floor::naming::{Naming, Text};
 use crate::floor::policy::{PolicyKind, Rules};
 use crate::floor::wire::{ClientMsg, ServerMsg, Stamp};
 
 /// Per-agent client configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClientConfig {
+pub struct ClientConfig<N: Naming = Text> {
     /// This agent's id (as the server knows it).
-    pub id: String,
+    pub id: N::Agent,
     pub policy: PolicyKind,
     /// How long a seen claim is believed live (ms, local clock).
     pub ttl_ms: u64,
@@ -68,24 +69,21 @@ pub enum SkipReason {
 
 /// What the caller must do.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
+pub enum Action<N: Naming = Text> {
     /// Wait a CSMA delay (the caller samples it), then call `on_timer`.
-    StartCsma { msg_id: Arc<str> },
+    StartCsma { msg_id: N::Msg },
     /// Call `on_timer` when the LOCAL clock reaches `at_ms` (recheck: seen + TTL).
-    WakeAt { msg_id: Arc<str>, at_ms: i64 },
+    WakeAt { msg_id: N::Msg, at_ms: i64 },
     /// Send to the server.
-    Send(ClientMsg),
+    Send(ClientMsg<N>),
     /// Start inference (the caller samples its duration), later call
     /// `on_inference_done`.
-    StartInference { msg_id: Arc<str>, started_at: i64 },
+    StartInference { msg_id: N::Msg, started_at: i64 },
     /// Abort the running inference (YIELD, or an earlier relayed claim
     /// under `spec`/`tombstone`); `winner` is the agent that has the floor.
-    Abort { msg_id: Arc<str>, winner: String },
+    Abort { msg_id: N::Msg, winner: N::Agent },
     /// Decided not to infer.
-    Skip {
-        msg_id: Arc<str>,
-        reason: SkipReason,
-    },
+    Skip { msg_id: N::Msg, reason: SkipReason },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,10 +101,10 @@ enum Phase {
 }
 
 #[derive(Debug, Clone)]
-struct Track {
-    /// The message's id, shared with every action about it.
-    id: Arc<str>,
-    reply_to: String,
+struct Track<N: Naming> {
+    /// The message's id.
+    id: N::Msg,
+    reply_to: N::Dest,
     phase: Phase,
     /// Local time the latest claim for this message was seen.
     last_claim_seen: Option<i64>,
@@ -114,28 +112,40 @@ struct Track {
     rechecks: u32,
 }
 
-/// The agent-side state machine. See the module docs.
+/// The agent-side state machine. See the module docs. `N`: how agents,
+/// channels and messages are named ([`Text`] by default: wire text).
 #[derive(Debug, Clone)]
-pub struct Client {
-    cfg: ClientConfig,
+pub struct Client<N: Naming = Text> {
+    cfg: ClientConfig<N>,
+    names: N,
     rules: Rules,
     ttl: i64,
     /// The messages being handled, by id: a handful at a time, so a flat
     /// sorted vector (no tree node allocated per message).
-    msgs: LiteMap<Arc<str>, Track>,
+    msgs: LiteMap<N::Msg, Track<N>>,
 }
 
-impl Client {
+impl Client<Text> {
+    /// A client naming everything by its wire text.
     pub fn new(cfg: ClientConfig) -> Client {
+        Client::with_naming(cfg, Text)
+    }
+}
+
+impl<N: Naming> Client<N> {
+    /// A client naming agents, channels and messages as `names` does (see
+    /// [`crate::floor::naming`]).
+    pub fn with_naming(cfg: ClientConfig<N>, names: N) -> Client<N> {
         Client {
             rules: cfg.policy.rules(),
             ttl: i64::try_from(cfg.ttl_ms).unwrap_or(i64::MAX),
             cfg,
+            names,
             msgs: LiteMap::new(),
         }
     }
 
-    pub fn config(&self) -> &ClientConfig {
+    pub fn config(&self) -> &ClientConfig<N> {
         &self.cfg
     }
 
@@ -148,32 +158,17 @@ impl Client {
     pub fn on_message(
         &mut self,
         now_ms: i64,
-        msg_id: &str,
-        reply_to: &str,
+        msg_id: impl Into<N::Msg>,
+        reply_to: impl Into<N::Dest>,
         exempt: bool,
-        out: &mut Vec<Action>,
+        out: &mut Vec<Action<N>>,
     ) {
-        if self.msgs.contains_key(msg_id) {
+        let msg_id = msg_id.into();
+        if self.msgs.contains_key(&msg_id) {
             return;
         }
-        self.on_message_shared(now_ms, Arc::from(msg_id), reply_to, exempt, out);
-    }
-
-    /// [`on_message`](Self::on_message) with the id already shared: every
-    /// action about the message carries this one `Arc` (a driver that
-    /// keeps the id too allocates it once).
-    pub fn on_message_shared(
-        &mut self,
-        now_ms: i64,
-        msg_id: Arc<str>,
-        reply_to: &str,
-        exempt: bool,
-        out: &mut Vec<Action>,
-    ) {
-        if self.msgs.contains_key(&*msg_id) {
-            return;
-        }
-        let exempt = exempt || reply_to.starts_with('@');
+        let reply_to = reply_to.into();
+        let exempt = exempt || self.names.starts_dm(&reply_to);
         let phase = if exempt {
             out.push(Action::StartInference {
                 msg_id: msg_id.clone(),
@@ -194,7 +189,7 @@ impl Client {
             msg_id.clone(),
             Track {
                 id: msg_id,
-                reply_to: reply_to.to_string(),
+                reply_to,
                 phase,
                 last_claim_seen: None,
                 response_seen: false,
@@ -205,7 +200,11 @@ impl Client {
 
     /// The CSMA timer fired, or a `WakeAt` was reached (`now_ms >= at_ms`
     /// expected; an earlier call re-arms the same wake).
-    pub fn on_timer(&mut self, now_ms: i64, msg_id: &str, out: &mut Vec<Action>) {
+    pub fn on_timer<Q>(&mut self, now_ms: i64, msg_id: &Q, out: &mut Vec<Action<N>>)
+    where
+        Q: Ord + ?Sized,
+        N::Msg: Borrow<Q>,
+    {
         let ttl = self.ttl;
         let Some(t) = self.msgs.get_mut(msg_id) else {
             return;
@@ -261,7 +260,7 @@ impl Client {
                     };
                     if self.rules.clients_claim {
                         out.push(Action::Send(ClientMsg::RespondingTo {
-                            msg_id: msg_id.to_string(),
+                            msg_id: t.id.clone(),
                             started_at: now_ms.into(),
                             channel: t.reply_to.clone(),
                         }));
@@ -283,33 +282,31 @@ impl Client {
     /// timer then does nothing); one already inferring is left alone.
     pub fn start_now(
         &mut self,
-        msg_id: &str,
-        reply_to: &str,
+        msg_id: impl Into<N::Msg>,
+        reply_to: impl Into<N::Dest>,
         started_at: i64,
-        out: &mut Vec<Action>,
+        out: &mut Vec<Action<N>>,
     ) {
-        if self.is_inferring(msg_id) {
+        let id = msg_id.into();
+        if self.is_inferring(&id) {
             return;
         }
-        let exempt = reply_to.starts_with('@');
+        let reply_to = reply_to.into();
+        let exempt = self.names.starts_dm(&reply_to);
         if self.rules.clients_claim && !exempt {
             out.push(Action::Send(ClientMsg::RespondingTo {
-                msg_id: msg_id.to_string(),
+                msg_id: id.clone(),
                 started_at: started_at.into(),
-                channel: reply_to.to_string(),
+                channel: reply_to.clone(),
             }));
         }
-        let id: Arc<str> = match self.msgs.get(msg_id) {
-            Some(t) => t.id.clone(),
-            None => Arc::from(msg_id),
-        };
         out.push(Action::StartInference {
             msg_id: id.clone(),
             started_at,
         });
         let track = self.msgs.entry(id.clone()).or_insert_with(|| Track {
             id,
-            reply_to: reply_to.to_string(),
+            reply_to,
             phase: Phase::Csma,
             last_claim_seen: None,
             response_seen: false,
@@ -323,7 +320,7 @@ impl Client {
     }
 
     /// Any server message delivered to this agent.
-    pub fn on_server_msg(&mut self, now_ms: i64, msg: &ServerMsg, out: &mut Vec<Action>) {
+    pub fn on_server_msg(&mut self, now_ms: i64, msg: &ServerMsg<N>, out: &mut Vec<Action<N>>) {
         // Every message below only matters for a tracked message.
         if self.msgs.is_empty() {
             return;
@@ -365,19 +362,19 @@ impl Client {
     fn on_relayed_claim(
         &mut self,
         now_ms: i64,
-        msg_id: &str,
-        from: &str,
+        msg_id: &N::Msg,
+        from: &N::Agent,
         started_at: Stamp,
-        channel: &str,
-        out: &mut Vec<Action>,
+        channel: &N::Dest,
+        out: &mut Vec<Action<N>>,
     ) {
-        if from == self.cfg.id {
+        if *from == self.cfg.id {
             return;
         }
         let Some(t) = self.msgs.get_mut(msg_id) else {
             return;
         };
-        if t.reply_to != channel {
+        if t.reply_to != *channel {
             return;
         }
         t.last_claim_seen = Some(t.last_claim_seen.map_or(now_ms, |s| s.max(now_ms)));
@@ -387,23 +384,29 @@ impl Client {
             ignore_yield: false,
         } = t.phase
             && self.rules.client_aborts_on_relayed_claim
-            && (started_at, from) < (Stamp::Int(own), self.cfg.id.as_str())
+            && (started_at, from) < (Stamp::Int(own), &self.cfg.id)
         {
             out.push(Action::Abort {
                 msg_id: t.id.clone(),
-                winner: from.to_string(),
+                winner: from.clone(),
             });
             self.msgs.remove(msg_id);
         }
     }
 
     /// Another agent's FLOOR_CLAIMED: note the claim seen.
-    fn on_floor_claimed(&mut self, now_ms: i64, msg_id: &str, channel: &str, holder: &str) {
-        if holder == self.cfg.id {
+    fn on_floor_claimed(
+        &mut self,
+        now_ms: i64,
+        msg_id: &N::Msg,
+        channel: &N::Dest,
+        holder: &N::Agent,
+    ) {
+        if *holder == self.cfg.id {
             return;
         }
         if let Some(t) = self.msgs.get_mut(msg_id)
-            && t.reply_to == channel
+            && t.reply_to == *channel
         {
             t.last_claim_seen = Some(t.last_claim_seen.map_or(now_ms, |s| s.max(now_ms)));
         }
@@ -411,8 +414,8 @@ impl Client {
 
     /// Another agent's reply to `msg_id`: note it seen; a message waiting
     /// for its recheck is finished (no recheck will happen).
-    fn on_reply_seen(&mut self, from: &str, msg_id: &str) {
-        if from == self.cfg.id {
+    fn on_reply_seen(&mut self, from: &N::Agent, msg_id: &N::Msg) {
+        if *from == self.cfg.id {
             return;
         }
         if let Some(t) = self.msgs.get_mut(msg_id) {
@@ -425,14 +428,20 @@ impl Client {
 
     /// A YIELD naming another winner: abort the inference for `msg_id`
     /// unless it is exempt or told to ignore YIELDs.
-    fn on_yield(&mut self, msg_id: &str, winner: &str, channel: &str, out: &mut Vec<Action>) {
+    fn on_yield(
+        &mut self,
+        msg_id: &N::Msg,
+        winner: &N::Agent,
+        channel: &N::Dest,
+        out: &mut Vec<Action<N>>,
+    ) {
         // A YIELD answers a claim: a client that sends none (`none`) was
         // yielded nothing, whatever a server says.
-        if winner == self.cfg.id || !self.rules.clients_claim {
+        if *winner == self.cfg.id || !self.rules.clients_claim {
             return;
         }
         if let Some(t) = self.msgs.get(msg_id)
-            && t.reply_to == channel
+            && t.reply_to == *channel
             && matches!(
                 t.phase,
                 Phase::Inferring {
@@ -444,7 +453,7 @@ impl Client {
         {
             out.push(Action::Abort {
                 msg_id: t.id.clone(),
-                winner: winner.to_string(),
+                winner: winner.clone(),
             });
             self.msgs.remove(msg_id);
         }
@@ -453,14 +462,17 @@ impl Client {
     /// The inference for `msg_id` completed: send the reply (`Send(Msg {id:
     /// reply_id, to: reply_to, content, in_reply_to: msg_id})`) and forget
     /// the message. Nothing if it is not inferring (aborted, unknown).
-    pub fn on_inference_done(
+    pub fn on_inference_done<Q>(
         &mut self,
         _now_ms: i64,
-        msg_id: &str,
-        reply_id: Option<String>,
-        content: String,
-        out: &mut Vec<Action>,
-    ) {
+        msg_id: &Q,
+        reply_id: Option<N::Msg>,
+        content: N::Content,
+        out: &mut Vec<Action<N>>,
+    ) where
+        Q: Ord + ?Sized,
+        N::Msg: Borrow<Q>,
+    {
         let inferring = self
             .msgs
             .get(msg_id)
@@ -473,7 +485,7 @@ impl Client {
                 id: reply_id,
                 to: t.reply_to,
                 content,
-                in_reply_to: Some(msg_id.to_string()),
+                in_reply_to: Some(t.id),
             }));
         }
     }
@@ -481,7 +493,11 @@ impl Client {
     /// Ignore YIELDs and relayed claims for the running inference of
     /// `msg_id` (drawn per (agent, message) when inference starts; also for
     /// hung inferences). Nothing if it is not inferring.
-    pub fn set_ignore_yield(&mut self, msg_id: &str, ignore: bool) {
+    pub fn set_ignore_yield<Q>(&mut self, msg_id: &Q, ignore: bool)
+    where
+        Q: Ord + ?Sized,
+        N::Msg: Borrow<Q>,
+    {
         if let Some(Track {
             phase: Phase::Inferring { ignore_yield, .. },
             ..
@@ -493,7 +509,11 @@ impl Client {
 
     /// Forget a message (e.g. the agent crashed while handling it). Later
     /// calls about it do nothing.
-    pub fn forget(&mut self, msg_id: &str) {
+    pub fn forget<Q>(&mut self, msg_id: &Q)
+    where
+        Q: Ord + ?Sized,
+        N::Msg: Borrow<Q>,
+    {
         self.msgs.remove(msg_id);
     }
 
@@ -509,12 +529,20 @@ impl Client {
 
     /// Whether `msg_id` is still being handled (waiting, rechecking or
     /// inferring). A finished message is forgotten.
-    pub fn is_tracking(&self, msg_id: &str) -> bool {
+    pub fn is_tracking<Q>(&self, msg_id: &Q) -> bool
+    where
+        Q: Ord + ?Sized,
+        N::Msg: Borrow<Q>,
+    {
         self.msgs.contains_key(msg_id)
     }
 
     /// Whether an inference is running for `msg_id`.
-    pub fn is_inferring(&self, msg_id: &str) -> bool {
+    pub fn is_inferring<Q>(&self, msg_id: &Q) -> bool
+    where
+        Q: Ord + ?Sized,
+        N::Msg: Borrow<Q>,
+    {
         self.msgs
             .get(msg_id)
             .is_some_and(|t| matches!(t.phase, Phase::Inferring { .. }))

@@ -6,6 +6,9 @@
 //! clocks, no sockets, no threads, no randomness. It depends on nothing else
 //! in this crate.
 //!
+//! - [`naming`]: how agents, channels and messages are named: wire text
+//!   ([`Text`], the default) or the embedder's own handles (small integers
+//!   in the simulator); the state machines are generic over it.
 //! - [`wire`]: the JSON wire protocol (RESPONDING_TO, YIELD, MSG,
 //!   FLOOR_CLAIMED, ERROR) with strict, panic-free decoding.
 //! - [`policy`]: the named arbitration policies (`none`, `spec`,
@@ -14,11 +17,13 @@
 //! - [`client`]: the agent side: CSMA wait, claim, infer, abort, reply.
 
 pub mod client;
+pub mod naming;
 pub mod policy;
 pub mod server;
 pub mod wire;
 
 pub use client::{Action, Client, ClientConfig, SkipReason};
+pub use naming::{Naming, Place, Text};
 pub use policy::PolicyKind;
 pub use server::{
     ClaimGuard, ClaimInfo, Config, ConfigError, Delivery, Input, Outgoing, Role, Server, Stats,

@@ -203,12 +203,17 @@ impl PolicyKind {
     /// (channel, msg_id). `order` is the claimant's ordering value: its
     /// `started_at` or, under `server-time`, the server receive time (see
     /// [`Rules::order`]). Only meaningful for policies that track claims.
-    pub fn judge(self, slot: Slot<'_>, claimant: &str, order: Stamp) -> Verdict {
+    pub fn judge<A: ?Sized + Ord + ToOwned>(
+        self,
+        slot: Slot<'_, A>,
+        claimant: &A,
+        order: Stamp,
+    ) -> Verdict<A::Owned> {
         let rules = self.rules();
         match slot {
             Slot::Free => Verdict::Grant,
             Slot::Answered { by } => Verdict::DenyAnswered {
-                answered_by: by.to_string(),
+                answered_by: by.to_owned(),
             },
             Slot::Held {
                 holder,
@@ -465,19 +470,29 @@ pub enum YieldForm {
 }
 
 /// The current state of one (channel, msg_id), as the judge sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Slot<'a> {
+/// `A` is how agents are named (a wire id `str`, or a handle; see
+/// [`crate::floor::naming`]).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Slot<'a, A: ?Sized = str> {
     /// No claim (or it expired and was removed).
     Free,
     /// A live claim.
-    Held { holder: &'a str, order: Stamp },
+    Held { holder: &'a A, order: Stamp },
     /// A tombstone marker: the holder `by` answered.
-    Answered { by: &'a str },
+    Answered { by: &'a A },
 }
+
+impl<A: ?Sized> Clone for Slot<'_, A> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<A: ?Sized> Copy for Slot<'_, A> {}
 
 /// The outcome of one claim.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub enum Verdict<A = String> {
     /// Free slot: the claimant becomes the holder.
     Grant,
     /// The claimant orders before the holder: it takes over, the displaced
@@ -496,7 +511,7 @@ pub enum Verdict {
     /// (agentchat 0.36): denied with a YIELD naming itself.
     DenySelf,
     /// A tombstone marker denies the claim; the YIELD names the answerer.
-    DenyAnswered { answered_by: String },
+    DenyAnswered { answered_by: A },
 }
 
 impl fmt::Display for PolicyKind {

@@ -50,24 +50,19 @@
 //!   `Stats::refused_msgs` counts MSGs answered with an ERROR instead of
 //!   being relayed.
 
-use std::borrow::Borrow;
-use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
-use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
 
+use crate::floor::naming::{Naming, Place, Text, is_channel};
 use crate::floor::policy::{
     AGENTCHAT_CHANNEL_MAX, AGENTCHAT_DEFAULT_CHANNELS, AGENTCHAT_RATE_LIMIT_MS, AGENTCHAT_SWEEP_MS,
     Announce, Channels, ClaimOrder, DEFAULT_TTL_MS, ENABLED_VAR, ErrorStyle, Expiry, MsgGate,
     PolicyKind, REASON_DENIED, REASON_DISPLACED, Release, Rules, Slot, Verdict, YieldForm,
 };
-use crate::floor::wire::{
-    ClientMsg, DecodeError, ServerMsg, Stamp, Target, YieldDetail, clip, is_channel_name,
-    parse_target,
-};
+use crate::floor::wire::{ClientMsg, DecodeError, ServerMsg, Stamp, YieldDetail, clip};
 
 /// Server configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -300,20 +295,20 @@ pub enum Role {
 
 /// One input to the server, handled at a given server time.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Input {
+pub enum Input<N: Naming = Text> {
     Client {
-        from: String,
+        from: N::Agent,
         role: Role,
-        msg: ClientMsg,
+        msg: ClientMsg<N>,
     },
     /// The agent joins a channel (nothing is sent).
-    Join { agent: String, channel: String },
+    Join { agent: N::Agent, channel: N::Dest },
     /// The agent leaves a channel (nothing is sent). Under the policies with
     /// [`Rules::leave_releases`] its claims in that channel are released.
-    Leave { agent: String, channel: String },
+    Leave { agent: N::Agent, channel: N::Dest },
     /// The agent's connection is gone: it leaves every channel and all its
     /// claims are released.
-    Disconnect { agent: String },
+    Disconnect { agent: N::Agent },
     /// Only "time is now T": run due timers (expiry, sweeps).
     Tick,
     /// A new connection for `agent` that has not identified yet. Agents
@@ -321,38 +316,36 @@ pub enum Input {
     /// always are); this input makes one that is not. Under `agentchat-0.36`
     /// its claims are dropped silently and its MSGs and JOINs get
     /// `AUTH_REQUIRED`, until `Identify`. Other policies ignore it.
-    Connect { agent: String },
+    Connect { agent: N::Agent },
     /// The agent identifies; `lurk`: as a new identity in agentchat's lurk
     /// window (it may claim, but its MSGs get `LURK_MODE`). Under other
     /// policies it changes nothing.
-    Identify { agent: String, lurk: bool },
+    Identify { agent: N::Agent, lurk: bool },
 }
 
 /// One message to send.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Outgoing {
-    pub to: String,
-    pub msg: ServerMsg,
+pub struct Outgoing<N: Naming = Text> {
+    pub to: N::Agent,
+    pub msg: ServerMsg<N>,
 }
 
 /// One message to send, from [`Server::handle_shared`]: the recipients of
-/// one relay share one payload (and each member's id is shared with the
-/// server's membership table), so a relay to N members costs N reference
-/// counts instead of N copies of the message's strings. A server that
-/// encodes each payload once and writes the bytes to N sockets wants
-/// exactly this.
+/// one relay share one payload, so a relay to N members costs N reference
+/// counts instead of N copies of the message. A server that encodes each
+/// payload once and writes the bytes to N sockets wants exactly this.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Delivery {
-    pub to: Arc<str>,
-    pub msg: Arc<ServerMsg>,
+pub struct Delivery<N: Naming = Text> {
+    pub to: N::Agent,
+    pub msg: Arc<ServerMsg<N>>,
 }
 
-impl Delivery {
+impl<N: Naming> Delivery<N> {
     /// The owned form; the payload is moved out, not copied, when this is
     /// its last recipient.
-    pub fn into_outgoing(self) -> Outgoing {
+    pub fn into_outgoing(self) -> Outgoing<N> {
         Outgoing {
-            to: self.to.to_string(),
+            to: self.to,
             msg: Arc::unwrap_or_clone(self.msg),
         }
     }
@@ -381,10 +374,11 @@ pub struct Stats {
     pub claims_refused: u64,
 }
 
-/// A read-only view of one entry of the claim table.
+/// A read-only view of one entry of the claim table. `A`: how agents are
+/// named (a wire id `str`, or a handle).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ClaimInfo<'a> {
-    pub holder: &'a str,
+pub struct ClaimInfo<'a, A: ?Sized = str> {
+    pub holder: &'a A,
     /// As sent by the holder.
     pub started_at: Stamp,
     /// Server time of the grant (the deadline is this plus the TTL).
@@ -395,9 +389,8 @@ pub struct ClaimInfo<'a> {
 }
 
 #[derive(Debug, Clone)]
-struct Claim {
-    /// Shared with the membership list and the `held_by` index.
-    holder: Arc<str>,
+struct Claim<A> {
+    holder: A,
     started_at: Stamp,
     /// Ordering value: `started_at`, or the receive time under `server-time`.
     order: Stamp,
@@ -409,17 +402,17 @@ struct Claim {
 }
 
 /// A RESPONDING_TO as received: who sent it and its fields.
-struct ClaimReq {
-    from: String,
+struct ClaimReq<N: Naming> {
+    from: N::Agent,
     role: Role,
-    msg_id: String,
+    msg_id: N::Msg,
     started_at: Stamp,
-    channel: String,
+    channel: N::Dest,
 }
 
-impl ClaimReq {
+impl<N: Naming> ClaimReq<N> {
     /// The claim as relayed to the channel.
-    fn relayed(self) -> ServerMsg {
+    fn relayed(self) -> ServerMsg<N> {
         ServerMsg::RespondingTo {
             msg_id: self.msg_id,
             from: self.from,
@@ -431,26 +424,20 @@ impl ClaimReq {
 
 /// The policy's verdict on a claim, with what a denial's YIELD names: the
 /// current claim's `started_at` and (for a denial only) its holder.
-struct Decision {
-    verdict: Verdict,
+struct Decision<A> {
+    verdict: Verdict<A>,
     held_started_at: Stamp,
-    held_by: Option<Arc<str>>,
+    held_by: Option<A>,
 }
 
 /// A MSG as received: who sent it and its fields.
-struct MsgReq {
-    from: String,
+struct MsgReq<N: Naming> {
+    from: N::Agent,
     role: Role,
-    id: Option<String>,
-    to: String,
-    content: String,
-    in_reply_to: Option<String>,
-}
-
-/// Where a MSG goes: its channel, or a DM peer.
-enum Dest {
-    Channel,
-    Dm(String),
+    id: Option<N::Msg>,
+    to: N::Dest,
+    content: N::Content,
+    in_reply_to: Option<N::Msg>,
 }
 
 /// The members of one channel: a set kept as a sorted list, so a relay
@@ -462,197 +449,107 @@ enum Dest {
 /// sender up to three times (the membership check, the claim's holder, the
 /// relay), and the hint makes the second and third one comparison. It is
 /// checked before use, so a stale hint costs a search, never a wrong answer.
-#[derive(Debug, Default)]
-struct Members(Vec<Arc<str>>, AtomicUsize);
+#[derive(Debug)]
+struct Members<A>(Vec<A>, AtomicUsize);
 
-impl Clone for Members {
+impl<A> Default for Members<A> {
+    fn default() -> Self {
+        Members(Vec::new(), AtomicUsize::new(0))
+    }
+}
+
+impl<A: Clone> Clone for Members<A> {
     fn clone(&self) -> Self {
         Members(self.0.clone(), AtomicUsize::new(self.1.load(Relaxed)))
     }
 }
 
-impl Members {
-    /// The shared id of `agent`, if a member.
-    fn get(&self, agent: &str) -> Option<&Arc<str>> {
-        self.find(agent).ok().map(|i| &self.0[i])
-    }
-
+impl<A: Ord> Members<A> {
     /// `Ok(position)` of `agent`, or `Err(where it would go)`.
-    fn find(&self, agent: &str) -> Result<usize, usize> {
+    fn find(&self, agent: &A) -> Result<usize, usize> {
         let hint = self.1.load(Relaxed);
-        if self.0.get(hint).is_some_and(|m| **m == *agent) {
+        if self.0.get(hint).is_some_and(|m| m == agent) {
             return Ok(hint);
         }
-        let found = self.0.binary_search_by(|m| (**m).cmp(agent));
+        let found = self.0.binary_search(agent);
         if let Ok(i) = found {
             self.1.store(i, Relaxed);
         }
         found
     }
 
-    fn insert(&mut self, agent: String) {
+    fn insert(&mut self, agent: A) {
         if let Err(i) = self.find(&agent) {
-            self.0.insert(i, Arc::from(agent));
+            self.0.insert(i, agent);
         }
     }
 
-    fn remove(&mut self, agent: &str) {
+    fn remove(&mut self, agent: &A) {
         if let Ok(i) = self.find(agent) {
             self.0.remove(i);
         }
     }
 }
 
-/// The arbitration server. See the module docs.
+/// A (channel, msg_id) key of the claim table.
+type Key<N> = (<N as Naming>::Dest, <N as Naming>::Msg);
+
+/// The arbitration server. See the module docs. `N`: how agents,
+/// channels and messages are named ([`Text`] by default: wire text).
 #[derive(Debug, Clone)]
-pub struct Server {
+pub struct Server<N: Naming = Text> {
     cfg: Config,
     rules: Rules,
+    names: N,
     /// The last handled time.
     now: u64,
     /// channel -> members.
-    members: BTreeMap<Arc<str>, Members>,
+    members: BTreeMap<N::Dest, Members<N::Agent>>,
     /// agent -> channels it is in.
-    joined: BTreeMap<String, BTreeSet<String>>,
-    /// channel -> msg_id -> claim (live or tombstone marker). The three
-    /// indexes share one copy of each channel, message id and holder
-    /// (reference counted); a channel's and a holder's are the membership
-    /// table's when it has them.
-    /// Flat keys: a map's nodes stay allocated while it has any entry, so
-    /// a claim's insert and removal allocate nothing but its message id.
-    claims: BTreeMap<(Arc<str>, Arc<str>), Claim>,
-    /// (agent, channel, msg_id) of every live (not answered) claim.
-    held_by: BTreeSet<(Arc<str>, Arc<str>, Arc<str>)>,
+    joined: BTreeMap<N::Agent, BTreeSet<N::Dest>>,
+    /// (channel, msg_id) -> claim (live or tombstone marker). Flat keys: a
+    /// map's nodes stay allocated while it has any entry.
+    claims: BTreeMap<Key<N>, Claim<N::Agent>>,
+    /// agent -> (channel, msg_id) of every live (not answered) claim it
+    /// holds, in key order (a handful: a sorted list). An agent holding
+    /// none has no entry.
+    held_by: BTreeMap<N::Agent, Vec<Key<N>>>,
     /// (deadline, seq) -> (channel, msg_id), for every entry of `claims`.
-    deadlines: BTreeMap<(u64, u64), (Arc<str>, Arc<str>)>,
+    deadlines: BTreeMap<(u64, u64), Key<N>>,
     live: usize,
     markers: usize,
     next_seq: u64,
     next_msg_id: u64,
     stats: Stats,
     /// `Channels::Registry`: every channel that exists.
-    channels: BTreeSet<String>,
+    channels: BTreeSet<N::Dest>,
     /// Connections that have not identified (`Input::Connect`).
-    unidentified: BTreeSet<String>,
+    unidentified: BTreeSet<N::Agent>,
     /// Identities in agentchat's lurk window.
-    lurking: BTreeSet<String>,
+    lurking: BTreeSet<N::Agent>,
     /// agent -> server time of its last MSG that passed the rate limit.
-    last_msg: BTreeMap<String, u64>,
+    last_msg: BTreeMap<N::Agent, u64>,
     /// Sweep expiry: the number of the last sweep that ran.
     last_sweep: Option<u128>,
     /// Reused buffer of the owned-output entry points.
-    shared: Vec<Delivery>,
+    shared: Vec<Delivery<N>>,
     /// Claim guard: (channel, msg_id) -> server time of its last relay.
-    relayed: BTreeMap<(Arc<str>, Arc<str>), u64>,
+    relayed: BTreeMap<Key<N>, u64>,
     /// The same relays in time order (an entry whose time is no longer the
     /// map's is a message relayed again since, skipped when forgotten).
-    relay_order: VecDeque<(u64, Arc<str>, Arc<str>)>,
+    relay_order: VecDeque<(u64, Key<N>)>,
 }
 
-impl Server {
+impl Server<Text> {
+    /// A server naming everything by its wire text.
     pub fn new(cfg: Config) -> Server {
-        let rules = cfg.policy.rules();
-        let channels = match rules.channels {
-            Channels::Registry => AGENTCHAT_DEFAULT_CHANNELS
-                .iter()
-                .map(|c| c.to_string())
-                .collect(),
-            Channels::Membership => BTreeSet::new(),
-        };
-        Server {
-            channels,
-            unidentified: BTreeSet::new(),
-            lurking: BTreeSet::new(),
-            last_msg: BTreeMap::new(),
-            last_sweep: None,
-            shared: Vec::new(),
-            relayed: BTreeMap::new(),
-            relay_order: VecDeque::new(),
-            rules,
-            cfg,
-            now: 0,
-            members: BTreeMap::new(),
-            joined: BTreeMap::new(),
-            claims: BTreeMap::new(),
-            held_by: BTreeSet::new(),
-            deadlines: BTreeMap::new(),
-            live: 0,
-            markers: 0,
-            next_seq: 0,
-            next_msg_id: 0,
-            stats: Stats::default(),
-        }
+        Server::with_naming(cfg, Text)
     }
 
     /// Handle one input at server time `now_ms`, appending the messages to
     /// send, in order, to `out`. Due timers run first.
     pub fn handle(&mut self, now_ms: u64, input: Input, out: &mut Vec<Outgoing>) {
         self.owned(out, |s, d| s.handle_shared(now_ms, input, d));
-    }
-
-    /// Run `f` on the shared-output form and append its sends to `out`
-    /// in the owned form.
-    fn owned(&mut self, out: &mut Vec<Outgoing>, f: impl FnOnce(&mut Server, &mut Vec<Delivery>)) {
-        let mut buf = std::mem::take(&mut self.shared);
-        f(self, &mut buf);
-        out.extend(buf.drain(..).map(Delivery::into_outgoing));
-        self.shared = buf;
-    }
-
-    /// [`Server::handle`] with the sends in the shared form: the same
-    /// messages to the same recipients in the same order.
-    pub fn handle_shared(&mut self, now_ms: u64, input: Input, out: &mut Vec<Delivery>) {
-        let now = self.advance(now_ms);
-        match input {
-            Input::Tick => {}
-            Input::Connect { agent } => {
-                self.lurking.remove(&agent);
-                self.unidentified.insert(agent);
-            }
-            Input::Identify { agent, lurk } => {
-                self.unidentified.remove(&agent);
-                if lurk {
-                    self.lurking.insert(agent);
-                } else {
-                    self.lurking.remove(&agent);
-                }
-            }
-            Input::Join { agent, channel } => self.join(agent, channel, out),
-            Input::Leave { agent, channel } => self.leave(&agent, &channel),
-            Input::Disconnect { agent } => self.disconnect(&agent),
-            Input::Client { from, role, msg } => match msg {
-                ClientMsg::RespondingTo {
-                    msg_id,
-                    started_at,
-                    channel,
-                } => {
-                    let claim = ClaimReq {
-                        from,
-                        role,
-                        msg_id,
-                        started_at,
-                        channel,
-                    };
-                    self.on_claim(now, claim, out)
-                }
-                ClientMsg::Msg {
-                    id,
-                    to,
-                    content,
-                    in_reply_to,
-                } => {
-                    let msg = MsgReq {
-                        from,
-                        role,
-                        id,
-                        to,
-                        content,
-                        in_reply_to,
-                    };
-                    self.on_msg(now, msg, out)
-                }
-            },
-        }
     }
 
     /// Handle a raw client message (what a production server reads from a
@@ -743,7 +640,8 @@ impl Server {
                     if let Some(message) = message {
                         self.advance(now_ms);
                         self.stats.claims_received += 1;
-                        return self.error(from, "INVALID_MSG", message.to_string(), out);
+                        let from = from.to_string();
+                        return self.error(&from, "INVALID_MSG", message.to_string(), out);
                     }
                 }
                 self.reject_shared(now_ms, from, &e, claim, out)
@@ -784,7 +682,191 @@ impl Server {
             ErrorStyle::Protocol => "bad_message",
             ErrorStyle::Agentchat => "INVALID_MSG",
         };
-        self.error(from, code, reason.to_string(), out);
+        self.error(&from.to_string(), code, reason.to_string(), out);
+    }
+
+    /// The current holder of (channel, msg_id) and its `started_at`, if a
+    /// live claim exists as of the last handled time (a tombstone marker is
+    /// not a live claim; under `agentchat-0.36` an expired claim not yet
+    /// swept still is, as it still wins).
+    pub fn holder(&self, channel: &str, msg_id: &str) -> Option<(&str, Stamp)> {
+        self.holder_of(&channel.to_string(), &msg_id.to_string())
+            .map(|(h, s)| (h.as_str(), s))
+    }
+
+    /// The claim table entry of (channel, msg_id), live claim or marker.
+    pub fn claim_info(&self, channel: &str, msg_id: &str) -> Option<ClaimInfo<'_>> {
+        self.claim_info_of(&channel.to_string(), &msg_id.to_string())
+            .map(|c| ClaimInfo {
+                holder: c.holder.as_str(),
+                started_at: c.started_at,
+                granted_at: c.granted_at,
+                deadline: c.deadline,
+                answered: c.answered,
+            })
+    }
+
+    pub fn is_member(&self, agent: &str, channel: &str) -> bool {
+        self.is_member_of(&agent.to_string(), &channel.to_string())
+    }
+
+    /// The members of a channel, in id order.
+    pub fn members(&self, channel: &str) -> impl Iterator<Item = &str> {
+        self.members_of(&channel.to_string()).map(String::as_str)
+    }
+
+    /// The number of channels `agent` is a member of.
+    pub fn channels_of_count(&self, agent: &str) -> usize {
+        self.channels_of(&agent.to_string())
+    }
+
+    /// The number of live claims `agent` holds (in every channel).
+    pub fn claims_held_count(&self, agent: &str) -> usize {
+        self.claims_held(&agent.to_string())
+    }
+
+    /// Whether `channel` exists: under the policies whose channels exist
+    /// while they have members, whether it has one; under `agentchat-0.36`,
+    /// whether it is a default channel or was ever joined.
+    pub fn channel_exists(&self, channel: &str) -> bool {
+        self.dest_exists(&channel.to_string())
+    }
+
+    /// What the claim guard ([`Config::claim_guard`]) would answer, at
+    /// server time `now_ms`, to a claim by `from` (in `role`) on
+    /// `(channel, msg_id)` dated `started_at`: `None` when it lets the
+    /// claim through (to the policy's own checks), else the ERROR's code
+    /// and message. Changes nothing: a server that wants to refuse such a
+    /// claim before it reaches the floor (and its log) asks this first;
+    /// [`Server::handle`] applies the same check.
+    pub fn claim_guard_refusal(
+        &self,
+        now_ms: u64,
+        role: Role,
+        channel: &str,
+        msg_id: &str,
+        started_at: Stamp,
+    ) -> Option<(&'static str, String)> {
+        let key = (channel.to_string(), msg_id.to_string());
+        self.guard_refusal(now_ms, role, &key, started_at)
+    }
+}
+
+impl<N: Naming> Server<N> {
+    /// A server naming agents, channels and messages as `names` does (see
+    /// [`crate::floor::naming`]).
+    pub fn with_naming(cfg: Config, names: N) -> Server<N> {
+        let rules = cfg.policy.rules();
+        let channels = match rules.channels {
+            Channels::Registry => AGENTCHAT_DEFAULT_CHANNELS
+                .iter()
+                .filter_map(|c| names.dest_named(c))
+                .collect(),
+            Channels::Membership => BTreeSet::new(),
+        };
+        Server {
+            channels,
+            unidentified: BTreeSet::new(),
+            lurking: BTreeSet::new(),
+            last_msg: BTreeMap::new(),
+            last_sweep: None,
+            shared: Vec::new(),
+            relayed: BTreeMap::new(),
+            relay_order: VecDeque::new(),
+            rules,
+            cfg,
+            names,
+            now: 0,
+            members: BTreeMap::new(),
+            joined: BTreeMap::new(),
+            claims: BTreeMap::new(),
+            held_by: BTreeMap::new(),
+            deadlines: BTreeMap::new(),
+            live: 0,
+            markers: 0,
+            next_seq: 0,
+            next_msg_id: 0,
+            stats: Stats::default(),
+        }
+    }
+
+    /// The naming this server uses.
+    pub fn naming(&self) -> &N {
+        &self.names
+    }
+
+    /// Run `f` on the shared-output form and append its sends to `out`
+    /// in the owned form.
+    fn owned(
+        &mut self,
+        out: &mut Vec<Outgoing<N>>,
+        f: impl FnOnce(&mut Server<N>, &mut Vec<Delivery<N>>),
+    ) {
+        let mut buf = std::mem::take(&mut self.shared);
+        f(self, &mut buf);
+        out.extend(buf.drain(..).map(Delivery::into_outgoing));
+        self.shared = buf;
+    }
+
+    /// [`Server::handle`] with the sends in the shared form: the same
+    /// messages to the same recipients in the same order.
+    pub fn handle_shared(&mut self, now_ms: u64, input: Input<N>, out: &mut Vec<Delivery<N>>) {
+        let now = self.advance(now_ms);
+        match input {
+            Input::Tick => {}
+            Input::Connect { agent } => {
+                self.lurking.remove(&agent);
+                self.unidentified.insert(agent);
+            }
+            Input::Identify { agent, lurk } => {
+                self.unidentified.remove(&agent);
+                if lurk {
+                    self.lurking.insert(agent);
+                } else {
+                    self.lurking.remove(&agent);
+                }
+            }
+            Input::Join { agent, channel } => self.join(agent, channel, out),
+            Input::Leave { agent, channel } => self.leave(&agent, &channel),
+            Input::Disconnect { agent } => self.disconnect(&agent),
+            Input::Client { from, role, msg } => match msg {
+                ClientMsg::RespondingTo {
+                    msg_id,
+                    started_at,
+                    channel,
+                } => {
+                    let claim = ClaimReq {
+                        from,
+                        role,
+                        msg_id,
+                        started_at,
+                        channel,
+                    };
+                    self.on_claim(now, claim, out)
+                }
+                ClientMsg::Msg {
+                    id,
+                    to,
+                    content,
+                    in_reply_to,
+                } => {
+                    let msg = MsgReq {
+                        from,
+                        role,
+                        id,
+                        to,
+                        content,
+                        in_reply_to,
+                    };
+                    self.on_msg(now, msg, out)
+                }
+            },
+        }
+    }
+
+    /// [`Server::handle_shared`] with the sends in the owned form.
+    pub fn handle_owned(&mut self, now_ms: u64, input: Input<N>, out: &mut Vec<Outgoing<N>>) {
+        self.owned(out, |s, d| s.handle_shared(now_ms, input, d));
     }
 
     /// The next server time (ms) at which `handle(_, Input::Tick, _)` would
@@ -832,20 +914,21 @@ impl Server {
         self.now
     }
 
-    /// The current holder of (channel, msg_id) and its `started_at`, if a
-    /// live claim exists as of the last handled time (a tombstone marker is
-    /// not a live claim; under `agentchat-0.36` an expired claim not yet
-    /// swept still is, as it still wins).
-    pub fn holder(&self, channel: &str, msg_id: &str) -> Option<(&str, Stamp)> {
-        let c = self.claims.get(&(channel, msg_id) as &dyn Key2)?;
+    /// [`Server::holder`] in this server's naming.
+    pub fn holder_of(&self, channel: &N::Dest, msg_id: &N::Msg) -> Option<(&N::Agent, Stamp)> {
+        let c = self.claims.get(&(channel.clone(), msg_id.clone()))?;
         let live =
             !c.answered && (matches!(self.rules.expiry, Expiry::Sweep) || c.deadline > self.now);
-        live.then_some((&*c.holder, c.started_at))
+        live.then_some((&c.holder, c.started_at))
     }
 
-    /// The claim table entry of (channel, msg_id), live claim or marker.
-    pub fn claim_info(&self, channel: &str, msg_id: &str) -> Option<ClaimInfo<'_>> {
-        let c = self.claims.get(&(channel, msg_id) as &dyn Key2)?;
+    /// [`Server::claim_info`] in this server's naming.
+    pub fn claim_info_of(
+        &self,
+        channel: &N::Dest,
+        msg_id: &N::Msg,
+    ) -> Option<ClaimInfo<'_, N::Agent>> {
+        let c = self.claims.get(&(channel.clone(), msg_id.clone()))?;
         Some(ClaimInfo {
             holder: &c.holder,
             started_at: c.started_at,
@@ -855,18 +938,22 @@ impl Server {
         })
     }
 
-    pub fn is_member(&self, agent: &str, channel: &str) -> bool {
+    /// [`Server::is_member`] in this server's naming.
+    pub fn is_member_of(&self, agent: &N::Agent, channel: &N::Dest) -> bool {
         self.members
             .get(channel)
             .is_some_and(|m| m.find(agent).is_ok())
     }
 
-    /// The members of a channel, in id order.
-    pub fn members(&self, channel: &str) -> impl Iterator<Item = &str> {
+    /// [`Server::members`] in this server's naming.
+    pub fn members_of<'a>(
+        &'a self,
+        channel: &N::Dest,
+    ) -> impl Iterator<Item = &'a N::Agent> + use<'a, N> {
         self.members
             .get(channel)
             .into_iter()
-            .flat_map(|m| m.0.iter().map(|a| &**a))
+            .flat_map(|m| m.0.iter())
     }
 
     /// Live claims tracked (tombstone markers excluded).
@@ -879,24 +966,18 @@ impl Server {
         self.markers
     }
 
-    /// The number of channels `agent` is a member of.
-    pub fn channels_of_count(&self, agent: &str) -> usize {
+    /// [`Server::channels_of_count`] in this server's naming.
+    pub fn channels_of(&self, agent: &N::Agent) -> usize {
         self.joined.get(agent).map_or(0, BTreeSet::len)
     }
 
-    /// The number of live claims `agent` holds (in every channel).
-    pub fn claims_held_count(&self, agent: &str) -> usize {
-        let from = (agent, "", "");
-        self.held_by
-            .range::<dyn Key3, _>((Bound::Included(&from as &dyn Key3), Bound::Unbounded))
-            .take_while(|(a, _, _)| &**a == agent)
-            .count()
+    /// [`Server::claims_held_count`] in this server's naming.
+    pub fn claims_held(&self, agent: &N::Agent) -> usize {
+        self.held_by.get(agent).map_or(0, Vec::len)
     }
 
-    /// Whether `channel` exists: under the policies whose channels exist
-    /// while they have members, whether it has one; under `agentchat-0.36`,
-    /// whether it is a default channel or was ever joined.
-    pub fn channel_exists(&self, channel: &str) -> bool {
+    /// [`Server::channel_exists`] in this server's naming.
+    pub fn dest_exists(&self, channel: &N::Dest) -> bool {
         match self.rules.channels {
             Channels::Membership => self.members.contains_key(channel),
             Channels::Registry => self.channels.contains(channel),
@@ -916,19 +997,13 @@ impl Server {
         self.relayed.len()
     }
 
-    /// What the claim guard ([`Config::claim_guard`]) would answer, at
-    /// server time `now_ms`, to a claim by `from` (in `role`) on
-    /// `(channel, msg_id)` dated `started_at`: `None` when it lets the
-    /// claim through (to the policy's own checks), else the ERROR's code
-    /// and message. Changes nothing: a server that wants to refuse such a
-    /// claim before it reaches the floor (and its log) asks this first;
-    /// [`Server::handle`] applies the same check.
-    pub fn claim_guard_refusal(
+    /// [`Server::claim_guard_refusal`] in this server's naming, for the
+    /// claim on `key` = (channel, msg_id).
+    pub fn guard_refusal(
         &self,
         now_ms: u64,
         role: Role,
-        channel: &str,
-        msg_id: &str,
+        key: &Key<N>,
         started_at: Stamp,
     ) -> Option<(&'static str, String)> {
         if self.cfg.claim_guard == ClaimGuard::Off || role == Role::Operator {
@@ -938,9 +1013,10 @@ impl Server {
         let agentchat = self.rules.errors == ErrorStyle::Agentchat;
         let relayed_at = self
             .relayed
-            .get(&(channel, msg_id) as &dyn Key2)
+            .get(key)
             .copied()
             .filter(|&at| now.saturating_sub(at) <= RELAY_MEMORY_MS);
+        let (channel, msg_id) = key;
         let Some(at) = relayed_at else {
             let code = if agentchat {
                 "INVALID_MSG"
@@ -949,8 +1025,8 @@ impl Server {
             };
             let message = format!(
                 "no message `{}` was relayed in {} (a claim must follow the message)",
-                clip(msg_id),
-                clip(channel)
+                clip(&self.names.show_msg(msg_id)),
+                clip(&self.names.show_dest(channel))
             );
             return Some((code, message));
         };
@@ -969,7 +1045,7 @@ impl Server {
                 };
                 let message = format!(
                     "started_at {started_at} is more than {skew_ms} ms before message `{}` reached the server (at {})",
-                    clip(msg_id),
+                    clip(&self.names.show_msg(msg_id)),
                     i128::from(epoch_ms) + i128::from(at)
                 );
                 return Some((code, message));
@@ -1013,10 +1089,10 @@ impl Server {
             if u128::from(deadline) * 1000 > limit {
                 break;
             }
-            let Some((_, (channel, msg_id))) = self.deadlines.pop_first() else {
+            let Some((_, key)) = self.deadlines.pop_first() else {
                 break;
             };
-            if let Some(c) = self.remove_claim(&channel, &msg_id)
+            if let Some(c) = self.remove_claim(&key)
                 && !c.answered
             {
                 self.stats.expired += 1;
@@ -1025,10 +1101,10 @@ impl Server {
         now
     }
 
-    fn error(&mut self, to: &str, code: &str, message: String, out: &mut Vec<Delivery>) {
+    fn error(&mut self, to: &N::Agent, code: &str, message: String, out: &mut Vec<Delivery<N>>) {
         self.stats.relayed += 1;
         out.push(Delivery {
-            to: Arc::from(to),
+            to: to.clone(),
             msg: Arc::new(ServerMsg::Error {
                 code: code.to_string(),
                 message,
@@ -1038,7 +1114,7 @@ impl Server {
 
     /// Send `msg` (a MSG, RESPONDING_TO or FLOOR_CLAIMED) to every member
     /// of its channel but its sender, in id order.
-    fn fan_out(&mut self, msg: ServerMsg, out: &mut Vec<Delivery>) {
+    fn fan_out(&mut self, msg: ServerMsg<N>, out: &mut Vec<Delivery<N>>) {
         let (channel, except) = match &msg {
             ServerMsg::Msg { to, from, .. } => (to, from),
             ServerMsg::RespondingTo { channel, from, .. } => (channel, from),
@@ -1048,12 +1124,12 @@ impl Server {
             // Never relayed to a channel.
             ServerMsg::Yield { .. } | ServerMsg::Error { .. } => return,
         };
-        let Some(members) = self.members.get(channel.as_str()) else {
+        let Some(members) = self.members.get(channel) else {
             return;
         };
         // The members before and after `except` (two slices of the sorted
         // list): no comparison per member.
-        let (before, after) = match members.find(except.as_str()) {
+        let (before, after) = match members.find(except) {
             Ok(i) => (&members.0[..i], &members.0[i + 1..]),
             Err(_) => (&members.0[..], &[][..]),
         };
@@ -1066,7 +1142,7 @@ impl Server {
         out.reserve(n);
         for part in [before, after] {
             out.extend(part.iter().map(|m| Delivery {
-                to: Arc::clone(m),
+                to: m.clone(),
                 msg: Arc::clone(&msg),
             }));
         }
@@ -1075,12 +1151,12 @@ impl Server {
     /// YIELD to `to` for `(channel, msg_id)` (counted; the caller sends it).
     fn make_yield(
         &mut self,
-        to: Arc<str>,
-        (channel, msg_id): (&str, &str),
-        winner: &str,
+        to: N::Agent,
+        (channel, msg_id): (&N::Dest, &N::Msg),
+        winner: &N::Agent,
         holder_started_at: Stamp,
         reason: &str,
-    ) -> Delivery {
+    ) -> Delivery<N> {
         let detail = match self.rules.yield_form {
             YieldForm::Winner => None,
             YieldForm::HolderDetail => Some(YieldDetail {
@@ -1092,9 +1168,9 @@ impl Server {
         Delivery {
             to,
             msg: Arc::new(ServerMsg::Yield {
-                msg_id: msg_id.to_string(),
-                winner: winner.to_string(),
-                channel: channel.to_string(),
+                msg_id: msg_id.clone(),
+                winner: winner.clone(),
+                channel: channel.clone(),
                 detail,
             }),
         }
@@ -1102,31 +1178,34 @@ impl Server {
 
     /// `agentchat-0.36`: a valid channel name (`isValidChannel`,
     /// `lib/protocol.ts`): `#` and 1 to 31 of `[A-Za-z0-9_-]`.
-    fn agentchat_channel_ok(channel: &str) -> bool {
-        is_channel_name(channel) && channel.len() - 1 <= AGENTCHAT_CHANNEL_MAX
+    fn agentchat_channel_ok(&self, channel: &N::Dest) -> bool {
+        is_channel(&self.names, channel) && self.names.name_len(channel) <= AGENTCHAT_CHANNEL_MAX
     }
 
     /// Refuse a MSG with an ERROR.
-    fn refuse(&mut self, to: &str, code: &str, message: String, out: &mut Vec<Delivery>) {
+    fn refuse(&mut self, to: &N::Agent, code: &str, message: String, out: &mut Vec<Delivery<N>>) {
         self.stats.refused_msgs += 1;
         self.error(to, code, message, out);
     }
 
-    fn join(&mut self, agent: String, channel: String, out: &mut Vec<Delivery>) {
+    fn join(&mut self, agent: N::Agent, channel: N::Dest, out: &mut Vec<Delivery<N>>) {
         if self.rules.channels == Channels::Registry {
             // `handleJoin` (`lib/server/handlers/message.ts`), after
             // `validateClientMessage`. A JOIN to a channel that does not
             // exist creates it (herdsim's JOIN stands for CREATE_CHANNEL +
             // JOIN there); channels are never deleted.
-            if !Self::agentchat_channel_ok(&channel) {
+            if !self.agentchat_channel_ok(&channel) {
                 return self.error(&agent, "INVALID_MSG", "Invalid channel name".into(), out);
             }
             if self.unidentified.contains(&agent) {
                 return self.error(&agent, "AUTH_REQUIRED", "Must IDENTIFY first".into(), out);
             }
             self.channels.insert(channel.clone());
-        } else if !is_channel_name(&channel) {
-            let message = format!("bad channel name `{}`", clip(&channel));
+        } else if !is_channel(&self.names, &channel) {
+            let message = format!(
+                "bad channel name `{}`",
+                clip(&self.names.show_dest(&channel))
+            );
             self.error(&agent, "bad_channel", message, out);
             return;
         }
@@ -1134,17 +1213,10 @@ impl Server {
             .entry(agent.clone())
             .or_default()
             .insert(channel.clone());
-        match self.members.get_mut(channel.as_str()) {
-            Some(m) => m.insert(agent),
-            None => {
-                let mut m = Members::default();
-                m.insert(agent);
-                self.members.insert(Arc::from(channel), m);
-            }
-        }
+        self.members.entry(channel).or_default().insert(agent);
     }
 
-    fn leave(&mut self, agent: &str, channel: &str) {
+    fn leave(&mut self, agent: &N::Agent, channel: &N::Dest) {
         if let Some(m) = self.members.get_mut(channel) {
             m.remove(agent);
             if m.0.is_empty() {
@@ -1162,7 +1234,7 @@ impl Server {
         }
     }
 
-    fn disconnect(&mut self, agent: &str) {
+    fn disconnect(&mut self, agent: &N::Agent) {
         // The connection's state goes with it (`_handleDisconnect`,
         // `lib/server.ts`: `lastMessageTime.delete(ws)`).
         self.unidentified.remove(agent);
@@ -1170,34 +1242,33 @@ impl Server {
         self.last_msg.remove(agent);
         let channels = self.joined.remove(agent).unwrap_or_default();
         for channel in &channels {
-            if let Some(m) = self.members.get_mut(channel.as_str()) {
+            if let Some(m) = self.members.get_mut(channel) {
                 m.remove(agent);
                 if m.0.is_empty() {
-                    self.members.remove(channel.as_str());
+                    self.members.remove(channel);
                 }
             }
         }
-        for (channel, id) in self.held(agent, None) {
-            self.remove_claim(&channel, &id);
+        for key in self.held_by.remove(agent).unwrap_or_default() {
+            self.remove_claim(&key);
         }
     }
 
     /// RESPONDING_TO: validate the claim, look up the current one, let the
     /// policy decide, then record the verdict and send what it says.
-    fn on_claim(&mut self, now: u64, mut claim: ClaimReq, out: &mut Vec<Delivery>) {
+    fn on_claim(&mut self, now: u64, mut claim: ClaimReq<N>, out: &mut Vec<Delivery<N>>) {
         self.stats.claims_received += 1;
         if !self.claim_well_formed(&claim, out) || !self.claim_admitted(&claim, out) {
             return;
         }
-        if let Some((code, message)) = self.claim_guard_refusal(
-            now,
-            claim.role,
-            &claim.channel,
-            &claim.msg_id,
-            claim.started_at,
-        ) {
-            self.stats.claims_refused += 1;
-            return self.error(&claim.from, code, message, out);
+        if self.cfg.claim_guard != ClaimGuard::Off {
+            let key = (claim.channel.clone(), claim.msg_id.clone());
+            if let Some((code, message)) =
+                self.guard_refusal(now, claim.role, &key, claim.started_at)
+            {
+                self.stats.claims_refused += 1;
+                return self.error(&claim.from, code, message, out);
+            }
         }
         if self.rules.order == ClaimOrder::StartedAtDouble {
             // JavaScript holds the parsed double: it compares it, stores it
@@ -1214,9 +1285,9 @@ impl Server {
 
     /// Check a claim's fields (`msg_id`, `channel`, `started_at`); `false`
     /// when it goes no further (an ERROR sent, or a DM claim dropped).
-    fn claim_well_formed(&mut self, claim: &ClaimReq, out: &mut Vec<Delivery>) -> bool {
-        let from = claim.from.as_str();
-        if claim.msg_id.is_empty() {
+    fn claim_well_formed(&mut self, claim: &ClaimReq<N>, out: &mut Vec<Delivery<N>>) -> bool {
+        let from = &claim.from;
+        if self.names.msg_is_empty(&claim.msg_id) {
             if self.rules.errors == ErrorStyle::Agentchat {
                 let m = "Missing or invalid msg_id".to_string();
                 self.error(from, "INVALID_MSG", m, out);
@@ -1239,39 +1310,39 @@ impl Server {
     /// Check a claim's `channel` field as the policy's channel model says;
     /// `false` when it goes no further (an ERROR sent, or a DM claim, to
     /// which the protocol does not apply, dropped without a word).
-    fn claim_channel_ok(&mut self, claim: &ClaimReq, out: &mut Vec<Delivery>) -> bool {
-        let (from, channel) = (claim.from.as_str(), claim.channel.as_str());
+    fn claim_channel_ok(&mut self, claim: &ClaimReq<N>, out: &mut Vec<Delivery<N>>) -> bool {
+        let (from, channel) = (&claim.from, &claim.channel);
         if self.rules.channels == Channels::Registry {
             // `validateClientMessage` (`lib/protocol.ts`): `isValidChannel`,
             // so a DM target or a long name is an error there.
-            if !Self::agentchat_channel_ok(channel) {
+            if !self.agentchat_channel_ok(channel) {
                 let m = "Missing or invalid channel".to_string();
                 self.error(from, "INVALID_MSG", m, out);
                 return false;
             }
             return true;
         }
-        match parse_target(channel) {
-            None => {
+        match self.names.place(channel) {
+            Place::Invalid => {
                 let e = DecodeError::BadChannel {
                     field: "channel",
-                    value: clip(channel),
+                    value: clip(&self.names.show_dest(channel)),
                     dm_allowed: true,
                 };
                 self.error(from, "bad_message", e.to_string(), out);
                 false
             }
             // The protocol does not apply to DMs: no claim, nothing sent.
-            Some(Target::Dm(_)) => false,
-            Some(Target::Channel(_)) => true,
+            Place::Dm(_) => false,
+            Place::Channel => true,
         }
     }
 
     /// Check that the sender may claim in the channel and that the channel
     /// exists; `false` when the claim goes no further (an ERROR sent, or
     /// the claim dropped silently as agentchat does).
-    fn claim_admitted(&mut self, claim: &ClaimReq, out: &mut Vec<Delivery>) -> bool {
-        let (from, channel) = (claim.from.as_str(), claim.channel.as_str());
+    fn claim_admitted(&mut self, claim: &ClaimReq<N>, out: &mut Vec<Delivery<N>>) -> bool {
+        let (from, channel) = (&claim.from, &claim.channel);
         if self.rules.msg_gate == MsgGate::Agentchat
             && claim.role == Role::Agent
             && self.unidentified.contains(from)
@@ -1279,21 +1350,18 @@ impl Server {
             // `if (!rtAgent || ...) break;` (`lib/server.ts`): dropped silently.
             return false;
         }
-        if self.rules.membership_required && !self.is_member(from, channel) {
-            let message = format!("not a member of {channel}");
+        if self.rules.membership_required && !self.is_member_of(from, channel) {
+            let message = format!("not a member of {}", self.names.show_dest(channel));
             self.error(from, "not_member", message, out);
             return false;
         }
         // `if (!channel) break;` (`lib/server.ts`): dropped silently.
-        match self.rules.channels {
-            Channels::Membership => self.members.contains_key(channel),
-            Channels::Registry => self.channels.contains(channel),
-        }
+        self.dest_exists(channel)
     }
 
     /// A claim that is not arbitrated (tracking off, or the operator's):
     /// relayed when tracking is off or the policy relays every claim.
-    fn relay_untracked_claim(&mut self, claim: ClaimReq, out: &mut Vec<Delivery>) {
+    fn relay_untracked_claim(&mut self, claim: ClaimReq<N>, out: &mut Vec<Delivery<N>>) {
         if !self.tracking() || self.rules.announce == Announce::RelayEvery {
             self.fan_out(claim.relayed(), out);
         }
@@ -1310,9 +1378,9 @@ impl Server {
 
     /// Look up the current claim on `(channel, msg_id)` and ask the policy
     /// for its verdict on this one.
-    fn judge_claim(&self, claim: &ClaimReq, order: Stamp) -> Decision {
-        let key = (claim.channel.as_str(), claim.msg_id.as_str());
-        let current = self.claims.get(&key as &dyn Key2);
+    fn judge_claim(&self, claim: &ClaimReq<N>, order: Stamp) -> Decision<N::Agent> {
+        let key = (claim.channel.clone(), claim.msg_id.clone());
+        let current = self.claims.get(&key);
         let slot = match current {
             None => Slot::Free,
             Some(c) if c.answered => Slot::Answered { by: &c.holder },
@@ -1326,7 +1394,7 @@ impl Server {
         // denial's YIELD.
         let deny = matches!(verdict, Verdict::Deny | Verdict::DenySelf);
         let (held_started_at, held_by) = current.map_or((Stamp::Int(0), None), |c| {
-            (c.started_at, deny.then(|| Arc::clone(&c.holder)))
+            (c.started_at, deny.then(|| c.holder.clone()))
         });
         Decision {
             verdict,
@@ -1340,10 +1408,10 @@ impl Server {
     fn apply_claim_verdict(
         &mut self,
         now: u64,
-        claim: ClaimReq,
+        claim: ClaimReq<N>,
         order: Stamp,
-        decision: Decision,
-        out: &mut Vec<Delivery>,
+        decision: Decision<N::Agent>,
+        out: &mut Vec<Delivery<N>>,
     ) {
         let ClaimReq {
             from,
@@ -1352,10 +1420,10 @@ impl Server {
             channel,
             ..
         } = &claim;
-        let (started_at, key) = (*started_at, (channel.as_str(), msg_id.as_str()));
+        let (started_at, key) = (*started_at, (channel, msg_id));
         let held_started_at = decision.held_started_at;
         // A YIELD is built before the announcement (which takes the
-        // claim's strings) and sent after it.
+        // claim's fields) and sent after it.
         match decision.verdict {
             Verdict::Repeat => {}
             Verdict::Grant => {
@@ -1363,7 +1431,8 @@ impl Server {
                 self.announce_grant(claim, out);
             }
             Verdict::Displace | Verdict::RegrantSelf => {
-                let displaced = self.remove_claim(channel, msg_id).map(|c| c.holder);
+                let owned = (channel.clone(), msg_id.clone());
+                let displaced = self.remove_claim(&owned).map(|c| c.holder);
                 self.insert_claim(channel, msg_id, from, started_at, order, now);
                 if matches!(decision.verdict, Verdict::Displace) {
                     self.stats.overruled += 1;
@@ -1374,14 +1443,14 @@ impl Server {
                 out.extend(y);
             }
             Verdict::Deny | Verdict::DenySelf => {
-                let by = decision.held_by.as_deref().unwrap_or_default();
-                let to = Arc::from(from.as_str());
-                let y = self.make_yield(to, key, by, held_started_at, REASON_DENIED);
+                // A denial always comes with the current holder.
+                let by = decision.held_by.as_ref().unwrap_or(from);
+                let y = self.make_yield(from.clone(), key, by, held_started_at, REASON_DENIED);
                 self.announce_denial(claim, out);
                 out.push(y);
             }
             Verdict::DenyAnswered { answered_by } => {
-                let to = Arc::from(from.as_str());
+                let to = from.clone();
                 let y = self.make_yield(to, key, &answered_by, held_started_at, REASON_DENIED);
                 self.announce_denial(claim, out);
                 out.push(y);
@@ -1391,7 +1460,7 @@ impl Server {
 
     /// Announce a granted claim to the channel as the policy says: the
     /// claim relayed, or a FLOOR_CLAIMED.
-    fn announce_grant(&mut self, claim: ClaimReq, out: &mut Vec<Delivery>) {
+    fn announce_grant(&mut self, claim: ClaimReq<N>, out: &mut Vec<Delivery<N>>) {
         let msg = match self.rules.announce {
             Announce::RelayEvery => claim.relayed(),
             Announce::FloorClaimedOnGrant => ServerMsg::FloorClaimed {
@@ -1406,7 +1475,7 @@ impl Server {
 
     /// Announce a denied claim: relayed only when the policy relays every
     /// claim.
-    fn announce_denial(&mut self, claim: ClaimReq, out: &mut Vec<Delivery>) {
+    fn announce_denial(&mut self, claim: ClaimReq<N>, out: &mut Vec<Delivery<N>>) {
         if self.rules.announce == Announce::RelayEvery {
             self.fan_out(claim.relayed(), out);
         }
@@ -1414,7 +1483,7 @@ impl Server {
 
     /// MSG: validate the target and the sender, relay the message (to the
     /// channel or the DM peer), then release the sender's claims.
-    fn on_msg(&mut self, now: u64, msg: MsgReq, out: &mut Vec<Delivery>) {
+    fn on_msg(&mut self, now: u64, msg: MsgReq<N>, out: &mut Vec<Delivery<N>>) {
         let Some(dest) = self.msg_dest(&msg.from, &msg.to, out) else {
             return;
         };
@@ -1429,11 +1498,11 @@ impl Server {
             in_reply_to,
             ..
         } = msg;
-        let dm = matches!(dest, Dest::Dm(_));
+        let dm = matches!(dest, Place::Dm(_));
         // The release sends nothing and the relay reads only the
-        // membership, so releasing first lets the relay take the strings.
+        // membership, so releasing first lets the relay take the fields.
         if !dm && self.tracking() {
-            self.release_on_msg(&from, &to, in_reply_to.as_deref());
+            self.release_on_msg(&from, &to, in_reply_to.as_ref());
         }
         let id = self.msg_id_or_assign(id);
         if !dm && self.cfg.claim_guard != ClaimGuard::Off {
@@ -1446,10 +1515,10 @@ impl Server {
             content,
             in_reply_to,
         };
-        if let Dest::Dm(peer) = dest {
+        if let Place::Dm(peer) = dest {
             self.stats.relayed += 1;
             out.push(Delivery {
-                to: Arc::from(peer),
+                to: peer,
                 msg: Arc::new(relayed),
             });
             return;
@@ -1459,24 +1528,27 @@ impl Server {
 
     /// Decode a MSG's `to`: a channel or a DM peer; `None` (the MSG refused
     /// with an ERROR) when it is neither.
-    fn msg_dest(&mut self, from: &str, to: &str, out: &mut Vec<Delivery>) -> Option<Dest> {
-        match parse_target(to) {
-            None => {
-                let e = DecodeError::BadChannel {
-                    field: "to",
-                    value: clip(to),
-                    dm_allowed: true,
-                };
-                let code = match self.rules.errors {
-                    ErrorStyle::Protocol => "bad_message",
-                    ErrorStyle::Agentchat => "INVALID_MSG",
-                };
-                self.refuse(from, code, e.to_string(), out);
-                None
-            }
-            Some(Target::Dm(peer)) => Some(Dest::Dm(peer.to_string())),
-            Some(Target::Channel(_)) => Some(Dest::Channel),
+    fn msg_dest(
+        &mut self,
+        from: &N::Agent,
+        to: &N::Dest,
+        out: &mut Vec<Delivery<N>>,
+    ) -> Option<Place<N::Agent>> {
+        let place = self.names.place(to);
+        if place == Place::Invalid {
+            let e = DecodeError::BadChannel {
+                field: "to",
+                value: clip(&self.names.show_dest(to)),
+                dm_allowed: true,
+            };
+            let code = match self.rules.errors {
+                ErrorStyle::Protocol => "bad_message",
+                ErrorStyle::Agentchat => "INVALID_MSG",
+            };
+            self.refuse(from, code, e.to_string(), out);
+            return None;
         }
+        Some(place)
     }
 
     /// Check that the sender may send this MSG under the policy's gate;
@@ -1484,11 +1556,11 @@ impl Server {
     fn msg_admitted(
         &mut self,
         now: u64,
-        msg: &MsgReq,
-        dest: &Dest,
-        out: &mut Vec<Delivery>,
+        msg: &MsgReq<N>,
+        dest: &Place<N::Agent>,
+        out: &mut Vec<Delivery<N>>,
     ) -> bool {
-        let (from, to) = (msg.from.as_str(), msg.to.as_str());
+        let (from, to) = (&msg.from, &msg.to);
         if self.rules.msg_gate == MsgGate::Agentchat {
             // `handleMsg` (`lib/server/handlers/message.ts`), in its order.
             let ok = match msg.role {
@@ -1503,8 +1575,8 @@ impl Server {
             }
             return self.agentchat_msg_target_ok(from, to, dest, out);
         }
-        if matches!(dest, Dest::Channel) && !self.is_member(from, to) {
-            let message = format!("not a member of {to}");
+        if matches!(dest, Place::Channel) && !self.is_member_of(from, to) {
+            let message = format!("not a member of {}", self.names.show_dest(to));
             self.refuse(from, "not_member", message, out);
             return false;
         }
@@ -1514,7 +1586,12 @@ impl Server {
     /// `agentchat-0.36`: an agent may send once identified, out of its lurk
     /// window and within the rate limit; `false` when refused. A MSG that
     /// passes counts for the rate limit even if refused later.
-    fn agentchat_sender_ok(&mut self, now: u64, from: &str, out: &mut Vec<Delivery>) -> bool {
+    fn agentchat_sender_ok(
+        &mut self,
+        now: u64,
+        from: &N::Agent,
+        out: &mut Vec<Delivery<N>>,
+    ) -> bool {
         if self.unidentified.contains(from) {
             let m = "Must IDENTIFY first".to_string();
             self.refuse(from, "AUTH_REQUIRED", m, out);
@@ -1531,7 +1608,7 @@ impl Server {
     /// `agentchat-0.36`: the MSG rate limit (one MSG per `rate_limit_ms` per
     /// sender); `false` when refused. A MSG that passes counts for the
     /// limit even if refused later.
-    fn agentchat_rate_ok(&mut self, now: u64, from: &str, out: &mut Vec<Delivery>) -> bool {
+    fn agentchat_rate_ok(&mut self, now: u64, from: &N::Agent, out: &mut Vec<Delivery<N>>) -> bool {
         let limit = self.cfg.rate_limit_ms;
         if limit > 0
             && let Some(&last) = self.last_msg.get(from)
@@ -1547,7 +1624,7 @@ impl Server {
         match self.last_msg.get_mut(from) {
             Some(last) => *last = now,
             None => {
-                self.last_msg.insert(from.to_string(), now);
+                self.last_msg.insert(from.clone(), now);
             }
         }
         true
@@ -1557,12 +1634,12 @@ impl Server {
     /// member; `false` when refused.
     fn agentchat_msg_target_ok(
         &mut self,
-        from: &str,
-        to: &str,
-        dest: &Dest,
-        out: &mut Vec<Delivery>,
+        from: &N::Agent,
+        to: &N::Dest,
+        dest: &Place<N::Agent>,
+        out: &mut Vec<Delivery<N>>,
     ) -> bool {
-        if matches!(dest, Dest::Dm(_)) {
+        if matches!(dest, Place::Dm(_)) {
             // Observed on the real server (the differential test); the
             // snapshot of `handleMsg` read for this still relays DMs.
             let m = "Direct messages are disabled".to_string();
@@ -1570,12 +1647,12 @@ impl Server {
             return false;
         }
         if !self.channels.contains(to) {
-            let m = format!("Channel {to} not found");
+            let m = format!("Channel {} not found", self.names.show_dest(to));
             self.refuse(from, "CHANNEL_NOT_FOUND", m, out);
             return false;
         }
-        if !self.is_member(from, to) {
-            let m = format!("Not a member of {to}");
+        if !self.is_member_of(from, to) {
+            let m = format!("Not a member of {}", self.names.show_dest(to));
             self.refuse(from, "NOT_INVITED", m, out);
             return false;
         }
@@ -1584,12 +1661,12 @@ impl Server {
 
     /// The MSG's own id, or a fresh server id (`s1`, `s2`, ...) when it has
     /// none.
-    fn msg_id_or_assign(&mut self, id: Option<String>) -> String {
-        match id.filter(|i| !i.is_empty()) {
+    fn msg_id_or_assign(&mut self, id: Option<N::Msg>) -> N::Msg {
+        match id.filter(|i| !self.names.msg_is_empty(i)) {
             Some(id) => id,
             None => {
                 self.next_msg_id += 1;
-                format!("s{}", self.next_msg_id)
+                self.names.server_msg_id(self.next_msg_id)
             }
         }
     }
@@ -1597,18 +1674,19 @@ impl Server {
     /// A channel MSG from `from` releases its claims in `to` as the policy
     /// says: all of them, or only the one it replies to (kept as an
     /// "answered" marker under `tombstone`).
-    fn release_on_msg(&mut self, from: &str, to: &str, in_reply_to: Option<&str>) {
+    fn release_on_msg(&mut self, from: &N::Agent, to: &N::Dest, in_reply_to: Option<&N::Msg>) {
         match (self.rules.release, in_reply_to) {
             (Release::AllInChannel, _) | (Release::Holder, None) => self.release_all_in(from, to),
             (Release::Holder, Some(m)) => {
+                let key = (to.clone(), m.clone());
                 let held = self
                     .claims
-                    .get(&(to, m) as &dyn Key2)
-                    .is_some_and(|c| !c.answered && &*c.holder == from);
+                    .get(&key)
+                    .is_some_and(|c| !c.answered && c.holder == *from);
                 if held && self.rules.tombstone {
-                    self.mark_answered(to, m);
+                    self.mark_answered(&key);
                 } else if held {
-                    self.remove_claim(to, m);
+                    self.remove_claim(&key);
                 }
             }
         }
@@ -1617,24 +1695,18 @@ impl Server {
     /// Claim guard: remember that `(channel, msg_id)` was relayed at
     /// `now`, and forget what is older than [`RELAY_MEMORY_MS`] or beyond
     /// [`RELAY_MEMORY_MAX`].
-    fn remember_relay(&mut self, now: u64, channel: &str, msg_id: &str) {
-        let channel = self
-            .members
-            .get_key_value(channel)
-            .map_or_else(|| Arc::from(channel), |(c, _)| Arc::clone(c));
-        let msg_id: Arc<str> = Arc::from(msg_id);
-        self.relayed
-            .insert((Arc::clone(&channel), Arc::clone(&msg_id)), now);
-        self.relay_order.push_back((now, channel, msg_id));
-        while let Some((at, _, _)) = self.relay_order.front() {
+    fn remember_relay(&mut self, now: u64, channel: &N::Dest, msg_id: &N::Msg) {
+        let key = (channel.clone(), msg_id.clone());
+        self.relayed.insert(key.clone(), now);
+        self.relay_order.push_back((now, key));
+        while let Some((at, _)) = self.relay_order.front() {
             let old = now.saturating_sub(*at) > RELAY_MEMORY_MS;
             if !old && self.relay_order.len() <= RELAY_MEMORY_MAX {
                 break;
             }
-            let Some((at, c, m)) = self.relay_order.pop_front() else {
+            let Some((at, key)) = self.relay_order.pop_front() else {
                 break;
             };
-            let key = (c, m);
             if self.relayed.get(&key) == Some(&at) {
                 self.relayed.remove(&key);
             }
@@ -1643,9 +1715,9 @@ impl Server {
 
     fn insert_claim(
         &mut self,
-        channel: &str,
-        msg_id: &str,
-        holder: &str,
+        channel: &N::Dest,
+        msg_id: &N::Msg,
+        holder: &N::Agent,
         started_at: Stamp,
         order: Stamp,
         now: u64,
@@ -1654,10 +1726,8 @@ impl Server {
         let never = self.cfg.ttl_ms == NEVER;
         self.next_seq += 1;
         let seq = self.next_seq;
-        let (channel, holder) = self.shared_names(channel, holder);
-        let msg_id: Arc<str> = Arc::from(msg_id);
         let claim = Claim {
-            holder: Arc::clone(&holder),
+            holder: holder.clone(),
             started_at,
             order,
             granted_at: now,
@@ -1665,166 +1735,67 @@ impl Server {
             seq,
             answered: false,
         };
-        let key = (Arc::clone(&channel), Arc::clone(&msg_id));
+        let key = (channel.clone(), msg_id.clone());
         if !never {
             self.deadlines.insert((deadline, seq), key.clone());
         }
+        let held = self.held_by.entry(holder.clone()).or_default();
+        if let Err(i) = held.binary_search(&key) {
+            held.insert(i, key.clone());
+        }
         self.claims.insert(key, claim);
-        self.held_by.insert((holder, channel, msg_id));
         self.live += 1;
     }
 
-    /// Shared copies of a channel's and an agent's names: the membership
-    /// table's when it has them, else new.
-    fn shared_names(&self, channel: &str, agent: &str) -> (Arc<str>, Arc<str>) {
-        let members = self.members.get_key_value(channel);
-        let agent = members
-            .and_then(|(_, m)| m.get(agent))
-            .map_or_else(|| Arc::from(agent), Arc::clone);
-        let channel = members.map_or_else(|| Arc::from(channel), |(c, _)| Arc::clone(c));
-        (channel, agent)
-    }
-
-    /// (channel, msg_id) of every live claim of `agent` (in `channel` only,
-    /// if given).
-    fn held(&self, agent: &str, channel: Option<&str>) -> Vec<(Arc<str>, Arc<str>)> {
-        let from = (agent, channel.unwrap_or(""), "");
-        self.held_by
-            .range::<dyn Key3, _>((Bound::Included(&from as &dyn Key3), Bound::Unbounded))
-            .take_while(|(a, c, _)| &**a == agent && channel.is_none_or(|ch| &**c == ch))
-            .map(|(_, c, m)| (Arc::clone(c), Arc::clone(m)))
-            .collect()
+    /// Drop `key` from the live claims `holder` holds.
+    fn unhold(&mut self, holder: &N::Agent, key: &Key<N>) {
+        if let Some(held) = self.held_by.get_mut(holder) {
+            if let Ok(i) = held.binary_search(key) {
+                held.remove(i);
+            }
+            if held.is_empty() {
+                self.held_by.remove(holder);
+            }
+        }
     }
 
     /// Remove an entry (live claim or marker) and every index of it.
-    fn remove_claim(&mut self, channel: &str, msg_id: &str) -> Option<Claim> {
-        let ((channel, msg_id), c) = self.claims.remove_entry(&(channel, msg_id) as &dyn Key2)?;
+    fn remove_claim(&mut self, key: &Key<N>) -> Option<Claim<N::Agent>> {
+        let c = self.claims.remove(key)?;
         self.deadlines.remove(&(c.deadline, c.seq));
         if c.answered {
             self.markers -= 1;
         } else {
             self.live -= 1;
-            self.held_by
-                .remove(&(Arc::clone(&c.holder), channel, msg_id));
+            self.unhold(&c.holder, key);
         }
         Some(c)
     }
 
     /// Turn a live claim into a tombstone marker (same deadline).
-    fn mark_answered(&mut self, channel: &str, msg_id: &str) {
-        let Some((key, c)) = self.claims.get_key_value(&(channel, msg_id) as &dyn Key2) else {
+    fn mark_answered(&mut self, key: &Key<N>) {
+        let Some(c) = self.claims.get_mut(key) else {
             return;
         };
         if c.answered {
             return;
         }
-        let held = (
-            Arc::clone(&c.holder),
-            Arc::clone(&key.0),
-            Arc::clone(&key.1),
-        );
-        if let Some(c) = self.claims.get_mut(&(channel, msg_id) as &dyn Key2) {
-            c.answered = true;
-        }
+        c.answered = true;
+        let holder = c.holder.clone();
         self.live -= 1;
         self.markers += 1;
-        self.held_by.remove(&held);
+        self.unhold(&holder, key);
     }
 
     /// Release every live claim of `agent` in `channel` (no markers).
-    fn release_all_in(&mut self, agent: &str, channel: &str) {
-        for (channel, id) in self.held(agent, Some(channel)) {
-            self.remove_claim(&channel, &id);
+    fn release_all_in(&mut self, agent: &N::Agent, channel: &N::Dest) {
+        let Some(held) = self.held_by.get(agent) else {
+            return;
+        };
+        let keys: Vec<Key<N>> = held.iter().filter(|(c, _)| c == channel).cloned().collect();
+        for key in keys {
+            self.remove_claim(&key);
         }
-    }
-}
-
-/// A (channel, msg_id) key of the claim table, owned or borrowed: the
-/// table is looked up with `&str`s without building a key.
-trait Key2 {
-    fn parts(&self) -> (&str, &str);
-}
-
-impl Key2 for (Arc<str>, Arc<str>) {
-    fn parts(&self) -> (&str, &str) {
-        (&self.0, &self.1)
-    }
-}
-
-impl Key2 for (&str, &str) {
-    fn parts(&self) -> (&str, &str) {
-        (self.0, self.1)
-    }
-}
-
-impl<'a> Borrow<dyn Key2 + 'a> for (Arc<str>, Arc<str>) {
-    fn borrow(&self) -> &(dyn Key2 + 'a) {
-        self
-    }
-}
-
-impl PartialEq for dyn Key2 + '_ {
-    fn eq(&self, other: &Self) -> bool {
-        self.parts() == other.parts()
-    }
-}
-
-impl Eq for dyn Key2 + '_ {}
-
-impl PartialOrd for dyn Key2 + '_ {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-/// The order of the owned tuple (string order, field by field).
-impl Ord for dyn Key2 + '_ {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.parts().cmp(&other.parts())
-    }
-}
-
-/// An (agent, channel, msg_id) key of `held_by`, owned or borrowed.
-trait Key3 {
-    fn parts(&self) -> (&str, &str, &str);
-}
-
-impl Key3 for (Arc<str>, Arc<str>, Arc<str>) {
-    fn parts(&self) -> (&str, &str, &str) {
-        (&self.0, &self.1, &self.2)
-    }
-}
-
-impl Key3 for (&str, &str, &str) {
-    fn parts(&self) -> (&str, &str, &str) {
-        (self.0, self.1, self.2)
-    }
-}
-
-impl<'a> Borrow<dyn Key3 + 'a> for (Arc<str>, Arc<str>, Arc<str>) {
-    fn borrow(&self) -> &(dyn Key3 + 'a) {
-        self
-    }
-}
-
-impl PartialEq for dyn Key3 + '_ {
-    fn eq(&self, other: &Self) -> bool {
-        self.parts() == other.parts()
-    }
-}
-
-impl Eq for dyn Key3 + '_ {}
-
-impl PartialOrd for dyn Key3 + '_ {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-/// The order of the owned tuple (string order, field by field).
-impl Ord for dyn Key3 + '_ {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.parts().cmp(&other.parts())
     }
 }
 

@@ -30,6 +30,7 @@
 //! `@` followed by an agent id. Ids are carried bare everywhere (the public
 //! agentchat server prefixes `@` to ids in some fields; herdsim does not).
 
+use crate::floor::naming::{Naming, Text};
 use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 use serde_json::{Map, Value};
@@ -138,62 +139,68 @@ impl Serialize for Stamp {
 }
 
 /// A message an agent (or the operator) sends to the server.
+///
+/// Generic over the [`Naming`] (default [`Text`]: the wire text itself;
+/// only that form is encoded and decoded).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ClientMsg {
+pub enum ClientMsg<N: Naming = Text> {
     /// `{"type":"RESPONDING_TO","msg_id":..,"started_at":..,"channel":..}`
     ///
     /// `channel` is a channel name (`#general`) or a DM target
     /// (`@agent-b`); a DM target creates no claim (the protocol does not
     /// apply to DMs) and the server sends nothing back.
     RespondingTo {
-        msg_id: String,
+        msg_id: N::Msg,
         started_at: Stamp,
-        channel: String,
+        channel: N::Dest,
     },
     /// `{"type":"MSG","to":"#general"|"@agent-b","content":..,"in_reply_to":..,"id":..}`
     /// `id` is optional: the server assigns one when it is missing.
     Msg {
-        id: Option<String>,
-        to: String,
-        content: String,
-        in_reply_to: Option<String>,
+        id: Option<N::Msg>,
+        to: N::Dest,
+        content: N::Content,
+        in_reply_to: Option<N::Msg>,
     },
 }
 
 /// A message the server sends to one recipient.
+///
+/// Generic over the [`Naming`] (default [`Text`]: the wire text itself;
+/// only that form is encoded and decoded).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ServerMsg {
+pub enum ServerMsg<N: Naming = Text> {
     /// Relayed claim: `{"type":"RESPONDING_TO","msg_id","from","started_at","channel"}`.
     RespondingTo {
-        msg_id: String,
-        from: String,
+        msg_id: N::Msg,
+        from: N::Agent,
         started_at: Stamp,
-        channel: String,
+        channel: N::Dest,
     },
     /// `{"type":"YIELD","msg_id","winner","channel"}` (spec form). The
     /// `agentchat-0.36` form names the field `holder` and adds
     /// `holder_started_at` and `reason`; those are carried in `detail`.
     Yield {
-        msg_id: String,
-        winner: String,
-        channel: String,
+        msg_id: N::Msg,
+        winner: N::Agent,
+        channel: N::Dest,
         detail: Option<YieldDetail>,
     },
     /// `agentchat-0.36` only: `{"type":"FLOOR_CLAIMED","msg_id","channel","holder","started_at"}`.
     FloorClaimed {
-        msg_id: String,
-        channel: String,
-        holder: String,
+        msg_id: N::Msg,
+        channel: N::Dest,
+        holder: N::Agent,
         started_at: Stamp,
     },
     /// Relayed MSG: `{"type":"MSG","id","from","to","content","in_reply_to"}`
     /// (`in_reply_to` only when present).
     Msg {
-        id: String,
-        from: String,
-        to: String,
-        content: String,
-        in_reply_to: Option<String>,
+        id: N::Msg,
+        from: N::Agent,
+        to: N::Dest,
+        content: N::Content,
+        in_reply_to: Option<N::Msg>,
     },
     /// `{"type":"ERROR","code":..,"message":..}`
     Error { code: String, message: String },
@@ -335,7 +342,7 @@ fn serialize_fields<S: Serializer>(fields: Fields<'_>, s: S) -> Result<S::Ok, S:
     map.end()
 }
 
-impl ClientMsg {
+impl<N: Naming> ClientMsg<N> {
     /// The wire `type` of this message.
     pub fn type_name(&self) -> &'static str {
         match self {
@@ -343,7 +350,9 @@ impl ClientMsg {
             ClientMsg::Msg { .. } => "MSG",
         }
     }
+}
 
+impl ClientMsg {
     fn fields(&self) -> Fields<'_> {
         let mut f: Fields<'_> = vec![("type", F::S(self.type_name()))];
         match self {
@@ -430,7 +439,7 @@ impl fmt::Display for ClientMsg {
     }
 }
 
-impl ServerMsg {
+impl<N: Naming> ServerMsg<N> {
     /// The wire `type` of this message.
     pub fn type_name(&self) -> &'static str {
         match self {
@@ -441,7 +450,9 @@ impl ServerMsg {
             ServerMsg::Error { .. } => "ERROR",
         }
     }
+}
 
+impl ServerMsg {
     fn fields(&self) -> Fields<'_> {
         let mut f: Fields<'_> = vec![("type", F::S(self.type_name()))];
         match self {

@@ -641,7 +641,7 @@ impl Driver<'_> {
                         now,
                         Input::InferenceDone {
                             msg_id: &msg_id,
-                            reply_id: Some(&reply_id),
+                            reply_id: Some(reply_id),
                         },
                         &mut out,
                     );

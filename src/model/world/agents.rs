@@ -69,17 +69,17 @@ impl World<'_> {
 
     /// The inference of agent `a` on message `m` completes.
     pub(super) fn infer_done(&mut self, a: u32, m: u32) {
-        let id = self.wire_id(m);
-        if !self.agents[a as usize].actor.is_running(id.as_str()) {
+        let id = self.wire_id(m).into_string();
+        if !self.agents[a as usize].actor.is_running(&id) {
             return;
         }
         let counted = self.take_inference(a, m).is_some_and(|r| r.counted);
         let reply = self.new_msg();
-        let reply_id = self.wire_id(reply);
+        let reply_id = self.wire_id(reply).into_string();
         self.reply_counted = counted;
         let input = agent::Input::InferenceDone {
-            msg_id: id.as_str(),
-            reply_id: Some(reply_id.as_str()),
+            msg_id: &id,
+            reply_id: Some(reply_id),
         };
         self.feed(a, input);
     }

@@ -45,13 +45,6 @@ pub(super) enum WireId {
 }
 
 impl WireId {
-    pub(super) fn as_str(&self) -> &str {
-        match self {
-            WireId::Label(s) => s,
-            WireId::Num(b) => b.as_str(),
-        }
-    }
-
     pub(super) fn into_string(self) -> String {
         match self {
             WireId::Label(s) => s,

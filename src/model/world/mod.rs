@@ -332,13 +332,8 @@ impl World<'_> {
             } => self.agent_in(now, agent, inc, msg, relay_of),
             Ev::Timer { agent, inc, msg } => {
                 if self.agents[agent as usize].inc == inc {
-                    let id = self.wire_id(msg);
-                    self.feed(
-                        agent,
-                        agent::Input::Timer {
-                            msg_id: id.as_str(),
-                        },
-                    );
+                    let id = self.wire_id(msg).into_string();
+                    self.feed(agent, agent::Input::Timer { msg_id: &id });
                 }
             }
             Ev::InferDone { agent, msg } => self.infer_done(agent, msg),
