@@ -32,8 +32,8 @@ mod tests;
 
 pub use workload::{Post, PostKind, Workload, WorkloadParams};
 
+use crate::dist::Dist;
 use crate::floor::{self, Action, ClientConfig, ClientMsg, PolicyKind, ServerMsg, SkipReason};
-use crate::model::dist::Dist;
 use litemap::LiteMap;
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;

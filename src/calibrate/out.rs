@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 /// scenario's bounds.
 pub fn ms(x: f64) -> String {
     let x = if x.is_finite() {
-        x.clamp(0.0, crate::scenario::limits::MAX_DURATION_MS)
+        x.clamp(0.0, crate::limits::MAX_DURATION_MS)
     } else {
         0.0
     };

@@ -86,7 +86,7 @@ fn window(raw: &str) -> Result<(f64, f64), CliError> {
         && b.is_finite()
         && a >= 0.0
         && a <= b
-        && b <= crate::scenario::limits::MAX_DURATION_MS)
+        && b <= crate::limits::MAX_DURATION_MS)
     {
         return Err(bad());
     }
@@ -96,7 +96,7 @@ fn window(raw: &str) -> Result<(f64, f64), CliError> {
 impl Fitting {
     /// The settings, every flag checked.
     pub fn settings(&self) -> Result<Settings, CliError> {
-        let max = crate::scenario::limits::MAX_DURATION_MS;
+        let max = crate::limits::MAX_DURATION_MS;
         let speed = number(
             "--speed",
             self.speed,

@@ -326,7 +326,7 @@ fn duration_note(s: &Scenario, speed: f64) -> Option<String> {
 /// `x` rounded down to two significant digits (a bound to stay under).
 fn down2(x: f64) -> String {
     if !(x.is_finite() && x > 0.0) {
-        return crate::model::dist::show(x);
+        return crate::dist::show(x);
     }
     let e = x.log10().floor() as i32 - 1;
     let unit = 10f64.powi(e);
