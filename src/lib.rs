@@ -42,6 +42,7 @@ pub mod metrics;
 pub mod model;
 pub mod names;
 pub mod observe;
+pub mod progress;
 pub mod replay;
 pub mod report;
 pub mod scenario;

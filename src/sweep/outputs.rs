@@ -5,8 +5,9 @@
 use super::journal::JOURNAL_FILE;
 use super::record::RECORD_FILE;
 use super::shard::SHARD_FILE;
-use super::{Error, Observer, Row};
+use super::{Error, Row};
 use crate::floor::PolicyKind;
+use crate::progress::Observer;
 use crate::report::csv_out::{self, SummaryRow};
 use crate::report::labels::{self, LABELS_FILE};
 use crate::report::lock::{FolderLock, LOCK_FILE, LockError};

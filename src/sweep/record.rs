@@ -7,9 +7,10 @@
 //! is left beside the new numbers. A run of the same plan keeps them: its
 //! results are the same bytes.
 
+use super::Error;
 use super::journal::first_difference;
-use super::{Error, Observer};
 use crate::metrics::METRICS;
+use crate::progress::Observer;
 use crate::report::atomic;
 use crate::report::lock::FolderLock;
 use serde::{Deserialize, Serialize};

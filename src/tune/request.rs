@@ -6,10 +6,11 @@
 use super::space::{Space, parse_param};
 use super::{Outcome, Settings, TuneError, Weights, report, tune};
 use crate::floor::PolicyKind;
+use crate::progress::Observer;
 use crate::report::atomic;
 use crate::report::plot::pareto::pareto_figure;
 use crate::scenario::Loaded;
-use crate::sweep::{self, Observer};
+use crate::sweep;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 

@@ -12,7 +12,8 @@ pub mod read;
 
 use super::outputs::{self, Tables};
 use super::shard::SHARD_FILE;
-use super::{Error, Observer, Row};
+use super::{Error, Row};
+use crate::progress::Observer;
 use crate::report::csv_out::SummaryRow;
 use read::{ShardData, read_shard};
 use std::collections::BTreeMap;
