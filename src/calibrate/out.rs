@@ -341,7 +341,7 @@ pub fn estimates_csv(c: &Calibration) -> String {
     let mut rows: Vec<[String; 8]> = Vec::new();
     let f = |x: f64| {
         if x.is_finite() {
-            crate::report::csv_out::num((x * 1e4).round() / 1e4)
+            crate::report::num((x * 1e4).round() / 1e4)
         } else if x.is_nan() {
             "NaN".into()
         } else if x > 0.0 {

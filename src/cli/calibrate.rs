@@ -199,7 +199,7 @@ pub fn in_folder<T>(
     let result = f();
     drop(lock);
     if result.is_err() && !existed {
-        let _ = std::fs::remove_file(dir.join(crate::report::lock::LOCK_FILE));
+        let _ = std::fs::remove_file(dir.join(crate::report::LOCK_FILE));
         // Only an empty folder goes (what was written stays).
         let _ = std::fs::remove_dir(dir);
     }

@@ -11,7 +11,7 @@
 
 use crate::metrics::RunResult;
 use crate::metrics::stats::Summary;
-use crate::report::csv_out::num;
+use crate::report::num;
 pub use crate::report::plot::versus::{Line, Test};
 use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
 

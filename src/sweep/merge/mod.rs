@@ -14,7 +14,7 @@ use super::outputs::{self, Tables};
 use super::shard::SHARD_FILE;
 use super::{Error, Row};
 use crate::progress::Observer;
-use crate::report::csv_out::SummaryRow;
+use crate::report::SummaryRow;
 use read::{ShardData, read_shard};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
