@@ -130,7 +130,7 @@ pub struct Loaded {
     /// errors about a key a `--set` touched name the `--set`.
     sets: Vec<(String, String)>,
     /// Empirical data files, read and parsed once for the whole plan and
-    /// shared by every point (see [`crate::model::Prepared::with_cache`]).
+    /// shared by every point (the model's `Prepared::with_cache` takes it).
     pub data: crate::dist::DataCache,
 }
 
