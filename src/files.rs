@@ -7,8 +7,8 @@
 //!   (`/dev/zero`). The check is made on the path, then again on what was
 //!   opened (opened without blocking), so a file swapped in between is
 //!   caught too.
-//! - **Outputs** ([`output_target`], [`create_in_place`], and
-//!   [`crate::report::atomic::write`] for files replaced by rename): a
+//! - **Outputs** ([`output_target`], [`create_in_place`], and report's
+//!   `write_atomic`, built on them, for files replaced by rename): a
 //!   regular file, or a name not there yet, is written; `/dev/stdout`,
 //!   `/dev/stderr` (and `/dev/fd/1`, `/dev/fd/2`), `/dev/null` and a named
 //!   pipe that has a reader are written through, as streams; anything else

@@ -1,24 +1,41 @@
 //! herdsim: a deterministic discrete-event simulator of RESPONDING_TO floor
 //! control among LLM agents sharing a chat channel.
 //!
-//! Data flows one way (see README.md for the picture):
+//! Data flows one way: a scenario is planned by `sweep`, run by `model`
+//! (agents, engine and floor server wired together) into `metrics`, and
+//! written by `report`. Imports run down: the modules sit on layers, and
+//! each uses only modules on layers below its own, never its own layer or
+//! one above (`tests/layers.rs` declares the layers, checks every
+//! `crate::` path against them and this picture against its list; README.md's
+//! code map says what each module holds):
 //!
 //! ```text
-//! scenario -> sweep -> model -> metrics -> report
-//!                        |-- agent  (Agent, Workload: sans-IO actors)
-//!                        |     `-- floor::Client
-//!                        |-- engine (virtual clock; knows no agents)
-//!                        `-- floor::Server
+//! layer  modules            what they are
+//!  12    cli                flags to one library call; results to an exit status
+//!  11    observe calibrate  a passive channel member; a scenario fitted to what it saw
+//!  10    live               the agents against a real server, in real time; --compare
+//!   9    serve              a WebSocket chat server around floor::Server
+//!   8    tls replay         TLS for live and serve; a server log through any policy
+//!   7    term tune          the terminal side of the front ends; the CSMA/TTL search
+//!   6    sweep              points x policies x reps: plan, run, journal, shard, merge
+//!   5    report             results as files, tables and figures (one output API)
+//!   4    model error        the world (actors, links, server, engine); the two errors
+//!   3    scenario           scenario files: parse, defaults, --set, sweep grid, validate
+//!   2    agent              the agent and the operator as sans-IO actors
+//!   1    metrics dist       per-run measures and statistics; distributions
+//!   0    floor engine files limits names progress
+//!                           arbitration; virtual clock; file access; bounds;
+//!                           agent and message ids; the progress Observer
 //! ```
 //!
 //! `floor` is the real arbitration logic and depends on nothing else in the
 //! crate; `agent` is everything an agent decides (inputs and the time in,
-//! actions out) and depends only on `floor` and the distributions; `engine`
-//! knows nothing of agents; `model`'s world only wires actors, links, the
-//! server and the engine.
+//! actions out) and depends only on `floor` and `dist`; `engine` knows
+//! nothing of agents; `model`'s world only wires actors, links, the server
+//! and the engine.
 //! `serve` is the live side: a WebSocket chat server around `floor::Server`
 //! (real time and sockets, never on the simulator's path); `arbitrate` and
-//! `serve` share one event path (`serve::events`). `live` runs the agent
+//! `serve` share one event path (`replay::events`). `live` runs the agent
 //! actors (`agent`) against a real server with real timers and measures the
 //! same metrics from what it observes (real time and sockets too); `tls`
 //! is their TLS (`live --url wss://`, `serve --tls-cert`).
@@ -31,14 +48,18 @@ pub const BUILD: &str = env!("HERDSIM_BUILD");
 pub mod agent;
 pub mod calibrate;
 pub mod cli;
+pub mod dist;
 pub mod engine;
 pub mod error;
 pub mod files;
 pub mod floor;
+pub mod limits;
 pub mod live;
 pub mod metrics;
 pub mod model;
+pub mod names;
 pub mod observe;
+pub mod progress;
 pub mod replay;
 pub mod report;
 pub mod scenario;

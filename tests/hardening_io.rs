@@ -4,7 +4,7 @@
 //! output path and flag before it simulates, and cleans up after kills
 //! and Ctrl-C. Each test here failed on the code before the fix.
 
-use herdsim::report::lock::FolderLock;
+use herdsim::report::FolderLock;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};

@@ -32,10 +32,10 @@ mod tests;
 
 pub use workload::{Post, PostKind, Workload, WorkloadParams};
 
+use crate::dist::Dist;
 use crate::floor::{
     self, Action, ClientConfig, ClientMsg, Naming, PolicyKind, ServerMsg, SkipReason, Text,
 };
-use crate::model::dist::Dist;
 use litemap::LiteMap;
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;

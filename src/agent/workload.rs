@@ -1,7 +1,7 @@
 //! The operator as a sans-IO actor: when the next post is due and what it
 //! says.
 
-use crate::model::dist::Dist;
+use crate::dist::Dist;
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
 

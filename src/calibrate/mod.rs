@@ -27,7 +27,7 @@ pub mod view;
 pub mod window;
 
 use crate::error::Error;
-use crate::report::atomic;
+use crate::report::write_atomic;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
@@ -153,7 +153,7 @@ fn remove_earlier(dir: &Path) -> Result<Vec<String>, Error> {
 }
 
 fn write(path: &Path, text: &str, written: &mut Vec<PathBuf>) -> Result<(), Error> {
-    atomic::write(path, text.as_bytes()).map_err(|e| {
+    write_atomic(path, text.as_bytes()).map_err(|e| {
         Error::Failure(anyhow::Error::new(e).context(format!("writing {}", path.display())))
     })?;
     written.push(path.to_path_buf());
@@ -264,12 +264,12 @@ pub fn run(opts: &Options, stop: &AtomicBool) -> Result<Finished, Error> {
             csv.push_str(&format!(
                 "{},{},{},{},{},{},{},{},{}\n",
                 l.metric,
-                crate::report::csv_out::num(l.observed),
-                crate::report::csv_out::num(l.observed_ci.0),
-                crate::report::csv_out::num(l.observed_ci.1),
+                crate::report::num(l.observed),
+                crate::report::num(l.observed_ci.0),
+                crate::report::num(l.observed_ci.1),
                 l.samples,
-                crate::report::csv_out::num(l.predicted.mean),
-                crate::report::csv_out::num(l.predicted.ci95),
+                crate::report::num(l.predicted.mean),
+                crate::report::num(l.predicted.ci95),
                 l.predicted.n,
                 l.agree
             ));

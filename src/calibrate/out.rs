@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 /// scenario's bounds.
 pub fn ms(x: f64) -> String {
     let x = if x.is_finite() {
-        x.clamp(0.0, crate::scenario::limits::MAX_DURATION_MS)
+        x.clamp(0.0, crate::limits::MAX_DURATION_MS)
     } else {
         0.0
     };
@@ -341,7 +341,7 @@ pub fn estimates_csv(c: &Calibration) -> String {
     let mut rows: Vec<[String; 8]> = Vec::new();
     let f = |x: f64| {
         if x.is_finite() {
-            crate::report::csv_out::num((x * 1e4).round() / 1e4)
+            crate::report::num((x * 1e4).round() / 1e4)
         } else if x.is_nan() {
             "NaN".into()
         } else if x > 0.0 {

@@ -86,7 +86,7 @@ fn window(raw: &str) -> Result<(f64, f64), CliError> {
         && b.is_finite()
         && a >= 0.0
         && a <= b
-        && b <= crate::scenario::limits::MAX_DURATION_MS)
+        && b <= crate::limits::MAX_DURATION_MS)
     {
         return Err(bad());
     }
@@ -96,7 +96,7 @@ fn window(raw: &str) -> Result<(f64, f64), CliError> {
 impl Fitting {
     /// The settings, every flag checked.
     pub fn settings(&self) -> Result<Settings, CliError> {
-        let max = crate::scenario::limits::MAX_DURATION_MS;
+        let max = crate::limits::MAX_DURATION_MS;
         let speed = number(
             "--speed",
             self.speed,
@@ -199,7 +199,7 @@ pub fn in_folder<T>(
     let result = f();
     drop(lock);
     if result.is_err() && !existed {
-        let _ = std::fs::remove_file(dir.join(crate::report::lock::LOCK_FILE));
+        let _ = std::fs::remove_file(dir.join(crate::report::LOCK_FILE));
         // Only an empty folder goes (what was written stays).
         let _ = std::fs::remove_dir(dir);
     }

@@ -1,9 +1,10 @@
 //! `herdsim plot`: comparison plots from a results directory or a
 //! `summary.csv`, or the timeline of one message from a trace
-//! ([`crate::report::figures`] draws them).
+//! ([`crate::report::plot_summary`] and [`crate::report::plot_timeline`]
+//! draw them).
 
 use super::CliError;
-use crate::report::figures;
+use crate::report;
 use crate::report::plot::{PlotSpec, XScale, parse_size, parse_x_scale};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -73,7 +74,7 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     let written = match (&args.timeline, &args.input) {
         (Some(trace), _) => {
             let term = crate::term::Term::notes(false);
-            figures::timeline(trace, args.msg.as_deref(), out, title, &term)?
+            report::plot_timeline(trace, args.msg.as_deref(), out, title, &term)?
         }
         (None, Some(input)) => {
             let spec = PlotSpec {
@@ -89,7 +90,7 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
                 size: args.size,
                 x_scale: args.x_scale,
             };
-            figures::summary(input, out, &spec)?
+            report::plot_summary(input, out, &spec)?
         }
         (None, None) => {
             return Err(CliError::bad(

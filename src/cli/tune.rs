@@ -92,7 +92,7 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
             search
                 .settings
                 .budget_ms
-                .map_or_else(String::new, crate::report::csv_out::num)
+                .map_or_else(String::new, crate::report::num)
         )));
     }
     Ok(ExitCode::SUCCESS)

@@ -527,7 +527,7 @@ proptest! {
 // ------------------------------------------------------------ decoding
 
 /// Any JSON value, with strings that look like the protocol's (also the
-/// strategy of `serve::events`' log round trip).
+/// strategy of `replay::events`' log round trip).
 pub(crate) fn json_value() -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![
         Just(Value::Null),

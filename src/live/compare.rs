@@ -11,20 +11,12 @@
 
 use crate::metrics::RunResult;
 use crate::metrics::stats::Summary;
-use crate::report::csv_out::num;
+use crate::report::num;
+pub use crate::report::plot::versus::{Line, Test};
 use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
 
 /// Significance level of the agreement tests.
 pub const ALPHA: f64 = 0.01;
-
-/// How a metric is tested.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Test {
-    /// Two-proportion z on pooled message counts.
-    Proportion,
-    /// Welch's t on replication values.
-    Welch,
-}
 
 /// (metric, test, absolute tolerance, relative tolerance): the metrics compared.
 pub const COMPARED: [(&str, Test, f64, f64); 9] = [
@@ -38,22 +30,6 @@ pub const COMPARED: [(&str, Test, f64, f64); 9] = [
     ("ttfr_p50_ms", Test::Welch, 0.0, 0.1),
     ("ttfr_p95_ms", Test::Welch, 0.0, 0.1),
 ];
-
-/// One metric, live against simulated.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Line {
-    pub metric: &'static str,
-    pub live: Summary,
-    pub sim: Summary,
-    pub test: Test,
-    /// z or t statistic (NaN when it cannot be computed).
-    pub stat: f64,
-    /// Two-sided p-value (NaN when it cannot be computed).
-    pub p: f64,
-    /// The tolerance on |live - sim| (absolute, in the metric's unit).
-    pub tolerance: f64,
-    pub agree: bool,
-}
 
 fn values(rs: &[RunResult], metric: &str) -> Vec<f64> {
     rs.iter()

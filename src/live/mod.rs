@@ -20,9 +20,9 @@ pub mod observe;
 pub mod session;
 pub mod wire;
 
+use crate::dist::DataCache;
 use crate::floor::PolicyKind;
 use crate::metrics::RunResult;
-use crate::model::dist::DataCache;
 use crate::scenario::{Loaded, Scenario, ScenarioError};
 use crate::sweep::{Job, Row};
 use std::path::PathBuf;

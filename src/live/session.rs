@@ -7,7 +7,7 @@ use super::{LiveError, Outcome, Setup, compare, keys, observe::Observer};
 use crate::floor::PolicyKind;
 use crate::metrics::RunResult;
 use crate::model::{Posts, Prepared, simulate_posts};
-use crate::report::{atomic, csv_out, table};
+use crate::report::{self, table, write_atomic};
 use crate::scenario::{Loaded, Scenario};
 use crate::sweep::{Job, Row};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -326,7 +326,7 @@ fn duration_note(s: &Scenario, speed: f64) -> Option<String> {
 /// `x` rounded down to two significant digits (a bound to stay under).
 fn down2(x: f64) -> String {
     if !(x.is_finite() && x > 0.0) {
-        return crate::model::dist::show(x);
+        return crate::dist::show(x);
     }
     let e = x.log10().floor() as i32 - 1;
     let unit = 10f64.powi(e);
@@ -484,7 +484,7 @@ fn failure(e: impl std::fmt::Display) -> LiveError {
 }
 
 fn write(path: &Path, bytes: &[u8]) -> Result<(), LiveError> {
-    atomic::write(path, bytes).map_err(|e| failure(format!("{}: {e}", path.display())))
+    write_atomic(path, bytes).map_err(|e| failure(format!("{}: {e}", path.display())))
 }
 
 impl Checked {
@@ -529,7 +529,7 @@ impl Checked {
             )));
         }
         let plain: Vec<Row> = rows.iter().map(|(r, _)| r.clone()).collect();
-        let summary = csv_out::summarise(&plain, &no_params);
+        let summary = report::summarise(&plain, &no_params);
         write_tables(&self.dir, &self.name, &plain, &summary)?;
         write(&self.dir.join("live.csv"), &self.live_csv(&rows)?)?;
         if let Some((_, o)) = rows.first() {
@@ -683,7 +683,7 @@ impl Checked {
         let sim_dir = self.dir.join("sim");
         std::fs::create_dir_all(&sim_dir)
             .map_err(|e| failure(format!("{}: {e}", sim_dir.display())))?;
-        let sim_summary = csv_out::summarise(&sim_rows, &no_params);
+        let sim_summary = report::summarise(&sim_rows, &no_params);
         write_tables(&sim_dir, &self.name, &sim_rows, &sim_summary)?;
         let policy = self.setup.policy.name();
         let mut csv = compare::csv(&self.name, policy, &lines).map_err(failure)?;
@@ -696,7 +696,7 @@ impl Checked {
             self.setup.speed,
             rows.len()
         );
-        crate::report::plot::versus_figure(&self.dir.join("compare.png"), &title, &lines)
+        report::plot::versus_figure(&self.dir.join("compare.png"), &title, &lines)
             .map_err(failure)?;
         let mut text =
             String::from("\nlive versus simulated (same seeds, measured link delays):\n");
@@ -821,7 +821,7 @@ impl Checked {
         let head: Vec<&str> = head.into_iter().chain(ledger::COLUMNS).collect();
         w.write_record(&head).map_err(failure)?;
         for (r, o) in rows {
-            let q = |xs: &[u64], p: f64| csv_out::num(Observer::delay_quantile_ms(xs, p));
+            let q = |xs: &[u64], p: f64| report::num(Observer::delay_quantile_ms(xs, p));
             let mut rec = vec![
                 self.name.clone(),
                 self.setup.policy.name().to_string(),
@@ -829,10 +829,10 @@ impl Checked {
                 r.job.seed.to_string(),
                 "true".into(),
                 o.url.clone(),
-                csv_out::num(self.setup.speed),
+                report::num(self.setup.speed),
                 self.setup.keys.is_some().to_string(),
                 o.interrupted.to_string(),
-                csv_out::num(o.elapsed_us as f64 / 1000.0),
+                report::num(o.elapsed_us as f64 / 1000.0),
                 o.delays_us.len().to_string(),
                 q(&o.delays_us, 0.5),
                 q(&o.delays_us, 0.95),
@@ -861,7 +861,7 @@ fn show(x: f64) -> String {
 fn delays_csv(delays_us: &[u64]) -> Vec<u8> {
     let mut s = String::from("delay_ms\n");
     for d in delays_us {
-        s.push_str(&csv_out::num(*d as f64 / 1000.0));
+        s.push_str(&report::num(*d as f64 / 1000.0));
         s.push('\n');
     }
     s.into_bytes()
@@ -877,15 +877,15 @@ fn write_tables(
     dir: &Path,
     name: &str,
     rows: &[Row],
-    summary: &[csv_out::SummaryRow],
+    summary: &[report::SummaryRow],
 ) -> Result<(), LiveError> {
     write(
         &dir.join("summary.csv"),
-        &csv_out::summary_csv(name, &[], summary).map_err(failure)?,
+        &report::summary_csv(name, &[], summary).map_err(failure)?,
     )?;
     write(
         &dir.join("runs.csv"),
-        &csv_out::runs_csv(name, &[], rows, &no_params).map_err(failure)?,
+        &report::runs_csv(name, &[], rows, &no_params).map_err(failure)?,
     )
 }
 

@@ -1,6 +1,9 @@
-//! Metrics: per-run accumulators and statistics over replications.
+//! Metrics: per-run accumulators, statistics over replications, and one
+//! replication by name and result ([`Job`], [`Row`]).
 
+pub mod row;
 pub mod run;
 pub mod stats;
 
+pub use row::{Job, Row};
 pub use run::{METRICS, RunAccumulator, RunResult};

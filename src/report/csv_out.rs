@@ -2,8 +2,8 @@
 //! row per replication), byte-for-byte deterministic.
 
 use crate::metrics::METRICS;
+use crate::metrics::Row;
 use crate::metrics::stats::Summary;
-use crate::sweep::Row;
 
 /// A (point, policy) group of replications, summarised.
 #[derive(Debug, Clone)]

@@ -5,7 +5,8 @@
 //! its input when `out` is not given.
 
 use super::plot::{self, PlotSpec};
-use crate::sweep::{Error, Observer};
+use crate::error::Error;
+use crate::progress::Observer;
 use std::path::{Path, PathBuf};
 
 fn to_error(e: anyhow::Error) -> Error {

@@ -164,7 +164,7 @@ impl FolderLock {
         &self.dir
     }
 
-    /// Remove temporary files (`.<name>.<pid>.tmp`, as [`super::atomic`]
+    /// Remove temporary files (`.<name>.<pid>.tmp`, as [`super::write_atomic`]
     /// names them) that a process which is no longer alive left in the
     /// folder, and return their names. Only safe while holding the lock:
     /// no other herdsim writes here then.

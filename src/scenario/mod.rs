@@ -8,7 +8,6 @@
 //! file never mentions `csma`. Each sweep point is then deserialized and
 //! validated on its own.
 
-pub mod limits;
 pub mod schema;
 pub mod validate;
 
@@ -131,8 +130,8 @@ pub struct Loaded {
     /// errors about a key a `--set` touched name the `--set`.
     sets: Vec<(String, String)>,
     /// Empirical data files, read and parsed once for the whole plan and
-    /// shared by every point (see [`crate::model::Prepared::with_cache`]).
-    pub data: crate::model::dist::DataCache,
+    /// shared by every point (the model's `Prepared::with_cache` takes it).
+    pub data: crate::dist::DataCache,
 }
 
 /// One point of the sweep grid: its parameter values and its scenario.
@@ -160,14 +159,15 @@ impl Loaded {
     /// ([`crate::files::read_input`]) of UTF-8 text.
     fn read_text(path: &Path) -> Result<(String, String), ScenarioError> {
         let file = path.display().to_string();
-        let bytes = crate::files::read_input(path, limits::MAX_SCENARIO_BYTES).map_err(|e| {
-            ScenarioError {
-                file: file.clone(),
-                key: None,
-                pos: None,
-                message: format!("cannot read: {e}"),
-            }
-        })?;
+        let bytes =
+            crate::files::read_input(path, crate::limits::MAX_SCENARIO_BYTES).map_err(|e| {
+                ScenarioError {
+                    file: file.clone(),
+                    key: None,
+                    pos: None,
+                    message: format!("cannot read: {e}"),
+                }
+            })?;
         let text = String::from_utf8(bytes).map_err(|e| {
             let offset = e.utf8_error().valid_up_to();
             let prefix = String::from_utf8_lossy(&e.as_bytes()[..offset]).into_owned();
@@ -840,7 +840,7 @@ mod tests {
         let s = l.base().expect("base");
         assert_eq!(s.server.ttl_ms, 1000.0);
         match &s.agents[0].csma {
-            crate::model::dist::DistSpec::Uniform { max_ms, .. } => assert_eq!(*max_ms, 9000.0),
+            crate::dist::DistSpec::Uniform { max_ms, .. } => assert_eq!(*max_ms, 9000.0),
             other => panic!("unexpected {other:?}"),
         }
     }

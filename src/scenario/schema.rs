@@ -4,8 +4,8 @@
 //! milliseconds (floats allowed); distributions are tagged tables, see
 //! [`DistSpec`]. Every key is documented in `scenarios/README.md`.
 
+use crate::dist::DistSpec;
 use crate::floor::PolicyKind;
-use crate::model::dist::DistSpec;
 use serde::{Deserialize, Serialize};
 
 /// One scenario, fully resolved (defaults filled in).
@@ -473,7 +473,7 @@ impl Scenario {
     /// Whether `id` names an agent of this scenario: it parses to an index
     /// and is spelled exactly as that agent's id (zero padding included).
     fn is_agent_id(&self, id: &str) -> bool {
-        use crate::model::names::{agent_id, parse_agent};
+        use crate::names::{agent_id, parse_agent};
         let n = self.agent_count() as usize;
         parse_agent(id, n).is_some_and(|i| agent_id(i as usize, n) == id)
     }
@@ -501,7 +501,7 @@ impl Scenario {
                 ),
             ));
         }
-        if crate::model::names::parse_msg(&p.id).is_some() {
+        if crate::names::parse_msg(&p.id).is_some() {
             return Err((
                 k("post.id"),
                 format!(
@@ -601,7 +601,7 @@ fn default_epoch_ms() -> u64 {
     1_700_000_000_000
 }
 fn default_max_events() -> u64 {
-    super::limits::DEFAULT_MAX_EVENTS
+    crate::limits::DEFAULT_MAX_EVENTS
 }
 fn is_default_max_events(v: &u64) -> bool {
     *v == default_max_events()
@@ -631,7 +631,7 @@ fn is_default_squat_lead_ms(v: &f64) -> bool {
     *v == MAX_SQUAT_LEAD_MS
 }
 /// The default (and largest) `squat_lead_ms`: as early as a duration goes.
-pub const MAX_SQUAT_LEAD_MS: f64 = super::limits::MAX_DURATION_MS;
+pub const MAX_SQUAT_LEAD_MS: f64 = crate::limits::MAX_DURATION_MS;
 fn default_rate_limit_ms() -> f64 {
     1000.0
 }
@@ -717,7 +717,7 @@ fn default_max_depth() -> u32 {
 /// Deserializers of whole numbers that name their range in user words
 /// (and keep values a TOML integer cannot hold out of the resolved tree).
 mod de {
-    use super::super::limits::{MAX_EPOCH_MS, MAX_MAX_EVENTS, MAX_MESSAGES};
+    use crate::limits::{MAX_EPOCH_MS, MAX_MAX_EVENTS, MAX_MESSAGES};
     use serde::de::{self, Deserializer, Unexpected, Visitor};
     use serde::ser::Serializer;
     use std::fmt;

@@ -1,13 +1,13 @@
 //! Semantic checks of a resolved scenario, sweep axes, and locating a
 //! dotted key in the file text (for line:column in messages).
 
-use super::limits::{MAX_DURATION_MS, MAX_SQUAT_AHEAD, MAX_TIME_MS};
 use super::{
     AgentGroup, Axis, Loaded, NetworkSpec, Scenario, ScenarioError, ServerSpec, SweepPhase,
     floor_boundary, line_col, set_path,
 };
+use crate::dist::{DataCache, DistError, DistSpec};
 use crate::floor::PolicyKind;
-use crate::model::dist::{DataCache, DistError, DistSpec};
+use crate::limits::{MAX_DURATION_MS, MAX_SQUAT_AHEAD, MAX_TIME_MS};
 use std::path::Path;
 use toml::Spanned;
 use toml::Value;
@@ -244,8 +244,8 @@ fn check_workload(
                 "workload.mean_gap_ms",
                 format!(
                     "must be the mean of `workload.gap` ({}) when `gap` is set, not {}",
-                    crate::model::dist::show(mean),
-                    crate::model::dist::show(w.mean_gap_ms)
+                    crate::dist::show(mean),
+                    crate::dist::show(w.mean_gap_ms)
                 ),
             );
         }
@@ -300,7 +300,7 @@ pub fn duration(key: &str, v: f64) -> Result<(), (String, String)> {
             key.to_string(),
             format!(
                 "{} ms is above the largest duration herdsim accepts, 1e10 ms (about 115 days)",
-                crate::model::dist::show(v)
+                crate::dist::show(v)
             ),
         ));
     }
@@ -321,7 +321,7 @@ pub fn time(key: &str, v: f64) -> Result<(), (String, String)> {
             format!(
                 "{} ms is beyond the latest virtual time a scenario can name, 1e12 ms \
                  (about 31.7 years)",
-                crate::model::dist::show(v)
+                crate::dist::show(v)
             ),
         ));
     }

@@ -22,8 +22,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::Shared;
 use super::budget::{Inbound, Payload, Queued, Usage};
-use super::events;
 use crate::floor::{ClientMsg, Delivery, Input, Role, Server, ServerMsg, Stats};
+use crate::replay::events;
 use crate::term::note;
 
 /// Connection number, unique for the life of the server.

@@ -11,17 +11,16 @@
 //!   rate limits, IDENTIFY / VERIFY_IDENTITY / PING, which it answers
 //!   itself; every other frame goes to the hub;
 //! - `hub`: the one task that owns the `floor::Server`: it stamps each
-//!   input with the server time, writes it to the `--log`, hands it to the
-//!   floor through [`events::apply`] (the code path `herdsim arbitrate`
-//!   replays), routes the floor's sends, and runs the floor's timers when
-//!   [`crate::floor::Server::poll_timeout`] says;
-//! - [`events`]: the input line format shared with `herdsim arbitrate`.
+//!   input with the server time, writes it to the `--log` and hands it to
+//!   the floor, both through [`crate::replay::events`] (the line format
+//!   and the code path `herdsim arbitrate` replays), routes the floor's
+//!   sends, and runs the floor's timers when
+//!   [`crate::floor::Server::poll_timeout`] says.
 //!
 //! Use: [`bind`] a listener (port 0 for an ephemeral one), read
 //! [`Bound::local_addr`], then [`Bound::run`] until a shutdown future
 //! resolves.
 
-pub mod events;
 pub mod identity;
 
 mod budget;

@@ -21,7 +21,7 @@
 //! ```
 //!
 //! A row is `point`, `policy`, `rep`, `seed`, every metric in `METRICS`
-//! order (formatted by [`csv_out::num`], the shortest string that parses
+//! order (formatted by [`num`], the shortest string that parses
 //! back to the same bits, so resumed rows are bit-identical to computed
 //! ones), and `check`, the FNV-1a hash of the line before its last tab.
 //! Each row is written with one `write` call as soon as its replication
@@ -32,7 +32,7 @@
 use super::{Fnv, Job, Row, Shard};
 use crate::floor::PolicyKind;
 use crate::metrics::METRICS;
-use crate::report::{atomic, csv_out};
+use crate::report::{num, write_atomic};
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::Path;
@@ -175,7 +175,7 @@ pub fn line(row: &Row) -> String {
     );
     for v in &row.result.values {
         s.push('\t');
-        s.push_str(&csv_out::num(*v));
+        s.push_str(&num(*v));
     }
     let mut h = Fnv::default();
     h.write(s.as_bytes());
@@ -306,7 +306,7 @@ impl Writer {
         for r in rows {
             text.push_str(&line(r));
         }
-        atomic::write(path, text.as_bytes())?;
+        write_atomic(path, text.as_bytes())?;
         let file = std::fs::OpenOptions::new().append(true).open(path)?;
         Ok(Writer {
             file: Mutex::new(file),

@@ -22,8 +22,8 @@ pub mod runner;
 pub mod shard;
 
 pub use crate::error::Error;
+pub use crate::metrics::{Job, Row};
 pub use load::Plan;
-pub use progress::Observer;
 pub use shard::{Shard, ShardSpec};
 
 use crate::floor::PolicyKind;
@@ -43,22 +43,6 @@ fn mix(mut z: u64) -> u64 {
 /// The seed of replication `rep` of grid point `point` under `master`.
 pub fn rep_seed(master: u64, point: usize, rep: u32) -> u64 {
     mix(mix(mix(master) ^ point as u64) ^ u64::from(rep))
-}
-
-/// One simulation to run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Job {
-    pub point: usize,
-    pub policy: PolicyKind,
-    pub rep: u32,
-    pub seed: u64,
-}
-
-/// A finished job.
-#[derive(Debug, Clone)]
-pub struct Row {
-    pub job: Job,
-    pub result: RunResult,
 }
 
 /// Every job of a plan, in output order: point, then policy (as listed),

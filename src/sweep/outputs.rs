@@ -5,12 +5,13 @@
 use super::journal::JOURNAL_FILE;
 use super::record::RECORD_FILE;
 use super::shard::SHARD_FILE;
-use super::{Error, Observer, Row};
+use super::{Error, Row};
 use crate::floor::PolicyKind;
-use crate::report::csv_out::{self, SummaryRow};
-use crate::report::labels::{self, LABELS_FILE};
-use crate::report::lock::{FolderLock, LOCK_FILE, LockError};
-use crate::report::{atomic, paths};
+use crate::progress::Observer;
+use crate::report::{
+    self, FolderLock, LABELS_FILE, LOCK_FILE, LockError, SummaryRow, labels_toml, same_path,
+    write_atomic,
+};
 use crate::scenario::AxisLabels;
 use std::path::{Path, PathBuf};
 
@@ -104,7 +105,7 @@ pub fn check(
     check_folders(out, dir, &RESULT_FILES)?;
     let outputs: Vec<PathBuf> = RESULT_FILES.iter().map(|f| dir.join(f)).collect();
     for o in &outputs {
-        if let Some(i) = inputs.iter().find(|i| paths::same(o, i)) {
+        if let Some(i) = inputs.iter().find(|i| same_path(o, i)) {
             return Err(Error::Input(format!(
                 "--out {}: the run would overwrite its input {} with its results; \
                  choose another --out",
@@ -124,12 +125,12 @@ pub fn check(
         .filter(|p| !p.as_os_str().is_empty() && p.exists() && !p.is_dir())
     {
         format!("{} is not a folder", parent.display())
-    } else if let Some(i) = inputs.iter().find(|i| paths::same(t, i)) {
+    } else if let Some(i) = inputs.iter().find(|i| same_path(t, i)) {
         format!(
             "is an input of this run ({}); name another file",
             i.display()
         )
-    } else if outputs.iter().any(|o| paths::same(t, o)) {
+    } else if outputs.iter().any(|o| same_path(t, o)) {
         "is a results file of this run; name another file".to_string()
     } else {
         return Ok(());
@@ -157,10 +158,10 @@ impl Tables {
         params: &dyn Fn(usize) -> Vec<(String, String)>,
     ) -> Result<Tables, Error> {
         super::sort_rows(rows, policies);
-        let summary = csv_out::summarise(rows, params);
+        let summary = report::summarise(rows, params);
         Ok(Tables {
-            runs_csv: csv_out::runs_csv(name, &keys, rows, params)?,
-            summary_csv: csv_out::summary_csv(name, &keys, &summary)?,
+            runs_csv: report::runs_csv(name, &keys, rows, params)?,
+            summary_csv: report::summary_csv(name, &keys, &summary)?,
             keys,
             summary,
         })
@@ -168,8 +169,8 @@ impl Tables {
 
     /// Write both into `dir`, each atomically.
     pub fn write(&self, dir: &Path) -> Result<(), Error> {
-        atomic::write(&dir.join("runs.csv"), &self.runs_csv)?;
-        atomic::write(&dir.join("summary.csv"), &self.summary_csv)?;
+        write_atomic(&dir.join("runs.csv"), &self.runs_csv)?;
+        write_atomic(&dir.join("summary.csv"), &self.summary_csv)?;
         Ok(())
     }
 }
@@ -178,7 +179,7 @@ impl Tables {
 /// was drawn. A drawing failure loses no results, so it is a warning.
 pub fn draw_comparison(dir: &Path, obs: &dyn Observer) -> bool {
     let png = dir.join("comparison.png");
-    match crate::report::plot::comparison_figure(&dir.join("summary.csv"), &png, None) {
+    match report::plot::comparison_figure(&dir.join("summary.csv"), &png, None) {
         Ok(()) => true,
         Err(e) => {
             obs.warn(&format!(
@@ -206,8 +207,8 @@ pub fn write_labels(dir: &Path, source: &str, axes: &[AxisLabels]) -> Result<boo
         }
         return Ok(false);
     }
-    let text = labels::to_toml(source, axes).map_err(Error::Failure)?;
-    atomic::write(&path, text.as_bytes())?;
+    let text = labels_toml(source, axes).map_err(Error::Failure)?;
+    write_atomic(&path, text.as_bytes())?;
     Ok(true)
 }
 

@@ -7,11 +7,11 @@
 //! is left beside the new numbers. A run of the same plan keeps them: its
 //! results are the same bytes.
 
+use super::Error;
 use super::journal::first_difference;
-use super::{Error, Observer};
 use crate::metrics::METRICS;
-use crate::report::atomic;
-use crate::report::lock::FolderLock;
+use crate::progress::Observer;
+use crate::report::{FolderLock, LABELS_FILE, write_atomic};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -140,7 +140,7 @@ pub fn replace_other(
     let mut names: Vec<String> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok())
         .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|n| is_plot_figure(n) || n == crate::report::labels::LABELS_FILE)
+        .filter(|n| is_plot_figure(n) || n == LABELS_FILE)
         .collect();
     names.sort();
     for n in &names {
@@ -199,7 +199,7 @@ pub fn write(dir: &Path, new: &Record, files: Vec<String>) -> Result<(), Error> 
         files,
         ..new.clone()
     };
-    atomic::write(&dir.join(RECORD_FILE), record.to_toml()?.as_bytes())?;
+    write_atomic(&dir.join(RECORD_FILE), record.to_toml()?.as_bytes())?;
     Ok(())
 }
 

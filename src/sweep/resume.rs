@@ -3,7 +3,8 @@
 //! and shard) and which of the plan's jobs it already holds.
 
 use super::journal::{self, Contents, Header};
-use super::{Error, Job, Observer, Plan, Row, Shard};
+use super::{Error, Job, Plan, Row, Shard};
+use crate::progress::Observer;
 use std::path::Path;
 
 /// What to do with the journal of an interrupted run in the results folder.

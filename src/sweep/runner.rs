@@ -21,13 +21,12 @@ use super::progress::Tally;
 use super::record::{self, Record};
 use super::resume::{self, Jobs};
 use super::shard::{SHARD_FILE, SHARD_FORMAT, ShardMeta};
-use super::{Error, Job, MAX_THREADS, Observer, Plan, Row, Shard, memory};
+use super::{Error, Job, MAX_THREADS, Plan, Row, Shard, memory};
 use crate::floor::PolicyKind;
 use crate::metrics::METRICS;
 use crate::model::{Prepared, TraceBuf, simulate};
-use crate::report::csv_out::SummaryRow;
-use crate::report::labels::LABELS_FILE;
-use crate::report::{atomic, paths};
+use crate::progress::Observer;
+use crate::report::{LABELS_FILE, SummaryRow, same_path, write_atomic};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
@@ -388,14 +387,14 @@ impl Run<'_> {
         }
         if let Some(shard) = self.opts.shard {
             let meta = self.shard_meta(shard, &tables.keys);
-            atomic::write(&self.dir.join(SHARD_FILE), meta.to_toml()?.as_bytes())?;
+            write_atomic(&self.dir.join(SHARD_FILE), meta.to_toml()?.as_bytes())?;
             files.push(SHARD_FILE.to_string());
         }
         if let Some(path) = &self.opts.trace {
             self.write_trace(path)?;
             // A trace inside the folder belongs to these results.
             if let Some(name) = path.file_name().and_then(|n| n.to_str())
-                && path.parent().is_some_and(|p| paths::same(p, &self.dir))
+                && path.parent().is_some_and(|p| same_path(p, &self.dir))
             {
                 files.push(name.to_string());
             }
@@ -455,7 +454,7 @@ impl Run<'_> {
             Some(&mut buf),
         )
         .map_err(|e| Error::Input(format!("{}: --trace: {e}", plan.loaded.file)))?;
-        atomic::write(path, &buf)
+        write_atomic(path, &buf)
             .map_err(|e| anyhow::anyhow!("--trace {}: cannot write: {e}", path.display()))?;
         Ok(())
     }

@@ -1,6 +1,6 @@
 //! The terminal side of any front end: one-line notes on stderr that never
 //! panic, results on stdout, a progress bar that implements the library's
-//! [`Observer`](crate::sweep::Observer), and Ctrl-C handling that turns the
+//! [`Observer`](crate::progress::Observer), and Ctrl-C handling that turns the
 //! first signal into a stop flag. The CLI and `live` share it; nothing on a
 //! simulated run's path calls it.
 

@@ -1,7 +1,7 @@
 //! The terminal side of [`Observer`]: a progress bar on stderr (hidden by
 //! `--quiet`, or when stderr is not a terminal) and notes that do not tear it.
 
-use crate::sweep::Observer;
+use crate::progress::Observer;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 pub struct Term {

@@ -8,7 +8,7 @@ use super::stats::{Paired, confidence_below};
 use super::{BUDGET_METRIC, Candidate, Outcome, Settings, Source};
 use crate::metrics::METRICS;
 use crate::metrics::stats::Summary;
-use crate::report::csv_out::num;
+use crate::report::num;
 use crate::report::plot::pareto::{Mark, ParetoAxis, ParetoChart, ParetoPoint};
 use std::fmt::Write as _;
 

@@ -6,10 +6,11 @@
 use super::space::{Space, parse_param};
 use super::{Outcome, Settings, TuneError, Weights, report, tune};
 use crate::floor::PolicyKind;
-use crate::report::atomic;
+use crate::progress::Observer;
 use crate::report::plot::pareto::pareto_figure;
+use crate::report::write_atomic;
 use crate::scenario::Loaded;
-use crate::sweep::{self, Observer};
+use crate::sweep;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -184,7 +185,7 @@ pub fn run(search: &Search, out: &Path, obs: &dyn Observer) -> Result<Tuned, Tun
     if let Some(input) = &search.source
         && files
             .iter()
-            .any(|f| crate::report::paths::same(&dir.join(f), input))
+            .any(|f| crate::report::same_path(&dir.join(f), input))
     {
         return Err(bad(format!(
             "--out {}: tune would overwrite its input {} with its results; choose another --out",
@@ -197,7 +198,7 @@ pub fn run(search: &Search, out: &Path, obs: &dyn Observer) -> Result<Tuned, Tun
     let (name, space, s) = (&search.name, &search.space, &search.settings);
     let outcome = tune(&search.loaded, space, s, obs)?;
     let elapsed = started.elapsed().as_secs_f64();
-    atomic::write(
+    write_atomic(
         &dir.join("candidates.csv"),
         &report::candidates_csv(name, space, &outcome, s)?,
     )?;
@@ -208,7 +209,7 @@ pub fn run(search: &Search, out: &Path, obs: &dyn Observer) -> Result<Tuned, Tun
     let text = report::recommendation(name, space, &outcome, s);
     let env = dir.join("recommended.env");
     if outcome.chosen.is_some() {
-        atomic::write(&env, text.as_bytes())?;
+        write_atomic(&env, text.as_bytes())?;
     } else if env.exists() {
         // A stale recommendation would read as this run's.
         std::fs::remove_file(&env)?;

@@ -8,7 +8,7 @@
 //! `--param KEY=LO..HI[:STEP]` changes their range or adds any other
 //! numeric key; `--param KEY=VALUE` pins one.
 
-use crate::model::dist::DistSpec;
+use crate::dist::DistSpec;
 use crate::scenario::{Loaded, Scenario, ScenarioError};
 use toml::Value;
 

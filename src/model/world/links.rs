@@ -5,7 +5,7 @@
 
 use super::{Ev, World};
 use crate::floor::{self, ClientMsg};
-use crate::model::names;
+use crate::names;
 use rand::RngExt;
 
 impl World<'_> {

@@ -4,7 +4,7 @@
 
 use super::{RunLimit, World};
 use crate::metrics::run::MessageOutcome;
-use crate::model::names;
+use crate::names;
 
 /// What the world knows of one message while it is open.
 pub(super) struct MsgInfo {

@@ -8,7 +8,7 @@ use super::prepared::us;
 use super::{Ev, MsgInfo, OPERATOR, World};
 use crate::agent::{self, PostKind};
 use crate::floor::{ClientMsg, Input, Role};
-use crate::model::names;
+use crate::names;
 
 impl World<'_> {
     /// Schedule the operator's next post, if the workload has one.

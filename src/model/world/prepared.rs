@@ -5,9 +5,9 @@
 //! another driver (`herdsim live`) gets the same agents.
 
 use crate::agent::{Agent, Behaviour, Clock, Squat, Workload, WorkloadParams};
+use crate::dist::{DataCache, Dist, DistError, DistSpec};
 use crate::floor::{ClaimGuard, PolicyKind};
-use crate::model::dist::{DataCache, Dist, DistError, DistSpec};
-use crate::model::names;
+use crate::names;
 use crate::scenario::{Arrivals, ClaimGuardSpec, Scenario, ScriptEvent, SweepPhase};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;

@@ -30,7 +30,7 @@ mod panels;
 pub mod pareto;
 mod summary;
 mod timeline;
-mod versus;
+pub mod versus;
 
 use std::path::Path;
 

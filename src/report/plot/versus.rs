@@ -1,14 +1,41 @@
 //! The `herdsim live --compare` figure: one panel per metric, the live and
 //! the simulated mean with their 95% confidence intervals side by side,
-//! and whether they agree.
+//! and whether they agree. Its input, one [`Line`] per metric, is defined
+//! here and computed by `live::compare` (which re-exports it), so that
+//! report imports nothing from live.
 
 use super::draw::{self, de};
 use super::layout::{decimals_for, tick, tick_step};
 use super::output::{self, Figure, Format};
-use crate::live::compare::Line;
+use crate::metrics::stats::Summary;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::Path;
+
+/// How a metric is tested.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Test {
+    /// Two-proportion z on pooled message counts.
+    Proportion,
+    /// Welch's t on replication values.
+    Welch,
+}
+
+/// One metric, live against simulated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Line {
+    pub metric: &'static str,
+    pub live: Summary,
+    pub sim: Summary,
+    pub test: Test,
+    /// z or t statistic (NaN when it cannot be computed).
+    pub stat: f64,
+    /// Two-sided p-value (NaN when it cannot be computed).
+    pub p: f64,
+    /// The tolerance on |live - sim| (absolute, in the metric's unit).
+    pub tolerance: f64,
+    pub agree: bool,
+}
 
 const LIVE: RGBColor = RGBColor(213, 94, 0);
 const SIM: RGBColor = RGBColor(0, 114, 178);

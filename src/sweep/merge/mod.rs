@@ -12,8 +12,9 @@ pub mod read;
 
 use super::outputs::{self, Tables};
 use super::shard::SHARD_FILE;
-use super::{Error, Observer, Row};
-use crate::report::csv_out::SummaryRow;
+use super::{Error, Row};
+use crate::progress::Observer;
+use crate::report::SummaryRow;
 use read::{ShardData, read_shard};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

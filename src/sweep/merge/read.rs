@@ -3,8 +3,7 @@
 //! `summary.csv` against those rows.
 
 use crate::floor::PolicyKind;
-use crate::report::csv_out;
-use crate::report::lock::FolderLock;
+use crate::report::{self, FolderLock};
 use crate::scenario::validate::{check_name, sweep_table};
 use crate::scenario::{Axis, AxisLabels, MAX_POINTS, Scenario, csv_value, grid_picks};
 use crate::sweep::journal::{self, JOURNAL_FILE};
@@ -331,7 +330,7 @@ fn check_against_plan(
 /// runs.csv: every row's scenario, policy, parameters, replication and
 /// seed must be the ones the plan puts there.
 fn read_rows(path: &Path, meta: &ShardMeta, plan: &PlanView) -> Result<Vec<Row>, Error> {
-    let columns = csv_out::runs_header(&meta.sweep_keys);
+    let columns = report::runs_header(&meta.sweep_keys);
     let records = read_csv(path, &columns)?;
     let (p, reps) = (plan.policies.len(), plan.reps as usize);
     let want = meta.points.len() * p * reps;
@@ -396,10 +395,10 @@ fn check_summary(
     let on_disk = crate::files::read_input(path, u64::MAX)
         .map_err(|e| bad(format!("{}: cannot read: {e}", path.display())))?;
     let params = |point: usize| plan.params(point);
-    let recomputed = csv_out::summary_csv(
+    let recomputed = report::summary_csv(
         &plan.name,
         &meta.sweep_keys,
-        &csv_out::summarise(rows, &params),
+        &report::summarise(rows, &params),
     )?;
     if on_disk == recomputed {
         return Ok(());

@@ -1,7 +1,9 @@
 //! Server inputs in `herdsim arbitrate`'s line format, shared by
 //! `arbitrate` (which reads them) and `serve` (which writes them with
 //! `--log` and feeds the same values to its server): one code path, so a
-//! recorded session replays to the same sends.
+//! recorded session replays to the same sends. It lives here, with the
+//! replay, and `serve` imports it: the live server depends on the replay
+//! format, never the other way round.
 //!
 //! A line is `{"at_ms": N, "agent": "id", "event": {...}, "role": "agent"|"operator"}`
 //! where `event` is a client message of the wire protocol (RESPONDING_TO,

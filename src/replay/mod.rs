@@ -10,7 +10,7 @@
 //! identified yet; agents never seen before count as identified) or
 //! `{"type":"IDENTIFY","lurk":false}` (`lurk: true`: a new identity in
 //! agentchat's lurk window); CONNECT and IDENTIFY matter only under
-//! `agentchat-0.36`. The events are applied by [`crate::serve::events`],
+//! `agentchat-0.36`. The events are applied by [`events`] (which `serve` uses too),
 //! for both the live server and this replay. Output line:
 //! `{"at_ms": N, "to": "id", "msg": {...}}`, one per message the server
 //! sends, in order.
@@ -25,6 +25,8 @@
 //! - Between lines, the server's timers (expiry, `agentchat-0.36` sweeps)
 //!   run at their due times, exactly as in the simulator.
 
+pub mod events;
+
 use std::io::{self, BufRead, Read, Write};
 
 use serde::Serialize;
@@ -32,7 +34,6 @@ use serde_json::Value;
 
 use crate::floor::wire::is_agent_id;
 use crate::floor::{Config, Input, Outgoing, Role, Server, ServerMsg, Stats};
-use crate::serve::events;
 
 /// What a replay did.
 #[derive(Debug, Clone, PartialEq, Eq)]

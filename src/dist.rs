@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use crate::scenario::limits::{MAX_DURATION_MS, MAX_DURATION_US, MAX_EMPIRICAL_BYTES};
+use crate::limits::{MAX_DURATION_MS, MAX_DURATION_US, MAX_EMPIRICAL_BYTES};
 
 use rand::{Rng, RngExt};
 use rand_distr::{Distribution, Exp1, StandardNormal};
