@@ -30,7 +30,7 @@ mod proptests;
 #[cfg(test)]
 mod tests;
 
-pub use workload::{Post, PostKind, Workload, WorkloadParams};
+pub use workload::{Pick, Post, PostKind, Workload, WorkloadParams};
 
 use crate::dist::Dist;
 use crate::floor::{

@@ -105,26 +105,48 @@ impl Workload {
 
     /// Where post number `m` goes and what it says.
     pub fn draw(&mut self, m: u32) -> Post {
+        match self.pick() {
+            Pick::Dm(k) => Post {
+                to: format!("@{}", self.p.agents[k]),
+                content: format!("question {m}"),
+            },
+            Pick::Mention(k) => Post {
+                to: self.p.channel.clone(),
+                content: format!("@{} question {m}", self.p.agents[k]),
+            },
+            Pick::Channel => Post {
+                to: self.p.channel.clone(),
+                content: format!("question {m}"),
+            },
+        }
+    }
+
+    /// What the next post is, as [`Workload::draw`] draws it (the same
+    /// draws): a driver that names agents its own way builds the post
+    /// from this. Post `m` says `question <m>`; a DM goes to `@agent`,
+    /// an @mention puts `@agent ` before the question.
+    pub fn pick(&mut self) -> Pick {
         let p = &self.p;
         let r: f64 = self.rng.random();
         let n = p.agents.len() as u32;
         if n > 0 && r < p.dm_p {
-            let k = self.rng.random_range(0..n) as usize;
-            Post {
-                to: format!("@{}", p.agents[k]),
-                content: format!("question {m}"),
-            }
+            Pick::Dm(self.rng.random_range(0..n) as usize)
         } else if n > 0 && r < p.dm_p + p.mention_p {
-            let k = self.rng.random_range(0..n) as usize;
-            Post {
-                to: p.channel.clone(),
-                content: format!("@{} question {m}", p.agents[k]),
-            }
+            Pick::Mention(self.rng.random_range(0..n) as usize)
         } else {
-            Post {
-                to: p.channel.clone(),
-                content: format!("question {m}"),
-            }
+            Pick::Channel
         }
     }
+}
+
+/// The kind of the next post and the agent it names (an index into
+/// [`WorkloadParams::agents`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pick {
+    /// A DM to this agent.
+    Dm(usize),
+    /// A channel message that @mentions this agent.
+    Mention(usize),
+    /// A plain channel message.
+    Channel,
 }

@@ -78,6 +78,8 @@ pub trait Naming: Clone + fmt::Debug {
     fn show_dest<'a>(&'a self, d: &'a Self::Dest) -> Cow<'a, str>;
     /// A message id's wire text.
     fn show_msg<'a>(&'a self, m: &'a Self::Msg) -> Cow<'a, str>;
+    /// A message content's wire text.
+    fn show_content<'a>(&'a self, c: &'a Self::Content) -> Cow<'a, str>;
 }
 
 /// Names as wire text: `String`s. The default naming.
@@ -128,6 +130,10 @@ impl Naming for Text {
 
     fn show_msg<'a>(&'a self, m: &'a String) -> Cow<'a, str> {
         Cow::Borrowed(m)
+    }
+
+    fn show_content<'a>(&'a self, c: &'a String) -> Cow<'a, str> {
+        Cow::Borrowed(c)
     }
 }
 

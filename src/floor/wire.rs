@@ -352,6 +352,34 @@ impl<N: Naming> ClientMsg<N> {
     }
 }
 
+impl<N: Naming> ClientMsg<N> {
+    /// The message as wire text, named as `names` names it.
+    pub fn to_text(&self, names: &N) -> ClientMsg {
+        match self {
+            ClientMsg::RespondingTo {
+                msg_id,
+                started_at,
+                channel,
+            } => ClientMsg::RespondingTo {
+                msg_id: names.show_msg(msg_id).into_owned(),
+                started_at: *started_at,
+                channel: names.show_dest(channel).into_owned(),
+            },
+            ClientMsg::Msg {
+                id,
+                to,
+                content,
+                in_reply_to,
+            } => ClientMsg::Msg {
+                id: id.as_ref().map(|m| names.show_msg(m).into_owned()),
+                to: names.show_dest(to).into_owned(),
+                content: names.show_content(content).into_owned(),
+                in_reply_to: in_reply_to.as_ref().map(|m| names.show_msg(m).into_owned()),
+            },
+        }
+    }
+}
+
 impl ClientMsg {
     fn fields(&self) -> Fields<'_> {
         let mut f: Fields<'_> = vec![("type", F::S(self.type_name()))];
@@ -448,6 +476,67 @@ impl<N: Naming> ServerMsg<N> {
             ServerMsg::FloorClaimed { .. } => "FLOOR_CLAIMED",
             ServerMsg::Msg { .. } => "MSG",
             ServerMsg::Error { .. } => "ERROR",
+        }
+    }
+}
+
+impl<N: Naming> ServerMsg<N> {
+    /// The message as wire text, named as `names` names it.
+    pub fn to_text(&self, names: &N) -> ServerMsg {
+        let msg = |m: &N::Msg| names.show_msg(m).into_owned();
+        let agent = |a: &N::Agent| names.show_agent(a).into_owned();
+        let dest = |d: &N::Dest| names.show_dest(d).into_owned();
+        match self {
+            ServerMsg::RespondingTo {
+                msg_id,
+                from,
+                started_at,
+                channel,
+            } => ServerMsg::RespondingTo {
+                msg_id: msg(msg_id),
+                from: agent(from),
+                started_at: *started_at,
+                channel: dest(channel),
+            },
+            ServerMsg::Yield {
+                msg_id,
+                winner,
+                channel,
+                detail,
+            } => ServerMsg::Yield {
+                msg_id: msg(msg_id),
+                winner: agent(winner),
+                channel: dest(channel),
+                detail: detail.clone(),
+            },
+            ServerMsg::FloorClaimed {
+                msg_id,
+                channel,
+                holder,
+                started_at,
+            } => ServerMsg::FloorClaimed {
+                msg_id: msg(msg_id),
+                channel: dest(channel),
+                holder: agent(holder),
+                started_at: *started_at,
+            },
+            ServerMsg::Msg {
+                id,
+                from,
+                to,
+                content,
+                in_reply_to,
+            } => ServerMsg::Msg {
+                id: msg(id),
+                from: agent(from),
+                to: dest(to),
+                content: names.show_content(content).into_owned(),
+                in_reply_to: in_reply_to.as_ref().map(msg),
+            },
+            ServerMsg::Error { code, message } => ServerMsg::Error {
+                code: code.clone(),
+                message: message.clone(),
+            },
         }
     }
 }

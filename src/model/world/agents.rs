@@ -4,24 +4,28 @@
 //!
 //! [`Agent`]: crate::agent::Agent
 
-use super::{Ev, Inference, World};
-use crate::agent::{self, InferenceEnd, Output, TimerKind};
-use crate::floor::{self, ClientMsg, Input, ServerMsg};
+use super::{ClientMsg, Ev, Inference, Input, ServerMsg, World};
+use crate::agent::{self, InferenceEnd, TimerKind};
+use crate::floor::{self, Naming};
+use crate::model::dense::{Dense, MsgId};
 use std::sync::Arc;
+
+type Output = agent::Output<Dense>;
 
 impl World<'_> {
     /// Agent `a` joins its group's channels (at the start, and back from a
     /// crash).
     pub(super) fn join(&mut self, a: u32) {
         let g = self.agents[a as usize].group;
-        for c in self.p.groups[g].channels.clone() {
-            let agent = self.p.ids[a as usize].clone();
-            self.server_input(Input::Join { agent, channel: c });
+        let agent = self.p.handles[a as usize];
+        for i in 0..self.p.groups[g].channel_dests.len() {
+            let channel = self.p.groups[g].channel_dests[i];
+            self.server_input(Input::Join { agent, channel });
         }
     }
 
     /// Feed agent `a` one input now and carry out what it decides.
-    pub(super) fn feed(&mut self, a: u32, input: agent::Input<'_>) {
+    pub(super) fn feed(&mut self, a: u32, input: agent::Input<'_, Dense>) {
         let now = self.eng.now();
         let mut outputs = std::mem::take(&mut self.outputs);
         outputs.clear();
@@ -54,8 +58,9 @@ impl World<'_> {
             return;
         }
         if self.trace.is_some() {
+            let msg = msg.to_text(&self.p.names).to_json();
             let line = serde_json::json!({
-                "t_us": now, "ev": "recv", "agent": self.p.ids[a as usize], "msg": msg.to_json(),
+                "t_us": now, "ev": "recv", "agent": self.p.ids[a as usize], "msg": msg,
             });
             self.trace_line(line);
         }
@@ -69,17 +74,16 @@ impl World<'_> {
 
     /// The inference of agent `a` on message `m` completes.
     pub(super) fn infer_done(&mut self, a: u32, m: u32) {
-        let id = self.wire_id(m).into_string();
+        let id = MsgId::of(m);
         if !self.agents[a as usize].actor.is_running(&id) {
             return;
         }
         let counted = self.take_inference(a, m).is_some_and(|r| r.counted);
         let reply = self.new_msg();
-        let reply_id = self.wire_id(reply).into_string();
         self.reply_counted = counted;
         let input = agent::Input::InferenceDone {
             msg_id: &id,
-            reply_id: Some(reply_id),
+            reply_id: Some(MsgId::of(reply)),
         };
         self.feed(a, input);
     }
@@ -115,38 +119,39 @@ impl World<'_> {
                 msg,
                 parent,
                 infer_us,
-            } => self.send_reply(a, msg, &parent, infer_us),
-            Output::Wants { msg_id } => self.wants(&msg_id),
+            } => self.send_reply(a, msg, parent, infer_us),
+            Output::Wants { msg_id } => self.wants(msg_id),
             Output::SetTimer {
                 msg_id,
                 at_us,
                 kind,
-            } => self.set_timer(a, &msg_id, at_us, kind),
+            } => self.set_timer(a, msg_id, at_us, kind),
             Output::Infer {
                 msg_id,
                 started_at,
                 duration_us,
                 end,
                 ignore_yield,
-            } => self.start_inference(a, &msg_id, started_at, duration_us, end, ignore_yield),
+            } => self.start_inference(a, msg_id, started_at, duration_us, end, ignore_yield),
             Output::Abort {
                 msg_id,
                 winner,
                 ran_us,
             } => {
-                let Some(m) = self.num_of(&msg_id) else {
+                let Some(m) = msg_id.number() else {
                     return;
                 };
                 self.end_inference(a, m, Some(ran_us));
+                let names = &self.p.names;
                 self.trace_state(
                     a,
                     Some(m),
                     "abort",
-                    || serde_json::json!({"winner": winner}),
+                    || serde_json::json!({"winner": names.show_agent(&winner)}),
                 );
             }
             Output::Done { msg_id } => {
-                let m = self.num_of(&msg_id);
+                let m = msg_id.number();
                 self.trace_state(a, m, "done", || serde_json::json!({}));
             }
             Output::Skip { msg_id, reason } => {
@@ -154,11 +159,11 @@ impl World<'_> {
                     floor::SkipReason::SeenClaim => "seen_claim",
                     floor::SkipReason::SeenResponse => "seen_response",
                 };
-                let m = self.num_of(&msg_id);
+                let m = msg_id.number();
                 self.trace_state(a, m, "skip", || serde_json::json!({"reason": reason}));
             }
             Output::Idle { msg_id } => {
-                if let Some(m) = self.num_of(&msg_id) {
+                if let Some(m) = msg_id.number() {
                     self.release(m);
                 }
             }
@@ -167,7 +172,7 @@ impl World<'_> {
                 ran_us,
                 hung,
             } => {
-                if let Some(m) = self.num_of(&msg_id) {
+                if let Some(m) = msg_id.number() {
                     // A hung inference was counted as wasted when it began.
                     self.end_inference(a, m, if hung { None } else { Some(ran_us) });
                 }
@@ -179,8 +184,8 @@ impl World<'_> {
     /// Agent `a` sends its reply to `parent`. The reply carries its
     /// inference time for the wasted-time count; it keeps the parent open
     /// until it reaches the server (or is lost).
-    fn send_reply(&mut self, a: u32, msg: ClientMsg, parent: &str, infer_us: u64) {
-        if let Some(info) = self.num_of(parent).and_then(|m| self.msgs.get_mut(&m)) {
+    fn send_reply(&mut self, a: u32, msg: ClientMsg, parent: MsgId, infer_us: u64) {
+        if let Some(info) = parent.number().and_then(|m| self.msgs.get_mut(&m)) {
             info.pending += 1;
         }
         let dur = self.reply_counted.then_some(infer_us);
@@ -188,16 +193,16 @@ impl World<'_> {
     }
 
     /// An agent decided to answer `msg_id`: it holds the message open.
-    fn wants(&mut self, msg_id: &str) {
-        if let Some(info) = self.num_of(msg_id).and_then(|m| self.msgs.get_mut(&m)) {
+    fn wants(&mut self, msg_id: MsgId) {
+        if let Some(info) = msg_id.number().and_then(|m| self.msgs.get_mut(&m)) {
             info.wanted += 1;
             info.pending += 1;
         }
     }
 
     /// A CSMA timer or a recheck wake for agent `a`.
-    fn set_timer(&mut self, a: u32, msg_id: &str, at_us: u64, kind: TimerKind) {
-        let Some(m) = self.num_of(msg_id) else {
+    fn set_timer(&mut self, a: u32, msg_id: MsgId, at_us: u64, kind: TimerKind) {
+        let Some(m) = msg_id.number() else {
             return;
         };
         let inc = self.agents[a as usize].inc;
@@ -220,13 +225,13 @@ impl World<'_> {
     fn start_inference(
         &mut self,
         a: u32,
-        msg_id: &str,
+        msg_id: MsgId,
         started_at: i64,
         dur: u64,
         end: InferenceEnd,
         ignore: bool,
     ) {
-        let Some(m) = self.num_of(msg_id) else {
+        let Some(m) = msg_id.number() else {
             return;
         };
         let now = self.eng.now();

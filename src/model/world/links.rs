@@ -3,32 +3,38 @@
 //! scenario asks for it. Each direction of each agent has its own random
 //! stream.
 
-use super::{Ev, World};
-use crate::floor::{self, ClientMsg};
-use crate::names;
+use super::prepared::NOT_AGENT;
+use super::{ClientMsg, Ev, World};
+use crate::floor::{self, Naming};
+use crate::model::dense::Dense;
 use rand::RngExt;
 
 impl World<'_> {
     /// Send one server message down an agent's link.
     /// `relay_of`: the number of the relayed message, if it is a MSG the
     /// world knows.
-    pub(super) fn deliver(&mut self, o: floor::Delivery, relay_of: Option<u32>) {
+    pub(super) fn deliver(&mut self, o: floor::Delivery<Dense>, relay_of: Option<u32>) {
         let now = self.eng.now();
         if self.trace.is_some() {
-            self.trace_line(serde_json::json!({
-                "t_us": now, "ev": "server_send", "to": &*o.to, "msg": o.msg.to_json(),
-            }));
+            let names = &self.p.names;
+            let line = serde_json::json!({
+                "t_us": now, "ev": "server_send", "to": names.show_agent(&o.to),
+                "msg": o.msg.to_text(names).to_json(),
+            });
+            self.trace_line(line);
         }
-        let Some(agent) = names::parse_agent(&o.to, self.agents.len()) else {
-            return; // the operator (not simulated) or an unknown name
+        let agent = self.p.index_of.get(o.to.0 as usize).copied();
+        let Some(agent) = agent.filter(|&a| a != NOT_AGENT) else {
+            return; // the operator (not simulated) or a name a script uses
         };
         let a = &mut self.agents[agent as usize];
         if self.p.loss_p > 0.0 && a.down_rng.random_bool(self.p.loss_p) {
             self.acc.lost += 1;
             if self.trace.is_some() {
                 let name = self.p.ids[agent as usize].clone();
+                let msg = o.msg.to_text(&self.p.names).to_json();
                 self.trace_line(serde_json::json!({
-                    "t_us": now, "ev": "lost", "dir": "down", "agent": name, "msg": o.msg.to_json(),
+                    "t_us": now, "ev": "lost", "dir": "down", "agent": name, "msg": msg,
                 }));
             }
             return;
@@ -62,7 +68,8 @@ impl World<'_> {
         let name = &self.p.ids[agent as usize];
         if self.trace.is_some() {
             let line = serde_json::json!({
-                "t_us": now, "ev": "send", "agent": name, "msg": msg.to_json(),
+                "t_us": now, "ev": "send", "agent": name,
+                "msg": msg.to_text(&self.p.names).to_json(),
             });
             self.trace_line(line);
         }
@@ -75,13 +82,14 @@ impl World<'_> {
             self.acc.lost += 1;
             if self.trace.is_some() {
                 let line = serde_json::json!({
-                    "t_us": now, "ev": "lost", "dir": "up", "agent": name, "msg": msg.to_json(),
+                    "t_us": now, "ev": "lost", "dir": "up", "agent": name,
+                    "msg": msg.to_text(&self.p.names).to_json(),
                 });
                 self.trace_line(line);
             }
             if let ClientMsg::Msg { in_reply_to, .. } = &msg {
                 // A lost reply is wasted inference.
-                let parent = in_reply_to.as_deref().and_then(|x| self.num_of(x));
+                let parent = in_reply_to.and_then(|x| x.number());
                 if let (Some(d), Some(p)) = (infer_us, parent) {
                     if self.msgs.get(&p).is_some_and(|i| i.channel_msg) {
                         self.acc.wasted(d);

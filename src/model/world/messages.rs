@@ -3,8 +3,9 @@
 //! way) until its outcome is known and counted.
 
 use super::{RunLimit, World};
+use crate::floor::Naming;
 use crate::metrics::run::MessageOutcome;
-use crate::names;
+use crate::model::dense::MsgId;
 
 /// What the world knows of one message while it is open.
 pub(super) struct MsgInfo {
@@ -38,21 +39,6 @@ impl MsgInfo {
     }
 }
 
-/// A message's wire id: a scripted label, or its number's id on the stack.
-pub(super) enum WireId {
-    Label(String),
-    Num(names::IdBuf),
-}
-
-impl WireId {
-    pub(super) fn into_string(self) -> String {
-        match self {
-            WireId::Label(s) => s,
-            WireId::Num(b) => b.as_str().to_string(),
-        }
-    }
-}
-
 impl World<'_> {
     pub(super) fn new_msg(&mut self) -> u32 {
         let m = self.next_msg;
@@ -63,26 +49,9 @@ impl World<'_> {
         m
     }
 
-    /// The wire id of message number `m`.
+    /// The wire id of message number `m` (its label, or `m<number>`).
     pub(super) fn id_of(&self, m: u32) -> String {
-        self.wire_id(m).into_string()
-    }
-
-    /// The wire id of message number `m`, without allocating for a
-    /// numbered one.
-    pub(super) fn wire_id(&self, m: u32) -> WireId {
-        match self.label_of.get(&m) {
-            Some(label) => WireId::Label(label.clone()),
-            None => WireId::Num(names::IdBuf::new(m)),
-        }
-    }
-
-    /// The number of a wire message id.
-    pub(super) fn num_of(&self, id: &str) -> Option<u32> {
-        match names::parse_msg(id) {
-            Some(m) => Some(m),
-            None => self.labels.get(id).copied(),
-        }
+        self.p.names.show_msg(&MsgId::of(m)).into_owned()
     }
 
     /// Drop one hold on message `m`; finish it when none is left.

@@ -44,9 +44,10 @@ pub use prepared::Prepared;
 
 use crate::agent::{self, Agent, Workload};
 use crate::engine::{Engine, EventKey};
-use crate::floor::{self, ClientMsg, Input, PolicyKind, ServerMsg};
+use crate::floor::{self, PolicyKind};
 use crate::limits::HORIZON_US;
 use crate::metrics::run::{RunAccumulator, RunResult, ServerCounts};
+use crate::model::dense::{Dense, MsgId};
 use messages::MsgInfo;
 use prepared::{agent_stream, stream};
 use rand::RngExt;
@@ -84,6 +85,12 @@ pub enum RunLimit {
     )]
     Pending(usize),
 }
+
+/// The world's messages, inputs and sends, named as the simulator names
+/// things ([`Dense`]: integers; text only in the trace).
+type ClientMsg = floor::ClientMsg<Dense>;
+type ServerMsg = floor::ServerMsg<Dense>;
+type Input = floor::Input<Dense>;
 
 /// The events of the world.
 #[derive(Debug)]
@@ -138,7 +145,7 @@ struct Inference {
 /// One agent as the world sees it: the actor, plus what the world keeps
 /// about it (its links, whether it is up, the ends it scheduled).
 struct AgentSlot {
-    actor: Agent,
+    actor: Agent<Dense>,
     group: usize,
     /// Incarnation: bumped at a crash so stale events are ignored.
     inc: u32,
@@ -169,7 +176,7 @@ struct World<'a> {
     p: &'a Prepared,
     policy: PolicyKind,
     eng: Engine<Ev>,
-    server: floor::Server,
+    server: floor::Server<Dense>,
     agents: Vec<AgentSlot>,
     workload: Workload,
     msgs: open::OpenMsgs,
@@ -177,12 +184,11 @@ struct World<'a> {
     server_rng: ChaCha8Rng,
     wake: Option<(u64, EventKey)>,
     acc: RunAccumulator,
-    out: Vec<floor::Delivery>,
-    outputs: Vec<agent::Output>,
+    out: Vec<floor::Delivery<Dense>>,
+    outputs: Vec<agent::Output<Dense>>,
     trace: Option<&'a mut TraceBuf>,
-    /// Scripted message ids and their numbers, both ways.
+    /// Scripted message ids and their numbers.
     labels: BTreeMap<String, u32>,
-    label_of: BTreeMap<u32, String>,
     /// Scripted inferences still to come, per scripted message: each keeps
     /// the message open until it has fired.
     script_holds: BTreeMap<u32, u32>,
@@ -216,7 +222,7 @@ pub fn simulate_posts(
     let sweep_phase_ms = p
         .sweep_phase_ms
         .unwrap_or_else(|| stream(seed, 3).random_range(0..p.sweep_every_ms.max(1)));
-    let server = floor::Server::new(floor::Config {
+    let config = floor::Config {
         policy,
         ttl_ms: p.ttl_ms,
         enabled: p.enabled,
@@ -226,12 +232,13 @@ pub fn simulate_posts(
         sweep_every_ms: p.sweep_every_ms,
         rate_limit_operator: p.rate_limit_operator,
         claim_guard: p.claim_guard,
-    });
+    };
+    let server = floor::Server::with_naming(config, p.names.clone());
     let agents = (0..p.agents())
         .map(|i| {
             let base = agent_stream(i);
             AgentSlot {
-                actor: p.new_agent(i, policy, seed),
+                actor: p.new_sim_agent(i, policy, seed),
                 group: usize::from(p.agent_group[i]),
                 inc: 0,
                 alive: true,
@@ -259,7 +266,6 @@ pub fn simulate_posts(
         outputs: Vec::new(),
         trace,
         labels: BTreeMap::new(),
-        label_of: BTreeMap::new(),
         script_holds: BTreeMap::new(),
         halt: None,
         reply_counted: false,
@@ -276,10 +282,9 @@ impl World<'_> {
         for i in 0..self.agents.len() {
             self.join(i as u32);
         }
-        let ch = self.p.channel.clone();
         self.server_input(Input::Join {
-            agent: OPERATOR.into(),
-            channel: ch,
+            agent: self.p.operator,
+            channel: self.p.channel_dest,
         });
         self.schedule_script();
         self.schedule_next_post();
@@ -332,7 +337,7 @@ impl World<'_> {
             } => self.agent_in(now, agent, inc, msg, relay_of),
             Ev::Timer { agent, inc, msg } => {
                 if self.agents[agent as usize].inc == inc {
-                    let id = self.wire_id(msg).into_string();
+                    let id = MsgId::of(msg);
                     self.feed(agent, agent::Input::Timer { msg_id: &id });
                 }
             }
@@ -342,7 +347,7 @@ impl World<'_> {
                 self.crash(agent, d);
             }
             Ev::DisconnectSeen { agent } => {
-                let name = self.p.ids[agent as usize].clone();
+                let name = self.p.handles[agent as usize];
                 self.server_input(Input::Disconnect { agent: name });
                 let d = self.p.restart.sample_us(&mut self.server_rng);
                 self.eng.schedule_in(d, Ev::Reconnect { agent });

@@ -5,10 +5,12 @@
 //! [`Workload`]: crate::agent::Workload
 
 use super::prepared::us;
-use super::{Ev, MsgInfo, OPERATOR, World};
-use crate::agent::{self, PostKind};
-use crate::floor::{ClientMsg, Input, Role};
+use super::{ClientMsg, Ev, Input, MsgInfo, OPERATOR, World};
+use crate::agent::{self, Pick, PostKind};
+use crate::floor::{Naming, Role};
+use crate::model::dense::{Content, DestId, MsgId};
 use crate::names;
+use std::sync::Arc;
 
 impl World<'_> {
     /// Schedule the operator's next post, if the workload has one.
@@ -20,33 +22,54 @@ impl World<'_> {
 
     pub(super) fn post(&mut self, now: u64) {
         let m = self.new_msg();
-        let post = self.workload.draw(m);
-        self.post_msg(now, m, post.to, post.content);
+        let p = self.p;
+        let question = |mention| Content::Question { n: m, mention };
+        let (to, content, kind) = match self.workload.pick() {
+            Pick::Dm(k) => (
+                p.names.dm_to_agent(p.handles[k]),
+                question(None),
+                PostKind::Dm,
+            ),
+            Pick::Mention(k) => (
+                p.channel_dest,
+                question(Some(p.handles[k])),
+                PostKind::Mention,
+            ),
+            Pick::Channel => (p.channel_dest, question(None), PostKind::Channel),
+        };
+        self.post_msg(now, m, to, content, kind);
         self.schedule_next_post();
     }
 
-    /// The operator's message `m` reaches the server now.
-    pub(super) fn post_msg(&mut self, now: u64, m: u32, to: String, content: String) {
-        let kind = PostKind::of(&to, &content);
+    /// The operator's message `m` (of kind `kind`) reaches the server now.
+    pub(super) fn post_msg(
+        &mut self,
+        now: u64,
+        m: u32,
+        to: DestId,
+        content: Content,
+        kind: PostKind,
+    ) {
         // Held until the relay is dispatched, and by scripted inferences.
         let pending = 1 + self.script_holds.get(&m).copied().unwrap_or(0);
         let info = MsgInfo::new(now, 0, kind != PostKind::Dm, pending);
         self.msgs.insert(m, info);
-        let id = self.id_of(m);
         if self.trace.is_some() {
-            self.trace_line(serde_json::json!({
+            let (id, to) = (self.id_of(m), self.p.names.show_dest(&to));
+            let line = serde_json::json!({
                 "t_us": now, "ev": "post", "msg_id": id, "from": OPERATOR, "to": to, "kind": kind.name(),
-            }));
+            });
+            self.trace_line(line);
         }
         let msg = ClientMsg::Msg {
-            id: Some(id),
+            id: Some(MsgId::of(m)),
             to,
             content,
             in_reply_to: None,
         };
         let refused_before = self.server.stats().refused_msgs;
         self.server_input(Input::Client {
-            from: OPERATOR.into(),
+            from: self.p.operator,
             role: Role::Operator,
             msg,
         });
@@ -62,9 +85,9 @@ impl World<'_> {
         let p = self.p;
         for e in &p.script {
             if let Some(post) = &e.post {
+                // Numbered first, in script order, as `Prepared` labels them.
                 let m = self.new_msg();
                 self.labels.insert(post.id.clone(), m);
-                self.label_of.insert(m, post.id.clone());
             }
         }
         for e in &self.p.script {
@@ -86,14 +109,17 @@ impl World<'_> {
             let Some(&m) = self.labels.get(&post.id) else {
                 return;
             };
-            let to = post.to.clone().unwrap_or_else(|| self.p.channel.clone());
-            let content = post.content.clone();
+            let to_text = post.to.as_deref().unwrap_or(&p.channel);
+            let Some(to) = p.names.dest(to_text) else {
+                return; // every scripted destination is interned
+            };
+            let kind = PostKind::of(to_text, &post.content);
+            let content = Content::Text(Arc::from(post.content.as_str()));
             if post.from == OPERATOR {
-                self.post_msg(now, m, to, content);
+                self.post_msg(now, m, to, content, kind);
             } else if let Some(a) = names::parse_agent(&post.from, self.agents.len()) {
-                let id = self.id_of(m);
                 let msg = ClientMsg::Msg {
-                    id: Some(id),
+                    id: Some(MsgId::of(m)),
                     to,
                     content,
                     in_reply_to: None,
@@ -122,18 +148,22 @@ impl World<'_> {
             self.release(m);
             return;
         }
-        let reply_to = self
-            .p
+        let p = self.p;
+        let reply_to = p
             .script
             .iter()
             .filter_map(|o| o.post.as_ref())
-            .find(|p| p.id == inf.msg)
-            .and_then(|p| p.to.clone())
-            .unwrap_or_else(|| self.p.channel.clone());
+            .find(|post| post.id == inf.msg)
+            .and_then(|post| post.to.as_deref())
+            .unwrap_or(&p.channel);
+        let Some(reply_to) = p.names.dest(reply_to) else {
+            self.release(m);
+            return; // every scripted destination is interned
+        };
         let started_at = inf
             .started_at
             .unwrap_or_else(|| self.agents[a as usize].actor.local_ms(now));
-        let id = self.id_of(m);
+        let id = MsgId::of(m);
         self.feed(
             a,
             agent::Input::StartNow {

@@ -4,9 +4,11 @@
 //! [`Prepared::new_workload`]) exactly as a simulated run does, so that
 //! another driver (`herdsim live`) gets the same agents.
 
-use crate::agent::{Agent, Behaviour, Clock, Squat, Workload, WorkloadParams};
+use crate::agent::{Agent, AgentNaming, Behaviour, Clock, Squat, Workload, WorkloadParams};
 use crate::dist::{DataCache, Dist, DistError, DistSpec};
+use crate::floor::Text;
 use crate::floor::{ClaimGuard, PolicyKind};
+use crate::model::dense::{AgentId, Dense, DenseBuilder, DestId};
 use crate::names;
 use crate::scenario::{Arrivals, ClaimGuardSpec, Scenario, ScriptEvent, SweepPhase};
 use rand::SeedableRng;
@@ -22,6 +24,16 @@ pub struct Prepared {
     /// Agent index -> group index.
     pub(super) agent_group: Vec<u16>,
     pub(super) ids: Vec<String>,
+    /// The run's names as integers ([`Dense`]).
+    pub(super) names: Dense,
+    /// Agent index -> its [`AgentId`].
+    pub(super) handles: Vec<AgentId>,
+    /// [`AgentId`] -> agent index ([`NOT_AGENT`]: the operator, or a name
+    /// a script uses).
+    pub(super) index_of: Vec<u32>,
+    pub(super) operator: AgentId,
+    /// The workload's channel.
+    pub(super) channel_dest: DestId,
     pub(super) base_us: u64,
     pub(super) jitter: Dist,
     pub(super) processing: Dist,
@@ -61,7 +73,11 @@ pub(super) struct GroupParams {
     pub(super) behaviour: Arc<Behaviour>,
     pub(super) skew: Dist,
     pub(super) channels: Vec<String>,
+    pub(super) channel_dests: Vec<DestId>,
 }
+
+/// [`Prepared::index_of`] of a name that is no simulated agent.
+pub(super) const NOT_AGENT: u32 = u32::MAX;
 
 pub(super) fn us(ms: f64) -> u64 {
     (ms * 1000.0).round() as u64
@@ -107,6 +123,7 @@ impl Prepared {
                 behaviour: Arc::new(behaviour),
                 skew: prep(&g.clock_skew)?,
                 channels: g.channels.clone(),
+                channel_dests: Vec::new(),
             });
             agent_group.extend(std::iter::repeat_n(gi as u16, g.count as usize));
         }
@@ -119,9 +136,24 @@ impl Prepared {
             },
             (None, Arrivals::Fixed) => DistSpec::Fixed { ms: w.mean_gap_ms },
         };
+        let ids: Vec<String> = (0..n).map(|i| names::agent_id(i, n)).collect();
+        let dense = dense_names(&ids, &groups, &w.channel, &s.script);
+        let handles: Vec<AgentId> = ids.iter().map(|a| agent_of(&dense, a)).collect();
+        let mut index_of = vec![NOT_AGENT; dense.agents()];
+        for (i, h) in handles.iter().enumerate() {
+            index_of[h.0 as usize] = i as u32;
+        }
+        for g in &mut groups {
+            g.channel_dests = g.channels.iter().map(|c| dest_of(&dense, c)).collect();
+        }
         Ok(Prepared {
             groups,
-            ids: (0..n).map(|i| names::agent_id(i, n)).collect(),
+            operator: agent_of(&dense, super::OPERATOR),
+            channel_dest: dest_of(&dense, &w.channel),
+            names: dense,
+            handles,
+            index_of,
+            ids,
             agent_group,
             base_us: us(s.network.base_ms),
             jitter: prep(&s.network.jitter)?,
@@ -213,7 +245,17 @@ impl Prepared {
     /// `16 + 4 i`), from which its clock skew is drawn first; its local
     /// clock is the scenario epoch plus that skew.
     pub fn new_agent(&self, i: usize, policy: PolicyKind, seed: u64) -> Agent {
-        self.agent_with(i, policy, seed, |skew_us| {
+        let id = self.ids[i].clone();
+        self.agent_with(i, policy, seed, id, Text, |skew_us| {
+            Clock::Offset(self.epoch_us + skew_us)
+        })
+    }
+
+    /// [`Prepared::new_agent`] naming everything as the simulator does
+    /// ([`Dense`]): the same agent, the same draws.
+    pub(super) fn new_sim_agent(&self, i: usize, policy: PolicyKind, seed: u64) -> Agent<Dense> {
+        let (id, names) = (self.handles[i], self.names.clone());
+        self.agent_with(i, policy, seed, id, names, |skew_us| {
             Clock::Offset(self.epoch_us + skew_us)
         })
     }
@@ -230,30 +272,27 @@ impl Prepared {
         origin_us: i64,
         speed: f64,
     ) -> Agent {
-        self.agent_with(i, policy, seed, |skew_us| Clock::Scaled {
+        let id = self.ids[i].clone();
+        self.agent_with(i, policy, seed, id, Text, |skew_us| Clock::Scaled {
             origin_us,
             skew_us,
             speed,
         })
     }
 
-    fn agent_with(
+    fn agent_with<N: AgentNaming>(
         &self,
         i: usize,
         policy: PolicyKind,
         seed: u64,
+        id: N::Agent,
+        names: N,
         clock: impl FnOnce(i64) -> Clock,
-    ) -> Agent {
+    ) -> Agent<N> {
         let g = &self.groups[usize::from(self.agent_group[i])];
         let mut rng = stream(seed, agent_stream(i));
         let skew_us = g.skew.sample_signed_us(&mut rng);
-        Agent::new(
-            self.ids[i].clone(),
-            policy,
-            g.behaviour.clone(),
-            rng,
-            clock(skew_us),
-        )
+        Agent::with_naming(id, names, policy, g.behaviour.clone(), rng, clock(skew_us))
     }
 
     /// The operator's workload of replication `seed` (component stream 1).
@@ -269,6 +308,49 @@ impl Prepared {
         };
         Workload::new(params, stream(seed, 1))
     }
+}
+
+/// The names of a run: its agents, the operator and every name a script
+/// uses; the groups' channels, the workload's channel and every scripted
+/// destination; the scripted posts' labels (they are numbered first, in
+/// script order: see `World::schedule_script`).
+fn dense_names(
+    ids: &[String],
+    groups: &[GroupParams],
+    channel: &str,
+    script: &[ScriptEvent],
+) -> Dense {
+    let mut b = DenseBuilder::default();
+    b.agent(super::OPERATOR).dest(channel);
+    for a in ids {
+        b.agent(a);
+    }
+    for c in groups.iter().flat_map(|g| &g.channels) {
+        b.dest(c);
+    }
+    let posts = script.iter().filter_map(|e| e.post.as_ref());
+    for (m, post) in posts.enumerate() {
+        b.agent(&post.from).label(m as u32, &post.id);
+        if let Some(to) = &post.to {
+            b.dest(to);
+        }
+    }
+    for e in script {
+        if let Some(inf) = &e.infer {
+            b.agent(&inf.agent);
+        }
+    }
+    b.build()
+}
+
+/// The id of a name [`dense_names`] interned.
+fn agent_of(names: &Dense, name: &str) -> AgentId {
+    names.agent(name).unwrap_or(AgentId(u32::MAX))
+}
+
+/// The id of a destination [`dense_names`] interned.
+fn dest_of(names: &Dense, text: &str) -> DestId {
+    names.dest(text).unwrap_or(DestId(u32::MAX))
 }
 
 /// Component stream `stream` of replication `seed`: 1 the workload, 2 the

@@ -2,8 +2,8 @@
 //! processing time is part of the uplink), waking it for its timers, and
 //! counting what reaches it.
 
-use super::{Ev, MsgInfo, World};
-use crate::floor::{ClientMsg, Input, Role, ServerMsg};
+use super::{ClientMsg, Ev, Input, MsgInfo, ServerMsg, World};
+use crate::floor::{Naming, Role};
 use std::sync::Arc;
 
 impl World<'_> {
@@ -28,7 +28,7 @@ impl World<'_> {
                 Some((q, r)) if q == p => r,
                 _ => {
                     let r = match &*o.msg {
-                        ServerMsg::Msg { id, .. } => self.num_of(id),
+                        ServerMsg::Msg { id, .. } => id.number(),
                         _ => None,
                     };
                     last = Some((p, r));
@@ -69,9 +69,11 @@ impl World<'_> {
         infer_us: Option<u64>,
     ) {
         if self.trace.is_some() {
-            self.trace_line(serde_json::json!({
-                "t_us": now, "ev": "server_recv", "agent": self.p.ids[agent as usize], "msg": msg.to_json(),
-            }));
+            let line = serde_json::json!({
+                "t_us": now, "ev": "server_recv", "agent": self.p.ids[agent as usize],
+                "msg": msg.to_text(&self.p.names).to_json(),
+            });
+            self.trace_line(line);
         }
         let mut posted = None;
         if let ClientMsg::Msg {
@@ -81,16 +83,17 @@ impl World<'_> {
             ..
         } = &msg
         {
-            let parent = in_reply_to.as_deref().and_then(|x| self.num_of(x));
-            if let Some(m) = self.num_of(id) {
-                posted = Some((m, parent, to.starts_with('#')));
+            let parent = in_reply_to.and_then(|x| x.number());
+            if let Some(m) = id.number() {
+                let to_channel = self.p.names.show_dest(to).starts_with('#');
+                posted = Some((m, parent, to_channel));
             }
         }
         if let Some((m, parent, to_channel)) = posted {
             self.posted_in(now, agent, m, parent, to_channel, msg, infer_us);
             return;
         }
-        let from = self.p.ids[agent as usize].clone();
+        let from = self.p.handles[agent as usize];
         self.server_input(Input::Client {
             from,
             role: Role::Agent,
@@ -117,7 +120,7 @@ impl World<'_> {
         self.msgs
             .insert(m, MsgInfo::new(now, depth, to_channel, pending));
         let role = Role::Agent;
-        let from = self.p.ids[agent as usize].clone();
+        let from = self.p.handles[agent as usize];
         let refused_before = self.server.stats().refused_msgs;
         self.server_input(Input::Client { from, role, msg });
         // A MSG the server refused (agentchat-0.36: rate limit, DMs) is
