@@ -284,10 +284,18 @@ impl Naive {
 
 #[derive(Debug, Clone)]
 enum Op {
-    At { back: bool, d: u64 },
+    At {
+        back: bool,
+        d: u64,
+    },
     In(u64),
     Cancel(usize),
     Pop,
+    /// Schedule this many events (past the small list's bound, into the
+    /// radix queue and, once drained, back).
+    Burst(Vec<u64>),
+    /// Pop up to this many.
+    Drain(usize),
 }
 
 /// Delays: mostly tiny (many ties, level 0), some spanning several radix
@@ -307,6 +315,8 @@ fn op() -> impl Strategy<Value = Op> {
         3 => delay().prop_map(Op::In),
         2 => any::<usize>().prop_map(Op::Cancel),
         3 => Just(Op::Pop),
+        1 => prop::collection::vec(delay(), 0..2 * SMALL_MAX).prop_map(Op::Burst),
+        1 => (0..3 * SMALL_MAX).prop_map(Op::Drain),
     ]
 }
 
@@ -339,6 +349,18 @@ proptest! {
                     }
                 }
                 Op::Pop => prop_assert_eq!(e.pop(), m.pop()),
+                Op::Burst(ds) => {
+                    for d in ds {
+                        let k = e.schedule_in(d, next_payload);
+                        keys.push((k, m.schedule_at(m.now.saturating_add(d), next_payload)));
+                        next_payload += 1;
+                    }
+                }
+                Op::Drain(n) => {
+                    for _ in 0..n {
+                        prop_assert_eq!(e.pop(), m.pop());
+                    }
+                }
             }
             prop_assert_eq!(e.len(), m.pending.len());
             prop_assert_eq!(e.is_empty(), m.pending.is_empty());
@@ -354,6 +376,36 @@ proptest! {
         }
         prop_assert_eq!(e.pop(), None);
     }
+}
+
+#[test]
+fn the_small_list_hands_over_to_the_radix_queue_and_back_in_order() {
+    let mut e = Engine::new();
+    let mut model = Vec::new();
+    // Out of order, with ties: more than the small list holds.
+    for i in 0..(SMALL_MAX as u64 + 10) {
+        let t = (i * 7919) % 50;
+        e.schedule_at(t, i);
+        model.push((t, i));
+        assert_eq!(e.radix, i as usize >= SMALL_MAX, "after {} events", i + 1);
+    }
+    // A cancelled one is left behind by the hand-over.
+    let k = e.schedule_at(3, u64::MAX);
+    assert!(e.cancel(k));
+    model.sort(); // by time, then payload = scheduling order
+    let popped: Vec<(Time, u64)> = std::iter::from_fn(|| e.pop()).collect();
+    assert_eq!(popped, model);
+    assert!(
+        !e.radix,
+        "an empty radix queue hands back to the small list"
+    );
+    // Small again: ties in scheduling order, the past clamped to now.
+    let now = e.now();
+    e.schedule_at(now + 5, 1);
+    e.schedule_at(now + 5, 2);
+    e.schedule_at(0, 3);
+    assert!(!e.radix);
+    assert_eq!(drain(&mut e), [(now, 3), (now + 5, 1), (now + 5, 2)]);
 }
 
 #[test]
