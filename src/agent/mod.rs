@@ -515,13 +515,13 @@ impl<N: AgentNaming> Agent<N> {
         f: impl FnOnce(&mut floor::Client<N>, i64, &mut Vec<Action<N>>),
     ) {
         let t = self.local_ms(now);
-        let mut actions = self.take_actions();
-        f(&mut self.client, t, &mut actions);
+        f(&mut self.client, t, &mut self.actions);
         // Most server messages change nothing: skip the empty carry-out.
-        if !actions.is_empty() {
+        if !self.actions.is_empty() {
+            let mut actions = std::mem::take(&mut self.actions);
             self.apply(now, &mut actions, out);
+            self.actions = actions; // drained, its room kept
         }
-        self.actions = actions;
     }
 
     /// A server message: the client records claims, responses and YIELDs

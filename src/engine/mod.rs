@@ -262,7 +262,7 @@ impl<E> Engine<E> {
             let i = self.small.partition_point(|x| x.time > time);
             self.small.insert(i, e);
             if self.small.len() > SMALL_MAX {
-                self.to_radix();
+                self.hand_over_to_radix();
             }
         }
         EventKey { slot, generation }
@@ -273,7 +273,7 @@ impl<E> Engine<E> {
     /// radix queue from now on.
     #[cold]
     #[inline(never)]
-    fn to_radix(&mut self) {
+    fn hand_over_to_radix(&mut self) {
         let mut entries = std::mem::take(&mut self.small);
         for e in entries.drain(..).rev() {
             if is_live(&self.slots, &e) {

@@ -511,8 +511,9 @@ pub struct Server<N: Naming = Text> {
     /// map's nodes stay allocated while it has any entry.
     claims: BTreeMap<Key<N>, Claim<N::Agent>>,
     /// agent -> (channel, msg_id) of every live (not answered) claim it
-    /// holds, in key order (a handful: a sorted list). An agent holding
-    /// none has no entry.
+    /// holds, in key order (a handful: a sorted list). An agent's list
+    /// stays, empty, until it disconnects (so a claim's grant and release
+    /// allocate nothing): at most one per connected agent that claimed.
     held_by: BTreeMap<N::Agent, Vec<Key<N>>>,
     /// (deadline, seq) -> (channel, msg_id), for every entry of `claims`.
     deadlines: BTreeMap<(u64, u64), Key<N>>,
@@ -1749,13 +1750,10 @@ impl<N: Naming> Server<N> {
 
     /// Drop `key` from the live claims `holder` holds.
     fn unhold(&mut self, holder: &N::Agent, key: &Key<N>) {
-        if let Some(held) = self.held_by.get_mut(holder) {
-            if let Ok(i) = held.binary_search(key) {
-                held.remove(i);
-            }
-            if held.is_empty() {
-                self.held_by.remove(holder);
-            }
+        if let Some(held) = self.held_by.get_mut(holder)
+            && let Ok(i) = held.binary_search(key)
+        {
+            held.remove(i);
         }
     }
 

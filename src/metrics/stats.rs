@@ -131,6 +131,9 @@ pub struct Percentiles {
     h: Histogram<u64>,
 }
 
+/// The largest value a new [`Percentiles`] has room for before it grows.
+const PRESIZED_US: u64 = 60_000_000;
+
 impl Default for Percentiles {
     fn default() -> Self {
         Self::new()
@@ -140,10 +143,15 @@ impl Default for Percentiles {
 impl Percentiles {
     /// An empty recorder.
     pub fn new() -> Self {
-        Percentiles {
-            // 3 significant digits is always a valid configuration.
-            h: Histogram::new(3).expect("hdrhistogram accepts 3 significant digits"),
-        }
+        // Room for a minute up front, so a run's first large values do not
+        // grow it step by step; it still grows beyond that (auto-resize).
+        // The bucket layout depends only on the 3 significant digits and
+        // the lowest value (1): the same values give the same answers.
+        let mut h = Histogram::new_with_max(PRESIZED_US, 3)
+            .or_else(|_| Histogram::new(3))
+            .expect("hdrhistogram accepts 3 significant digits");
+        h.auto(true);
+        Percentiles { h }
     }
 
     /// Record one value in microseconds. Values above the histogram's

@@ -27,17 +27,16 @@ impl World<'_> {
     /// Feed agent `a` one input now and carry out what it decides.
     pub(super) fn feed(&mut self, a: u32, input: agent::Input<'_, Dense>) {
         let now = self.eng.now();
-        let mut outputs = std::mem::take(&mut self.outputs);
-        outputs.clear();
         self.agents[a as usize]
             .actor
-            .handle(now, input, &mut outputs);
-        if !outputs.is_empty() {
+            .handle(now, input, &mut self.outputs);
+        if !self.outputs.is_empty() {
+            let mut outputs = std::mem::take(&mut self.outputs);
             for o in outputs.drain(..) {
                 self.carry_out(a, o);
             }
+            self.outputs = outputs; // drained, its room kept
         }
-        self.outputs = outputs;
     }
 
     /// A server message reaches agent `a` (of incarnation `inc`).

@@ -112,11 +112,23 @@ impl World<'_> {
             at = at.max(a.up_last);
             a.up_last = at;
         }
+        let slot = match self.uplink_free.pop() {
+            Some(i) => {
+                self.uplink[i as usize] = Some(msg);
+                i
+            }
+            None => {
+                // Fewer than u32::MAX messages are ever pending
+                // (`Prepared::set_max_pending`).
+                self.uplink.push(Some(msg));
+                (self.uplink.len() - 1) as u32
+            }
+        };
         self.eng.schedule_at(
             at,
             Ev::ServerIn {
                 agent,
-                msg: Box::new(msg),
+                msg: slot,
                 infer_us,
             },
         );

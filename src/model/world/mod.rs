@@ -100,9 +100,11 @@ enum Ev {
     /// A client message reaches the server.
     ServerIn {
         agent: u32,
-        /// Boxed: the largest payload by far, and an event is moved into
-        /// the queue and out again (a small `Ev` makes every event cheaper).
-        msg: Box<ClientMsg>,
+        /// Where the message waits in [`World::uplink`]: the largest
+        /// payload by far, kept out of the event (an event is moved into
+        /// the queue and out again), in a slab that allocates nothing per
+        /// message once it has grown to the messages in flight.
+        msg: u32,
         /// For a reply: its inference duration (for wasted-time accounting).
         infer_us: Option<u64>,
     },
@@ -185,6 +187,10 @@ struct World<'a> {
     wake: Option<(u64, EventKey)>,
     acc: RunAccumulator,
     out: Vec<floor::Delivery<Dense>>,
+    /// Client messages on their way up (see [`Ev::ServerIn`]), and the
+    /// free entries.
+    uplink: Vec<Option<ClientMsg>>,
+    uplink_free: Vec<u32>,
     outputs: Vec<agent::Output<Dense>>,
     trace: Option<&'a mut TraceBuf>,
     /// Scripted message ids and their numbers.
@@ -263,6 +269,8 @@ pub fn simulate_posts(
         wake: None,
         acc: RunAccumulator::new(),
         out: Vec::new(),
+        uplink: Vec::new(),
+        uplink_free: Vec::new(),
         outputs: Vec::new(),
         trace,
         labels: BTreeMap::new(),
@@ -328,7 +336,13 @@ impl World<'_> {
                 agent,
                 msg,
                 infer_us,
-            } => self.server_in(now, agent, *msg, infer_us),
+            } => {
+                let slot = self.uplink.get_mut(msg as usize).and_then(Option::take);
+                self.uplink_free.push(msg);
+                if let Some(m) = slot {
+                    self.server_in(now, agent, m, infer_us);
+                }
+            }
             Ev::AgentIn {
                 agent,
                 inc,
