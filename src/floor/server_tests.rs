@@ -1615,3 +1615,172 @@ fn agentchat_sweep_period_is_configurable() {
         assert_eq!(h.s.claim_count(), 0, "every {every}");
     }
 }
+
+/// The borrowed keys of the claim table and of `held_by` keep the trait
+/// contract: `==` and `partial_cmp` agree with `cmp`, which is the owned
+/// tuple's order (the maps themselves only ever call `cmp`).
+#[test]
+fn borrowed_keys_compare_as_the_owned_tuples() {
+    let k2 = [("#a", "m1"), ("#a", "m2"), ("#b", "m1"), ("#a", "m1")];
+    for x in k2 {
+        for y in k2 {
+            let (bx, by): (&dyn Key2, &dyn Key2) = (&x, &y);
+            let (ox, oy) = (
+                (Arc::<str>::from(x.0), Arc::<str>::from(x.1)),
+                (Arc::<str>::from(y.0), Arc::<str>::from(y.1)),
+            );
+            let owned: (&dyn Key2, &dyn Key2) = (&ox, &oy);
+            assert_eq!(bx.cmp(by), x.cmp(&y), "{x:?} {y:?}");
+            assert_eq!(owned.0.cmp(owned.1), x.cmp(&y), "{x:?} {y:?}");
+            assert_eq!(bx.partial_cmp(by), Some(x.cmp(&y)), "{x:?} {y:?}");
+            assert_eq!(bx == by, x == y, "{x:?} {y:?}");
+        }
+    }
+    let k3 = [
+        ("a", "#a", "m"),
+        ("a", "#b", "m"),
+        ("b", "#a", "m"),
+        ("a", "#a", "n"),
+    ];
+    for x in k3 {
+        for y in k3 {
+            let (bx, by): (&dyn Key3, &dyn Key3) = (&x, &y);
+            let arcs = |t: (&str, &str, &str)| -> (Arc<str>, Arc<str>, Arc<str>) {
+                (t.0.into(), t.1.into(), t.2.into())
+            };
+            let (ox, oy) = (arcs(x), arcs(y));
+            let owned: (&dyn Key3, &dyn Key3) = (&ox, &oy);
+            assert_eq!(bx.cmp(by), x.cmp(&y), "{x:?} {y:?}");
+            assert_eq!(owned.0.cmp(owned.1), x.cmp(&y), "{x:?} {y:?}");
+            assert_eq!(bx.partial_cmp(by), Some(x.cmp(&y)), "{x:?} {y:?}");
+            assert_eq!(bx == by, x == y, "{x:?} {y:?}");
+        }
+    }
+}
+
+// ------------------------------------------------------------ mutation testing
+// Gaps found by cargo-mutants (docs/testing.md, "Mutation testing").
+
+/// `from_env` is `from_vars` reading the process environment, whatever
+/// it holds.
+#[test]
+fn from_env_is_from_vars_on_the_process_environment() {
+    for p in PolicyKind::ALL {
+        assert_eq!(
+            Config::from_env(p),
+            Config::from_vars(p, |k| std::env::var(k).ok()),
+            "{p}"
+        );
+    }
+}
+
+/// The names the scenario key and the flags use.
+#[test]
+fn claim_guard_names() {
+    let clock = ClaimGuard::Clock {
+        skew_ms: 1,
+        epoch_ms: 2,
+    };
+    assert_eq!(
+        [ClaimGuard::Off, ClaimGuard::Relayed, clock].map(ClaimGuard::name),
+        ["off", "relayed", "clock"]
+    );
+}
+
+/// A clone is an independent copy: the same members get the same sends,
+/// and what happens to one leaves the other alone.
+#[test]
+fn a_cloned_server_is_an_independent_copy() {
+    let mut h = H::abc(PolicyKind::Spec);
+    let mut copy = H { s: h.s.clone() };
+    let want = h.claim(10, "agent-a", "m1", 5);
+    assert_eq!(want.len(), 2);
+    assert_eq!(copy.claim(10, "agent-a", "m1", 5), want);
+    assert_eq!(
+        copy.msg(20, "agent-b", G, None),
+        h.msg(20, "agent-b", G, None)
+    );
+    copy.join(30, "agent-e", G);
+    assert!(copy.s.is_member("agent-e", G));
+    assert!(!h.s.is_member("agent-e", G));
+}
+
+/// `Server::reject` (a message the caller could not decode) answers the
+/// sender with the policy's error code and the reason, counts a claim
+/// when it was one, and runs the timers due first.
+#[test]
+fn reject_answers_with_the_reason_and_counts_a_claim() {
+    for (p, code) in [
+        (PolicyKind::Spec, "bad_message"),
+        (PolicyKind::Agentchat036, "INVALID_MSG"),
+    ] {
+        let mut h = H::abc(p);
+        h.claim(0, "agent-a", "m1", 5);
+        assert_eq!(h.s.claim_count(), 1);
+        let reason = DecodeError::MissingField("msg_id");
+        let mut out = Vec::new();
+        h.s.reject(7, "agent-b", &reason, true, &mut out);
+        assert_eq!(
+            out,
+            [Outgoing {
+                to: "agent-b".into(),
+                msg: ServerMsg::Error {
+                    code: code.into(),
+                    message: "missing field `msg_id`".into()
+                }
+            }],
+            "{p}"
+        );
+        assert_eq!(h.s.now(), 7);
+        assert_eq!(h.s.stats().claims_received, 2, "{p}");
+        h.s.reject(8, "agent-b", &DecodeError::NotObject, false, &mut out);
+        assert_eq!(h.s.stats().claims_received, 2, "{p}");
+        assert_eq!(out.len(), 2);
+        // The timers due run first: the claim expires at its deadline.
+        h.s.reject(DEFAULT_TTL_MS + 10_000, "agent-b", &reason, false, &mut out);
+        assert_eq!(h.s.claim_count(), 0, "{p}");
+    }
+}
+
+/// The claim table shares each holder's id with the membership table (one
+/// copy per agent): the YIELD to a displaced holder carries the same
+/// allocation as a relay to that member.
+#[test]
+fn a_holders_id_is_the_membership_tables_copy() {
+    let mut h = H::abc(PolicyKind::Spec);
+    let claim = |a: &str, s: i64| Input::Client {
+        from: a.into(),
+        role: Role::Agent,
+        msg: ClientMsg::RespondingTo {
+            msg_id: "m1".into(),
+            started_at: s.into(),
+            channel: G.into(),
+        },
+    };
+    let mut out = Vec::new();
+    h.s.handle_shared(10, claim("agent-b", 5), &mut out);
+    let relay_to_a = out
+        .iter()
+        .find(|d| &*d.to == "agent-a")
+        .map(|d| Arc::clone(&d.to));
+    out.clear();
+    h.s.handle_shared(20, claim("agent-c", 1), &mut out); // displaces agent-b
+    let yield_to_b = out
+        .iter()
+        .find(|d| matches!(*d.msg, ServerMsg::Yield { .. }))
+        .map(|d| Arc::clone(&d.to));
+    out.clear();
+    h.s.handle_shared(30, claim("agent-a", 9), &mut out); // denied
+    let relay_to_b = out
+        .iter()
+        .find(|d| &*d.to == "agent-b")
+        .map(|d| Arc::clone(&d.to));
+    let (Some(relay_to_a), Some(yield_to_b), Some(relay_to_b)) =
+        (relay_to_a, yield_to_b, relay_to_b)
+    else {
+        panic!("expected a relay to agent-a and to agent-b and a YIELD");
+    };
+    assert_eq!(&*relay_to_a, "agent-a");
+    assert_eq!(&*yield_to_b, "agent-b");
+    assert!(Arc::ptr_eq(&yield_to_b, &relay_to_b));
+}
