@@ -504,3 +504,79 @@ fn long_run_matches_ordered_map_model() {
     assert_eq!(e.pop(), None);
     assert!(max_entries > 0);
 }
+
+#[test]
+fn debug_shows_time_pending_and_popped() {
+    let mut e = Engine::new();
+    e.schedule_at(5, 'a');
+    e.schedule_at(9, 'b');
+    e.schedule_at(12, 'c');
+    assert_eq!(e.pop(), Some((5, 'a')));
+    assert_eq!(
+        format!("{e:?}"),
+        "Engine { now: 5, pending: 2, popped: 1, .. }"
+    );
+}
+
+/// `heap_entries` (the count that decides compaction) is exact on every
+/// path: a level-0 pop, a lone entry delivered from a high level, a
+/// refill, and a cancel (its entry stays until reached).
+#[test]
+fn stored_entries_are_counted_exactly() {
+    let mut e = Engine::new();
+    e.schedule_at(3, 0);
+    e.schedule_at(3, 1); // level 0
+    e.schedule_at(70_000, 2); // alone in its level-2 bucket
+    e.schedule_at(5_000_000, 3);
+    e.schedule_at(5_000_001, 4); // two in one level-2 bucket: a refill
+    assert_eq!(e.heap_entries(), 5);
+    assert_eq!(e.pop(), Some((3, 0)));
+    assert_eq!(e.heap_entries(), 4);
+    assert_eq!(e.pop(), Some((3, 1)));
+    assert_eq!(e.heap_entries(), 3);
+    assert_eq!(e.pop(), Some((70_000, 2))); // the lone-entry path
+    assert_eq!(e.heap_entries(), 2);
+    let k = e.schedule_at(6_000_000, 5);
+    assert!(e.cancel(k));
+    assert_eq!((e.heap_entries(), e.len()), (3, 2));
+    assert_eq!(e.pop(), Some((5_000_000, 3))); // refills, then level 0
+    assert_eq!(e.heap_entries(), 2);
+    assert_eq!(e.pop(), Some((5_000_001, 4)));
+    assert_eq!(e.heap_entries(), 1); // the stale entry, not yet reached
+    assert_eq!(e.pop(), None);
+}
+
+/// Stale entries are compacted away exactly when they outnumber the live
+/// ones and number at least `COMPACT_MIN_STALE`.
+#[test]
+fn compaction_runs_exactly_at_its_threshold() {
+    let n = COMPACT_MIN_STALE as u64;
+    // Stale outnumber live but are too few: kept.
+    let mut e = Engine::new();
+    let keys: Vec<_> = (0..n - 1 + 1000)
+        .map(|i| e.schedule_at(100 + i, i))
+        .collect();
+    for k in &keys[..COMPACT_MIN_STALE - 1] {
+        assert!(e.cancel(*k));
+    }
+    assert_eq!((e.heap_entries(), e.len()), (n as usize - 1 + 1000, 1000));
+    assert!(e.cancel(keys[COMPACT_MIN_STALE - 1])); // the 1024th stale
+    assert_eq!((e.heap_entries(), e.len()), (999, 999));
+    let got: Vec<u64> = drain(&mut e).into_iter().map(|(_, v)| v).collect();
+    assert_eq!(got, (n..n - 1 + 1000).collect::<Vec<_>>());
+
+    // Enough stale entries, but no more than live ones: kept.
+    let mut e = Engine::new();
+    let keys: Vec<_> = (0..2 * n).map(|i| e.schedule_at(100 + i, i)).collect();
+    for k in keys.iter().skip(1).step_by(2) {
+        assert!(e.cancel(*k));
+    }
+    assert_eq!((e.heap_entries(), e.len()), (2 * n as usize, n as usize));
+    assert!(e.cancel(keys[0])); // now one more stale than live
+    assert_eq!(
+        (e.heap_entries(), e.len()),
+        (n as usize - 1, n as usize - 1)
+    );
+    let got: Vec<u64> = drain(&mut e).into_iter().map(|(_, v)| v).collect();
+    assert_eq!(got, (2..2 * n).step_by(2).collect::<Vec<_>>());
+}

@@ -1615,3 +1615,87 @@ fn agentchat_sweep_period_is_configurable() {
         assert_eq!(h.s.claim_count(), 0, "every {every}");
     }
 }
+
+// ------------------------------------------------------------ mutation testing
+// Gaps found by cargo-mutants (docs/testing.md, "Mutation testing").
+
+/// `from_env` is `from_vars` reading the process environment, whatever
+/// it holds.
+#[test]
+fn from_env_is_from_vars_on_the_process_environment() {
+    for p in PolicyKind::ALL {
+        assert_eq!(
+            Config::from_env(p),
+            Config::from_vars(p, |k| std::env::var(k).ok()),
+            "{p}"
+        );
+    }
+}
+
+/// The names the scenario key and the flags use.
+#[test]
+fn claim_guard_names() {
+    let clock = ClaimGuard::Clock {
+        skew_ms: 1,
+        epoch_ms: 2,
+    };
+    assert_eq!(
+        [ClaimGuard::Off, ClaimGuard::Relayed, clock].map(ClaimGuard::name),
+        ["off", "relayed", "clock"]
+    );
+}
+
+/// A clone is an independent copy: the same members get the same sends,
+/// and what happens to one leaves the other alone.
+#[test]
+fn a_cloned_server_is_an_independent_copy() {
+    let mut h = H::abc(PolicyKind::Spec);
+    let mut copy = H { s: h.s.clone() };
+    let want = h.claim(10, "agent-a", "m1", 5);
+    assert_eq!(want.len(), 2);
+    assert_eq!(copy.claim(10, "agent-a", "m1", 5), want);
+    assert_eq!(
+        copy.msg(20, "agent-b", G, None),
+        h.msg(20, "agent-b", G, None)
+    );
+    copy.join(30, "agent-e", G);
+    assert!(copy.s.is_member("agent-e", G));
+    assert!(!h.s.is_member("agent-e", G));
+}
+
+/// `Server::reject` (a message the caller could not decode) answers the
+/// sender with the policy's error code and the reason, counts a claim
+/// when it was one, and runs the timers due first.
+#[test]
+fn reject_answers_with_the_reason_and_counts_a_claim() {
+    for (p, code) in [
+        (PolicyKind::Spec, "bad_message"),
+        (PolicyKind::Agentchat036, "INVALID_MSG"),
+    ] {
+        let mut h = H::abc(p);
+        h.claim(0, "agent-a", "m1", 5);
+        assert_eq!(h.s.claim_count(), 1);
+        let reason = DecodeError::MissingField("msg_id");
+        let mut out = Vec::new();
+        h.s.reject(7, "agent-b", &reason, true, &mut out);
+        assert_eq!(
+            out,
+            [Outgoing {
+                to: "agent-b".into(),
+                msg: ServerMsg::Error {
+                    code: code.into(),
+                    message: "missing field `msg_id`".into()
+                }
+            }],
+            "{p}"
+        );
+        assert_eq!(h.s.now(), 7);
+        assert_eq!(h.s.stats().claims_received, 2, "{p}");
+        h.s.reject(8, "agent-b", &DecodeError::NotObject, false, &mut out);
+        assert_eq!(h.s.stats().claims_received, 2, "{p}");
+        assert_eq!(out.len(), 2);
+        // The timers due run first: the claim expires at its deadline.
+        h.s.reject(DEFAULT_TTL_MS + 10_000, "agent-b", &reason, false, &mut out);
+        assert_eq!(h.s.claim_count(), 0, "{p}");
+    }
+}

@@ -1082,4 +1082,50 @@ mod tests {
         );
         assert_eq!(e(r#"{"type":"NOPE"}"#), "unknown type `NOPE`");
     }
+
+    /// A bad channel's error names what was expected: a DM target too
+    /// where one is allowed (a MSG's `to`), a channel only where not (a
+    /// YIELD's `channel`).
+    #[test]
+    fn bad_channel_errors_say_whether_a_dm_is_allowed() {
+        let client = ClientMsg::decode_str(r#"{"type":"MSG","to":"g","content":""}"#);
+        assert_eq!(
+            client.map_err(|e| e.to_string()),
+            Err(
+                "bad channel name `g` in field `to` (expected `#` followed by letters, \
+                 digits, `_` or `-`, or `@agent` for a DM)"
+                    .to_string()
+            )
+        );
+        let server =
+            ServerMsg::decode_str(r#"{"type":"YIELD","msg_id":"m","channel":"@g","winner":"a"}"#);
+        assert_eq!(
+            server.map_err(|e| e.to_string()),
+            Err(
+                "bad channel name `@g` in field `channel` (expected `#` followed by letters, \
+                 digits, `_` or `-`)"
+                    .to_string()
+            )
+        );
+    }
+
+    /// An optional id (`id`, `in_reply_to`) may be absent or `null`, but
+    /// not empty.
+    #[test]
+    fn empty_optional_ids_are_refused() {
+        for field in ["id", "in_reply_to"] {
+            let s = format!(r##"{{"type":"MSG","to":"#g","content":"","{field}":""}}"##);
+            assert_eq!(
+                ClientMsg::decode_str(&s),
+                Err(DecodeError::Empty(field)),
+                "{field}"
+            );
+        }
+        let relayed =
+            r##"{"type":"MSG","id":"s1","from":"a","to":"#g","content":"","in_reply_to":""}"##;
+        assert_eq!(
+            ServerMsg::decode_str(relayed),
+            Err(DecodeError::Empty("in_reply_to"))
+        );
+    }
 }

@@ -85,6 +85,9 @@ struct Table {
     labels: BTreeMap<u32, String>,
     /// The agent named `@server`, if any (its MSGs are always answered).
     server: Option<AgentId>,
+    /// Whether a label has an `@` (only then can an answer's text, which
+    /// quotes the message's id, @mention anybody).
+    label_at: bool,
 }
 
 /// The simulator's naming. See the module docs. Cloning shares the table.
@@ -148,6 +151,7 @@ impl DenseBuilder {
         agents.sort();
         agents.dedup();
         let mut t = Table {
+            label_at: self.labels.values().any(|l| l.contains('@')),
             server: agents
                 .iter()
                 .position(|a| a == "@server")
@@ -290,12 +294,9 @@ impl AgentNaming for Dense {
     fn mentions(&self, content: &Content, me: &AgentId) -> bool {
         match content {
             Content::Question { mention, .. } => *mention == Some(*me),
-            // A numbered message's id has no `@`; a label might.
-            Content::Answer { msg, .. }
-                if msg.number().is_none_or(|n| !self.0.labels.contains_key(&n)) =>
-            {
-                false
-            }
+            // Agent names never start with `@`; a numbered message's id has
+            // no `@`; a label might.
+            Content::Answer { .. } if !self.0.label_at => false,
             _ => agent::mentions(&self.content_text(content), &self.0.agents[me.0 as usize]),
         }
     }
