@@ -341,3 +341,120 @@ impl AgentNaming for Dense {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names() -> Dense {
+        let mut b = DenseBuilder::default();
+        b.agent("operator").agent("agent-001").agent("agent-000");
+        b.dest("#general").dest("@bob").dest("not a target");
+        b.label(0, "q1").label(1, "@odd").label(9, "x9");
+        b.build()
+    }
+
+    #[test]
+    fn agent_ids_order_as_their_names() {
+        let n = names();
+        let ids: Vec<AgentId> = ["agent-000", "agent-001", "bob", "operator"]
+            .iter()
+            .map(|a| n.agent(a).expect("interned"))
+            .collect();
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+        for (a, id) in ["agent-000", "agent-001", "bob", "operator"]
+            .iter()
+            .zip(&ids)
+        {
+            assert_eq!(n.show_agent(id), *a);
+        }
+        assert_eq!(n.agent("nobody"), None);
+    }
+
+    #[test]
+    fn destinations_say_what_they_are_and_how_they_are_written() {
+        let n = names();
+        let g = n.dest("#general").expect("interned");
+        assert_eq!(n.place(&g), Place::Channel);
+        assert_eq!((n.name_len(&g), n.starts_dm(&g)), (7, false));
+        let bob = n.agent("bob").expect("a DM peer is an agent");
+        let dm = n.dest("@bob").expect("interned");
+        assert_eq!(n.place(&dm), Place::Dm(bob));
+        assert!(n.starts_dm(&dm) && n.is_dm_to(&dm, &bob));
+        assert_eq!(n.dm_to(&bob), dm);
+        // Every agent has its DM target, interned once.
+        let a0 = n.agent("agent-000").expect("interned");
+        assert_eq!(n.show_dest(&n.dm_to(&a0)), "@agent-000");
+        assert!(!n.is_dm_to(&dm, &a0));
+        let bad = n.dest("not a target").expect("interned");
+        assert_eq!(n.place(&bad), Place::Invalid);
+        assert_eq!(n.show_dest(&bad), "not a target");
+        assert_eq!(n.dest_named("#general"), Some(g));
+        assert_eq!(n.dest_named("#other"), None);
+    }
+
+    #[test]
+    fn message_ids_are_numbers_labels_or_made_up() {
+        let n = names();
+        assert_eq!(n.show_msg(&MsgId::of(0)), "q1");
+        assert_eq!(n.show_msg(&MsgId::of(7)), "m7");
+        assert_eq!(n.show_msg(&n.server_msg_id(3)), "s3");
+        assert_eq!(MsgId::of(7).number(), Some(7));
+        assert_eq!(n.server_msg_id(3).number(), None);
+        assert!(!n.msg_is_empty(&MsgId::of(0)));
+        // A squatter's next ids: `m7` -> `m8`; `m0` is shown as the label
+        // `q1`, so what follows it is no id of this naming.
+        assert_eq!(n.msg_after(&MsgId::of(7), 1), Some(MsgId::of(8)));
+        assert_eq!(n.msg_after(&MsgId::of(0), 1), None);
+        // `m9` is no message of the run (message 9 is shown as `x9`): a
+        // made-up id, shown as such.
+        let m9 = n
+            .msg_after(&MsgId::of(7), 2)
+            .expect("a number follows a number");
+        assert_eq!(
+            (m9.number(), n.show_msg(&m9).into_owned()),
+            (None, "m9".to_string())
+        );
+        let phantom = n.msg_after(&MsgId::of(3), u64::from(u32::MAX));
+        let phantom = phantom.expect("a number follows a number");
+        assert_eq!(phantom.number(), None);
+        assert_eq!(
+            n.show_msg(&phantom),
+            format!("m{}", 3 + u64::from(u32::MAX))
+        );
+        let s4 = n.msg_after(&n.server_msg_id(3), 1).expect("s3 -> s4");
+        assert_eq!(n.show_msg(&s4), "s4");
+    }
+
+    #[test]
+    fn contents_read_as_their_text() {
+        let n = names();
+        let (a0, a1) = (
+            n.agent("agent-000").expect("interned"),
+            n.agent("agent-001").expect("interned"),
+        );
+        let q = Content::Question {
+            n: 5,
+            mention: Some(a1),
+        };
+        assert_eq!(n.show_content(&q), "@agent-001 question 5");
+        assert!(n.mentions(&q, &a1) && !n.mentions(&q, &a0));
+        let plain = Content::Question {
+            n: 5,
+            mention: None,
+        };
+        assert_eq!(n.show_content(&plain), "question 5");
+        let ans = n.answer(&MsgId::of(7), &a0);
+        assert_eq!(n.show_content(&ans), "answer to m7 from agent-000");
+        assert!(!n.mentions(&ans, &a0));
+        // A label with an `@` quoted in an answer mentions that agent, as
+        // the text would.
+        let odd = n.agent("bob").expect("interned");
+        let quoting = n.answer(&MsgId::of(1), &a0);
+        assert_eq!(n.show_content(&quoting), "answer to @odd from agent-000");
+        assert!(!n.mentions(&quoting, &odd));
+        let text = Content::Text(Arc::from("ping @bob, please"));
+        assert!(n.mentions(&text, &odd) && !n.mentions(&text, &a0));
+        assert!(!n.is_server(&a0));
+    }
+}
