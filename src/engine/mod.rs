@@ -112,22 +112,20 @@ fn is_live<E>(slots: &[Slot<E>], e: &Entry) -> bool {
     s.generation == e.generation && s.ev.is_some()
 }
 
-/// The capacity (entries) an emptied bucket keeps. A larger one (a
-/// fan-out of thousands of deliveries passed through it) is freed: over a
-/// long run the simulation's time passes through many buckets, and each
-/// keeping its peak would make memory grow with the run's length instead
-/// of its peak of pending events.
+/// The capacity (entries) an emptied bucket always keeps. A larger one (a
+/// fan-out of thousands of deliveries passed through it) is kept only
+/// while the room kept in all empty buckets stays within a budget of
+/// [`SPARE_PER_PENDING`] times the most events ever pending (at least
+/// [`SPARE_MIN`]); beyond that it is freed. Over a long run the
+/// simulation's time passes through many buckets, and each keeping its
+/// peak would make memory grow with the run's length instead of its peak
+/// of pending events; freeing every large one would make a queue that
+/// keeps a few hundred events pending grow its buckets again and again.
 const KEEP_CAPACITY: usize = 64;
-
-/// Empty `bucket`, freeing a large allocation.
-#[inline]
-fn empty_bucket(bucket: &mut Vec<Entry>) {
-    if bucket.capacity() > KEEP_CAPACITY {
-        *bucket = Vec::new();
-    } else {
-        bucket.clear();
-    }
-}
+/// See [`KEEP_CAPACITY`].
+const SPARE_PER_PENDING: usize = 2;
+/// See [`KEEP_CAPACITY`].
+const SPARE_MIN: usize = 1 << 14;
 
 /// Index of the bucket (level * SLOTS + digit) for `time` given `base`.
 #[inline]
@@ -170,6 +168,10 @@ pub struct Engine<E> {
     /// The small queue (empty while `radix`): sorted latest first, so the
     /// next event is the last.
     small: Vec<Entry>,
+    /// Room (entries) kept beyond [`KEEP_CAPACITY`] in empty buckets.
+    spare: usize,
+    /// The most events pending at once so far.
+    peak: usize,
 }
 
 impl<E> Default for Engine<E> {
@@ -215,6 +217,8 @@ impl<E> Engine<E> {
             free: Vec::with_capacity(n),
             radix: false,
             small: Vec::with_capacity(SMALL_MAX + 1),
+            spare: 0,
+            peak: 0,
         }
     }
 
@@ -243,6 +247,11 @@ impl<E> Engine<E> {
             None => (self.new_slot(ev), 0),
         };
         self.live += 1;
+        // An empty radix queue (no entry at all, stale or not) hands back
+        // to the small list.
+        if self.radix && self.stored == 0 {
+            self.radix = false;
+        }
         if self.radix {
             self.insert(Entry {
                 time,
@@ -337,17 +346,12 @@ impl<E> Engine<E> {
         }
         // Fast path: the first bucket is at level 0 and its front is live.
         let b = self.first_bucket();
-        let x = if b < SLOTS
+        if b < SLOTS
             && let Some(x) = self.take_front0(b)
         {
-            Some(x)
-        } else {
-            self.pop_slow()
-        };
-        if self.stored == 0 {
-            self.radix = false;
+            return Some(x);
         }
-        x
+        self.pop_slow()
     }
 
     /// [`pop`](Self::pop) from the small list; `live > 0`.
@@ -377,7 +381,7 @@ impl<E> Engine<E> {
                 // microsecond scale): deliver it without filing it into
                 // level 0 first.
                 let e = self.buckets[b][0];
-                self.buckets[b].clear();
+                self.empty_bucket(b);
                 self.unmark(b);
                 self.base = e.time;
                 self.stored -= 1;
@@ -405,7 +409,7 @@ impl<E> Engine<E> {
         let bucket = &mut self.buckets[b];
         let e = bucket[h];
         if h + 1 == bucket.len() {
-            empty_bucket(bucket);
+            self.empty_bucket(b);
             self.head0[b] = 0;
             self.unmark(b);
         } else {
@@ -511,9 +515,37 @@ impl<E> Engine<E> {
     #[inline]
     fn insert(&mut self, e: Entry) {
         let b = locate(self.base, e.time);
-        self.buckets[b].push(e);
+        let bucket = &mut self.buckets[b];
+        if bucket.is_empty() && bucket.capacity() > KEEP_CAPACITY {
+            // Kept room back in use.
+            self.spare -= bucket.capacity() - KEEP_CAPACITY;
+        }
+        bucket.push(e);
         self.occupied[b / 64] |= 1 << (b % 64);
         self.summary |= 1 << (b / 64);
+    }
+
+    /// Empty bucket `b`, keeping its room within the budget of
+    /// [`KEEP_CAPACITY`]. A bucket taken away by `refill` is counted in
+    /// `spare` already: the caller puts it back empty, then calls this.
+    #[inline]
+    fn empty_bucket(&mut self, b: usize) {
+        let bucket = &mut self.buckets[b];
+        let extra = bucket.capacity().saturating_sub(KEEP_CAPACITY);
+        let counted = bucket.is_empty();
+        bucket.clear();
+        if extra == 0 {
+            return;
+        }
+        if !counted {
+            self.spare += extra;
+        }
+        self.peak = self.peak.max(self.live);
+        let budget = (SPARE_PER_PENDING * self.peak).max(SPARE_MIN);
+        if self.spare > budget {
+            self.spare -= extra;
+            *bucket = Vec::with_capacity(KEEP_CAPACITY);
+        }
     }
 
     /// Mark bucket `b` empty.
@@ -553,11 +585,16 @@ impl<E> Engine<E> {
         // costs a scan: measured slower on the hold model.)
         let shift = (b / SLOTS) as u32 * BITS;
         self.base = (items[0].time >> shift) << shift;
+        if items.capacity() > KEEP_CAPACITY {
+            // Counted as kept while it is away (it is empty to `insert`).
+            self.spare += items.capacity() - KEEP_CAPACITY;
+        }
         for e in &items {
             self.insert(*e);
         }
-        empty_bucket(&mut items);
-        self.buckets[b] = items; // keep a small allocation
+        items.clear();
+        self.buckets[b] = items;
+        self.empty_bucket(b);
     }
 
     /// Drop every stale entry.
@@ -565,6 +602,7 @@ impl<E> Engine<E> {
     fn compact(&mut self) {
         let slots = &self.slots;
         let mut stored = 0;
+        let mut emptied = Vec::new();
         for w in 0..WORDS {
             let mut occ = self.occupied[w];
             while occ != 0 {
@@ -578,6 +616,10 @@ impl<E> Engine<E> {
                 bucket.retain(|e| is_live(slots, e));
                 if bucket.is_empty() {
                     self.occupied[w] &= !(1 << (b % 64));
+                    // Its room is kept now (and freed below if over the
+                    // budget).
+                    self.spare += bucket.capacity().saturating_sub(KEEP_CAPACITY);
+                    emptied.push(b);
                 }
                 stored += bucket.len();
             }
@@ -586,6 +628,9 @@ impl<E> Engine<E> {
             }
         }
         self.stored = stored;
+        for b in emptied {
+            self.empty_bucket(b);
+        }
     }
 
     /// Entries held (live + stale); for tests of the memory bound.
@@ -598,6 +643,13 @@ impl<E> Engine<E> {
     /// bound.
     #[cfg(test)]
     fn bucket_capacity(&self) -> usize {
+        let kept: usize = self
+            .buckets
+            .iter()
+            .filter(|b| b.is_empty())
+            .map(|b| b.capacity().saturating_sub(KEEP_CAPACITY))
+            .sum();
+        assert_eq!(kept, self.spare, "the room kept is counted");
         self.buckets.iter().map(Vec::capacity).sum()
     }
 
