@@ -698,6 +698,8 @@ fn error_codes_follow_the_policys_error_style() {
                 None => h.claim(10, "agent-a", "", 5),
             };
             assert_eq!(h.s.claim_count(), 0, "{what} {p}");
+            let claim = what.contains("msg_id") || what.contains("started_at");
+            assert_eq!(h.s.stats().claims_received, u64::from(claim), "{what} {p}");
             match &out[..] {
                 [
                     Outgoing {
@@ -1783,4 +1785,34 @@ fn a_holders_id_is_the_membership_tables_copy() {
     assert_eq!(&*relay_to_a, "agent-a");
     assert_eq!(&*yield_to_b, "agent-b");
     assert!(Arc::ptr_eq(&yield_to_b, &relay_to_b));
+}
+
+/// The guard remembers the channel MSGs it relays, not DMs, and nothing
+/// at all when it is off.
+#[test]
+fn the_guard_remembers_channel_msgs_only() {
+    let mut h = guarded(PolicyKind::Spec, ClaimGuard::Relayed);
+    assert_eq!(to(&h.msg(10, "agent-a", "@agent-b", None)).len(), 1);
+    assert_eq!(h.s.relays_remembered(), 0);
+    h.post(20, "agent-c", "m1");
+    assert_eq!(h.s.relays_remembered(), 1);
+    let mut off = H::abc(PolicyKind::Spec);
+    off.post(20, "agent-c", "m1");
+    assert_eq!(off.s.relays_remembered(), 0);
+}
+
+/// A relay is remembered for [`RELAY_MEMORY_MS`] exactly, also when a
+/// later relay tidies the memory at that instant.
+#[test]
+fn the_guard_forgets_a_relay_only_after_its_memory() {
+    let mut h = guarded(PolicyKind::Spec, ClaimGuard::Relayed);
+    h.post(0, "agent-c", "old");
+    h.post(RELAY_MEMORY_MS, "agent-c", "new");
+    assert_eq!(h.s.relays_remembered(), 2);
+    assert_eq!(
+        h.s.claim_guard_refusal(RELAY_MEMORY_MS, Role::Agent, G, "old", Stamp::Int(0)),
+        None
+    );
+    h.post(RELAY_MEMORY_MS + 1, "agent-c", "newer");
+    assert_eq!(h.s.relays_remembered(), 2);
 }
