@@ -837,10 +837,11 @@ impl Server {
     /// not a live claim; under `agentchat-0.36` an expired claim not yet
     /// swept still is, as it still wins).
     pub fn holder(&self, channel: &str, msg_id: &str) -> Option<(&str, Stamp)> {
+        // Handling an input runs the due expiries first, so every entry
+        // the table holds is live as of the last handled time (a claim
+        // that never expires, too, even at `u64::MAX`).
         let c = self.claims.get(&(channel, msg_id) as &dyn Key2)?;
-        let live =
-            !c.answered && (matches!(self.rules.expiry, Expiry::Sweep) || c.deadline > self.now);
-        live.then_some((&*c.holder, c.started_at))
+        (!c.answered).then_some((&*c.holder, c.started_at))
     }
 
     /// The claim table entry of (channel, msg_id), live claim or marker.

@@ -1816,3 +1816,24 @@ fn the_guard_forgets_a_relay_only_after_its_memory() {
     h.post(RELAY_MEMORY_MS + 1, "agent-c", "newer");
     assert_eq!(h.s.relays_remembered(), 2);
 }
+
+/// A claim that never expires is held at any time, the last instant
+/// there is included, as the arbitration treats it.
+#[test]
+fn a_claim_that_never_expires_is_held_even_at_the_last_instant() {
+    let mut h = H::with(Config {
+        ttl_ms: NEVER,
+        ..Config::default()
+    });
+    for a in ["agent-a", "agent-b"] {
+        h.join(0, a, G);
+    }
+    h.claim(1000, "agent-a", "m1", 5);
+    h.tick(u64::MAX);
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", Stamp::Int(5))));
+    let out = h.claim(u64::MAX, "agent-b", "m1", 9);
+    assert_eq!(
+        out.last().map(|o| &o.msg),
+        Some(&yield_spec("m1", "agent-a"))
+    );
+}
