@@ -1837,3 +1837,16 @@ fn a_claim_that_never_expires_is_held_even_at_the_last_instant() {
         Some(&yield_spec("m1", "agent-a"))
     );
 }
+
+/// `agentchat-0.36`'s rate limit refuses a MSG less than `rate_limit_ms`
+/// after the sender's last one that passed; one exactly that long after
+/// passes, and a refused one does not restart the wait.
+#[test]
+fn agentchat_rate_limit_ends_exactly_after_the_limit() {
+    let mut h = H::abc(PolicyKind::Agentchat036);
+    assert_eq!(to(&h.msg(1000, "agent-a", G, None)).len(), 2);
+    let refused = h.msg(1999, "agent-a", G, None);
+    assert_eq!(error_code(&refused), Some(("agent-a", "RATE_LIMITED")));
+    assert_eq!(to(&h.msg(2000, "agent-a", G, None)).len(), 2);
+    assert_eq!(h.s.stats().rate_limited, 1);
+}
