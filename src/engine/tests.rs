@@ -1,5 +1,62 @@
 use super::*;
 use proptest::prelude::*;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Mutex, Once, PoisonError};
+use std::time::{Duration, Instant};
+
+/// How long a watched test may run: they take milliseconds.
+const BOUND: Duration = Duration::from_secs(10);
+
+/// The watched tests that are running (every test below but the two long
+/// ones, and each case of the property test), with when each started.
+static WATCHED: Mutex<BTreeMap<u64, (&'static str, Instant)>> = Mutex::new(BTreeMap::new());
+
+/// A test's registration with the watchdog; it ends when dropped.
+struct Watch(u64);
+
+/// Watch a test: one that runs past [`BOUND`] is caught in an endless loop
+/// (a broken queue, as mutation testing makes them: docs/testing.md), and
+/// since a running thread cannot be stopped, the test binary is aborted
+/// with a message rather than left to hang.
+fn watch(name: &'static str) -> Watch {
+    static WATCHDOG: Once = Once::new();
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    WATCHDOG.call_once(|| {
+        std::thread::spawn(|| {
+            loop {
+                std::thread::sleep(Duration::from_millis(100));
+                let watched = WATCHED.lock().unwrap_or_else(PoisonError::into_inner);
+                if let Some((name, _)) = watched.values().find(|(_, t)| t.elapsed() > BOUND) {
+                    // Not `eprintln!`: the test harness captures that,
+                    // in this thread too, and never shows it.
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "engine::tests::{name} still runs after {BOUND:?}: an endless loop? \
+                         Aborting the test binary."
+                    );
+                    std::process::abort();
+                }
+            }
+        });
+    });
+    let id = NEXT.fetch_add(1, Relaxed);
+    WATCHED
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(id, (name, Instant::now()));
+    Watch(id)
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        WATCHED
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.0);
+    }
+}
 
 fn drain<E>(e: &mut Engine<E>) -> Vec<(Time, E)> {
     std::iter::from_fn(|| e.pop()).collect()
@@ -7,6 +64,7 @@ fn drain<E>(e: &mut Engine<E>) -> Vec<(Time, E)> {
 
 #[test]
 fn empty_engine() {
+    let _watch = watch("empty_engine");
     let mut e: Engine<u32> = Engine::new();
     assert!(e.is_empty());
     assert_eq!(e.len(), 0);
@@ -18,6 +76,7 @@ fn empty_engine() {
 
 #[test]
 fn pops_in_time_order_and_advances_now() {
+    let _watch = watch("pops_in_time_order_and_advances_now");
     let mut e = Engine::with_capacity(8);
     e.schedule_at(30, "c");
     e.schedule_at(10, "a");
@@ -35,6 +94,7 @@ fn pops_in_time_order_and_advances_now() {
 
 #[test]
 fn ties_in_scheduling_order() {
+    let _watch = watch("ties_in_scheduling_order");
     let mut e = Engine::new();
     for i in 0..100u32 {
         // Interleave two instants so ties are not contiguous in insertion.
@@ -50,6 +110,7 @@ fn ties_in_scheduling_order() {
 
 #[test]
 fn events_scheduled_at_now_while_running_come_after_earlier_ties() {
+    let _watch = watch("events_scheduled_at_now_while_running_come_after_earlier_ties");
     let mut e = Engine::new();
     e.schedule_at(5, 1);
     e.schedule_at(5, 2);
@@ -60,6 +121,7 @@ fn events_scheduled_at_now_while_running_come_after_earlier_ties() {
 
 #[test]
 fn sparse_events_pop_directly_and_keep_order() {
+    let _watch = watch("sparse_events_pop_directly_and_keep_order");
     // Each event alone in its bucket far above level 0 (the lone-entry
     // path), a cancelled lone one among them, then ties and a schedule at
     // `now` after the base has moved to a popped time.
@@ -88,6 +150,7 @@ fn sparse_events_pop_directly_and_keep_order() {
 
 #[test]
 fn past_is_clamped_to_now() {
+    let _watch = watch("past_is_clamped_to_now");
     let mut e = Engine::new();
     e.schedule_at(100, 'a');
     e.schedule_at(100, 'b');
@@ -100,6 +163,7 @@ fn past_is_clamped_to_now() {
 
 #[test]
 fn schedule_in_saturates() {
+    let _watch = watch("schedule_in_saturates");
     let mut e = Engine::new();
     e.schedule_at(10, 0);
     e.pop();
@@ -111,6 +175,7 @@ fn schedule_in_saturates() {
 
 #[test]
 fn cancelled_never_fires() {
+    let _watch = watch("cancelled_never_fires");
     let mut e = Engine::new();
     let a = e.schedule_at(1, 'a');
     let b = e.schedule_at(2, 'b');
@@ -128,6 +193,7 @@ fn cancelled_never_fires() {
 
 #[test]
 fn double_cancel_is_noop() {
+    let _watch = watch("double_cancel_is_noop");
     let mut e = Engine::new();
     let k = e.schedule_at(5, ());
     assert!(e.cancel(k));
@@ -139,6 +205,7 @@ fn double_cancel_is_noop() {
 
 #[test]
 fn stale_key_does_not_cancel_slot_reuser() {
+    let _watch = watch("stale_key_does_not_cancel_slot_reuser");
     let mut e = Engine::new();
     let old = e.schedule_at(5, "old");
     assert!(e.cancel(old));
@@ -160,6 +227,7 @@ fn stale_key_does_not_cancel_slot_reuser() {
 
 #[test]
 fn cancelled_payload_is_dropped_at_once() {
+    let _watch = watch("cancelled_payload_is_dropped_at_once");
     use std::rc::Rc;
     let token = Rc::new(());
     let mut e = Engine::new();
@@ -229,6 +297,7 @@ fn bursts_passing_through_many_buckets_do_not_grow_memory() {
 
 #[test]
 fn mass_cancel_then_drain() {
+    let _watch = watch("mass_cancel_then_drain");
     let mut e = Engine::new();
     let keys: Vec<_> = (0..10_000u64).map(|i| e.schedule_at(i % 97, i)).collect();
     for (i, k) in keys.iter().enumerate() {
@@ -325,6 +394,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
     #[test]
     fn matches_naive_model(ops in prop::collection::vec(op(), 0..400)) {
+        let _watch = watch("matches_naive_model");
         let mut e = Engine::new();
         let mut m = Naive::default();
         // Every key ever issued, with the model's sequence number.
@@ -414,6 +484,7 @@ fn the_small_list_hands_over_to_the_radix_queue_and_back_in_order() {
 
 #[test]
 fn generation_wrap_retires_the_slot() {
+    let _watch = watch("generation_wrap_retires_the_slot");
     let mut e = Engine::new();
     let k0 = e.schedule_at(1, 'a');
     assert!(e.cancel(k0));
@@ -511,6 +582,7 @@ fn long_run_matches_ordered_map_model() {
 
 #[test]
 fn debug_shows_time_pending_and_popped() {
+    let _watch = watch("debug_shows_time_pending_and_popped");
     let mut e = Engine::new();
     e.schedule_at(5, 'a');
     e.schedule_at(9, 'b');
@@ -527,6 +599,7 @@ fn debug_shows_time_pending_and_popped() {
 /// refill, and a cancel (its entry stays until reached).
 #[test]
 fn stored_entries_are_counted_exactly() {
+    let _watch = watch("stored_entries_are_counted_exactly");
     let mut e = Engine::new();
     e.schedule_at(3, 0);
     e.schedule_at(3, 1); // level 0
@@ -554,6 +627,7 @@ fn stored_entries_are_counted_exactly() {
 /// ones and number at least `COMPACT_MIN_STALE`.
 #[test]
 fn compaction_runs_exactly_at_its_threshold() {
+    let _watch = watch("compaction_runs_exactly_at_its_threshold");
     let n = COMPACT_MIN_STALE as u64;
     // Stale outnumber live but are too few: kept.
     let mut e = Engine::new();
@@ -583,4 +657,26 @@ fn compaction_runs_exactly_at_its_threshold() {
     );
     let got: Vec<u64> = drain(&mut e).into_iter().map(|(_, v)| v).collect();
     assert_eq!(got, (2..2 * n).step_by(2).collect::<Vec<_>>());
+}
+
+/// `peek_time` walks past buckets, and whole words of the bitmap, that
+/// hold only cancelled entries, in level 0 and above.
+#[test]
+fn peek_skips_buckets_and_words_of_cancelled_entries() {
+    let _watch = watch("peek_skips_buckets_and_words_of_cancelled_entries");
+    let mut e = Engine::new();
+    let a = e.schedule_at(1, 'a'); // level 0, word 0
+    let b = e.schedule_at(2, 'b'); // level 0, word 0
+    let c = e.schedule_at(100, 'c'); // level 0, word 1
+    e.schedule_at(200, 'd'); // level 0, word 3
+    let far = e.schedule_at(1 << 20, 'x'); // level 2
+    e.schedule_at(3 << 20, 'y'); // level 2, a later bucket
+    assert!(e.cancel(a) && e.cancel(b));
+    assert_eq!(e.peek_time(), Some(100));
+    assert!(e.cancel(c));
+    assert_eq!(e.peek_time(), Some(200));
+    assert_eq!(e.pop(), Some((200, 'd')));
+    assert!(e.cancel(far));
+    assert_eq!(e.peek_time(), Some(3 << 20));
+    assert_eq!(drain(&mut e), vec![(3 << 20, 'y')]);
 }

@@ -917,10 +917,11 @@ impl<N: Naming> Server<N> {
 
     /// [`Server::holder`] in this server's naming.
     pub fn holder_of(&self, channel: &N::Dest, msg_id: &N::Msg) -> Option<(&N::Agent, Stamp)> {
+        // Handling an input runs the due expiries first, so every entry
+        // the table holds is live as of the last handled time (a claim
+        // that never expires, too, even at `u64::MAX`).
         let c = self.claims.get(&(channel.clone(), msg_id.clone()))?;
-        let live =
-            !c.answered && (matches!(self.rules.expiry, Expiry::Sweep) || c.deadline > self.now);
-        live.then_some((&c.holder, c.started_at))
+        (!c.answered).then_some((&c.holder, c.started_at))
     }
 
     /// [`Server::claim_info`] in this server's naming.

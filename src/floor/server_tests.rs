@@ -698,6 +698,8 @@ fn error_codes_follow_the_policys_error_style() {
                 None => h.claim(10, "agent-a", "", 5),
             };
             assert_eq!(h.s.claim_count(), 0, "{what} {p}");
+            let claim = what.contains("msg_id") || what.contains("started_at");
+            assert_eq!(h.s.stats().claims_received, u64::from(claim), "{what} {p}");
             match &out[..] {
                 [
                     Outgoing {
@@ -1698,4 +1700,68 @@ fn reject_answers_with_the_reason_and_counts_a_claim() {
         h.s.reject(DEFAULT_TTL_MS + 10_000, "agent-b", &reason, false, &mut out);
         assert_eq!(h.s.claim_count(), 0, "{p}");
     }
+}
+
+/// The guard remembers the channel MSGs it relays, not DMs, and nothing
+/// at all when it is off.
+#[test]
+fn the_guard_remembers_channel_msgs_only() {
+    let mut h = guarded(PolicyKind::Spec, ClaimGuard::Relayed);
+    assert_eq!(to(&h.msg(10, "agent-a", "@agent-b", None)).len(), 1);
+    assert_eq!(h.s.relays_remembered(), 0);
+    h.post(20, "agent-c", "m1");
+    assert_eq!(h.s.relays_remembered(), 1);
+    let mut off = H::abc(PolicyKind::Spec);
+    off.post(20, "agent-c", "m1");
+    assert_eq!(off.s.relays_remembered(), 0);
+}
+
+/// A relay is remembered for [`RELAY_MEMORY_MS`] exactly, also when a
+/// later relay tidies the memory at that instant.
+#[test]
+fn the_guard_forgets_a_relay_only_after_its_memory() {
+    let mut h = guarded(PolicyKind::Spec, ClaimGuard::Relayed);
+    h.post(0, "agent-c", "old");
+    h.post(RELAY_MEMORY_MS, "agent-c", "new");
+    assert_eq!(h.s.relays_remembered(), 2);
+    assert_eq!(
+        h.s.claim_guard_refusal(RELAY_MEMORY_MS, Role::Agent, G, "old", Stamp::Int(0)),
+        None
+    );
+    h.post(RELAY_MEMORY_MS + 1, "agent-c", "newer");
+    assert_eq!(h.s.relays_remembered(), 2);
+}
+
+/// A claim that never expires is held at any time, the last instant
+/// there is included, as the arbitration treats it.
+#[test]
+fn a_claim_that_never_expires_is_held_even_at_the_last_instant() {
+    let mut h = H::with(Config {
+        ttl_ms: NEVER,
+        ..Config::default()
+    });
+    for a in ["agent-a", "agent-b"] {
+        h.join(0, a, G);
+    }
+    h.claim(1000, "agent-a", "m1", 5);
+    h.tick(u64::MAX);
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", Stamp::Int(5))));
+    let out = h.claim(u64::MAX, "agent-b", "m1", 9);
+    assert_eq!(
+        out.last().map(|o| &o.msg),
+        Some(&yield_spec("m1", "agent-a"))
+    );
+}
+
+/// `agentchat-0.36`'s rate limit refuses a MSG less than `rate_limit_ms`
+/// after the sender's last one that passed; one exactly that long after
+/// passes, and a refused one does not restart the wait.
+#[test]
+fn agentchat_rate_limit_ends_exactly_after_the_limit() {
+    let mut h = H::abc(PolicyKind::Agentchat036);
+    assert_eq!(to(&h.msg(1000, "agent-a", G, None)).len(), 2);
+    let refused = h.msg(1999, "agent-a", G, None);
+    assert_eq!(error_code(&refused), Some(("agent-a", "RATE_LIMITED")));
+    assert_eq!(to(&h.msg(2000, "agent-a", G, None)).len(), 2);
+    assert_eq!(h.s.stats().rate_limited, 1);
 }
