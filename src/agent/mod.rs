@@ -131,8 +131,9 @@ pub struct Behaviour {
 
 /// A floor squatter: it never answers anything. On every channel message
 /// it sees it claims that message at once (if `react`) and pre-claims the
-/// next `ahead` message ids (an id ending in a number `n` is followed by
-/// the same prefix with `n + 1`, `n + 2`, ...), dating each claim
+/// next `ahead` message ids (as [`AgentNaming::msg_after`] says: as text,
+/// an id ending in a number `n` is followed by the same prefix with
+/// `n + 1`, `n + 2`, ...), dating each claim
 /// `lead_ms` before its clock (`started_at` at least 1: `agentchat-0.36`
 /// drops 0). It draws nothing at random and ignores whatever the server
 /// answers.
