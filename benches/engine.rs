@@ -3,7 +3,9 @@
 //! delay, and with probability 1/10 a random pending event is cancelled and
 //! rescheduled as well. One element = one delivered event (one pop, one
 //! schedule, plus a cancel + schedule for 10% of them), so criterion's
-//! "elem/s" figure is events per second.
+//! "elem/s" figure is events per second. The `_posted` cases schedule with
+//! `post_in` (no key, no cancelling), as the simulator schedules most of its
+//! events.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use herdsim::engine::{Engine, EventKey, Time};
@@ -40,10 +42,12 @@ struct Hold {
     rng: SplitMix,
     max_delay: Time,
     cancel_per_mille: u64,
+    /// Schedule with `post_in` (no keys, no cancels).
+    post: bool,
 }
 
 impl Hold {
-    fn new(pending: u32, max_delay: Time, cancel_per_mille: u64) -> Self {
+    fn new(pending: u32, max_delay: Time, cancel_per_mille: u64, post: bool) -> Self {
         let mut rng = SplitMix(42);
         let mut engine = Engine::with_capacity(pending as usize);
         let keys = (0..pending)
@@ -55,6 +59,7 @@ impl Hold {
             rng,
             max_delay,
             cancel_per_mille,
+            post,
         }
     }
 
@@ -62,6 +67,10 @@ impl Hold {
     fn step(&mut self) {
         let (_, i) = self.engine.pop().expect("hold model never empties");
         let d = self.rng.below(self.max_delay);
+        if self.post {
+            self.engine.post_in(d, i);
+            return;
+        }
         self.keys[i as usize] = self.engine.schedule_in(d, i);
         if self.rng.below(1000) < self.cancel_per_mille {
             let j = self.rng.below(self.keys.len() as u64) as usize;
@@ -79,12 +88,14 @@ fn hold(c: &mut Criterion) {
         .warm_up_time(Duration::from_secs(1))
         .sample_size(20)
         .throughput(Throughput::Elements(BATCH));
-    for &(name, pending, cancel) in &[
-        ("pending1000_cancel10pct", 1_000u32, 100u64),
-        ("pending1000_nocancel", 1_000, 0),
-        ("pending100000_cancel10pct", 100_000, 100),
+    for &(name, pending, cancel, post) in &[
+        ("pending1000_cancel10pct", 1_000u32, 100u64, false),
+        ("pending1000_nocancel", 1_000, 0, false),
+        ("pending1000_posted", 1_000, 0, true),
+        ("pending100000_cancel10pct", 100_000, 100, false),
+        ("pending100000_posted", 100_000, 0, true),
     ] {
-        let mut h = Hold::new(pending, 10_000, cancel);
+        let mut h = Hold::new(pending, 10_000, cancel, post);
         g.bench_function(name, |b| {
             b.iter(|| {
                 for _ in 0..BATCH {

@@ -16,6 +16,8 @@
 //!   cancelled event never pops. Keys carry a generation number, so a stale
 //!   key (already fired, already cancelled) can never cancel a later event
 //!   that happens to reuse the same storage slot.
+//! - [`Engine::post_at`] schedules an event that will never be cancelled
+//!   (no key): the same order, and cheaper (no slot to take or check).
 //!
 //! # Implementation
 //! A monotone radix queue (a hierarchical timing wheel over the bits of the
@@ -44,13 +46,18 @@
 //! way the order is the same: earliest time first, ties in scheduling
 //! order.
 //!
-//! Payloads live in a slab of slots reused through a free list; each slot
-//! has a generation counter, and a key or stored entry whose generation no
-//! longer matches is stale. Cancelling frees the slot at once and leaves a
-//! stale entry behind, skipped when reached; the entries are compacted
-//! whenever stale ones outnumber live ones (and number at least 1024), so
-//! memory stays bounded by a constant factor of the pending events however
-//! long the run.
+//! An entry carries its payload (an event is moved along with its entry,
+//! which is cheaper than a payload kept apart: with thousands of events
+//! pending, a payload kept apart is a cache miss when the event is
+//! scheduled and another when it pops). An event that can be cancelled
+//! also has a slot in a table of generation counters (4 bytes each),
+//! reused through a free list; a key or stored entry whose generation no
+//! longer matches its slot's is stale. Cancelling bumps the generation at
+//! once and leaves a stale entry behind, skipped (and its payload dropped)
+//! when reached; the entries are compacted whenever stale ones outnumber
+//! live ones (and number at least 1024), so memory stays bounded by a
+//! constant factor of the pending events however long the run. An event
+//! posted with [`Engine::post_at`] has no slot and is always live.
 
 use std::fmt;
 
@@ -92,24 +99,35 @@ const COMPACT_MIN_STALE: usize = 1024;
 /// into the radix queue.
 pub const SMALL_MAX: usize = 64;
 
-struct Slot<E> {
-    /// Generation: bumped each time the slot is freed.
+/// The slot of an entry that cannot be cancelled ([`Engine::post_at`]).
+const NO_SLOT: u32 = u32::MAX;
+
+/// A scheduled event. `ev` is `None` only in the consumed front of a
+/// level-0 bucket.
+struct Entry<E> {
+    time: Time,
+    /// Its slot in [`Engine::gens`], or [`NO_SLOT`].
+    slot: u32,
+    /// The slot's generation when the event was scheduled: the entry is
+    /// live while they match.
     generation: u32,
     ev: Option<E>,
 }
 
-/// A stored reference to a scheduled event.
-#[derive(Debug, Clone, Copy)]
-struct Entry {
-    time: Time,
-    slot: u32,
-    generation: u32,
+/// Move an entry out of its place, leaving it without its payload.
+#[inline(always)]
+fn take_entry<E>(x: &mut Entry<E>) -> Entry<E> {
+    Entry {
+        time: x.time,
+        slot: x.slot,
+        generation: x.generation,
+        ev: x.ev.take(),
+    }
 }
 
 #[inline]
-fn is_live<E>(slots: &[Slot<E>], e: &Entry) -> bool {
-    let s = &slots[e.slot as usize];
-    s.generation == e.generation && s.ev.is_some()
+fn is_live<E>(gens: &[u32], e: &Entry<E>) -> bool {
+    e.slot == NO_SLOT || gens[e.slot as usize] == e.generation
 }
 
 /// The capacity (entries) an emptied bucket always keeps. A larger one (a
@@ -158,8 +176,11 @@ pub struct Engine<E> {
     summary: u64,
     /// Level-0 buckets are consumed from the front: index of the next entry.
     head0: [u32; SLOTS],
-    buckets: Box<[Vec<Entry>; BUCKETS]>,
-    slots: Vec<Slot<E>>,
+    buckets: Box<[Vec<Entry<E>>; BUCKETS]>,
+    /// Generation of each slot: bumped when its event fires or is
+    /// cancelled. A slot at `u32::MAX` is retired (never reused).
+    gens: Vec<u32>,
+    /// Slots free for reuse.
     free: Vec<u32>,
     /// Whether events go to the radix queue (else to `small`). Set when
     /// `small` outgrows [`SMALL_MAX`]; cleared when the radix queue is
@@ -167,7 +188,7 @@ pub struct Engine<E> {
     radix: bool,
     /// The small queue (empty while `radix`): sorted latest first, so the
     /// next event is the last.
-    small: Vec<Entry>,
+    small: Vec<Entry<E>>,
     /// Room (entries) kept beyond [`KEEP_CAPACITY`] in empty buckets.
     spare: usize,
     /// The most events pending at once so far.
@@ -212,8 +233,8 @@ impl<E> Engine<E> {
                 .map(|_| Vec::new())
                 .collect::<Box<[_]>>()
                 .try_into()
-                .expect("BUCKETS buckets"),
-            slots: Vec::with_capacity(n),
+                .unwrap_or_else(|_| unreachable!("BUCKETS buckets")),
+            gens: Vec::with_capacity(n),
             free: Vec::with_capacity(n),
             radix: false,
             small: Vec::with_capacity(SMALL_MAX + 1),
@@ -234,17 +255,41 @@ impl<E> Engine<E> {
     /// An `at` earlier than [`now`](Self::now) is clamped to `now`: the
     /// event fires at the current instant, after every event already
     /// scheduled for that instant. This never panics (except when more than
-    /// `u32::MAX` events are pending at once).
+    /// `u32::MAX - 1` cancellable events are pending at once).
     #[inline]
     pub fn schedule_at(&mut self, at: Time, ev: E) -> EventKey {
-        let time = at.max(self.now);
         let (slot, generation) = match self.free.pop() {
-            Some(i) => {
-                let s = &mut self.slots[i as usize];
-                s.ev = Some(ev);
-                (i, s.generation)
-            }
-            None => (self.new_slot(ev), 0),
+            Some(i) => (i, self.gens[i as usize]),
+            None => (self.new_slot(), 0),
+        };
+        self.push(at, slot, generation, ev);
+        EventKey { slot, generation }
+    }
+
+    /// Schedule `ev` at absolute time `at`, for good: it cannot be
+    /// cancelled, so it needs no key and no slot. Otherwise as
+    /// [`schedule_at`](Self::schedule_at), in the same order (ties in
+    /// scheduling order, whichever of the two scheduled them).
+    #[inline]
+    pub fn post_at(&mut self, at: Time, ev: E) {
+        self.push(at, NO_SLOT, 0, ev);
+    }
+
+    /// [`post_at`](Self::post_at) `now + delay` (saturating at
+    /// `Time::MAX`).
+    #[inline]
+    pub fn post_in(&mut self, delay: Time, ev: E) {
+        self.post_at(self.now.saturating_add(delay), ev);
+    }
+
+    /// Store a new pending event.
+    #[inline]
+    fn push(&mut self, at: Time, slot: u32, generation: u32, ev: E) {
+        let e = Entry {
+            time: at.max(self.now),
+            slot,
+            generation,
+            ev: Some(ev),
         };
         self.live += 1;
         // An empty radix queue (no entry at all, stale or not) hands back
@@ -253,28 +298,19 @@ impl<E> Engine<E> {
             self.radix = false;
         }
         if self.radix {
-            self.insert(Entry {
-                time,
-                slot,
-                generation,
-            });
+            self.insert(e);
             self.stored += 1;
         } else {
-            let e = Entry {
-                time,
-                slot,
-                generation,
-            };
             // Latest first, the next event last: the new entry goes after
             // every later one and before those due at the same time, which
             // were scheduled before it and pop first.
+            let time = e.time;
             let i = self.small.partition_point(|x| x.time > time);
             self.small.insert(i, e);
             if self.small.len() > SMALL_MAX {
                 self.hand_over_to_radix();
             }
         }
-        EventKey { slot, generation }
     }
 
     /// Move the small list's live entries into the radix queue, in
@@ -285,7 +321,7 @@ impl<E> Engine<E> {
     fn hand_over_to_radix(&mut self) {
         let mut entries = std::mem::take(&mut self.small);
         for e in entries.drain(..).rev() {
-            if is_live(&self.slots, &e) {
+            if is_live(&self.gens, &e) {
                 self.insert(e);
                 self.stored += 1;
             }
@@ -300,19 +336,16 @@ impl<E> Engine<E> {
         self.schedule_at(self.now.saturating_add(delay), ev)
     }
 
-    /// Cancel a pending event; its payload is dropped at once.
+    /// Cancel a pending event. Its payload is dropped when its entry is
+    /// reached or compacted away (or with the engine).
     ///
     /// Returns `true` if the event was pending. Cancelling an event that
     /// already fired or was already cancelled is a no-op returning `false`.
     /// O(1) amortised.
     pub fn cancel(&mut self, key: EventKey) -> bool {
-        let Some(s) = self.slots.get_mut(key.slot as usize) else {
-            return false;
-        };
-        if s.generation != key.generation || s.ev.is_none() {
+        if !self.is_pending(key) {
             return false;
         }
-        s.ev = None;
         self.release(key.slot);
         self.live -= 1;
         // The small list holds at most SMALL_MAX entries, stale or not;
@@ -329,9 +362,9 @@ impl<E> Engine<E> {
     /// Whether the event behind `key` is still pending.
     #[inline]
     pub fn is_pending(&self, key: EventKey) -> bool {
-        self.slots
+        self.gens
             .get(key.slot as usize)
-            .is_some_and(|s| s.generation == key.generation && s.ev.is_some())
+            .is_some_and(|&g| g == key.generation)
     }
 
     /// Remove and return the next event: earliest time first, equal times
@@ -380,7 +413,9 @@ impl<E> Engine<E> {
                 // A lone earliest entry (events are sparse at the
                 // microsecond scale): deliver it without filing it into
                 // level 0 first.
-                let e = self.buckets[b][0];
+                // Taken out in place: `empty_bucket` counts the room of a
+                // bucket it empties (not of one found empty).
+                let e = take_entry(&mut self.buckets[b][0]);
                 self.empty_bucket(b);
                 self.unmark(b);
                 self.base = e.time;
@@ -407,7 +442,7 @@ impl<E> Engine<E> {
     fn take_front0(&mut self, b: usize) -> Option<(Time, E)> {
         let h = self.head0[b] as usize;
         let bucket = &mut self.buckets[b];
-        let e = bucket[h];
+        let e = take_entry(&mut bucket[h]);
         if h + 1 == bucket.len() {
             self.empty_bucket(b);
             self.head0[b] = 0;
@@ -422,14 +457,16 @@ impl<E> Engine<E> {
     /// Deliver a consumed entry if it is live (the caller has taken it out
     /// of its bucket and out of `stored`).
     #[inline(always)]
-    fn deliver(&mut self, e: Entry) -> Option<(Time, E)> {
-        let s = &mut self.slots[e.slot as usize];
-        if s.generation != e.generation {
+    fn deliver(&mut self, e: Entry<E>) -> Option<(Time, E)> {
+        if !is_live(&self.gens, &e) {
             return None; // stale: cancelled, slot possibly reused
         }
-        // `None` here: stale, cancelled in a retired slot.
-        let ev = s.ev.take()?;
-        self.release(e.slot);
+        // A live entry holds its payload (only the consumed front of a
+        // level-0 bucket does not, and it is never taken again).
+        let ev = e.ev?;
+        if e.slot != NO_SLOT {
+            self.release(e.slot);
+        }
         self.live -= 1;
         self.popped += 1;
         self.now = e.time;
@@ -448,7 +485,7 @@ impl<E> Engine<E> {
                 .small
                 .iter()
                 .rev()
-                .find(|e| is_live(&self.slots, e))
+                .find(|e| is_live(&self.gens, e))
                 .map(|e| e.time);
         }
         let mut summary = self.summary;
@@ -463,12 +500,12 @@ impl<E> Engine<E> {
                 let found = if b < SLOTS {
                     bucket[self.head0[b] as usize..]
                         .iter()
-                        .find(|e| is_live(&self.slots, e))
+                        .find(|e| is_live(&self.gens, e))
                         .map(|e| e.time)
                 } else {
                     bucket
                         .iter()
-                        .filter(|e| is_live(&self.slots, e))
+                        .filter(|e| is_live(&self.gens, e))
                         .map(|e| e.time)
                         .min()
                 };
@@ -498,22 +535,21 @@ impl<E> Engine<E> {
         self.popped
     }
 
-    /// Allocate a fresh slot holding `ev`, generation 0.
+    /// Allocate a fresh slot, generation 0.
     #[cold]
     #[inline(never)]
-    fn new_slot(&mut self, ev: E) -> u32 {
-        let i = u32::try_from(self.slots.len())
-            .expect("herdsim engine: more than u32::MAX pending events");
-        self.slots.push(Slot {
-            generation: 0,
-            ev: Some(ev),
-        });
+    fn new_slot(&mut self) -> u32 {
+        let i = u32::try_from(self.gens.len())
+            .ok()
+            .filter(|&i| i != NO_SLOT)
+            .expect("herdsim engine: more than u32::MAX - 1 cancellable events pending");
+        self.gens.push(0);
         i
     }
 
     /// File an entry into its bucket (does not count it in `stored`).
     #[inline]
-    fn insert(&mut self, e: Entry) {
+    fn insert(&mut self, e: Entry<E>) {
         let b = locate(self.base, e.time);
         let bucket = &mut self.buckets[b];
         if bucket.is_empty() && bucket.capacity() > KEEP_CAPACITY {
@@ -558,14 +594,16 @@ impl<E> Engine<E> {
         }
     }
 
-    /// Free a slot whose payload was taken: bump its generation so stale
-    /// keys and entries no longer match, and make it reusable. A slot whose
-    /// generation would wrap is retired instead (16 bytes per 2^32 reuses).
+    /// Free the slot of an event that fired or was cancelled: bump its
+    /// generation so its key and entry no longer match, and make it
+    /// reusable. A slot whose generation reaches `u32::MAX` is retired
+    /// instead (4 bytes per 2^32 reuses): no entry or key ever carries that
+    /// generation, so nothing matches it.
     #[inline]
     fn release(&mut self, slot: u32) {
-        let s = &mut self.slots[slot as usize];
-        if s.generation != u32::MAX {
-            s.generation += 1;
+        let g = &mut self.gens[slot as usize];
+        *g += 1;
+        if *g != u32::MAX {
             self.free.push(slot);
         }
     }
@@ -589,10 +627,9 @@ impl<E> Engine<E> {
             // Counted as kept while it is away (it is empty to `insert`).
             self.spare += items.capacity() - KEEP_CAPACITY;
         }
-        for e in &items {
-            self.insert(*e);
+        for e in items.drain(..) {
+            self.insert(e);
         }
-        items.clear();
         self.buckets[b] = items;
         self.empty_bucket(b);
     }
@@ -600,7 +637,7 @@ impl<E> Engine<E> {
     /// Drop every stale entry.
     #[cold]
     fn compact(&mut self) {
-        let slots = &self.slots;
+        let gens = &self.gens;
         let mut stored = 0;
         let mut emptied = Vec::new();
         for w in 0..WORDS {
@@ -613,7 +650,7 @@ impl<E> Engine<E> {
                     bucket.drain(..self.head0[b] as usize);
                     self.head0[b] = 0;
                 }
-                bucket.retain(|e| is_live(slots, e));
+                bucket.retain(|e| is_live(gens, e));
                 if bucket.is_empty() {
                     self.occupied[w] &= !(1 << (b % 64));
                     // Its room is kept now (and freed below if over the
@@ -656,6 +693,6 @@ impl<E> Engine<E> {
     /// Slots allocated; for tests of slot reuse.
     #[cfg(test)]
     fn slots_allocated(&self) -> usize {
-        self.slots.len()
+        self.gens.len()
     }
 }

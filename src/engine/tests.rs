@@ -226,16 +226,51 @@ fn stale_key_does_not_cancel_slot_reuser() {
 }
 
 #[test]
-fn cancelled_payload_is_dropped_at_once() {
-    let _watch = watch("cancelled_payload_is_dropped_at_once");
+fn cancelled_payload_is_dropped_when_reached() {
+    let _watch = watch("cancelled_payload_is_dropped_when_reached");
     use std::rc::Rc;
     let token = Rc::new(());
     let mut e = Engine::new();
     let k = e.schedule_at(10, Rc::clone(&token));
     e.schedule_at(1, Rc::clone(&token));
+    e.post_at(20, Rc::clone(&token));
+    assert_eq!(Rc::strong_count(&token), 4);
+    assert!(e.cancel(k));
+    assert!(!e.is_pending(k));
+    // The payload rides in its entry until the entry is reached.
+    assert_eq!(Rc::strong_count(&token), 4);
+    let (t, x) = e.pop().expect("the event at 1");
+    assert_eq!(t, 1);
+    drop(x);
     assert_eq!(Rc::strong_count(&token), 3);
-    e.cancel(k);
-    assert_eq!(Rc::strong_count(&token), 2);
+    let (t, x) = e.pop().expect("the posted event at 20");
+    assert_eq!(t, 20);
+    drop(x);
+    // Passing the cancelled entry at 10 dropped its payload.
+    assert_eq!(Rc::strong_count(&token), 1);
+    assert_eq!(e.pop(), None);
+}
+
+#[test]
+fn posted_events_interleave_with_scheduled_ones_in_order() {
+    let _watch = watch("posted_events_interleave_with_scheduled_ones_in_order");
+    let mut e = Engine::new();
+    e.post_at(5, "p5");
+    let k = e.schedule_at(5, "s5");
+    e.post_at(5, "p5b");
+    e.post_in(3, "p3");
+    e.schedule_at(7, "s7");
+    assert!(e.is_pending(k));
+    assert_eq!(e.len(), 5);
+    assert_eq!(e.peek_time(), Some(3));
+    let order: Vec<_> = std::iter::from_fn(|| e.pop()).collect();
+    assert_eq!(
+        order,
+        vec![(3, "p3"), (5, "p5"), (5, "s5"), (5, "p5b"), (7, "s7")]
+    );
+    assert!(!e.is_pending(k));
+    // Posting takes no slot.
+    assert_eq!(e.slots_allocated(), 2);
 }
 
 #[test]
@@ -359,6 +394,11 @@ enum Op {
         d: u64,
     },
     In(u64),
+    /// `post_at` (no key): the same order as the others.
+    Post {
+        back: bool,
+        d: u64,
+    },
     Cancel(usize),
     Pop,
     /// Schedule this many events (past the small list's bound, into the
@@ -383,6 +423,7 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         3 => (any::<bool>(), delay()).prop_map(|(back, d)| Op::At { back, d }),
         3 => delay().prop_map(Op::In),
+        2 => (any::<bool>(), delay()).prop_map(|(back, d)| Op::Post { back, d }),
         2 => any::<usize>().prop_map(Op::Cancel),
         3 => Just(Op::Pop),
         1 => prop::collection::vec(delay(), 0..2 * SMALL_MAX).prop_map(Op::Burst),
@@ -413,6 +454,12 @@ proptest! {
                     keys.push((k, m.schedule_at(m.now.saturating_add(d), next_payload)));
                     next_payload += 1;
                 }
+                Op::Post { back, d } => {
+                    let at = if back { m.now.saturating_sub(d) } else { m.now.saturating_add(d) };
+                    e.post_at(at, next_payload);
+                    m.schedule_at(at, next_payload);
+                    next_payload += 1;
+                }
                 Op::Cancel(i) => {
                     if !keys.is_empty() {
                         let (k, s) = keys[i % keys.len()];
@@ -421,9 +468,14 @@ proptest! {
                 }
                 Op::Pop => prop_assert_eq!(e.pop(), m.pop()),
                 Op::Burst(ds) => {
-                    for d in ds {
-                        let k = e.schedule_in(d, next_payload);
-                        keys.push((k, m.schedule_at(m.now.saturating_add(d), next_payload)));
+                    // Every other one posted (as the simulator's deliveries).
+                    for (i, d) in ds.into_iter().enumerate() {
+                        let s = m.schedule_at(m.now.saturating_add(d), next_payload);
+                        if i % 2 == 0 {
+                            keys.push((e.schedule_in(d, next_payload), s));
+                        } else {
+                            e.post_in(d, next_payload);
+                        }
                         next_payload += 1;
                     }
                 }
@@ -488,7 +540,7 @@ fn generation_wrap_retires_the_slot() {
     let mut e = Engine::new();
     let k0 = e.schedule_at(1, 'a');
     assert!(e.cancel(k0));
-    e.slots[0].generation = u32::MAX; // as after 2^32 - 1 reuses
+    e.gens[0] = u32::MAX - 1; // as after 2^32 - 2 reuses
     let k1 = e.schedule_at(2, 'b');
     assert_eq!(k1.slot, 0);
     assert_eq!(e.pop(), Some((2, 'b')));
@@ -501,7 +553,7 @@ fn generation_wrap_retires_the_slot() {
     assert!(!e.is_pending(k1));
     assert_eq!(e.pop(), Some((3, 'c')));
     // A stale entry in a retired slot is skipped.
-    e.slots[1].generation = u32::MAX;
+    e.gens[1] = u32::MAX - 1;
     let k3 = e.schedule_at(5, 'd');
     e.schedule_at(6, 'e');
     assert!(e.cancel(k3));

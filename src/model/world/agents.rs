@@ -94,8 +94,7 @@ impl World<'_> {
         slot.inc = slot.inc.wrapping_add(1);
         slot.alive = false;
         self.feed(a, agent::Input::Crash);
-        self.eng
-            .schedule_in(detect_us, Ev::DisconnectSeen { agent: a });
+        self.eng.post_in(detect_us, Ev::DisconnectSeen { agent: a });
     }
 
     /// Forget the scheduled end of agent `a`'s inference on `m`.
@@ -205,7 +204,7 @@ impl World<'_> {
             return;
         };
         let inc = self.agents[a as usize].inc;
-        self.eng.schedule_at(
+        self.eng.post_at(
             at_us,
             Ev::Timer {
                 agent: a,

@@ -51,7 +51,7 @@ impl World<'_> {
         {
             info.pending += 1;
         }
-        self.eng.schedule_at(
+        self.eng.post_at(
             at,
             Ev::AgentIn {
                 agent,
@@ -124,7 +124,7 @@ impl World<'_> {
                 (self.uplink.len() - 1) as u32
             }
         };
-        self.eng.schedule_at(
+        self.eng.post_at(
             at,
             Ev::ServerIn {
                 agent,

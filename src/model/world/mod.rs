@@ -364,7 +364,7 @@ impl World<'_> {
                 let name = self.p.handles[agent as usize];
                 self.server_input(Input::Disconnect { agent: name });
                 let d = self.p.restart.sample_us(&mut self.server_rng);
-                self.eng.schedule_in(d, Ev::Reconnect { agent });
+                self.eng.post_in(d, Ev::Reconnect { agent });
             }
             Ev::Reconnect { agent } => {
                 self.agents[agent as usize].alive = true;

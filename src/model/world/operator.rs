@@ -16,7 +16,7 @@ impl World<'_> {
     /// Schedule the operator's next post, if the workload has one.
     pub(super) fn schedule_next_post(&mut self) {
         if let Some(at) = self.workload.next_post(self.eng.now()) {
-            self.eng.schedule_at(at, Ev::Post);
+            self.eng.post_at(at, Ev::Post);
         }
     }
 
@@ -97,7 +97,7 @@ impl World<'_> {
         }
         for i in 0..self.p.script.len() {
             let at = us(self.p.script[i].at_ms);
-            self.eng.schedule_at(at, Ev::Script { i });
+            self.eng.post_at(at, Ev::Script { i });
         }
     }
 
