@@ -473,6 +473,29 @@ impl<E> Engine<E> {
         Some((e.time, ev))
     }
 
+    /// The payload of the event that will probably pop `ahead` pops from
+    /// now (0: the next), when that is cheap to tell (an entry of the
+    /// current 1 µs bucket, or of the small list); `None` otherwise. A
+    /// hint, for a caller that prefetches the state a coming event will
+    /// touch: it may be a cancelled event's payload, or not pop then.
+    #[inline]
+    pub fn hint(&self, ahead: usize) -> Option<&E> {
+        if !self.radix {
+            let i = self.small.len().checked_sub(ahead + 1)?;
+            return self.small.get(i).and_then(|e| e.ev.as_ref());
+        }
+        if self.summary == 0 {
+            return None;
+        }
+        let b = self.first_bucket();
+        if b >= SLOTS {
+            return None;
+        }
+        self.buckets[b]
+            .get(self.head0[b] as usize + ahead)
+            .and_then(|e| e.ev.as_ref())
+    }
+
     /// Time of the next event, if any (exact: cancelled events are never
     /// reported). O(1) when the next event is within the current 256 µs
     /// window, otherwise a scan of one bucket.

@@ -732,3 +732,35 @@ fn peek_skips_buckets_and_words_of_cancelled_entries() {
     assert_eq!(e.peek_time(), Some(3 << 20));
     assert_eq!(drain(&mut e), vec![(3 << 20, 'y')]);
 }
+
+#[test]
+fn hint_names_the_coming_events_where_cheap() {
+    let _watch = watch("hint_names_the_coming_events_where_cheap");
+    let mut e = Engine::new();
+    assert_eq!(e.hint(0), None);
+    e.post_at(5, 'b');
+    e.post_at(3, 'a');
+    e.post_at(9, 'c');
+    // Small list: in pop order.
+    assert_eq!(
+        (e.hint(0), e.hint(1), e.hint(2), e.hint(3)),
+        (Some(&'a'), Some(&'b'), Some(&'c'), None)
+    );
+    // Radix queue: the entries of the current 1 µs bucket after the front.
+    let mut e = Engine::new();
+    for i in 0..(SMALL_MAX as u32 + 4) {
+        e.post_at(100, i);
+    }
+    e.post_at(1_000_000, u32::MAX);
+    assert!(e.radix);
+    assert_eq!(e.pop(), Some((100, 0)));
+    assert_eq!((e.hint(0), e.hint(2)), (Some(&1), Some(&3)));
+    while e.peek_time() == Some(100) {
+        e.pop();
+    }
+    // The far event is alone above level 0: no cheap hint.
+    assert_eq!(e.len(), 1);
+    assert_eq!(e.hint(0), None);
+    assert_eq!(e.pop(), Some((1_000_000, u32::MAX)));
+    assert_eq!(e.hint(0), None);
+}

@@ -6,10 +6,24 @@
 use super::prepared::NOT_AGENT;
 use super::{ClientMsg, Ev, World};
 use crate::floor::{self, Naming};
-use crate::model::dense::Dense;
+use crate::model::dense::{AgentId, Dense};
 use rand::RngExt;
 
+/// How many deliveries ahead a relay's loop prefetches a recipient's link.
+pub(super) const PREFETCH_AHEAD: usize = 4;
+
 impl World<'_> {
+    /// Prefetch the downlink state of agent `to` (see [`super::prefetch`]).
+    #[inline]
+    pub(super) fn prefetch_downlink(&self, to: AgentId) {
+        let agent = self.p.index_of.get(to.0 as usize).copied();
+        if let Some(a) = agent.and_then(|a| self.agents.get(a as usize)) {
+            super::prefetch(&a.down_rng);
+            super::prefetch(&a.down_last);
+            super::prefetch(&a.inc);
+        }
+    }
+
     /// Send one server message down an agent's link.
     /// `relay_of`: the number of the relayed message, if it is a MSG the
     /// world knows.

@@ -204,6 +204,9 @@ struct World<'a> {
     /// `infer_done` for the outputs of that one call).
     reply_counted: bool,
     posts: Posts,
+    /// Prefetch agents' state ahead of events (see [`prefetch`]): only
+    /// when it is too large for the caches to hold anyway.
+    prefetch: bool,
 }
 
 /// Simulate one replication of `p` under `policy` with `seed`.
@@ -278,6 +281,7 @@ pub fn simulate_posts(
         halt: None,
         reply_counted: false,
         posts: Posts::default(),
+        prefetch: p.agents() * std::mem::size_of::<AgentSlot>() > PREFETCH_ABOVE_BYTES,
     };
     let r = w.run()?;
     Ok((r, w.posts))
@@ -305,6 +309,19 @@ impl World<'_> {
                 } else {
                     RunLimit::Events(max_events)
                 });
+            }
+            // The next event's agent, fetched from memory while this one
+            // runs (in a large channel, the agents' state is far larger
+            // than the caches).
+            if self.prefetch
+                && let Some(
+                    Ev::AgentIn { agent, .. }
+                    | Ev::Timer { agent, .. }
+                    | Ev::InferDone { agent, .. },
+                ) = self.eng.hint(EVENT_PREFETCH_AHEAD)
+                && let Some(slot) = self.agents.get(*agent as usize)
+            {
+                prefetch(slot);
             }
             self.dispatch(now, ev);
             if (self.eng.len() > max_pending) | self.halt.is_some() {
@@ -378,4 +395,34 @@ impl World<'_> {
             }
         }
     }
+}
+
+/// How many events ahead the event loop prefetches an agent's state.
+/// Measured (10 000 agents x 100 messages, `spec`): 1 ahead 2.05 s, 2
+/// ahead 1.8 s, 4 ahead no better.
+const EVENT_PREFETCH_AHEAD: usize = 2;
+
+/// Prefetching pays only when the agents' state outgrows the caches
+/// (a few hundred agents and more); below, it is instructions for
+/// nothing (+3% on the default scenario).
+const PREFETCH_ABOVE_BYTES: usize = 1 << 20;
+
+/// Ask the CPU to bring every cache line of `*x` into its caches, without
+/// waiting for them: the next event's state arrives while the current one
+/// runs. No effect on any result; a no-op off x86-64.
+#[inline(always)]
+fn prefetch<T>(x: &T) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        let p = (x as *const T).cast::<i8>();
+        for off in (0..std::mem::size_of::<T>()).step_by(64) {
+            // SAFETY: a prefetch is a hint that never faults and reads
+            // nothing the program sees; `p + off` lies inside `*x`. SSE is
+            // part of every x86-64 target.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(off)) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = x;
 }

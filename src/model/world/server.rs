@@ -2,6 +2,7 @@
 //! processing time is part of the uplink), waking it for its timers, and
 //! counting what reaches it.
 
+use super::links::PREFETCH_AHEAD;
 use super::{ClientMsg, Ev, Input, MsgInfo, ServerMsg, World};
 use crate::floor::{Naming, Role};
 use std::sync::Arc;
@@ -22,7 +23,16 @@ impl World<'_> {
         // allocated before this loop and nothing here allocates one, so
         // equal addresses mean the same payload.
         let mut last: Option<(*const ServerMsg, Option<u32>)> = None;
-        for o in out.drain(..) {
+        let mut deliveries = out.drain(..);
+        while let Some(o) = deliveries.next() {
+            // The link state of a recipient a few deliveries ahead, fetched
+            // while these are sent (a relay in a large channel goes to
+            // thousands of agents).
+            if self.prefetch
+                && let Some(ahead) = deliveries.as_slice().get(PREFETCH_AHEAD)
+            {
+                self.prefetch_downlink(ahead.to);
+            }
             let p = Arc::as_ptr(&o.msg);
             let relay_of = match last {
                 Some((q, r)) if q == p => r,
@@ -37,6 +47,7 @@ impl World<'_> {
             };
             self.deliver(o, relay_of);
         }
+        drop(deliveries);
         self.out = out;
         self.schedule_wake();
     }
