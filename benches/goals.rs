@@ -15,11 +15,16 @@
 //! - `tune_default_200_msgs`: `tune` of the default scenario at 200
 //!   messages per replication (a fifth) with the 15 s p95 budget, on 2
 //!   threads; the full figure is a one-off command.
+//! - `engine_hold/posted_1000`: the bare engine's hold model (1000 events
+//!   pending, each pop posts one more at a uniform delay under 10 ms), the
+//!   yardstick of "the whole model within 3x of its engine": compare its
+//!   elem/s with `default_spec_20_reps`'.
 //!
 //! Every group takes 10 samples: on a shared 2-core machine the whole
 //! file runs in about three minutes.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use herdsim::engine::Engine;
 use herdsim::floor::PolicyKind;
 use herdsim::model::{Prepared, simulate};
 use herdsim::scenario::Loaded;
@@ -131,10 +136,44 @@ fn tune_default(c: &mut Criterion) {
     g.finish();
 }
 
+/// The hold model of `benches/engine.rs`, posted (no keys): the engine
+/// alone, in the same run as the model.
+fn engine_hold(c: &mut Criterion) {
+    const BATCH: u64 = 100_000;
+    // SplitMix64, so that the figure is the queue's, not an RNG's.
+    let mut state = 42u64;
+    let mut below = move |n: u64| {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (((z ^ (z >> 31)) as u128 * n as u128) >> 64) as u64
+    };
+    let mut e = Engine::with_capacity(1000);
+    for i in 0..1000u32 {
+        e.post_in(below(10_000), i);
+    }
+    let mut g = c.benchmark_group("engine_hold");
+    g.sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+        .throughput(Throughput::Elements(BATCH));
+    g.bench_function("posted_1000", |b| {
+        b.iter(|| {
+            for _ in 0..BATCH {
+                let (_, i) = e.pop().expect("the hold model never empties");
+                e.post_in(below(10_000), i);
+            }
+            black_box(e.now())
+        })
+    });
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     // No plots: criterion's plotters route needs system fonts.
     config = Criterion::default().without_plots();
-    targets = default_spec_20_reps, large_channels, tune_default
+    targets = engine_hold, default_spec_20_reps, large_channels, tune_default
 }
 criterion_main!(benches);
