@@ -473,26 +473,46 @@ impl<E> Engine<E> {
         Some((e.time, ev))
     }
 
-    /// The payload of the event that will probably pop `ahead` pops from
-    /// now (0: the next), when that is cheap to tell (an entry of the
-    /// current 1 µs bucket, or of the small list); `None` otherwise. A
-    /// hint, for a caller that prefetches the state a coming event will
-    /// touch: it may be a cancelled event's payload, or not pop then.
+    /// The payload of an event that will pop about `ahead` pops from now
+    /// (0: the next), when that is cheap to tell; `None` otherwise. From
+    /// the small list, or from the 1 µs buckets of the current 256 µs
+    /// window in order, or else from the next bucket to be refilled when it
+    /// holds at most [`SMALL_MAX`] entries (it pops before every other
+    /// bucket, though not in its stored order). A hint, for a caller that
+    /// prefetches the state a coming event will touch: it may be a
+    /// cancelled event's payload, or pop a little earlier or later.
     #[inline]
     pub fn hint(&self, ahead: usize) -> Option<&E> {
         if !self.radix {
             let i = self.small.len().checked_sub(ahead + 1)?;
             return self.small.get(i).and_then(|e| e.ev.as_ref());
         }
-        if self.summary == 0 {
+        let mut left = ahead;
+        for w in 0..SLOTS / 64 {
+            let mut occ = self.occupied[w];
+            while occ != 0 {
+                let b = w * 64 + occ.trailing_zeros() as usize;
+                occ &= occ - 1;
+                let entries = &self.buckets[b][self.head0[b] as usize..];
+                match entries.get(left) {
+                    Some(e) => return e.ev.as_ref(),
+                    None => left -= entries.len(),
+                }
+            }
+        }
+        // Level 0 holds fewer: the first bucket above it pops next.
+        let above = self.summary & !((1u64 << (SLOTS / 64)) - 1);
+        if above == 0 {
             return None;
         }
-        let b = self.first_bucket();
-        if b >= SLOTS {
+        let w = above.trailing_zeros() as usize;
+        let b = w * 64 + self.occupied[w].trailing_zeros() as usize;
+        let bucket = &self.buckets[b];
+        if bucket.len() > SMALL_MAX {
             return None;
         }
-        self.buckets[b]
-            .get(self.head0[b] as usize + ahead)
+        bucket
+            .get(left.min(bucket.len() - 1))
             .and_then(|e| e.ev.as_ref())
     }
 

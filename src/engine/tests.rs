@@ -487,6 +487,13 @@ proptest! {
             }
             prop_assert_eq!(e.len(), m.pending.len());
             e.bucket_capacity(); // checks the kept room's count
+            // A hint is only a hint, but never panics, and there is none
+            // for an empty queue.
+            for k in [0, 1, 7, 1000] {
+                if e.hint(k).is_some() {
+                    prop_assert!(e.heap_entries() > 0);
+                }
+            }
             prop_assert_eq!(e.is_empty(), m.pending.is_empty());
             prop_assert_eq!(e.peek_time(), m.peek_time());
             prop_assert_eq!(e.now(), m.now);
@@ -746,21 +753,34 @@ fn hint_names_the_coming_events_where_cheap() {
         (e.hint(0), e.hint(1), e.hint(2), e.hint(3)),
         (Some(&'a'), Some(&'b'), Some(&'c'), None)
     );
-    // Radix queue: the entries of the current 1 µs bucket after the front.
+    // Radix queue: the entries of the 1 µs buckets of the current window,
+    // in order, across buckets.
     let mut e = Engine::new();
     for i in 0..(SMALL_MAX as u32 + 4) {
         e.post_at(100, i);
     }
+    e.post_at(101, 1000);
     e.post_at(1_000_000, u32::MAX);
+    for i in 0..(SMALL_MAX as u32 + 1) {
+        e.post_at(2_000_000, 2000 + i);
+    }
     assert!(e.radix);
     assert_eq!(e.pop(), Some((100, 0)));
     assert_eq!((e.hint(0), e.hint(2)), (Some(&1), Some(&3)));
-    while e.peek_time() == Some(100) {
+    let rest = SMALL_MAX + 3; // the entries at 100 left
+    assert_eq!(e.hint(rest - 1), Some(&(SMALL_MAX as u32 + 3)));
+    assert_eq!(e.hint(rest), Some(&1000), "the next bucket's front");
+    while e.peek_time() != Some(1_000_000) {
         e.pop();
     }
-    // The far event is alone above level 0: no cheap hint.
-    assert_eq!(e.len(), 1);
-    assert_eq!(e.hint(0), None);
+    // The far event is alone above level 0: the bucket refilled next
+    // holds it (a bucket of more than SMALL_MAX entries gives no hint).
+    assert_eq!(e.hint(0), Some(&u32::MAX));
+    assert_eq!(e.hint(5), Some(&u32::MAX));
     assert_eq!(e.pop(), Some((1_000_000, u32::MAX)));
+    assert_eq!(e.hint(0), None, "more than SMALL_MAX entries at 2 s");
+    assert_eq!(e.pop(), Some((2_000_000, 2000)));
+    assert_eq!(e.hint(0), Some(&2001));
+    while e.pop().is_some() {}
     assert_eq!(e.hint(0), None);
 }
