@@ -65,13 +65,13 @@ impl World<'_> {
         {
             info.pending += 1;
         }
+        // `relay_of` is read from the payload again on arrival.
         self.eng.post_at(
             at,
             Ev::AgentIn {
                 agent,
                 inc,
                 msg: o.msg,
-                relay_of,
             },
         );
     }
@@ -128,23 +128,16 @@ impl World<'_> {
         }
         let slot = match self.uplink_free.pop() {
             Some(i) => {
-                self.uplink[i as usize] = Some(msg);
+                self.uplink[i as usize] = Some((msg, infer_us));
                 i
             }
             None => {
                 // Fewer than u32::MAX messages are ever pending
                 // (`Prepared::set_max_pending`).
-                self.uplink.push(Some(msg));
+                self.uplink.push(Some((msg, infer_us)));
                 (self.uplink.len() - 1) as u32
             }
         };
-        self.eng.post_at(
-            at,
-            Ev::ServerIn {
-                agent,
-                msg: slot,
-                infer_us,
-            },
-        );
+        self.eng.post_at(at, Ev::ServerIn { agent, msg: slot });
     }
 }

@@ -100,21 +100,20 @@ enum Ev {
     /// A client message reaches the server.
     ServerIn {
         agent: u32,
-        /// Where the message waits in [`World::uplink`]: the largest
-        /// payload by far, kept out of the event (an event is moved into
-        /// the queue and out again), in a slab that allocates nothing per
-        /// message once it has grown to the messages in flight.
+        /// Where the message waits in [`World::uplink`] (with, for a
+        /// reply, its inference duration): the largest payload by far,
+        /// kept out of the event (an event is moved into the queue and out
+        /// again), in a slab that allocates nothing per message once it
+        /// has grown to the messages in flight.
         msg: u32,
-        /// For a reply: its inference duration (for wasted-time accounting).
-        infer_us: Option<u64>,
     },
     /// A server message reaches an agent.
     AgentIn {
         agent: u32,
         inc: u32,
+        /// A relayed MSG's number is read from it on arrival
+        /// ([`relay_of`]), not carried: the event stays 24 bytes.
         msg: Arc<ServerMsg>,
-        /// For a relayed MSG the world knows: its number.
-        relay_of: Option<u32>,
     },
     /// A CSMA timer or a recheck wake fires.
     Timer { agent: u32, inc: u32, msg: u32 },
@@ -132,8 +131,19 @@ enum Ev {
     Script { i: usize },
 }
 
-// Every event is moved into the queue and out again: keep it small.
-const _: () = assert!(std::mem::size_of::<Ev>() <= 32);
+// Every event is moved into the queue and out again (and, in a large
+// channel, from bucket to bucket): keep it small.
+const _: () = assert!(std::mem::size_of::<Ev>() <= 24);
+
+/// The number of the message `msg` relays, if it is a MSG (the world's
+/// own messages are numbered; a number the world does not know is
+/// ignored where it is used).
+fn relay_of(msg: &ServerMsg) -> Option<u32> {
+    match msg {
+        ServerMsg::Msg { id, .. } => id.number(),
+        _ => None,
+    }
+}
 
 /// An inference the world has scheduled the end of.
 struct Inference {
@@ -187,9 +197,9 @@ struct World<'a> {
     wake: Option<(u64, EventKey)>,
     acc: RunAccumulator,
     out: Vec<floor::Delivery<Dense>>,
-    /// Client messages on their way up (see [`Ev::ServerIn`]), and the
-    /// free entries.
-    uplink: Vec<Option<ClientMsg>>,
+    /// Client messages on their way up, each with its inference time if
+    /// it is a reply (see [`Ev::ServerIn`]), and the free entries.
+    uplink: Vec<Option<(ClientMsg, Option<u64>)>>,
     uplink_free: Vec<u32>,
     outputs: Vec<agent::Output<Dense>>,
     trace: Option<&'a mut TraceBuf>,
@@ -349,23 +359,17 @@ impl World<'_> {
     fn dispatch(&mut self, now: u64, ev: Ev) {
         match ev {
             Ev::Post => self.post(now),
-            Ev::ServerIn {
-                agent,
-                msg,
-                infer_us,
-            } => {
+            Ev::ServerIn { agent, msg } => {
                 let slot = self.uplink.get_mut(msg as usize).and_then(Option::take);
                 self.uplink_free.push(msg);
-                if let Some(m) = slot {
+                if let Some((m, infer_us)) = slot {
                     self.server_in(now, agent, m, infer_us);
                 }
             }
-            Ev::AgentIn {
-                agent,
-                inc,
-                msg,
-                relay_of,
-            } => self.agent_in(now, agent, inc, msg, relay_of),
+            Ev::AgentIn { agent, inc, msg } => {
+                let relay = relay_of(&msg);
+                self.agent_in(now, agent, inc, msg, relay);
+            }
             Ev::Timer { agent, inc, msg } => {
                 if self.agents[agent as usize].inc == inc {
                     let id = MsgId::of(msg);

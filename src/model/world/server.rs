@@ -37,10 +37,7 @@ impl World<'_> {
             let relay_of = match last {
                 Some((q, r)) if q == p => r,
                 _ => {
-                    let r = match &*o.msg {
-                        ServerMsg::Msg { id, .. } => id.number(),
-                        _ => None,
-                    };
+                    let r = super::relay_of(&o.msg);
                     last = Some((p, r));
                     r
                 }
