@@ -16,11 +16,12 @@ impl World<'_> {
     /// Prefetch the downlink state of agent `to` (see [`super::prefetch`]).
     #[inline]
     pub(super) fn prefetch_downlink(&self, to: AgentId) {
-        let agent = self.p.index_of.get(to.0 as usize).copied();
-        if let Some(a) = agent.and_then(|a| self.agents.get(a as usize)) {
-            super::prefetch(&a.down_rng);
-            super::prefetch(&a.down_last);
-            super::prefetch(&a.inc);
+        let Some(a) = self.p.index_of.get(to.0 as usize).map(|&a| a as usize) else {
+            return;
+        };
+        if let (Some(slot), Some(link)) = (self.agents.get(a), self.down.get(a)) {
+            super::prefetch(&slot.inc);
+            super::prefetch(link);
         }
     }
 
@@ -41,8 +42,8 @@ impl World<'_> {
         let Some(agent) = agent.filter(|&a| a != NOT_AGENT) else {
             return; // the operator (not simulated) or a name a script uses
         };
-        let a = &mut self.agents[agent as usize];
-        if self.p.loss_p > 0.0 && a.down_rng.random_bool(self.p.loss_p) {
+        let link = &mut self.down[agent as usize];
+        if self.p.loss_p > 0.0 && link.rng.random_bool(self.p.loss_p) {
             self.acc.lost += 1;
             if self.trace.is_some() {
                 let name = self.p.ids[agent as usize].clone();
@@ -53,13 +54,13 @@ impl World<'_> {
             }
             return;
         }
-        let delay = self.p.base_us + self.p.jitter.sample_us(&mut a.down_rng);
+        let delay = self.p.base_us + self.p.jitter.sample_us(&mut link.rng);
         let mut at = now + delay;
         if self.p.fifo {
-            at = at.max(a.down_last);
-            a.down_last = at;
+            at = at.max(link.last);
+            link.last = at;
         }
-        let inc = a.inc;
+        let inc = self.agents[agent as usize].inc;
         if let Some(m) = relay_of
             && let Some(info) = self.msgs.get_mut(&m)
         {
@@ -91,8 +92,8 @@ impl World<'_> {
             .behaviour
             .squat
             .is_some();
-        let a = &mut self.agents[agent as usize];
-        if self.p.loss_p > 0.0 && a.up_rng.random_bool(self.p.loss_p) {
+        let link = &mut self.up[agent as usize];
+        if self.p.loss_p > 0.0 && link.rng.random_bool(self.p.loss_p) {
             self.acc.lost += 1;
             if self.trace.is_some() {
                 let line = serde_json::json!({
@@ -116,15 +117,15 @@ impl World<'_> {
         // A squatter's server processing comes from its own link stream,
         // so that adding one draws nothing from anybody else's.
         let processing = if squatter {
-            self.p.processing.sample_us(&mut a.up_rng)
+            self.p.processing.sample_us(&mut link.rng)
         } else {
             self.p.processing.sample_us(&mut self.server_rng)
         };
-        let delay = self.p.base_us + self.p.jitter.sample_us(&mut a.up_rng) + processing;
+        let delay = self.p.base_us + self.p.jitter.sample_us(&mut link.rng) + processing;
         let mut at = now + delay;
         if self.p.fifo {
-            at = at.max(a.up_last);
-            a.up_last = at;
+            at = at.max(link.last);
+            link.last = at;
         }
         let slot = match self.uplink_free.pop() {
             Some(i) => {

@@ -162,12 +162,17 @@ struct AgentSlot {
     /// Incarnation: bumped at a crash so stale events are ignored.
     inc: u32,
     alive: bool,
-    up_rng: ChaCha8Rng,
-    down_rng: ChaCha8Rng,
-    up_last: u64,
-    down_last: u64,
     /// Running inferences (a handful at most: a linear list).
     running: Vec<Inference>,
+}
+
+/// One direction of an agent's link: its random stream and, under FIFO,
+/// the latest arrival time so far. Kept apart from [`AgentSlot`]: a
+/// relay walks its recipients' downlinks, and a 304-byte stream per link
+/// in the agent's slot made every agent's slot three times larger.
+struct Link {
+    rng: ChaCha8Rng,
+    last: u64,
 }
 
 /// Where trace lines go (one JSON object per line).
@@ -190,6 +195,9 @@ struct World<'a> {
     eng: Engine<Ev>,
     server: floor::Server<Dense>,
     agents: Vec<AgentSlot>,
+    /// Agent `i`'s uplink and downlink.
+    up: Vec<Link>,
+    down: Vec<Link>,
     workload: Workload,
     msgs: open::OpenMsgs,
     next_msg: u32,
@@ -254,27 +262,28 @@ pub fn simulate_posts(
     };
     let server = floor::Server::with_naming(config, p.names.clone());
     let agents = (0..p.agents())
-        .map(|i| {
-            let base = agent_stream(i);
-            AgentSlot {
-                actor: p.new_sim_agent(i, policy, seed),
-                group: usize::from(p.agent_group[i]),
-                inc: 0,
-                alive: true,
-                up_rng: stream(seed, base + 1),
-                down_rng: stream(seed, base + 2),
-                up_last: 0,
-                down_last: 0,
-                running: Vec::new(),
-            }
+        .map(|i| AgentSlot {
+            actor: p.new_sim_agent(i, policy, seed),
+            group: usize::from(p.agent_group[i]),
+            inc: 0,
+            alive: true,
+            running: Vec::new(),
         })
         .collect();
+    let link = |i: usize, k: u64| Link {
+        rng: stream(seed, agent_stream(i) + k),
+        last: 0,
+    };
+    let up = (0..p.agents()).map(|i| link(i, 1)).collect();
+    let down = (0..p.agents()).map(|i| link(i, 2)).collect();
     let mut w = World {
         p,
         policy,
         eng: Engine::with_capacity(1024),
         server,
         agents,
+        up,
+        down,
         workload: p.new_workload(seed),
         msgs: open::OpenMsgs::default(),
         next_msg: 0,
@@ -291,7 +300,7 @@ pub fn simulate_posts(
         halt: None,
         reply_counted: false,
         posts: Posts::default(),
-        prefetch: p.agents() * std::mem::size_of::<AgentSlot>() > PREFETCH_ABOVE_BYTES,
+        prefetch: p.agents() * AGENT_BYTES > PREFETCH_ABOVE_BYTES,
     };
     let r = w.run()?;
     Ok((r, w.posts))
@@ -410,6 +419,9 @@ const EVENT_PREFETCH_AHEAD: usize = 2;
 /// (a few hundred agents and more); below, it is instructions for
 /// nothing (+3% on the default scenario).
 const PREFETCH_ABOVE_BYTES: usize = 1 << 20;
+
+/// An agent's state in the world: its slot and its two links.
+const AGENT_BYTES: usize = std::mem::size_of::<AgentSlot>() + 2 * std::mem::size_of::<Link>();
 
 /// Ask the CPU to bring every cache line of `*x` into its caches, without
 /// waiting for them: the next event's state arrives while the current one
