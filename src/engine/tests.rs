@@ -284,6 +284,13 @@ fn far_future_cancels_do_not_grow_memory() {
     for i in 0..1_000_000u64 {
         let k = e.schedule_in(1_000_000_000 + i, 1);
         assert!(e.cancel(k));
+        // Checked as it goes: a queue that keeps every stale entry fails
+        // here at once instead of slowing down for a million steps.
+        assert!(
+            e.heap_entries() <= 10 + COMPACT_MIN_STALE,
+            "step {i}: heap entries {}",
+            e.heap_entries()
+        );
         if i % 1000 == 0 {
             let (_, v) = e.pop().expect("near events remain");
             assert_eq!(v, 0);
@@ -312,6 +319,7 @@ fn bursts_passing_through_many_buckets_do_not_grow_memory() {
         for i in 0..10_000u64 {
             e.schedule_in(i % 997, burst);
         }
+        assert!(e.radix, "the burst is in the radix queue's buckets");
         while e.pop().is_some() {}
         e.schedule_in(100_000 - 1000, u64::MAX);
         assert_eq!(e.pop().map(|(_, v)| v), Some(u64::MAX));
@@ -783,4 +791,166 @@ fn hint_names_the_coming_events_where_cheap() {
     assert_eq!(e.hint(0), Some(&2001));
     while e.pop().is_some() {}
     assert_eq!(e.hint(0), None);
+}
+
+/// An engine in radix mode holding `events` (scheduled in this order), as
+/// after the small list overflowed: the radix queue's paths with a handful
+/// of events. It stays in radix mode while it stores any entry.
+fn radix_engine<E>(events: impl IntoIterator<Item = (Time, E)>) -> (Engine<E>, Vec<EventKey>) {
+    let mut e = Engine::new();
+    let keys = events
+        .into_iter()
+        .map(|(t, v)| e.schedule_at(t, v))
+        .collect();
+    e.hand_over_to_radix();
+    assert!(e.radix);
+    (e, keys)
+}
+
+/// [`stored_entries_are_counted_exactly`] in the radix queue: a level-0
+/// pop, a lone entry delivered from a high level, two refills, a cancel
+/// (its entry stays until reached), and the hand-back to the small list
+/// once the last entry, a stale one, is reached.
+#[test]
+fn radix_stored_entries_are_counted_exactly() {
+    let _watch = watch("radix_stored_entries_are_counted_exactly");
+    let (mut e, _) = radix_engine([
+        (3, 0),
+        (3, 1),      // level 0, a tie
+        (70_000, 2), // alone in its level-2 bucket
+        (5_000_000, 3),
+        (5_000_001, 4), // two in one level-2 bucket: refills
+    ]);
+    assert_eq!(e.heap_entries(), 5);
+    assert_eq!(e.pop(), Some((3, 0)));
+    assert_eq!(e.heap_entries(), 4);
+    assert_eq!(e.pop(), Some((3, 1)));
+    assert_eq!(e.heap_entries(), 3);
+    assert_eq!(e.pop(), Some((70_000, 2))); // the lone-entry path
+    assert_eq!(e.heap_entries(), 2);
+    let k = e.schedule_at(6_000_000, 5);
+    assert!(e.radix, "entries stored: the radix queue stays");
+    assert_eq!(e.heap_entries(), 3);
+    assert!(e.cancel(k));
+    assert_eq!((e.heap_entries(), e.len()), (3, 2));
+    assert_eq!(e.pop(), Some((5_000_000, 3))); // refills, then level 0
+    assert_eq!(e.heap_entries(), 2);
+    assert_eq!(e.pop(), Some((5_000_001, 4)));
+    assert_eq!(e.heap_entries(), 1); // the stale entry, not yet reached
+    assert_eq!(e.pop(), None);
+    // The stale entry is reached (and dropped) on the way to the next one.
+    e.schedule_at(7_000_000, 6);
+    assert!(e.radix);
+    assert_eq!(e.heap_entries(), 2);
+    assert_eq!(e.pop(), Some((7_000_000, 6)));
+    assert_eq!(e.heap_entries(), 0);
+    e.schedule_at(7_000_000, 7);
+    assert!(
+        !e.radix,
+        "an empty radix queue hands back to the small list"
+    );
+    assert_eq!(e.heap_entries(), 1);
+    assert_eq!(drain(&mut e), [(7_000_000, 7)]);
+}
+
+/// [`peek_skips_buckets_and_words_of_cancelled_entries`] in the radix
+/// queue (base 0): level-0 buckets and whole words of the bitmap holding
+/// only cancelled entries, then a high-level word of them.
+#[test]
+fn radix_peek_skips_buckets_and_words_of_cancelled_entries() {
+    let _watch = watch("radix_peek_skips_buckets_and_words_of_cancelled_entries");
+    let (mut e, k) = radix_engine([
+        (1, 'a'),       // bucket 1, word 0
+        (2, 'b'),       // bucket 2, word 0
+        (100, 'c'),     // bucket 100, word 1
+        (200, 'd'),     // bucket 200, word 3
+        (1 << 20, 'x'), // level 2: bucket 528, word 8
+        (3 << 20, 'y'), // level 2: bucket 560, word 8
+        (1 << 28, 'z'), // level 3: bucket 784, word 12
+    ]);
+    assert_eq!(e.peek_time(), Some(1));
+    assert!(e.cancel(k[0]) && e.cancel(k[1]));
+    assert_eq!(e.peek_time(), Some(100));
+    assert!(e.cancel(k[2]));
+    assert_eq!(e.peek_time(), Some(200));
+    assert_eq!(e.pop(), Some((200, 'd')));
+    assert!(e.cancel(k[4]));
+    assert_eq!(e.peek_time(), Some(3 << 20)); // the next bucket of word 8
+    assert!(e.cancel(k[5]));
+    assert_eq!(e.peek_time(), Some(1 << 28)); // the next word
+    assert_eq!(drain(&mut e), [(1 << 28, 'z')]);
+    assert_eq!(e.peek_time(), None);
+}
+
+/// In a bucket above level 0 the entries are in scheduling order, not in
+/// time order: `peek_time` reports the earliest live one.
+#[test]
+fn radix_peek_finds_the_earliest_entry_of_a_high_bucket() {
+    let _watch = watch("radix_peek_finds_the_earliest_entry_of_a_high_bucket");
+    let (mut e, k) = radix_engine([(5_000_900, 'a'), (5_000_300, 'b'), (5_000_600, 'c')]);
+    assert_eq!(e.peek_time(), Some(5_000_300));
+    assert!(e.cancel(k[1]));
+    assert_eq!(e.peek_time(), Some(5_000_600));
+    assert_eq!(drain(&mut e), [(5_000_600, 'c'), (5_000_900, 'a')]);
+}
+
+/// A bucket emptied by compaction keeps its room, counted as kept (the
+/// count `bucket_capacity` checks).
+#[test]
+fn compaction_counts_the_room_of_the_buckets_it_empties() {
+    let _watch = watch("compaction_counts_the_room_of_the_buckets_it_empties");
+    let (mut e, _) = radix_engine([(1 << 30, u32::MAX)]);
+    // One level-2 bucket of COMPACT_MIN_STALE entries, all cancelled: the
+    // last cancel compacts, and empties the bucket.
+    let keys: Vec<_> = (0..COMPACT_MIN_STALE as u32)
+        .map(|i| e.schedule_at(1 << 20, i))
+        .collect();
+    let b = locate(0, 1 << 20);
+    assert!(b >= SLOTS && e.buckets[b].len() == COMPACT_MIN_STALE);
+    let room = e.buckets[b].capacity() - KEEP_CAPACITY;
+    for k in keys {
+        assert!(e.cancel(k));
+    }
+    assert_eq!((e.heap_entries(), e.len()), (1, 1), "compacted");
+    assert!(e.buckets[b].is_empty());
+    assert_eq!(e.spare, room, "its room is kept, within the budget");
+    e.bucket_capacity(); // and counted: every empty bucket's room
+    assert_eq!(drain(&mut e), [(1 << 30, u32::MAX)]);
+}
+
+/// Emptied buckets keep their room up to exactly twice the most events
+/// ever pending (beyond `SPARE_MIN`): a queue that held 16 000 events
+/// keeps room for twice that.
+#[test]
+fn emptied_buckets_keep_room_up_to_twice_the_peak() {
+    let _watch = watch("emptied_buckets_keep_room_up_to_twice_the_peak");
+    // A few events far away, each alone in its bucket (no room kept).
+    let far = |i: u64| (i + 2) << 24;
+    let (mut e, _) = radix_engine((0..8).map(|i| (far(i), u64::MAX)));
+    // Many events at one instant, in a level-2 bucket; a refill moves them
+    // into one level-0 bucket, which grows to the same room.
+    let n = 16_000;
+    for i in 0..n {
+        e.schedule_at(1 << 20, i);
+    }
+    let b = locate(0, 1 << 20);
+    let room = e.buckets[b].capacity() - KEEP_CAPACITY;
+    assert!(room >= n as usize && 2 * room > SPARE_MIN);
+    // Bring the peak of pending events to exactly `room`: the two buckets'
+    // room, `2 * room`, is then exactly the budget.
+    for i in 8..(room - n as usize) as u64 {
+        e.schedule_at(far(i), u64::MAX);
+    }
+    assert_eq!(e.len(), room);
+    for i in 0..n {
+        assert_eq!(e.pop(), Some((1 << 20, i)));
+    }
+    assert_eq!(e.peak, room);
+    assert_eq!(
+        e.spare,
+        SPARE_PER_PENDING * room,
+        "both emptied buckets keep their room: within the budget, not over it"
+    );
+    e.bucket_capacity(); // checks the count
+    assert!(drain(&mut e).iter().all(|&(_, v)| v == u64::MAX));
 }
