@@ -484,7 +484,7 @@ impl<E> Engine<E> {
     #[inline]
     pub fn hint(&self, ahead: usize) -> Option<&E> {
         if !self.radix {
-            let i = self.small.len().checked_sub(ahead + 1)?;
+            let i = self.small.len().checked_sub(ahead)?.checked_sub(1)?;
             return self.small.get(i).and_then(|e| e.ev.as_ref());
         }
         let mut left = ahead;

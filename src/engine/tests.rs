@@ -761,6 +761,7 @@ fn hint_names_the_coming_events_where_cheap() {
         (e.hint(0), e.hint(1), e.hint(2), e.hint(3)),
         (Some(&'a'), Some(&'b'), Some(&'c'), None)
     );
+    assert_eq!(e.hint(usize::MAX), None, "no overflow");
     // Radix queue: the entries of the 1 µs buckets of the current window,
     // in order, across buckets.
     let mut e = Engine::new();
