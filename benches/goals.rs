@@ -24,7 +24,6 @@
 //! file runs in about three minutes.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use herdsim::engine::Engine;
 use herdsim::floor::PolicyKind;
 use herdsim::model::{Prepared, simulate};
 use herdsim::scenario::Loaded;
@@ -34,6 +33,11 @@ use herdsim::tune::{Settings, Weights, tune};
 use std::hint::black_box;
 use std::path::Path;
 use std::time::Duration;
+
+#[path = "common/hold.rs"]
+mod hold;
+
+use hold::Hold;
 
 /// The same allocator as the `herdsim` binary, so the figures match it.
 #[global_allocator]
@@ -136,23 +140,11 @@ fn tune_default(c: &mut Criterion) {
     g.finish();
 }
 
-/// The hold model of `benches/engine.rs`, posted (no keys): the engine
-/// alone, in the same run as the model.
+/// The hold model of `benches/engine.rs` (`common/hold.rs`), posted (no
+/// keys): the engine alone, in the same run as the model.
 fn engine_hold(c: &mut Criterion) {
     const BATCH: u64 = 100_000;
-    // SplitMix64, so that the figure is the queue's, not an RNG's.
-    let mut state = 42u64;
-    let mut below = move |n: u64| {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        (((z ^ (z >> 31)) as u128 * n as u128) >> 64) as u64
-    };
-    let mut e = Engine::with_capacity(1000);
-    for i in 0..1000u32 {
-        e.post_in(below(10_000), i);
-    }
+    let mut h = Hold::new(1000, 10_000, 0, true);
     let mut g = c.benchmark_group("engine_hold");
     g.sample_size(10)
         .warm_up_time(Duration::from_secs(1))
@@ -161,10 +153,9 @@ fn engine_hold(c: &mut Criterion) {
     g.bench_function("posted_1000", |b| {
         b.iter(|| {
             for _ in 0..BATCH {
-                let (_, i) = e.pop().expect("the hold model never empties");
-                e.post_in(below(10_000), i);
+                h.step();
             }
-            black_box(e.now())
+            black_box(h.engine.now())
         })
     });
     g.finish();
