@@ -45,6 +45,10 @@ count = {msgs}
     // Binomial share over 20000 independent messages: SE = sqrt(p(1-p)/n).
     // 4.5 SE: two-sided false-failure probability about 7e-6.
     let se = (p * (1.0 - p) / msgs).sqrt();
+    eprintln!(
+        "single starter: share {got:.4}, closed form {p:.4}, tolerance {:.4}",
+        4.5 * se
+    );
     assert!(
         (got - p).abs() < 4.5 * se,
         "single-starter share {got}, closed form {p}, tolerance {}",
@@ -55,6 +59,10 @@ count = {msgs}
     let e = 1.0 + n * rr - rr.powf(n);
     let sd = ((n - 1.0) * n * rr).sqrt();
     let got = get(&r, "starters_per_msg");
+    eprintln!(
+        "single starter: starters {got:.4}, closed form {e:.4}, tolerance {:.4}",
+        5.0 * sd / msgs.sqrt()
+    );
     assert!(
         (got - e).abs() < 5.0 * sd / msgs.sqrt(),
         "starters per message {got}, closed form {e}"

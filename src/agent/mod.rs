@@ -33,12 +33,12 @@ mod tests;
 pub use workload::{Pick, Post, PostKind, Workload, WorkloadParams};
 
 use crate::dist::Dist;
+use crate::dist::Stream;
 use crate::floor::{
     self, Action, ClientConfig, ClientMsg, Naming, PolicyKind, ServerMsg, SkipReason, Text,
 };
 use litemap::LiteMap;
 use rand::RngExt;
-use rand_chacha::ChaCha8Rng;
 use std::borrow::Borrow;
 use std::sync::Arc;
 
@@ -343,7 +343,7 @@ pub struct Agent<N: AgentNaming = Text> {
     behaviour: Arc<Behaviour>,
     client: floor::Client<N>,
     names: N,
-    rng: ChaCha8Rng,
+    rng: Stream,
     clock: Clock,
     /// The messages the agent is busy with, by id: a handful at a time, so
     /// a flat sorted vector (no tree node allocated per message; iterated
@@ -364,7 +364,7 @@ impl Agent<Text> {
         id: String,
         policy: PolicyKind,
         behaviour: Arc<Behaviour>,
-        rng: ChaCha8Rng,
+        rng: Stream,
         clock: Clock,
     ) -> Agent {
         Agent::with_naming(id, Text, policy, behaviour, rng, clock)
@@ -378,7 +378,7 @@ impl<N: AgentNaming> Agent<N> {
         names: N,
         policy: PolicyKind,
         behaviour: Arc<Behaviour>,
-        rng: ChaCha8Rng,
+        rng: Stream,
         clock: Clock,
     ) -> Agent<N> {
         let cfg = ClientConfig {

@@ -204,7 +204,7 @@ proptest! {
             Just(PolicyKind::Tombstone),
         ],
     ) {
-        let rng = ChaCha8Rng::seed_from_u64(seed);
+        let rng = Stream::seed_from_u64(seed);
         let b = Arc::new(behaviour(faults, recheck));
         let mut d = Driver {
             agent: Agent::new(ME.into(), policy, b, rng, Clock::Offset(1_000_000)),

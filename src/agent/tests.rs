@@ -28,7 +28,7 @@ fn behaviour() -> Behaviour {
 }
 
 fn agent_with(b: Behaviour, policy: PolicyKind) -> Agent {
-    let rng = ChaCha8Rng::seed_from_u64(7);
+    let rng = Stream::seed_from_u64(7);
     Agent::new(ME.to_string(), policy, Arc::new(b), rng, Clock::Offset(0))
 }
 
@@ -184,7 +184,7 @@ fn csma_timers_fire_on_the_tick() {
 
 #[test]
 fn the_local_clock_stamps_claims() {
-    let rng = ChaCha8Rng::seed_from_u64(7);
+    let rng = Stream::seed_from_u64(7);
     // 5 s ahead of the driver's clock.
     let mut a = Agent::new(
         ME.into(),
@@ -634,7 +634,7 @@ fn mention_is_a_whole_word() {
 #[test]
 fn the_workload_posts_count_messages_of_each_kind() {
     let agents: Vec<String> = (0..4).map(|i| format!("agent-00{i}")).collect();
-    let rng = ChaCha8Rng::seed_from_u64(1);
+    let rng = Stream::seed_from_u64(1);
     let params = WorkloadParams {
         gap: Dist::fixed_us(1_000),
         count: 300,
@@ -667,7 +667,7 @@ fn the_workload_posts_count_messages_of_each_kind() {
 
 #[test]
 fn a_timed_workload_stops_at_its_duration() {
-    let rng = ChaCha8Rng::seed_from_u64(1);
+    let rng = Stream::seed_from_u64(1);
     let params = WorkloadParams {
         gap: Dist::fixed_us(1_000),
         count: 0,
@@ -701,7 +701,7 @@ fn a_live_clock_reads_the_wall_clock_and_scales_skew_and_ttl() {
     b.recheck = true;
     b.max_rechecks = 1;
     b.ttl_ms = 50_000; // 5 s of real time
-    let rng = ChaCha8Rng::seed_from_u64(7);
+    let rng = Stream::seed_from_u64(7);
     let mut a = Agent::new(ME.into(), PolicyKind::Spec, Arc::new(b), rng, clock);
     // 40 s of scenario time is 4 s of real time; the skew 200 ms.
     assert_eq!(a.local_ms(40_000_000), origin_ms + 4_000 + 200);

@@ -2,8 +2,8 @@
 //! says.
 
 use crate::dist::Dist;
+use crate::dist::Stream;
 use rand::RngExt;
-use rand_chacha::ChaCha8Rng;
 
 /// What kind of message a post is, from where it goes and what it says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,12 +67,12 @@ pub struct WorkloadParams {
 pub struct Workload {
     p: WorkloadParams,
     posted: u64,
-    rng: ChaCha8Rng,
+    rng: Stream,
 }
 
 impl Workload {
     /// The workload `p`, drawing from `rng`.
-    pub fn new(p: WorkloadParams, rng: ChaCha8Rng) -> Workload {
+    pub fn new(p: WorkloadParams, rng: Stream) -> Workload {
         Workload { p, posted: 0, rng }
     }
 

@@ -1,5 +1,5 @@
 //! The world model of docs/model.md: agents, links, workload, faults. Randomness
-//! enters the simulation only here (per-component ChaCha streams).
+//! enters the simulation only here (a stream per component, `dist::stream`).
 
 pub mod dense;
 pub mod world;

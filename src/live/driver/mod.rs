@@ -35,6 +35,7 @@ use super::observe::{Counts, Observer};
 use super::{LiveError, Setup};
 use crate::agent::{Agent, Input, PostKind, Workload};
 use crate::dist::Dist;
+use crate::dist::{Stream, stream};
 use crate::floor;
 use crate::floor::ClientMsg;
 use crate::metrics::RunResult;
@@ -45,8 +46,6 @@ use crate::scenario::ClaimGuardSpec;
 use crate::serve;
 use connect::{Wiring, connect_all, identities, wire_names};
 use names::Names;
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -304,7 +303,7 @@ struct Driver<'a> {
     trace: Option<Vec<u8>>,
     trace_cut: bool,
     restart: Dist,
-    server_rng: ChaCha8Rng,
+    server_rng: Stream,
     tx: Events,
     reconnecting: usize,
     /// Our last action (a send, a timer), or the last frame that made an
@@ -316,12 +315,6 @@ struct Driver<'a> {
     /// The replication fails past this instant.
     deadline: Instant,
     failure: Option<String>,
-}
-
-fn stream(seed: u64, s: u64) -> ChaCha8Rng {
-    let mut r = ChaCha8Rng::seed_from_u64(seed);
-    r.set_stream(s);
-    r
 }
 
 /// One replication against the server at `url`: connect everyone, run

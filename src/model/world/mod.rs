@@ -43,6 +43,7 @@ mod trace;
 pub use prepared::Prepared;
 
 use crate::agent::{self, Agent, Workload};
+use crate::dist::Stream;
 use crate::engine::{Engine, EventKey};
 use crate::floor::{self, PolicyKind};
 use crate::limits::HORIZON_US;
@@ -51,7 +52,6 @@ use crate::model::dense::{Dense, MsgId};
 use messages::MsgInfo;
 use prepared::{agent_stream, stream};
 use rand::RngExt;
-use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -171,7 +171,7 @@ struct AgentSlot {
 /// relay walks its recipients' downlinks, and a 304-byte stream per link
 /// in the agent's slot made every agent's slot three times larger.
 struct Link {
-    rng: ChaCha8Rng,
+    rng: Stream,
     last: u64,
 }
 
@@ -201,7 +201,7 @@ struct World<'a> {
     workload: Workload,
     msgs: open::OpenMsgs,
     next_msg: u32,
-    server_rng: ChaCha8Rng,
+    server_rng: Stream,
     wake: Option<(u64, EventKey)>,
     acc: RunAccumulator,
     out: Vec<floor::Delivery<Dense>>,

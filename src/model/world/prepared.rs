@@ -11,8 +11,6 @@ use crate::floor::{ClaimGuard, PolicyKind};
 use crate::model::dense::{AgentId, Dense, DenseBuilder, DestId};
 use crate::names;
 use crate::scenario::{Arrivals, ClaimGuardSpec, Scenario, ScriptEvent, SweepPhase};
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -353,14 +351,11 @@ fn dest_of(names: &Dense, text: &str) -> DestId {
     names.dest(text).unwrap_or(DestId(u32::MAX))
 }
 
-/// Component stream `stream` of replication `seed`: 1 the workload, 2 the
-/// server side (processing, disconnect detection, restarts), 3 the sweep
-/// phase, `16 + 4 i` agent `i` and `+1`/`+2` its up- and downlink.
-pub(super) fn stream(seed: u64, stream: u64) -> ChaCha8Rng {
-    let mut r = ChaCha8Rng::seed_from_u64(seed);
-    r.set_stream(stream);
-    r
-}
+/// Component stream `stream` of replication `seed` ([`crate::dist::stream`]):
+/// 1 the workload, 2 the server side (processing, disconnect detection,
+/// restarts), 3 the sweep phase, `16 + 4 i` agent `i` and `+1`/`+2` its up-
+/// and downlink.
+pub(super) use crate::dist::stream;
 
 /// The first component stream of agent `i` (see [`stream`]).
 pub(super) fn agent_stream(i: usize) -> u64 {
