@@ -377,12 +377,14 @@ fn covers_but(csv: &str, group: &str, parameter: &str, truth: f64, bias: f64) {
     );
 }
 
-/// The upward bias allowed on the window's lower end, scenario ms: the
-/// waits members see include the delays the link estimate does not
-/// remove (the agent's own scheduling, the hops a missing round trip
-/// leaves in), a few ms of real time, here x 20 (docs/observe.md, "What
-/// speed does").
-const MIN_BIAS_MS: f64 = 100.0;
+/// The upward bias allowed on the window's ends, scenario ms: the waits
+/// members see include the delays the link estimate does not remove (the
+/// agent's own scheduling and timer, the hops a missing round trip leaves
+/// in), a few ms of real time, here x 20 (docs/observe.md, "What speed
+/// does"). The upper end is the longest wait seen: with a few hundred
+/// waits it lies within a few ms of the truth, and the bias can carry it
+/// past.
+const WAIT_BIAS_MS: f64 = 100.0;
 
 /// The upward bias allowed on a timed interval (the inference), scenario
 /// ms: a live agent's timer fires late, on the next whole ms of real time
@@ -442,7 +444,7 @@ fn calibrate_the_recorded_default_session() {
     }
     let est = std::fs::read_to_string(dir.join("estimates.csv")).expect("estimates");
     covers(&est, "group-0", "respond_p", 0.6);
-    covers_but(&est, "group-0", "csma.min_ms", 2000.0, MIN_BIAS_MS);
+    covers_but(&est, "group-0", "csma.min_ms", 2000.0, WAIT_BIAS_MS);
     covers(&est, "group-0", "csma.max_ms", 8000.0);
     covers(&est, "group-0", "inference.p99_ms", 20000.0);
     let pred = std::fs::read_to_string(dir.join("prediction.csv")).expect("prediction");
@@ -594,8 +596,8 @@ fn round_trip_recovers_a_known_scenario() {
     let est = std::fs::read_to_string(dir.join("estimates.csv")).expect("estimates");
     covers(&est, "workload", "mean_gap_ms", 3000.0);
     covers(&est, "group-0", "respond_p", 0.6);
-    covers_but(&est, "group-0", "csma.min_ms", 0.0, MIN_BIAS_MS);
-    covers(&est, "group-0", "csma.max_ms", 2000.0);
+    covers_but(&est, "group-0", "csma.min_ms", 0.0, WAIT_BIAS_MS);
+    covers_but(&est, "group-0", "csma.max_ms", 2000.0, WAIT_BIAS_MS);
     covers_but(&est, "group-0", "inference.p50_ms", 1000.0, TIMER_BIAS_MS);
     covers(&est, "group-0", "inference.p99_ms", 4000.0);
     let scenario = std::fs::read_to_string(dir.join("scenario.toml")).expect("scenario");
@@ -628,7 +630,7 @@ fn round_trip_recovers_a_known_scenario() {
         .expect("estimates");
     covers(&est, "workload", "mean_gap_ms", 3000.0);
     covers(&est, "group-0", "respond_p", 0.6);
-    covers(&est, "group-0", "csma.max_ms", 2000.0);
+    covers_but(&est, "group-0", "csma.max_ms", 2000.0, WAIT_BIAS_MS);
     covers(&est, "group-0", "inference.p99_ms", 4000.0);
 }
 
