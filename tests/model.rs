@@ -453,3 +453,62 @@ count = 200
     let at = |p: &str| run(&toml.replace("PHASE", p), "agentchat-0.36", 2);
     assert_ne!(at("0").values, at("2500").values);
 }
+
+/// A channel of 100 agents and one post: the relay is one cursor of 100
+/// arrivals (src/model/world/relays.rs).
+const LARGE_RELAY: &str = r#"
+reps = 1
+[network]
+base_ms = 40
+jitter = { kind = "exponential", mean_ms = 10 }
+[[agents]]
+count = 100
+respond_p = 0.0
+[workload]
+arrivals = "fixed"
+mean_gap_ms = 1000
+count = 3
+"#;
+
+#[test]
+fn a_large_relay_reaches_every_agent_once_at_the_time_it_was_sent_for() {
+    let (_, lines) = traced(LARGE_RELAY, "spec".parse().expect("policy"), 4);
+    assert_eq!(lines.iter().filter(|l| l["ev"] == "post").count(), 3);
+    let sent: Vec<&serde_json::Value> = lines.iter().filter(|l| l["ev"] == "server_send").collect();
+    let recv: Vec<&serde_json::Value> = lines.iter().filter(|l| l["ev"] == "recv").collect();
+    assert_eq!(sent.len(), 300, "each post relayed to the 100 agents");
+    assert_eq!(recv.len(), 300, "and each relay received once by each");
+    for post in ["m0", "m1", "m2"] {
+        let mut who: Vec<&str> = recv
+            .iter()
+            .filter(|l| l["msg"]["id"] == post)
+            .map(|l| l["agent"].as_str().expect("agent"))
+            .collect();
+        who.sort_unstable();
+        who.dedup();
+        assert_eq!(who.len(), 100, "{post}: every agent once");
+    }
+    // The trace is in event order: arrivals in time order, each at least
+    // the 40 ms base delay after its relay.
+    let t = |l: &serde_json::Value| l["t_us"].as_u64().expect("t_us");
+    assert!(recv.windows(2).all(|w| t(w[0]) <= t(w[1])));
+    let sent_at = t(sent[0]);
+    assert!(recv.iter().take(100).all(|l| t(l) >= sent_at + 40_000));
+    // With 100 draws of the jitter, arrivals differ: the cursor really
+    // spreads them over time.
+    assert!(t(recv[99]) > t(recv[0]));
+}
+
+#[test]
+fn the_arrivals_waiting_in_a_large_relay_count_against_the_pending_limit() {
+    let mut p = common::prepare(LARGE_RELAY);
+    p.set_max_pending(50);
+    let policy = "spec".parse().expect("policy");
+    assert_eq!(
+        herdsim::model::simulate(&p, policy, 4, None).err(),
+        Some(herdsim::model::RunLimit::Pending(50)),
+        "100 arrivals are 100 pending events, not one"
+    );
+    p.set_max_pending(1000);
+    assert!(herdsim::model::simulate(&p, policy, 4, None).is_ok());
+}

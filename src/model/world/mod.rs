@@ -37,6 +37,7 @@ mod messages;
 mod open;
 mod operator;
 mod prepared;
+mod relays;
 mod server;
 mod trace;
 
@@ -115,6 +116,8 @@ enum Ev {
         /// ([`relay_of`]), not carried: the event stays 24 bytes.
         msg: Arc<ServerMsg>,
     },
+    /// The next arrival of a large relay ([`relays`]) is due.
+    Relay { id: u32 },
     /// A CSMA timer or a recheck wake fires.
     Timer { agent: u32, inc: u32, msg: u32 },
     /// An inference completes.
@@ -225,6 +228,12 @@ struct World<'a> {
     /// Prefetch agents' state ahead of events (see [`prefetch`]): only
     /// when it is too large for the caches to hold anyway.
     prefetch: bool,
+    /// Large relays in flight, one event each ([`relays`]).
+    relays: relays::Relays,
+    /// The deliveries of the server step being sent, while they are
+    /// collected for a cursor (`Some`), with their room kept between steps.
+    batch: Option<relays::Batch>,
+    batch_room: relays::Batch,
 }
 
 /// Simulate one replication of `p` under `policy` with `seed`.
@@ -301,6 +310,9 @@ pub fn simulate_posts(
         reply_counted: false,
         posts: Posts::default(),
         prefetch: p.agents() * AGENT_BYTES > PREFETCH_ABOVE_BYTES,
+        relays: relays::Relays::default(),
+        batch: None,
+        batch_room: relays::Batch::default(),
     };
     let r = w.run()?;
     Ok((r, w.posts))
@@ -333,17 +345,22 @@ impl World<'_> {
             // runs (in a large channel, the agents' state is far larger
             // than the caches).
             if self.prefetch
-                && let Some(
-                    Ev::AgentIn { agent, .. }
-                    | Ev::Timer { agent, .. }
-                    | Ev::InferDone { agent, .. },
-                ) = self.eng.hint(EVENT_PREFETCH_AHEAD)
-                && let Some(slot) = self.agents.get(*agent as usize)
+                && let Some(agent) = match self.eng.hint(EVENT_PREFETCH_AHEAD) {
+                    Some(
+                        Ev::AgentIn { agent, .. }
+                        | Ev::Timer { agent, .. }
+                        | Ev::InferDone { agent, .. },
+                    ) => Some(*agent),
+                    Some(Ev::Relay { id }) => self.relays.agent_ahead(*id, 0),
+                    _ => None,
+                }
+                && let Some(slot) = self.agents.get(agent as usize)
             {
                 prefetch(slot);
             }
             self.dispatch(now, ev);
-            if (self.eng.len() > max_pending) | self.halt.is_some() {
+            let pending = self.eng.len() + self.relays.waiting();
+            if (pending > max_pending) | self.halt.is_some() {
                 return Err(match self.halt.take() {
                     Some(limit) => limit,
                     None => RunLimit::Pending(max_pending),
@@ -378,6 +395,23 @@ impl World<'_> {
             Ev::AgentIn { agent, inc, msg } => {
                 let relay = relay_of(&msg);
                 self.agent_in(now, agent, inc, msg, relay);
+            }
+            Ev::Relay { id } => {
+                if let Some((a, msg, after)) = self.relays.next(id) {
+                    // The next arrival is scheduled first, as it would have
+                    // been at the relay: before whatever this one causes.
+                    if let Some(t) = after {
+                        self.eng.post_at(t, Ev::Relay { id });
+                    }
+                    if self.prefetch
+                        && let Some(b) = self.relays.agent_ahead(id, 1)
+                        && let Some(slot) = self.agents.get(b as usize)
+                    {
+                        prefetch(slot);
+                    }
+                    let relay = relay_of(&msg);
+                    self.agent_in(now, a.agent, a.inc, msg, relay);
+                }
             }
             Ev::Timer { agent, inc, msg } => {
                 if self.agents[agent as usize].inc == inc {

@@ -3,6 +3,7 @@
 //! counting what reaches it.
 
 use super::links::PREFETCH_AHEAD;
+use super::relays::CURSOR_MIN;
 use super::{ClientMsg, Ev, Input, MsgInfo, ServerMsg, World};
 use crate::floor::{Naming, Role};
 use std::sync::Arc;
@@ -22,6 +23,9 @@ impl World<'_> {
         // relayed message's number once. Every payload in `out` was
         // allocated before this loop and nothing here allocates one, so
         // equal addresses mean the same payload.
+        if out.len() >= CURSOR_MIN {
+            self.batch = Some(std::mem::take(&mut self.batch_room));
+        }
         let mut last: Option<(*const ServerMsg, Option<u32>)> = None;
         let mut deliveries = out.drain(..);
         while let Some(o) = deliveries.next() {
@@ -46,6 +50,12 @@ impl World<'_> {
         }
         drop(deliveries);
         self.out = out;
+        if let Some(mut batch) = self.batch.take() {
+            if let Some((id, first)) = self.relays.start(&mut batch) {
+                self.eng.post_at(first, Ev::Relay { id });
+            }
+            self.batch_room = batch;
+        }
         self.schedule_wake();
     }
 

@@ -1,0 +1,304 @@
+//! Large relays as cursors.
+//!
+//! A message relayed to a channel of thousands of agents is thousands of
+//! deliveries, each due at its own time (the base delay plus the
+//! recipient's downlink jitter). Scheduled one by one, they fill the
+//! event queue with entries that are moved from bucket to bucket before
+//! they pop. A relay to [`CURSOR_MIN`] recipients or more is instead kept
+//! here as one *cursor*: its arrivals sorted by time (ties in the order
+//! they were sent, that is recipient order), with one event in the queue
+//! for the earliest arrival not yet delivered. When that event pops, the
+//! world schedules the cursor's next arrival and delivers this one.
+//!
+//! The times and draws are the same either way; what a cursor changes is
+//! the order of events due in the same microsecond: its next delivery is
+//! scheduled when the one before it is delivered, so it runs after the
+//! events scheduled before that moment for the same microsecond, where a
+//! delivery scheduled at the relay would have run before them
+//! (docs/model.md, modelling choice 28).
+
+use super::ServerMsg;
+use std::sync::Arc;
+
+/// The fewest deliveries of one server step kept as a cursor; fewer are
+/// scheduled one by one. A channel of fewer agents than this is simulated
+/// exactly as before cursors existed.
+pub(super) const CURSOR_MIN: usize = 64;
+
+/// One delivery of a relay: when it arrives, to which agent (and which
+/// incarnation of it), and which of its cursor's payloads.
+#[derive(Clone, Copy)]
+pub(super) struct Arrival {
+    pub(super) at: u64,
+    pub(super) agent: u32,
+    pub(super) inc: u32,
+    pub(super) msg: u32,
+}
+
+/// A relay's deliveries while the server step that makes them is sent.
+#[derive(Default)]
+pub(super) struct Batch {
+    arrivals: Vec<Arrival>,
+    /// The distinct payloads, in the order first sent (a relay has one,
+    /// a step that also answers its sender two or three).
+    msgs: Vec<Arc<ServerMsg>>,
+}
+
+impl Batch {
+    /// Add a delivery of `msg` at `at` to `agent` (incarnation `inc`).
+    pub(super) fn push(&mut self, at: u64, agent: u32, inc: u32, msg: Arc<ServerMsg>) {
+        let i = match self.msgs.last() {
+            Some(last) if Arc::ptr_eq(last, &msg) => self.msgs.len() - 1,
+            _ => {
+                self.msgs.push(msg);
+                self.msgs.len() - 1
+            }
+        };
+        self.arrivals.push(Arrival {
+            at,
+            agent,
+            inc,
+            // Fewer payloads than deliveries, and those fewer than u32::MAX.
+            msg: i as u32,
+        });
+    }
+}
+
+/// One relay in flight.
+#[derive(Default)]
+struct Cursor {
+    /// Arrivals not yet delivered, latest first: the next one is the last.
+    arrivals: Vec<Arrival>,
+    msgs: Vec<Arc<ServerMsg>>,
+}
+
+/// The cursors of a run, by id (an id is reused once its cursor is done).
+#[derive(Default)]
+pub(super) struct Relays {
+    cursors: Vec<Cursor>,
+    free: Vec<u32>,
+    /// Arrivals still waiting in cursors (they count as pending events).
+    waiting: usize,
+    /// Room for the sort, kept from one relay to the next.
+    keys: Vec<u64>,
+    tmp: Vec<u64>,
+}
+
+/// Bits per digit of the radix sort: 2048 counters, in the L1 cache.
+const DIGIT_BITS: u32 = 11;
+
+impl Relays {
+    /// Arrivals waiting in cursors.
+    pub(super) fn waiting(&self) -> usize {
+        self.waiting
+    }
+
+    /// Make a cursor of `batch` (left empty, with its room); returns its id
+    /// and the time of its first arrival, or `None` if `batch` is empty.
+    pub(super) fn start(&mut self, batch: &mut Batch) -> Option<(u32, u64)> {
+        if batch.arrivals.is_empty() {
+            batch.msgs.clear();
+            return None;
+        }
+        let id = match self.free.pop() {
+            Some(id) => id,
+            None => {
+                // Fewer cursors than pending events, and the pending events
+                // are bounded below u32::MAX (`Prepared::set_max_pending`).
+                self.cursors.push(Cursor::default());
+                (self.cursors.len() - 1) as u32
+            }
+        };
+        let cursor = &mut self.cursors[id as usize];
+        cursor.arrivals.clear();
+        sort_latest_first(
+            &batch.arrivals,
+            &mut self.keys,
+            &mut self.tmp,
+            &mut cursor.arrivals,
+        );
+        batch.arrivals.clear();
+        std::mem::swap(&mut cursor.msgs, &mut batch.msgs);
+        batch.msgs.clear();
+        self.waiting += cursor.arrivals.len();
+        let first = cursor.arrivals.last().map(|a| a.at)?;
+        Some((id, first))
+    }
+
+    /// Take cursor `id`'s next arrival and its payload; with the time of
+    /// the one after it, or `None` when the cursor is done (and its id free
+    /// again).
+    pub(super) fn next(&mut self, id: u32) -> Option<(Arrival, Arc<ServerMsg>, Option<u64>)> {
+        let cursor = self.cursors.get_mut(id as usize)?;
+        let a = cursor.arrivals.pop()?;
+        let msg = Arc::clone(cursor.msgs.get(a.msg as usize)?);
+        self.waiting -= 1;
+        let after = cursor.arrivals.last().map(|x| x.at);
+        if after.is_none() {
+            cursor.msgs.clear();
+            self.free.push(id);
+        }
+        Some((a, msg, after))
+    }
+
+    /// The agent of cursor `id`'s arrival `k` places after its next one
+    /// (for prefetching).
+    pub(super) fn agent_ahead(&self, id: u32, k: usize) -> Option<u32> {
+        let arrivals = &self.cursors.get(id as usize)?.arrivals;
+        let i = arrivals.len().checked_sub(1 + k)?;
+        arrivals.get(i).map(|a| a.agent)
+    }
+}
+
+/// Append `arrivals` to `out` sorted by time, latest first, arrivals due
+/// at the same time in reverse order of `arrivals` (so that popping from
+/// the end gives time order, ties in sending order).
+///
+/// An LSD radix sort of keys `(at - earliest) << 32 | index`, over only
+/// the digits the span of the times needs (two for a span under 4 s), with
+/// its room kept between calls: a relay to 10 000 agents is sorted in
+/// well under a tenth of the time `sort_by_key` takes, and allocates
+/// nothing. A radix sort is stable, and the index in the low half keeps
+/// the sending order of equal times anyway.
+fn sort_latest_first(
+    arrivals: &[Arrival],
+    keys: &mut Vec<u64>,
+    tmp: &mut Vec<u64>,
+    out: &mut Vec<Arrival>,
+) {
+    let (Some(lo), Some(hi)) = (
+        arrivals.iter().map(|a| a.at).min(),
+        arrivals.iter().map(|a| a.at).max(),
+    ) else {
+        return;
+    };
+    let span = hi - lo;
+    if span >= 1 << 32 || arrivals.len() as u64 >= 1 << 32 {
+        // Over 71 minutes of spread (or 4 billion recipients): the general
+        // stable sort.
+        let mut v = arrivals.to_vec();
+        v.sort_by_key(|a| a.at);
+        out.extend(v.iter().rev());
+        return;
+    }
+    keys.clear();
+    keys.extend(
+        arrivals
+            .iter()
+            .enumerate()
+            .map(|(i, a)| ((a.at - lo) << 32) | i as u64),
+    );
+    tmp.clear();
+    tmp.resize(keys.len(), 0);
+    let bits = 64 - span.leading_zeros();
+    let mut shift = 32;
+    while shift < 32 + bits {
+        let mut count = [0u32; 1 << DIGIT_BITS];
+        let digit = |k: u64| ((k >> shift) & ((1 << DIGIT_BITS) - 1)) as usize;
+        for &k in keys.iter() {
+            count[digit(k)] += 1;
+        }
+        let mut sum = 0;
+        for c in count.iter_mut() {
+            let n = *c;
+            *c = sum;
+            sum += n;
+        }
+        for &k in keys.iter() {
+            let d = digit(k);
+            tmp[count[d] as usize] = k;
+            count[d] += 1;
+        }
+        std::mem::swap(keys, tmp);
+        shift += DIGIT_BITS;
+    }
+    out.reserve(keys.len());
+    out.extend(
+        keys.iter()
+            .rev()
+            .map(|&k| arrivals[(k & 0xffff_ffff) as usize]),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn arrivals(times: &[u64]) -> Vec<Arrival> {
+        times
+            .iter()
+            .enumerate()
+            .map(|(i, &at)| Arrival {
+                at,
+                agent: i as u32,
+                inc: 0,
+                msg: 0,
+            })
+            .collect()
+    }
+
+    /// What the sort must give: time order, ties in sending order, reversed.
+    fn reference(a: &[Arrival]) -> Vec<(u64, u32)> {
+        let mut v: Vec<(u64, u32)> = a.iter().map(|x| (x.at, x.agent)).collect();
+        v.sort();
+        v.reverse();
+        v
+    }
+
+    fn sorted(a: &[Arrival]) -> Vec<(u64, u32)> {
+        let (mut keys, mut tmp, mut out) = (Vec::new(), Vec::new(), Vec::new());
+        sort_latest_first(a, &mut keys, &mut tmp, &mut out);
+        out.iter().map(|x| (x.at, x.agent)).collect()
+    }
+
+    #[test]
+    fn sorts_by_time_with_ties_in_sending_order() {
+        for times in [
+            vec![5, 3, 5, 1, 3, 5],
+            vec![7; 100],
+            vec![1_000_000, 40_000, 40_001, 4_000_000_000, 0],
+            // Spans of one, two and three digits, and over 2^32.
+            (0..500).map(|i| (i * 7919) % 2048).collect(),
+            (0..500).map(|i| (i * 7919) % 3_000_000 + 123).collect(),
+            (0..500).map(|i| (i * 104_729) % (1 << 33) + 10).collect(),
+            (0..500).map(|i| (i * 104_729) % (1 << 40)).collect(),
+        ] {
+            let a = arrivals(&times);
+            assert_eq!(sorted(&a), reference(&a), "{times:?}");
+        }
+        assert!(sorted(&[]).is_empty());
+    }
+
+    #[test]
+    fn a_cursor_gives_its_arrivals_in_order_and_frees_its_id() {
+        let mut r = Relays::default();
+        let m = Arc::new(ServerMsg::Error {
+            code: "X".into(),
+            message: String::new(),
+        });
+        let mut b = Batch::default();
+        for (i, at) in [30, 10, 20, 10].into_iter().enumerate() {
+            b.push(at, i as u32, 0, Arc::clone(&m));
+        }
+        assert_eq!(b.msgs.len(), 1, "one payload for the whole relay");
+        let (id, first) = r.start(&mut b).expect("a cursor");
+        assert_eq!(first, 10);
+        assert!(b.arrivals.is_empty() && b.msgs.is_empty());
+        assert_eq!(r.waiting(), 4);
+        assert_eq!(r.agent_ahead(id, 0), Some(1));
+        assert_eq!(r.agent_ahead(id, 1), Some(3));
+        let mut got = Vec::new();
+        while let Some((a, _, after)) = r.next(id) {
+            got.push((a.at, a.agent));
+            if after.is_none() {
+                break;
+            }
+        }
+        assert_eq!(got, [(10, 1), (10, 3), (20, 2), (30, 0)]);
+        assert_eq!(r.waiting(), 0);
+        // The id is reused.
+        b.push(5, 9, 0, m);
+        assert_eq!(r.start(&mut b), Some((id, 5)));
+        assert!(r.start(&mut Batch::default()).is_none());
+    }
+}
