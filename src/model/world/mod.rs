@@ -383,34 +383,51 @@ impl World<'_> {
     }
 
     fn dispatch(&mut self, now: u64, ev: Ev) {
+        // A delivery, whether scheduled on its own or the next arrival of
+        // a large relay, goes through one call of `agent_in` (one call
+        // site keeps it inlined into the loop).
+        let arrival = match ev {
+            Ev::AgentIn { agent, inc, msg } => Some((agent, inc, msg)),
+            Ev::Relay { id } => self.next_arrival(id),
+            ev => {
+                self.dispatch_other(now, ev);
+                None
+            }
+        };
+        if let Some((agent, inc, msg)) = arrival {
+            let relay = relay_of(&msg);
+            self.agent_in(now, agent, inc, msg, relay);
+        }
+    }
+
+    /// The next arrival of large relay `id`, its own next one scheduled.
+    fn next_arrival(&mut self, id: u32) -> Option<(u32, u32, Arc<ServerMsg>)> {
+        let (a, msg, after) = self.relays.next(id)?;
+        // The next arrival is scheduled first, as it would have been at
+        // the relay: before whatever this one causes.
+        if let Some(t) = after {
+            self.eng.post_at(t, Ev::Relay { id });
+        }
+        if self.prefetch
+            && let Some(b) = self.relays.agent_ahead(id, 1)
+            && let Some(slot) = self.agents.get(b as usize)
+        {
+            prefetch(slot);
+        }
+        Some((a.agent, a.inc, msg))
+    }
+
+    /// Every event but a delivery.
+    fn dispatch_other(&mut self, now: u64, ev: Ev) {
         match ev {
+            // Deliveries: `dispatch`.
+            Ev::AgentIn { .. } | Ev::Relay { .. } => {}
             Ev::Post => self.post(now),
             Ev::ServerIn { agent, msg } => {
                 let slot = self.uplink.get_mut(msg as usize).and_then(Option::take);
                 self.uplink_free.push(msg);
                 if let Some((m, infer_us)) = slot {
                     self.server_in(now, agent, m, infer_us);
-                }
-            }
-            Ev::AgentIn { agent, inc, msg } => {
-                let relay = relay_of(&msg);
-                self.agent_in(now, agent, inc, msg, relay);
-            }
-            Ev::Relay { id } => {
-                if let Some((a, msg, after)) = self.relays.next(id) {
-                    // The next arrival is scheduled first, as it would have
-                    // been at the relay: before whatever this one causes.
-                    if let Some(t) = after {
-                        self.eng.post_at(t, Ev::Relay { id });
-                    }
-                    if self.prefetch
-                        && let Some(b) = self.relays.agent_ahead(id, 1)
-                        && let Some(slot) = self.agents.get(b as usize)
-                    {
-                        prefetch(slot);
-                    }
-                    let relay = relay_of(&msg);
-                    self.agent_in(now, a.agent, a.inc, msg, relay);
                 }
             }
             Ev::Timer { agent, inc, msg } => {
