@@ -292,6 +292,25 @@ fn timeline_defaults_to_the_most_contested_message() {
 }
 
 #[test]
+fn quiet_plot_says_nothing_on_stderr_and_still_names_the_file() {
+    let (_tmp, trace) = staged("trace.jsonl");
+    let out = herdsim()
+        .args(["plot", "--quiet", "--timeline"])
+        .arg(&trace)
+        .output()
+        .expect("runs");
+    assert!(out.status.success());
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let written = String::from_utf8_lossy(&out.stdout);
+    assert!(written.trim_end().ends_with("timeline-m1.png"), "{written}");
+    assert!(trace.with_file_name("timeline-m1.png").is_file());
+}
+
+#[test]
 fn hung_and_lost_message_timeline() {
     let (_tmp, trace) = staged("trace.jsonl");
     let out = trace.with_file_name("m2.svg");

@@ -67,13 +67,17 @@ pub struct Args {
     /// Pixel size WIDTHxHEIGHT of a summary plot (e.g. 1600x1200).
     #[arg(long, value_name = "WxH", value_parser = parse_size, conflicts_with = "timeline")]
     pub size: Option<(u32, u32)>,
+
+    /// No note on stderr (the file written is still printed on stdout).
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 pub fn run(args: Args) -> Result<ExitCode, CliError> {
     let (out, title) = (args.out.as_deref(), args.title.as_deref());
     let written = match (&args.timeline, &args.input) {
         (Some(trace), _) => {
-            let term = crate::term::Term::notes(false);
+            let term = crate::term::Term::notes(args.quiet);
             report::plot_timeline(trace, args.msg.as_deref(), out, title, &term)?
         }
         (None, Some(input)) => {

@@ -67,7 +67,9 @@ pub fn timeline(
         Some(m) => m.to_string(),
         None => {
             let id = plot::most_contested(trace).map_err(to_error)?;
-            obs.warn(&format!(
+            // Information (`--quiet` hides it): the file's name, printed
+            // on stdout, names the message too.
+            obs.info(&format!(
                 "herdsim: drawing the most contested message: {id}"
             ));
             id
