@@ -260,8 +260,18 @@ mod tests {
             // Spans of one, two and three digits, and over 2^32.
             (0..500).map(|i| (i * 7919) % 2048).collect(),
             (0..500).map(|i| (i * 7919) % 3_000_000 + 123).collect(),
-            (0..500).map(|i| (i * 104_729) % (1 << 33) + 10).collect(),
-            (0..500).map(|i| (i * 104_729) % (1 << 40)).collect(),
+            // An hour into a run: the keys are offsets from the earliest.
+            (0..500)
+                .map(|i| 3_600_000_000 + (i * 7919) % 3_000_000)
+                .collect(),
+            // Spreads of 2^32 µs and more: the general sort.
+            vec![1 << 32, 0, 1 << 32, 5, 0],
+            (0..500)
+                .map(|i| (i * 104_729_000_003) % (1 << 40) + 10)
+                .collect(),
+            (0..500)
+                .map(|i| (i * 7_919_000_000_001) % (1 << 50))
+                .collect(),
         ] {
             let a = arrivals(&times);
             assert_eq!(sorted(&a), reference(&a), "{times:?}");
@@ -300,5 +310,35 @@ mod tests {
         b.push(5, 9, 0, m);
         assert_eq!(r.start(&mut b), Some((id, 5)));
         assert!(r.start(&mut Batch::default()).is_none());
+    }
+
+    #[test]
+    fn each_arrival_gets_its_own_payload() {
+        // A server step that relays a claim and answers its sender (a
+        // YIELD) sends two payloads; each arrival must carry its own.
+        let msg = |code: &str| {
+            Arc::new(ServerMsg::Error {
+                code: code.into(),
+                message: String::new(),
+            })
+        };
+        let (relay, answer) = (msg("relay"), msg("answer"));
+        let mut b = Batch::default();
+        b.push(30, 0, 0, Arc::clone(&relay));
+        b.push(10, 1, 0, Arc::clone(&relay));
+        b.push(20, 2, 0, Arc::clone(&answer));
+        b.push(5, 3, 0, Arc::clone(&relay));
+        // A payload is kept once per run of consecutive arrivals of it.
+        assert_eq!(b.msgs.len(), 3);
+        let mut r = Relays::default();
+        let (id, _) = r.start(&mut b).expect("a cursor");
+        let mut got = Vec::new();
+        while let Some((a, m, after)) = r.next(id) {
+            got.push((a.agent, Arc::ptr_eq(&m, &answer)));
+            if after.is_none() {
+                break;
+            }
+        }
+        assert_eq!(got, [(3, false), (1, false), (2, true), (0, false)]);
     }
 }
