@@ -170,9 +170,10 @@ struct AgentSlot {
 }
 
 /// One direction of an agent's link: its random stream and, under FIFO,
-/// the latest arrival time so far. Kept apart from [`AgentSlot`]: a
-/// relay walks its recipients' downlinks, and a 304-byte stream per link
-/// in the agent's slot made every agent's slot three times larger.
+/// the latest arrival time so far (40 bytes). Kept apart from
+/// [`AgentSlot`]: a relay walks its recipients' downlinks in a row. (When
+/// a stream was a 304-byte ChaCha8 buffer, two of them made every agent's
+/// slot three times larger.)
 struct Link {
     rng: Stream,
     last: u64,
