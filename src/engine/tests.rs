@@ -668,11 +668,22 @@ fn debug_shows_time_pending_and_popped() {
 fn stored_entries_are_counted_exactly() {
     let _watch = watch("stored_entries_are_counted_exactly");
     let mut e = Engine::new();
-    e.schedule_at(3, 0);
-    e.schedule_at(3, 1); // level 0
-    e.schedule_at(70_000, 2); // alone in its level-2 bucket
-    e.schedule_at(5_000_000, 3);
-    e.schedule_at(5_000_001, 4); // two in one level-2 bucket: a refill
+    for (t, v) in COUNTED {
+        e.schedule_at(t, v);
+    }
+    count_through_every_path(&mut e);
+    assert!(!e.radix, "five events stay in the small list");
+}
+
+/// The events of the counting tests: a tie at level 0, one alone in its
+/// level-2 bucket, two in one level-2 bucket (a refill).
+const COUNTED: [(Time, i32); 5] = [(3, 0), (3, 1), (70_000, 2), (5_000_000, 3), (5_000_001, 4)];
+
+/// Pop the [`COUNTED`] events from `e`, with a cancel on the way,
+/// checking the stored entries after every step; `e.radix` must not
+/// change on the way.
+fn count_through_every_path(e: &mut Engine<i32>) {
+    let radix = e.radix;
     assert_eq!(e.heap_entries(), 5);
     assert_eq!(e.pop(), Some((3, 0)));
     assert_eq!(e.heap_entries(), 4);
@@ -681,6 +692,8 @@ fn stored_entries_are_counted_exactly() {
     assert_eq!(e.pop(), Some((70_000, 2))); // the lone-entry path
     assert_eq!(e.heap_entries(), 2);
     let k = e.schedule_at(6_000_000, 5);
+    assert_eq!(e.radix, radix, "entries stored: the queue stays as it is");
+    assert_eq!(e.heap_entries(), 3);
     assert!(e.cancel(k));
     assert_eq!((e.heap_entries(), e.len()), (3, 2));
     assert_eq!(e.pop(), Some((5_000_000, 3))); // refills, then level 0
@@ -815,30 +828,9 @@ fn radix_engine<E>(events: impl IntoIterator<Item = (Time, E)>) -> (Engine<E>, V
 #[test]
 fn radix_stored_entries_are_counted_exactly() {
     let _watch = watch("radix_stored_entries_are_counted_exactly");
-    let (mut e, _) = radix_engine([
-        (3, 0),
-        (3, 1),      // level 0, a tie
-        (70_000, 2), // alone in its level-2 bucket
-        (5_000_000, 3),
-        (5_000_001, 4), // two in one level-2 bucket: refills
-    ]);
-    assert_eq!(e.heap_entries(), 5);
-    assert_eq!(e.pop(), Some((3, 0)));
-    assert_eq!(e.heap_entries(), 4);
-    assert_eq!(e.pop(), Some((3, 1)));
-    assert_eq!(e.heap_entries(), 3);
-    assert_eq!(e.pop(), Some((70_000, 2))); // the lone-entry path
-    assert_eq!(e.heap_entries(), 2);
-    let k = e.schedule_at(6_000_000, 5);
-    assert!(e.radix, "entries stored: the radix queue stays");
-    assert_eq!(e.heap_entries(), 3);
-    assert!(e.cancel(k));
-    assert_eq!((e.heap_entries(), e.len()), (3, 2));
-    assert_eq!(e.pop(), Some((5_000_000, 3))); // refills, then level 0
-    assert_eq!(e.heap_entries(), 2);
-    assert_eq!(e.pop(), Some((5_000_001, 4)));
-    assert_eq!(e.heap_entries(), 1); // the stale entry, not yet reached
-    assert_eq!(e.pop(), None);
+    let (mut e, _) = radix_engine(COUNTED);
+    count_through_every_path(&mut e);
+    assert!(e.radix, "the stale entry keeps the radix queue");
     // The stale entry is reached (and dropped) on the way to the next one.
     e.schedule_at(7_000_000, 6);
     assert!(e.radix);
