@@ -67,16 +67,17 @@ impl World<'_> {
             info.pending += 1;
         }
         // `relay_of` is read from the payload again on arrival.
-        match &mut self.batch {
-            Some(batch) => batch.push(at, agent, inc, o.msg),
-            None => self.eng.post_at(
+        if self.batching {
+            self.batch.push(at, agent, inc, o.msg);
+        } else {
+            self.eng.post_at(
                 at,
                 Ev::AgentIn {
                     agent,
                     inc,
                     msg: o.msg,
                 },
-            ),
+            );
         }
     }
 

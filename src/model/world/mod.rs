@@ -231,10 +231,11 @@ struct World<'a> {
     prefetch: bool,
     /// Large relays in flight, one event each ([`relays`]).
     relays: relays::Relays,
-    /// The deliveries of the server step being sent, while they are
-    /// collected for a cursor (`Some`), with their room kept between steps.
-    batch: Option<relays::Batch>,
-    batch_room: relays::Batch,
+    /// Whether the deliveries of the server step being sent are collected
+    /// in `batch` for a cursor, rather than scheduled one by one.
+    batching: bool,
+    /// Those deliveries (empty between steps; its room is kept).
+    batch: relays::Batch,
 }
 
 /// Simulate one replication of `p` under `policy` with `seed`.
@@ -312,8 +313,8 @@ pub fn simulate_posts(
         posts: Posts::default(),
         prefetch: p.agents() * AGENT_BYTES > PREFETCH_ABOVE_BYTES,
         relays: relays::Relays::default(),
-        batch: None,
-        batch_room: relays::Batch::default(),
+        batching: false,
+        batch: relays::Batch::default(),
     };
     let r = w.run()?;
     Ok((r, w.posts))

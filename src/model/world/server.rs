@@ -23,9 +23,7 @@ impl World<'_> {
         // relayed message's number once. Every payload in `out` was
         // allocated before this loop and nothing here allocates one, so
         // equal addresses mean the same payload.
-        if out.len() >= CURSOR_MIN {
-            self.batch = Some(std::mem::take(&mut self.batch_room));
-        }
+        self.batching = out.len() >= CURSOR_MIN;
         let mut last: Option<(*const ServerMsg, Option<u32>)> = None;
         let mut deliveries = out.drain(..);
         while let Some(o) = deliveries.next() {
@@ -50,11 +48,11 @@ impl World<'_> {
         }
         drop(deliveries);
         self.out = out;
-        if let Some(mut batch) = self.batch.take() {
-            if let Some((id, first)) = self.relays.start(&mut batch) {
+        if self.batching {
+            self.batching = false;
+            if let Some((id, first)) = self.relays.start(&mut self.batch) {
                 self.eng.post_at(first, Ev::Relay { id });
             }
-            self.batch_room = batch;
         }
         self.schedule_wake();
     }
