@@ -353,7 +353,7 @@ impl World<'_> {
                         | Ev::Timer { agent, .. }
                         | Ev::InferDone { agent, .. },
                     ) => Some(*agent),
-                    Some(Ev::Relay { id }) => self.relays.agent_ahead(*id, 0),
+                    Some(Ev::Relay { id }) => self.relays.agent_ahead(*id, 0, false),
                     _ => None,
                 }
                 && let Some(slot) = self.agents.get(agent as usize)
@@ -411,7 +411,7 @@ impl World<'_> {
             self.eng.post_at(t, Ev::Relay { id });
         }
         if self.prefetch
-            && let Some(b) = self.relays.agent_ahead(id, 1)
+            && let Some(b) = self.relays.agent_ahead(id, 1, true)
             && let Some(slot) = self.agents.get(b as usize)
         {
             prefetch(slot);

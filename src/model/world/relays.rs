@@ -84,6 +84,10 @@ pub(super) struct Relays {
     tmp: Vec<u64>,
 }
 
+/// How many arrivals ahead of the next agent's a cursor's arrivals are
+/// fetched into the caches ([`Relays::agent_ahead`]).
+const ARRIVALS_AHEAD: usize = 16;
+
 /// Bits per digit of the radix sort: 2048 counters, in the L1 cache.
 const DIGIT_BITS: u32 = 11;
 
@@ -142,10 +146,16 @@ impl Relays {
     }
 
     /// The agent of cursor `id`'s arrival `k` places after its next one
-    /// (for prefetching).
-    pub(super) fn agent_ahead(&self, id: u32, k: usize) -> Option<u32> {
+    /// (for prefetching). With `fetch`, also fetch the arrivals
+    /// [`ARRIVALS_AHEAD`] places after that from memory: a cursor is read
+    /// long after it was sorted, and in a large channel the cursors in
+    /// flight outgrow the caches.
+    pub(super) fn agent_ahead(&self, id: u32, k: usize, fetch: bool) -> Option<u32> {
         let arrivals = &self.cursors.get(id as usize)?.arrivals;
         let i = arrivals.len().checked_sub(1 + k)?;
+        if fetch && let Some(far) = i.checked_sub(ARRIVALS_AHEAD).and_then(|j| arrivals.get(j)) {
+            super::prefetch(far);
+        }
         arrivals.get(i).map(|a| a.agent)
     }
 }
@@ -295,8 +305,8 @@ mod tests {
         assert_eq!(first, 10);
         assert!(b.arrivals.is_empty() && b.msgs.is_empty());
         assert_eq!(r.waiting(), 4);
-        assert_eq!(r.agent_ahead(id, 0), Some(1));
-        assert_eq!(r.agent_ahead(id, 1), Some(3));
+        assert_eq!(r.agent_ahead(id, 0, false), Some(1));
+        assert_eq!(r.agent_ahead(id, 1, true), Some(3));
         let mut got = Vec::new();
         while let Some((a, _, after)) = r.next(id) {
             got.push((a.at, a.agent));
