@@ -792,6 +792,10 @@ fn hint_names_the_coming_events_where_cheap() {
     let rest = SMALL_MAX + 3; // the entries at 100 left
     assert_eq!(e.hint(rest - 1), Some(&(SMALL_MAX as u32 + 3)));
     assert_eq!(e.hint(rest), Some(&1000), "the next bucket's front");
+    // Past every entry of level 0: the front of the first bucket above
+    // it (not a level-0 bucket again).
+    assert_eq!(e.hint(rest + 1), Some(&u32::MAX), "beyond level 0");
+    assert_eq!(e.hint(rest + 9), Some(&u32::MAX));
     while e.peek_time() != Some(1_000_000) {
         e.pop();
     }
@@ -805,6 +809,20 @@ fn hint_names_the_coming_events_where_cheap() {
     assert_eq!(e.hint(0), Some(&2001));
     while e.pop().is_some() {}
     assert_eq!(e.hint(0), None);
+    // A bucket of exactly SMALL_MAX entries above level 0 still gives one.
+    let mut e = Engine::new();
+    for i in 0..(SMALL_MAX as u32 + 1) {
+        e.post_at(100, i);
+    }
+    for i in 0..SMALL_MAX as u32 {
+        e.post_at(3_000_000, 3000 + i);
+    }
+    assert!(e.radix);
+    for _ in 0..=SMALL_MAX {
+        e.pop();
+    }
+    assert_eq!(e.hint(0), Some(&3000));
+    assert_eq!(e.pop(), Some((3_000_000, 3000)));
 }
 
 /// An engine in radix mode holding `events` (scheduled in this order), as
