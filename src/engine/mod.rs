@@ -145,6 +145,15 @@ const SPARE_PER_PENDING: usize = 2;
 /// See [`KEEP_CAPACITY`].
 const SPARE_MIN: usize = 1 << 14;
 
+/// Whether bucket `b` is at level 0 (its entries all due at one instant).
+/// Bucket `SLOTS` (level 1, digit 0) never holds an entry: an entry goes to
+/// level L >= 1 only when its time first differs from the base in digit
+/// L, and as time >= base, its digit there is at least 1.
+#[inline(always)]
+fn at_level0(b: usize) -> bool {
+    b < SLOTS
+}
+
 /// Index of the bucket (level * SLOTS + digit) for `time` given `base`.
 #[inline]
 fn locate(base: Time, time: Time) -> usize {
@@ -379,7 +388,7 @@ impl<E> Engine<E> {
         }
         // Fast path: the first bucket is at level 0 and its front is live.
         let b = self.first_bucket();
-        if b < SLOTS
+        if at_level0(b)
             && let Some(x) = self.take_front0(b)
         {
             return Some(x);
@@ -405,7 +414,7 @@ impl<E> Engine<E> {
         loop {
             // `live > 0`, so some bucket holds a live entry.
             let b = self.first_bucket();
-            if b < SLOTS {
+            if at_level0(b) {
                 if let Some(x) = self.take_front0(b) {
                     return Some(x);
                 }
@@ -540,7 +549,7 @@ impl<E> Engine<E> {
                 let b = w * 64 + occ.trailing_zeros() as usize;
                 occ &= occ - 1;
                 let bucket = &self.buckets[b];
-                let found = if b < SLOTS {
+                let found = if at_level0(b) {
                     bucket[self.head0[b] as usize..]
                         .iter()
                         .find(|e| is_live(&self.gens, e))
@@ -595,9 +604,9 @@ impl<E> Engine<E> {
     fn insert(&mut self, e: Entry<E>) {
         let b = locate(self.base, e.time);
         let bucket = &mut self.buckets[b];
-        if bucket.is_empty() && bucket.capacity() > KEEP_CAPACITY {
+        if bucket.is_empty() {
             // Kept room back in use.
-            self.spare -= bucket.capacity() - KEEP_CAPACITY;
+            self.spare -= bucket.capacity().saturating_sub(KEEP_CAPACITY);
         }
         bucket.push(e);
         self.occupied[b / 64] |= 1 << (b % 64);
@@ -656,7 +665,7 @@ impl<E> Engine<E> {
     /// move along; they are dropped when reached or by compaction.
     #[inline(never)]
     fn refill(&mut self, b: usize) {
-        debug_assert!(b >= SLOTS);
+        debug_assert!(!at_level0(b));
         let mut items = std::mem::take(&mut self.buckets[b]);
         self.unmark(b);
         // Every entry of the bucket shares the digits from `level` up; the
@@ -666,10 +675,8 @@ impl<E> Engine<E> {
         // costs a scan: measured slower on the hold model.)
         let shift = (b / SLOTS) as u32 * BITS;
         self.base = (items[0].time >> shift) << shift;
-        if items.capacity() > KEEP_CAPACITY {
-            // Counted as kept while it is away (it is empty to `insert`).
-            self.spare += items.capacity() - KEEP_CAPACITY;
-        }
+        // Counted as kept while it is away (it is empty to `insert`).
+        self.spare += items.capacity().saturating_sub(KEEP_CAPACITY);
         for e in items.drain(..) {
             self.insert(e);
         }
@@ -689,7 +696,7 @@ impl<E> Engine<E> {
                 let b = w * 64 + occ.trailing_zeros() as usize;
                 occ &= occ - 1;
                 let bucket = &mut self.buckets[b];
-                if b < SLOTS {
+                if at_level0(b) {
                     bucket.drain(..self.head0[b] as usize);
                     self.head0[b] = 0;
                 }
