@@ -41,7 +41,7 @@ use hold::Hold;
 
 /// The same allocator as the `herdsim` binary, so the figures match it.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: herdsim::allocator::Mimalloc = herdsim::allocator::Mimalloc;
 
 fn loaded(sets: &[String]) -> Loaded {
     let mut l = Loaded::builtin_default().expect("default scenario");

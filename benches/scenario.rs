@@ -14,7 +14,7 @@ use std::time::Duration;
 
 /// The same allocator as the `herdsim` binary, so the figures match it.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: herdsim::allocator::Mimalloc = herdsim::allocator::Mimalloc;
 
 fn world(sets: &[String]) -> Prepared {
     let mut l = Loaded::builtin_default().expect("default scenario");

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 /// The same allocator as the `herdsim` binary, so the figures match it.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: herdsim::allocator::Mimalloc = herdsim::allocator::Mimalloc;
 
 const POLICIES: [PolicyKind; 2] = [PolicyKind::None, PolicyKind::Spec];
 const REPS: u32 = 4;

@@ -23,9 +23,10 @@
 //!   3    scenario           scenario files: parse, defaults, --set, sweep grid, validate
 //!   2    agent              the agent and the operator as sans-IO actors
 //!   1    metrics dist       per-run measures and statistics; distributions
-//!   0    floor engine files limits names progress
+//!   0    floor engine files limits names progress allocator
 //!                           arbitration; virtual clock; file access; bounds;
-//!                           agent and message ids; the progress Observer
+//!                           agent and message ids; the progress Observer;
+//!                           the memory allocator the binaries install
 //! ```
 //!
 //! `floor` is the real arbitration logic and depends on nothing else in the
@@ -46,6 +47,7 @@
 pub const BUILD: &str = env!("HERDSIM_BUILD");
 
 pub mod agent;
+pub mod allocator;
 pub mod calibrate;
 pub mod cli;
 pub mod dist;

@@ -1,9 +1,11 @@
 use std::process::ExitCode;
 
 /// mimalloc: the simulator allocates many small strings (wire messages);
-/// the system allocator spent a third of the run time on them.
+/// the system allocator spent a third of the run time on them. Through
+/// `herdsim::allocator`, which asks mimalloc for an alignment only where
+/// an allocation needs one (see there).
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: herdsim::allocator::Mimalloc = herdsim::allocator::Mimalloc;
 
 /// `mi_option_purge_delay` in mimalloc's `mi_option_e` (the same index in
 /// its v2 and v3; `libmimalloc-sys` names only some of the options).

@@ -23,8 +23,9 @@
 //! - 0: `floor` (the arbitration, which a server author can copy out),
 //!   `engine` (the virtual clock), `files` (how files are opened),
 //!   `limits` (the documented bounds), `names` (agent and message ids) and
-//!   `progress` (the [`Observer`] a long operation reports to) use nothing
-//!   of the crate;
+//!   `progress` (the [`Observer`] a long operation reports to) and
+//!   `allocator` (the memory allocator the binary and benchmarks install)
+//!   use nothing of the crate;
 //! - 1: `metrics` (a run's measures; a `Job` names a floor policy) and
 //!   `dist` (distributions; reads empirical files, clamps to the limits);
 //! - 2: `agent`, the sans-IO actors: floor clients drawing from `dist`;
@@ -54,7 +55,15 @@ use std::path::{Path, PathBuf};
 
 /// The layers, bottom first.
 const LAYERS: &[&[&str]] = &[
-    &["floor", "engine", "files", "limits", "names", "progress"],
+    &[
+        "floor",
+        "engine",
+        "files",
+        "limits",
+        "names",
+        "progress",
+        "allocator",
+    ],
     &["metrics", "dist"],
     &["agent"],
     &["scenario"],
