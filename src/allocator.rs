@@ -6,9 +6,9 @@
 //! class's free list is not empty and its first block happens to be
 //! aligned; otherwise its general path serves any size that is not a power
 //! of two by over-allocating and aligning inside the block. The simulator
-//! allocates one payload per relay (an `Arc` of 40 to 70 bytes) and frees
+//! allocates one payload per relay (an `Arc` of a few dozen bytes) and frees
 //! it when the relay is delivered, so the free list is empty at almost
-//! every allocation: 155 instructions per payload, 2.5% of the default
+//! every allocation: 155 instructions per payload, about 2.5% of the default
 //! scenario's run, in that path.
 //!
 //! [`Mimalloc`] calls `mi_malloc` instead, as std's system allocator calls
