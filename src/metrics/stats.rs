@@ -180,15 +180,8 @@ impl Percentiles {
         if n == 0 {
             return 0;
         }
-        let rank = nearest_rank(p, n);
-        let mut seen = 0u64;
-        for v in self.h.iter_recorded() {
-            seen += v.count_at_value();
-            if seen >= rank {
-                return v.value_iterated_to();
-            }
-        }
-        self.h.max()
+        self.h
+            .value_at_quantile(rank_quantile(nearest_rank(p, n), n))
     }
 
     /// [`value_at_percentile`](Self::value_at_percentile) of each of `ps`,
@@ -199,23 +192,15 @@ impl Percentiles {
         if n == 0 {
             return out;
         }
-        // Ranks in ascending order, with the slot each answer goes to.
+        // Ranks in ascending order, with the slot each answer goes to:
+        // `value_at_quantiles` answers them in one pass over the counts.
         let mut order: [(u64, usize); N] = std::array::from_fn(|i| (nearest_rank(ps[i], n), i));
         order.sort_unstable();
-        let mut next = 0;
-        let mut seen = 0u64;
-        for v in self.h.iter_recorded() {
-            seen += v.count_at_value();
-            while next < N && seen >= order[next].0 {
-                out[order[next].1] = v.value_iterated_to();
-                next += 1;
-            }
-            if next == N {
-                return out;
-            }
-        }
-        for &(_, i) in &order[next..] {
-            out[i] = self.h.max();
+        let answers = self
+            .h
+            .value_at_quantiles(order.iter().map(|&(rank, _)| rank_quantile(rank, n)));
+        for (&(_, i), v) in order.iter().zip(answers) {
+            out[i] = v;
         }
         out
     }
@@ -231,6 +216,18 @@ impl Percentiles {
             }
         }
     }
+}
+
+/// The quantile that makes hdrhistogram's `value_at_quantile(s)` stop at
+/// rank `rank` (of `n >= 1`, `1 <= rank <= n`): it looks for the first
+/// count reaching `ceil(q * n)`, and `(rank - 0.5) / n * n` lies within
+/// rounding error of `rank - 0.5`, so its ceiling is `rank` exactly. The
+/// quantile is never 0 (which would answer a bucket's lowest value), and
+/// the answer is the highest value of the bucket holding the value of that
+/// rank, as iterating over the recorded values gives it, without visiting
+/// each of the histogram's slots through its iterator.
+fn rank_quantile(rank: u64, n: u64) -> f64 {
+    (rank as f64 - 0.5) / n as f64
 }
 
 /// `max(1, ceil(p/100 * n))`, clamped to `n`, tolerant of floating-point
@@ -410,6 +407,25 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// Each percentile is the highest value of the histogram bucket
+        /// that holds the value of nearest rank (the type's definition),
+        /// for one call and for the one-pass form alike.
+        #[test]
+        fn percentiles_are_the_bucket_of_the_nearest_rank(
+            values in proptest::collection::vec(0u64..(1 << 40), 1..300),
+            ps in proptest::array::uniform4(-5.0f64..110.0),
+        ) {
+            let mut p = Percentiles::new();
+            for &v in &values {
+                p.record(v);
+            }
+            let mut sorted = values.clone();
+            sorted.sort_unstable();
+            let want = ps.map(|x| p.h.highest_equivalent(reference(&sorted, x)));
+            proptest::prop_assert_eq!(ps.map(|x| p.value_at_percentile(x)), want);
+            proptest::prop_assert_eq!(p.values_at_percentiles(ps), want);
+        }
+
         /// The one-pass form answers what one call per percentile does,
         /// in any order of the requested percentiles.
         #[test]
