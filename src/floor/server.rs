@@ -1611,10 +1611,9 @@ impl<N: Naming> Server<N> {
     /// sender); `false` when refused. A MSG that passes counts for the
     /// limit even if refused later.
     fn agentchat_rate_ok(&mut self, now: u64, from: &N::Agent, out: &mut Vec<Delivery<N>>) -> bool {
-        let limit = self.cfg.rate_limit_ms;
-        if limit > 0
-            && let Some(&last) = self.last_msg.get(from)
-            && now - last < limit
+        // A limit of 0 refuses nothing (no difference is below 0).
+        if let Some(&last) = self.last_msg.get(from)
+            && now - last < self.cfg.rate_limit_ms
         {
             self.stats.rate_limited += 1;
             let m = "Rate limit exceeded (max 1 message per second)".to_string();

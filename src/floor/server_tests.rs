@@ -146,6 +146,14 @@ fn config_default() {
         (c.policy, c.ttl_ms, c.enabled),
         (PolicyKind::Spec, 45_000, true)
     );
+    // A server reports the configuration it was given.
+    let given = Config {
+        policy: PolicyKind::Agentchat036,
+        ttl_ms: 1234,
+        sweep_every_ms: 700,
+        ..Config::default()
+    };
+    assert_eq!(Server::<Text>::new(given.clone()).config(), &given);
 }
 
 #[test]
@@ -657,7 +665,7 @@ fn error_codes_follow_the_policys_error_style() {
     // (fault, raw bytes or `None` for a decoded claim with an empty
     // msg_id, agentchat's message when it is not the decoder's).
     type Fault<'a> = (&'a str, Option<&'a [u8]>, Option<&'a str>);
-    let faults: [Fault; 5] = [
+    let faults: [Fault; 6] = [
         // Not JSON: rejected before any field is decoded.
         ("not json", Some(b"{not json"), None),
         // A MSG whose `to` is neither a channel nor a DM peer.
@@ -684,6 +692,12 @@ fn error_codes_follow_the_policys_error_style() {
             Some(br##"{"type":"RESPONDING_TO","msg_id":"m1","channel":"#general"}"##),
             Some("Missing or invalid started_at timestamp"),
         ),
+        // A claim without `channel`.
+        (
+            "no channel",
+            Some(br##"{"type":"RESPONDING_TO","msg_id":"m1","started_at":5}"##),
+            Some("Missing or invalid channel"),
+        ),
     ];
     for (what, bytes, ac_message) in faults {
         let mut got = Vec::new();
@@ -698,7 +712,9 @@ fn error_codes_follow_the_policys_error_style() {
                 None => h.claim(10, "agent-a", "", 5),
             };
             assert_eq!(h.s.claim_count(), 0, "{what} {p}");
-            let claim = what.contains("msg_id") || what.contains("started_at");
+            let claim = ["msg_id", "started_at", "channel"]
+                .iter()
+                .any(|f| what.contains(f));
             assert_eq!(h.s.stats().claims_received, u64::from(claim), "{what} {p}");
             match &out[..] {
                 [
@@ -1051,6 +1067,8 @@ fn agentchat_ttl_is_parsed_like_parse_int() {
     assert_eq!(agentchat_ttl("1e3"), 1);
     assert_eq!(agentchat_ttl("soon"), NEVER);
     assert_eq!(agentchat_ttl("-"), NEVER);
+    // Beyond u64 is a finite TTL (JavaScript's 1e23), not NaN's "never".
+    assert_eq!(agentchat_ttl("99999999999999999999999"), NEVER - 1);
     let vars = |v: &str| {
         let v = v.to_string();
         Config::from_vars(PolicyKind::Agentchat036, move |k| {
@@ -1133,8 +1151,23 @@ fn shared_form_matches_owned_form() {
     };
     for p in PolicyKind::ALL {
         let (mut owned, mut shared) = (H::abc(p), H::abc(p));
+        // The generic owned form, and client messages as JSON values.
+        let (mut generic, mut values) = (H::abc(p), H::abc(p));
         for (t, input) in inputs("m1") {
             let want = owned.run(t, input.clone());
+            let mut got = Vec::new();
+            generic.s.handle_owned(t, input.clone(), &mut got);
+            assert_eq!(got, want, "{p} at {t}: handle_owned");
+            got.clear();
+            match &input {
+                Input::Client { from, role, msg } => {
+                    let value: serde_json::Value =
+                        serde_json::from_str(&msg.to_string()).expect("a client message is JSON");
+                    values.s.handle_value(t, from, *role, &value, &mut got);
+                }
+                _ => values.s.handle(t, input.clone(), &mut got),
+            }
+            assert_eq!(got, want, "{p} at {t}: handle_value");
             let mut got = Vec::new();
             shared.s.handle_shared(t, input, &mut got);
             for pair in got.windows(2) {
@@ -1146,6 +1179,8 @@ fn shared_form_matches_owned_form() {
             assert_eq!(got, want, "{p} at {t}");
         }
         assert_eq!(owned.s.stats(), shared.s.stats(), "{p}");
+        assert_eq!(owned.s.stats(), generic.s.stats(), "{p}");
+        assert_eq!(owned.s.stats(), values.s.stats(), "{p}");
     }
 }
 
@@ -1764,4 +1799,93 @@ fn agentchat_rate_limit_ends_exactly_after_the_limit() {
     assert_eq!(error_code(&refused), Some(("agent-a", "RATE_LIMITED")));
     assert_eq!(to(&h.msg(2000, "agent-a", G, None)).len(), 2);
     assert_eq!(h.s.stats().rate_limited, 1);
+    assert_eq!(h.s.stats().refused_msgs, 1);
+    // A limit of 0 limits nothing.
+    let mut h = H::with(Config {
+        policy: PolicyKind::Agentchat036,
+        rate_limit_ms: 0,
+        ..Config::default()
+    });
+    h.join(0, "agent-a", G);
+    h.join(0, "agent-b", G);
+    for _ in 0..3 {
+        assert_eq!(to(&h.msg(1000, "agent-a", G, None)), [("agent-b", "MSG")]);
+    }
+    assert_eq!(h.s.stats().refused_msgs, 0);
+}
+
+/// `agentchat-0.36`: each sweep runs once. A claim granted at a sweep's
+/// very instant, after it ran, waits for the next sweep: later inputs
+/// before it do not sweep again, and the next wake is that sweep.
+#[test]
+fn agentchat_a_sweep_runs_once_even_for_a_claim_granted_at_its_instant() {
+    let mut h = H::with(Config {
+        policy: PolicyKind::Agentchat036,
+        ttl_ms: 0,
+        ..Config::default()
+    });
+    h.join(0, "agent-a", G);
+    h.join(0, "agent-b", G);
+    h.tick(5000); // the sweep of 5000 runs, with nothing to expire
+    h.claim(5000, "agent-a", "m1", 1); // deadline 5000: already past
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", Stamp::Int(1))));
+    assert_eq!(h.s.poll_timeout(), Some(10_000));
+    h.tick(5000);
+    h.tick(9999);
+    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", Stamp::Int(1))));
+    assert_eq!(h.s.stats().expired, 0);
+    h.tick(10_000);
+    assert_eq!(h.s.holder(G, "m1"), None);
+    assert_eq!(h.s.stats().expired, 1);
+}
+
+/// `agentchat-0.36` drops an agent's claim silently until the agent has
+/// identified; other policies ignore identification.
+#[test]
+fn agentchat_drops_the_claims_of_unidentified_agents() {
+    for p in [PolicyKind::Agentchat036, PolicyKind::Spec] {
+        let mut h = H::abc(p);
+        h.run(
+            0,
+            Input::Connect {
+                agent: "agent-a".into(),
+            },
+        );
+        let out = h.claim(10, "agent-a", "m1", 5);
+        if p == PolicyKind::Agentchat036 {
+            assert!(out.is_empty(), "{p}: {out:?}");
+            assert_eq!(h.s.claim_count(), 0, "{p}");
+            h.run(
+                20,
+                Input::Identify {
+                    agent: "agent-a".into(),
+                    lurk: false,
+                },
+            );
+            assert!(!h.claim(30, "agent-a", "m1", 5).is_empty(), "{p}");
+        } else {
+            assert!(!out.is_empty(), "{p}");
+        }
+        assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", Stamp::Int(5))), "{p}");
+    }
+}
+
+/// The clock guard's floor is inclusive for doubles as for integers. A
+/// double equal to the floor (an integer) exists only from 2^63 ms on,
+/// where JSON numbers are no longer held as `i64`.
+#[test]
+fn clock_guard_accepts_a_double_exactly_at_the_floor() {
+    let at = 5000;
+    let guard = ClaimGuard::Clock {
+        skew_ms: 0,
+        epoch_ms: i64::MAX - (at as i64 - 1), // the floor is then 2^63
+    };
+    let mut h = guarded(PolicyKind::Spec, guard);
+    h.post(at, "agent-c", "m1");
+    let floor = 2f64.powi(63);
+    let check = |h: &H, x: f64| {
+        h.s.claim_guard_refusal(at, Role::Agent, G, "m1", Stamp::Float(x))
+    };
+    assert_eq!(check(&h, floor), None);
+    assert!(check(&h, 2f64.powi(62)).is_some());
 }

@@ -1128,4 +1128,27 @@ mod tests {
             Err(DecodeError::Empty("in_reply_to"))
         );
     }
+
+    /// A stamp is an integer or not, and equal only to the same value
+    /// (an integer and the double of the same value are one stamp).
+    #[test]
+    fn stamps_say_whether_they_are_integers_and_compare_by_value() {
+        assert_eq!(Stamp::Int(7).as_i64(), Some(7));
+        assert_eq!(Stamp::Int(-3).as_i64(), Some(-3));
+        assert_eq!(Stamp::Float(1.5).as_i64(), None);
+        assert_eq!(Stamp::from_f64(2.0).as_i64(), Some(2));
+        assert_ne!(Stamp::Int(1), Stamp::Int(2));
+        assert_ne!(Stamp::Int(1), Stamp::Float(1.5));
+        assert_eq!(Stamp::Int(2), Stamp::Int(2));
+        assert_eq!(Stamp::Float(2.5), Stamp::Float(2.5));
+    }
+
+    /// A client message prints as its wire form.
+    #[test]
+    fn a_client_message_displays_as_its_json() {
+        let m = claim("m1", 5, "#general");
+        let shown = m.to_string();
+        assert_eq!(shown, m.to_json_string());
+        assert_eq!(ClientMsg::decode_str(&shown), Ok(m));
+    }
 }
