@@ -1889,3 +1889,25 @@ fn clock_guard_accepts_a_double_exactly_at_the_floor() {
     assert_eq!(check(&h, floor), None);
     assert!(check(&h, 2f64.powi(62)).is_some());
 }
+
+/// `agentchat-0.36` relays a MSG only to a channel that exists and of
+/// which the sender is a member, and no DM; each refusal is an ERROR to
+/// the sender, counted, and relays nothing.
+#[test]
+fn agentchat_refuses_msgs_to_dms_unknown_channels_and_channels_not_joined() {
+    let mut h = H::abc(PolicyKind::Agentchat036);
+    let refusals = [
+        (0, "@agent-b", "INVALID_MSG"),
+        (1000, "#nowhere", "CHANNEL_NOT_FOUND"),
+        (2000, "#other", "NOT_INVITED"),
+    ];
+    for (t, target, code) in refusals {
+        let out = h.msg(t, "agent-a", target, None);
+        assert_eq!(error_code(&out), Some(("agent-a", code)), "{target}");
+    }
+    assert_eq!(h.s.stats().refused_msgs, 3);
+    assert_eq!(
+        to(&h.msg(3000, "agent-a", G, None)),
+        [("agent-b", "MSG"), ("agent-c", "MSG")]
+    );
+}
