@@ -57,24 +57,36 @@ impl World<'_> {
         self.schedule_wake();
     }
 
+    /// Keep the one server wake-up at the server's next deadline
+    /// ([`crate::floor::Server::poll_timeout`]), moving it (later as well as earlier)
+    /// when the deadlines change, and dropping it when none is left: a
+    /// wake fires only when a claim or marker is due. A claim released
+    /// before its deadline therefore leaves no event behind, so a run in
+    /// which no claim reached its deadline is the same run, event for
+    /// event, under any longer TTL (what `tune` relies on, see
+    /// `floor::TtlAudit`).
     pub(super) fn schedule_wake(&mut self) {
-        let Some(t_ms) = self.server.poll_timeout() else {
-            return;
-        };
-        let now = self.eng.now();
-        let mut at = t_ms.saturating_mul(1000);
-        if at <= now {
-            // Due now: wake at the next millisecond so a Tick makes progress.
-            at = (now / 1000).saturating_add(1).saturating_mul(1000);
-        }
+        let at = self.server.poll_timeout().map(|t_ms| {
+            let now = self.eng.now();
+            let at = t_ms.saturating_mul(1000);
+            if at <= now {
+                // Due now: wake at the next millisecond so a Tick makes progress.
+                (now / 1000).saturating_add(1).saturating_mul(1000)
+            } else {
+                at
+            }
+        });
         if let Some((cur, key)) = self.wake {
-            if cur <= at {
+            if Some(cur) == at {
                 return;
             }
             self.eng.cancel(key);
+            self.wake = None;
         }
-        let key = self.eng.schedule_at(at, Ev::ServerWake);
-        self.wake = Some((at, key));
+        if let Some(at) = at {
+            let key = self.eng.schedule_at(at, Ev::ServerWake);
+            self.wake = Some((at, key));
+        }
     }
 
     pub(super) fn server_in(
