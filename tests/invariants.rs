@@ -8,7 +8,7 @@
 //!   replies that the shares imply).
 
 use herdsim::floor::PolicyKind;
-use herdsim::model::{Prepared, TraceBuf, simulate};
+use herdsim::model::{Prepared, TraceBuf, simulate, simulate_ttl};
 use herdsim::scenario::Loaded;
 use proptest::prelude::*;
 
@@ -155,4 +155,73 @@ proptest! {
             prop_assert!(false, "{}", e);
         }
     }
+}
+
+/// A result's values as bits (a NaN percentile equals itself).
+fn bits(r: &herdsim::metrics::RunResult) -> Vec<u64> {
+    r.values.iter().map(|v| v.to_bits()).collect()
+}
+
+/// The world of `text` with the claim TTL set to `ttl_ms`.
+fn with_ttl(text: &str, ttl_ms: u64) -> Prepared {
+    let loaded = Loaded::from_text("prop.toml", text, Path::new(".")).expect("valid");
+    let mut s = loaded.base().expect("resolves");
+    s.server.ttl_ms = ttl_ms as f64;
+    Prepared::new(&s, Path::new(".")).expect("prepares")
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// What `herdsim tune` relies on to take one candidate's replication
+    /// from another's: a replication that `simulate_ttl` says is the same
+    /// from TTL `least` on is the same, metric for metric (events
+    /// included), at `least` itself and at any longer TTL.
+    #[test]
+    fn a_run_the_ttl_did_not_touch_is_the_same_under_any_ttl_from_its_least(
+        p in params(),
+        seed in any::<u64>(),
+        longer in 1u64..200_000,
+    ) {
+        let text = scenario(&p);
+        let policy = PolicyKind::ALL[p.policy];
+        let (r, same_from) = simulate_ttl(&with_ttl(&text, u64::from(p.ttl_ms)), policy, seed)
+            .expect("within the run limits");
+        if let Some(least) = same_from {
+            for ttl in [least.max(1), least + longer] {
+                let (again, _) = simulate_ttl(&with_ttl(&text, ttl), policy, seed)
+                    .expect("within the run limits");
+                prop_assert_eq!(bits(&again), bits(&r), "TTL {} against {} (least {})", ttl, p.ttl_ms, least);
+            }
+        }
+    }
+}
+
+/// The audit is not vacuous: in the default scenario's setting a long TTL
+/// leaves replications the TTL did not touch (the same under a shorter
+/// TTL down to the longest claim), and a 5 s TTL, shorter than many
+/// inferences, touches them all.
+#[test]
+fn long_ttls_leave_runs_the_ttl_did_not_touch_and_short_ones_do_not() {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/default.toml"),
+    )
+    .expect("default scenario");
+    let (mut untouched, mut touched) = (0, 0);
+    for seed in 0..5u64 {
+        let long = with_ttl(&text, 120_000);
+        let (r, same_from) = simulate_ttl(&long, PolicyKind::Spec, seed).expect("runs");
+        let least = same_from.expect("no claim lives 120 s in the default scenario");
+        assert!((10_000..120_000).contains(&least), "least TTL {least}");
+        let (shorter, _) =
+            simulate_ttl(&with_ttl(&text, least), PolicyKind::Spec, seed).expect("runs");
+        assert_eq!(bits(&shorter), bits(&r));
+        untouched += 1;
+        let (_, short) =
+            simulate_ttl(&with_ttl(&text, 5_000), PolicyKind::Spec, seed).expect("runs");
+        if short.is_none() {
+            touched += 1;
+        }
+    }
+    assert_eq!((untouched, touched), (5, 5));
 }

@@ -760,6 +760,12 @@ impl<N: AgentNaming> Agent<N> {
         self.settle(msg_id, out);
     }
 
+    /// What this agent's decisions asked of the claim TTL, over its whole
+    /// life (crashes included): see [`crate::floor::TtlAudit`].
+    pub fn ttl_audit(&self) -> crate::floor::TtlAudit {
+        self.client.ttl_audit()
+    }
+
     /// The process dies: every inference is lost, every wait forgotten.
     fn crash(&mut self, now: u64, out: &mut Vec<Output<N>>) {
         let slots = std::mem::take(&mut self.slots);

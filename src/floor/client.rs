@@ -41,6 +41,7 @@ use std::borrow::Borrow;
 
 use crate::floor::naming::{Naming, Text};
 use crate::floor::policy::{PolicyKind, Rules};
+use crate::floor::ttl_audit::TtlAudit;
 use crate::floor::wire::{ClientMsg, ServerMsg, Stamp};
 
 /// Per-agent client configuration.
@@ -120,6 +121,9 @@ pub struct Client<N: Naming = Text> {
     names: N,
     rules: Rules,
     ttl: i64,
+    /// What this client's decisions asked of the TTL (see [`TtlAudit`]);
+    /// kept across [`Client::reset`].
+    ttl_audit: TtlAudit,
     /// The messages being handled, by id: a handful at a time, so a flat
     /// sorted vector (no tree node allocated per message).
     msgs: LiteMap<N::Msg, Track<N>>,
@@ -139,6 +143,7 @@ impl<N: Naming> Client<N> {
         Client {
             rules: cfg.policy.rules(),
             ttl: i64::try_from(cfg.ttl_ms).unwrap_or(i64::MAX),
+            ttl_audit: TtlAudit::default(),
             cfg,
             names,
             msgs: LiteMap::new(),
@@ -218,6 +223,8 @@ impl<N: Naming> Client<N> {
             // never starts waiting. A recheck is left: a message waits only
             // with `rechecks < max_rechecks`, and waiting counts none.
             Phase::Recheck => {
+                // The wait itself lasted the TTL.
+                self.ttl_audit.ran_out();
                 if let (true, Some(at_ms)) = (claim_live, believed_until) {
                     out.push(Action::WakeAt {
                         msg_id: t.id.clone(),
@@ -239,11 +246,17 @@ impl<N: Naming> Client<N> {
                     });
                     self.msgs.remove(msg_id);
                 } else if let (true, Some(at_ms)) = (claim_live, believed_until) {
+                    if let Some(seen) = t.last_claim_seen {
+                        self.ttl_audit
+                            .live_at(u64::try_from(now_ms.saturating_sub(seen)).unwrap_or(0));
+                    }
                     out.push(Action::Skip {
                         msg_id: t.id.clone(),
                         reason: SkipReason::SeenClaim,
                     });
                     if self.cfg.recheck_on_expiry && t.rechecks < self.cfg.max_rechecks {
+                        // It wakes when the TTL runs out.
+                        self.ttl_audit.ran_out();
                         t.phase = Phase::Recheck;
                         out.push(Action::WakeAt {
                             msg_id: t.id.clone(),
@@ -253,6 +266,10 @@ impl<N: Naming> Client<N> {
                         self.msgs.remove(msg_id);
                     }
                 } else {
+                    if believed_until.is_some() {
+                        // A claim was seen and is believed over.
+                        self.ttl_audit.ran_out();
+                    }
                     t.phase = Phase::Inferring {
                         started_at: now_ms,
                         exempt: false,
@@ -520,6 +537,14 @@ impl<N: Naming> Client<N> {
     /// Forget every message (e.g. the agent restarted).
     pub fn reset(&mut self) {
         self.msgs.clear();
+    }
+
+    /// What this client's decisions so far asked of the TTL: a CSMA timer
+    /// that skipped for a claim seen `age` ms before needs a TTL above
+    /// `age`; a claim believed over, or a recheck (which waits for the
+    /// TTL), makes the run depend on its exact value. See [`TtlAudit`].
+    pub fn ttl_audit(&self) -> TtlAudit {
+        self.ttl_audit
     }
 
     /// Messages currently tracked.

@@ -716,3 +716,37 @@ fn start_now_claims_only_on_a_channel_under_a_claiming_policy() {
         assert!(c.is_inferring("m1"), "{p}");
     }
 }
+
+#[test]
+fn ttl_audit_of_a_client_the_ttl_did_and_did_not_touch() {
+    // A CSMA timer with no claim seen asks nothing of the TTL.
+    let mut c = client(PolicyKind::Spec);
+    start(&mut c, 0, "m0");
+    assert_eq!(c.ttl_audit().same_from(), Some(0));
+    // Skipping for a claim seen 44 999 ms before holds for any TTL above that.
+    step(&mut c, |c, o| c.on_message(0, "m1", G, false, o));
+    step(&mut c, |c, o| {
+        c.on_server_msg(1000, &claim_from("agent-a", "m1", 1), o)
+    });
+    let mut live = c.clone();
+    step(&mut live, |c, o| c.on_timer(45_999, "m1", o));
+    assert_eq!(live.ttl_audit().same_from(), Some(45_000));
+    // Kept across a crash.
+    live.reset();
+    assert_eq!(live.ttl_audit().same_from(), Some(45_000));
+    // Believing the claim over depends on the TTL's exact value.
+    step(&mut c, |c, o| c.on_timer(46_000, "m1", o));
+    assert_eq!(c.ttl_audit().same_from(), None);
+    // So does waiting for a claim's TTL to recheck.
+    let mut r = rechecking(1);
+    step(&mut r, |c, o| c.on_message(0, "m1", G, false, o));
+    step(&mut r, |c, o| {
+        c.on_server_msg(1000, &claim_from("agent-a", "m1", 1), o)
+    });
+    let out = step(&mut r, |c, o| c.on_timer(2000, "m1", o));
+    assert!(out.contains(&Action::WakeAt {
+        msg_id: "m1".into(),
+        at_ms: 11_000
+    }));
+    assert_eq!(r.ttl_audit().same_from(), None);
+}

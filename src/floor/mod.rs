@@ -15,11 +15,13 @@
 //!   `agentchat-0.36`, `tombstone`, `server-time`).
 //! - [`server`]: the server side: channel membership, the claim table, relay.
 //! - [`client`]: the agent side: CSMA wait, claim, infer, abort, reply.
+//! - [`ttl_audit`]: what a run's decisions asked of the claim TTL.
 
 pub mod client;
 pub mod naming;
 pub mod policy;
 pub mod server;
+pub mod ttl_audit;
 pub mod wire;
 
 pub use client::{Action, Client, ClientConfig, SkipReason};
@@ -28,6 +30,7 @@ pub use policy::PolicyKind;
 pub use server::{
     ClaimGuard, ClaimInfo, Config, ConfigError, Delivery, Input, Outgoing, Role, Server, Stats,
 };
+pub use ttl_audit::TtlAudit;
 pub use wire::{ClientMsg, DecodeError, ServerMsg, YieldDetail};
 
 #[cfg(test)]

@@ -62,6 +62,7 @@ use crate::floor::policy::{
     Announce, Channels, ClaimOrder, DEFAULT_TTL_MS, ENABLED_VAR, ErrorStyle, Expiry, MsgGate,
     PolicyKind, REASON_DENIED, REASON_DISPLACED, Release, Rules, Slot, Verdict, YieldForm,
 };
+use crate::floor::ttl_audit::TtlAudit;
 use crate::floor::wire::{ClientMsg, DecodeError, ServerMsg, Stamp, YieldDetail, clip};
 
 /// Server configuration.
@@ -503,6 +504,8 @@ pub struct Server<N: Naming = Text> {
     names: N,
     /// The last handled time.
     now: u64,
+    /// What the claims' fates asked of the TTL (see [`TtlAudit`]).
+    ttl_audit: TtlAudit,
     /// channel -> members.
     members: BTreeMap<N::Dest, Members<N::Agent>>,
     /// agent -> channels it is in.
@@ -783,6 +786,7 @@ impl<N: Naming> Server<N> {
             claims: BTreeMap::new(),
             held_by: BTreeMap::new(),
             deadlines: BTreeMap::new(),
+            ttl_audit: TtlAudit::default(),
             live: 0,
             markers: 0,
             next_seq: 0,
@@ -904,6 +908,21 @@ impl<N: Naming> Server<N> {
 
     pub fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    /// What the claims so far asked of the TTL: whether any claim or marker
+    /// expired, and the least TTL that would have kept every removed claim
+    /// until its removal (see [`TtlAudit`]). A claim still in the table is
+    /// not in it: under a shorter TTL it might expire later on. Driven as
+    /// `TtlAudit` says (woken only at [`Server::poll_timeout`]), a server
+    /// that ends with no claim and an audit without expiry decided
+    /// everything the same under any TTL from `least_ttl_ms` on.
+    pub fn ttl_audit(&self) -> TtlAudit {
+        let mut a = self.ttl_audit;
+        if !self.claims.is_empty() {
+            a.ran_out();
+        }
+        a
     }
 
     pub fn config(&self) -> &Config {
@@ -1094,6 +1113,7 @@ impl<N: Naming> Server<N> {
             let Some((_, key)) = self.deadlines.pop_first() else {
                 break;
             };
+            self.ttl_audit.ran_out();
             if let Some(c) = self.remove_claim(&key)
                 && !c.answered
             {
@@ -1760,6 +1780,11 @@ impl<N: Naming> Server<N> {
     /// Remove an entry (live claim or marker) and every index of it.
     fn remove_claim(&mut self, key: &Key<N>) -> Option<Claim<N::Agent>> {
         let c = self.claims.remove(key)?;
+        // Removed at `now` (by a release, a reply, a displacement or a
+        // disconnect; an expiry has already been audited as one): any TTL
+        // above its age would have kept it until now, and no longer.
+        self.ttl_audit
+            .live_at(self.now.saturating_sub(c.granted_at));
         self.deadlines.remove(&(c.deadline, c.seq));
         if c.answered {
             self.markers -= 1;

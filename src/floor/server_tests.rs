@@ -1911,3 +1911,49 @@ fn agentchat_refuses_msgs_to_dms_unknown_channels_and_channels_not_joined() {
         [("agent-b", "MSG"), ("agent-c", "MSG")]
     );
 }
+
+#[test]
+fn ttl_audit_counts_the_age_of_released_claims_and_ends_at_an_expiry() {
+    let mut h = H::with(Config {
+        ttl_ms: 3000,
+        ..Config::default()
+    });
+    h.join(0, "agent-a", G);
+    h.join(0, "agent-b", G);
+    assert_eq!(h.s.ttl_audit().same_from(), Some(0));
+    // Granted at 1000, released by its holder's reply at 3999: any TTL
+    // above 2999 ms keeps it until then.
+    h.claim(1000, "agent-a", "m1", 500);
+    // A claim in the table may still expire under a shorter TTL.
+    assert_eq!(h.s.ttl_audit().same_from(), None);
+    h.msg(3999, "agent-a", G, Some("m1"));
+    assert_eq!(h.s.ttl_audit().same_from(), Some(3000));
+    // Displaced 500 ms after its grant: no higher bound than before.
+    h.claim(5000, "agent-a", "m2", 5000);
+    h.claim(5500, "agent-b", "m2", 4000);
+    h.msg(6000, "agent-b", G, Some("m2"));
+    assert_eq!(h.s.ttl_audit().same_from(), Some(3000));
+    // A claim that reaches its deadline makes the run depend on the TTL.
+    h.claim(10_000, "agent-a", "m3", 10_000);
+    h.tick(13_000);
+    assert_eq!(h.s.stats().expired, 1);
+    assert_eq!(h.s.ttl_audit().same_from(), None);
+}
+
+#[test]
+fn ttl_audit_counts_a_tombstone_marker_that_lives_out_its_ttl() {
+    let mut h = H::with(Config {
+        policy: PolicyKind::Tombstone,
+        ttl_ms: 3000,
+        ..Config::default()
+    });
+    h.join(0, "agent-a", G);
+    h.join(0, "agent-b", G);
+    h.claim(1000, "agent-a", "m1", 500);
+    h.msg(2000, "agent-a", G, Some("m1"));
+    // The marker keeps the claim's deadline.
+    assert_eq!(h.s.ttl_audit().same_from(), None);
+    h.tick(4000);
+    assert_eq!(h.s.stats().expired, 0);
+    assert_eq!(h.s.ttl_audit().same_from(), None);
+}

@@ -4,4 +4,4 @@
 pub mod dense;
 pub mod world;
 
-pub use world::{Posts, Prepared, RunLimit, TraceBuf, simulate, simulate_posts};
+pub use world::{Posts, Prepared, RunLimit, TraceBuf, simulate, simulate_posts, simulate_ttl};

@@ -28,7 +28,7 @@ pub use shard::{Shard, ShardSpec};
 
 use crate::floor::PolicyKind;
 use crate::metrics::{METRICS, RunResult};
-use crate::model::{Prepared, simulate};
+use crate::model::{Prepared, simulate_ttl};
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -105,13 +105,26 @@ pub fn execute<'w>(
     done: &(dyn Fn(&Row) -> anyhow::Result<()> + Sync),
     stop: &AtomicBool,
 ) -> anyhow::Result<Vec<Row>> {
-    let run_one = |job: &Job| -> anyhow::Result<Option<Row>> {
+    let rows = execute_ttl(jobs, world, pool, done, stop)?;
+    Ok(rows.into_iter().map(|(row, _)| row).collect())
+}
+
+/// [`execute`], each row with the least claim TTL from which its
+/// replication is the same ([`crate::model::simulate_ttl`]).
+pub fn execute_ttl<'w>(
+    jobs: &[Job],
+    world: &Worlds<'w>,
+    pool: &rayon::ThreadPool,
+    done: &(dyn Fn(&Row) -> anyhow::Result<()> + Sync),
+    stop: &AtomicBool,
+) -> anyhow::Result<Vec<(Row, Option<u64>)>> {
+    let run_one = |job: &Job| -> anyhow::Result<Option<(Row, Option<u64>)>> {
         if stop.load(Ordering::SeqCst) {
             return Ok(None);
         }
         let w = world(job.point)
             .ok_or_else(|| anyhow::anyhow!("internal: point {} was not prepared", job.point))?;
-        let result = simulate(w, job.policy, job.seed, None).map_err(|e| {
+        let (result, same_from) = simulate_ttl(w, job.policy, job.seed).map_err(|e| {
             anyhow::Error::new(e).context(format!(
                 "point {}, policy {}, replication {} (seed {})",
                 job.point,
@@ -122,13 +135,13 @@ pub fn execute<'w>(
         })?;
         let row = Row { job: *job, result };
         done(&row)?;
-        Ok(Some(row))
+        Ok(Some((row, same_from)))
     };
     // One job per task: rayon's adaptive splitting would otherwise leave
     // sequential chunks of about jobs / (2 x threads) that an idle thread
     // cannot steal, and on 2 threads one sat idle for up to a fifth of the
     // sweep. A job (a whole replication) dwarfs the cost of a task.
-    let rows: Vec<Option<Row>> = pool.install(|| {
+    let rows: Vec<Option<(Row, Option<u64>)>> = pool.install(|| {
         jobs.par_iter()
             .with_max_len(1)
             .map(run_one)

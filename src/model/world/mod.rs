@@ -255,6 +255,37 @@ pub fn simulate_posts(
     seed: u64,
     trace: Option<&mut TraceBuf>,
 ) -> Result<(RunResult, Posts), RunLimit> {
+    simulate_audited(p, policy, seed, trace).map(|(r, posts, _)| (r, posts))
+}
+
+/// [`simulate`], and the least claim TTL (ms) from which the replication
+/// is the same replication, event for event: `None` when a claim or
+/// marker expired, or an agent's decision turned on a claim's TTL running
+/// out (it then depends on the TTL's exact value).
+///
+/// Why this holds: the TTL reaches a run only through the floor's
+/// comparisons with it, which [`floor::TtlAudit`] records (the server's
+/// expiries, the clients' belief in a claim they saw), and through the
+/// times of the server's wake-ups, which sit exactly at its next deadline
+/// (`schedule_wake`): in a run without expiries none fires. Every agent's
+/// clock in a simulation is an offset clock, so the agents' TTL is the
+/// server's, in the same milliseconds. `herdsim tune` takes a candidate's
+/// replication from another candidate's that differs only in the TTL when
+/// the TTL is at least this; `tests/invariants.rs` checks it.
+pub fn simulate_ttl(
+    p: &Prepared,
+    policy: PolicyKind,
+    seed: u64,
+) -> Result<(RunResult, Option<u64>), RunLimit> {
+    simulate_audited(p, policy, seed, None).map(|(r, _, audit)| (r, audit.same_from()))
+}
+
+fn simulate_audited(
+    p: &Prepared,
+    policy: PolicyKind,
+    seed: u64,
+    trace: Option<&mut TraceBuf>,
+) -> Result<(RunResult, Posts, floor::TtlAudit), RunLimit> {
     // The agentchat sweep phase comes from a stream of its own (3), so
     // drawing it changes no other draw of the run.
     let sweep_phase_ms = p
@@ -317,7 +348,11 @@ pub fn simulate_posts(
         batch: relays::Batch::default(),
     };
     let r = w.run()?;
-    Ok((r, w.posts))
+    let mut audit = w.server.ttl_audit();
+    for a in &w.agents {
+        audit.merge(&a.actor.ttl_audit());
+    }
+    Ok((r, w.posts, audit))
 }
 
 impl World<'_> {

@@ -203,6 +203,11 @@ impl Prepared {
         self.max_pending = n.clamp(1, u32::MAX as usize - 1);
     }
 
+    /// The claim TTL (ms) of the server and of every agent.
+    pub fn ttl_ms(&self) -> u64 {
+        self.ttl_ms
+    }
+
     /// Number of agents.
     pub fn agents(&self) -> usize {
         self.ids.len()
