@@ -78,9 +78,11 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     super::print_out(&done.text)?;
     if !args.quiet {
         note(format_args!(
-            "herdsim: tune: {} candidates, {} runs in {:.1} s on {}; wrote {}",
+            "herdsim: tune: {} candidates, {} runs ({} simulated, the others the same \
+             as a run under another TTL) in {:.1} s on {}; wrote {}",
             done.outcome.candidates.len(),
             done.outcome.runs,
+            done.outcome.simulated,
             done.elapsed,
             plural(search.settings.threads, "thread"),
             done.dir.display()

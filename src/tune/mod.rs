@@ -224,8 +224,12 @@ pub struct Outcome {
     /// Candidates by source.
     pub grid_count: usize,
     pub refine_count: usize,
-    /// Simulations run.
+    /// Replications evaluated (candidates x replications).
     pub runs: u64,
+    /// Of those, simulated; the others were taken from a candidate that
+    /// differs only in the claim TTL, in a replication in which no claim
+    /// lived as long as either TTL (see [`Tuner::ensure`]).
+    pub simulated: u64,
 }
 
 impl Outcome {
@@ -265,6 +269,8 @@ pub fn tune(
         cands: Vec::new(),
         seen: BTreeMap::new(),
         runs: 0,
+        simulated: 0,
+        same_runs: BTreeMap::new(),
     };
     let result = t.search();
     obs.finish();
@@ -283,9 +289,19 @@ struct Tuner<'a> {
     /// Snapped values (as bits) -> candidate id.
     seen: BTreeMap<Vec<u64>, usize>,
     runs: u64,
+    /// Of those, simulated (the others were taken from `same_runs`).
+    simulated: u64,
+    /// Replications no decision of which turned on a claim's TTL running
+    /// out, by family (the candidate's values but the TTL) and
+    /// replication: the least TTL from which the replication is the same
+    /// (see [`crate::model::simulate_ttl`]) and its result.
+    same_runs: BTreeMap<Family, Vec<(u64, RunResult)>>,
 }
 
 type RankKey = (u8, f64, f64, f64, usize);
+
+/// A candidate's values but the TTL (as bits), and a replication.
+type Family = (Vec<u64>, u32);
 
 impl Tuner<'_> {
     fn search(&mut self) -> Result<Outcome, TuneError> {
@@ -326,6 +342,7 @@ impl Tuner<'_> {
             ties,
             current,
             runs: self.runs,
+            simulated: self.simulated,
         })
     }
 
@@ -523,6 +540,18 @@ impl Tuner<'_> {
 
     /// Run candidates `ids` up to `n` replications each, in parallel, as
     /// a sweep runs its jobs ([`sweep::execute`]): a candidate is a point.
+    ///
+    /// A replication is simulated only when no other candidate's stands
+    /// for it: two candidates that differ only in the claim TTL run the
+    /// same replication, event for event, when in it no claim lived to
+    /// either TTL and no agent's decision turned on one running out
+    /// ([`crate::model::simulate_ttl`] says from which TTL on). So the
+    /// replications of a batch are run in two rounds: first, of each family
+    /// (candidates alike but for the TTL), the one with the longest TTL,
+    /// which is the likeliest to have no claim outlive it; then only those
+    /// that no finished replication stands for. Which replication stands
+    /// for which depends on results only, so the outcome is the same for
+    /// any thread count, and the same as simulating every one.
     fn ensure(&mut self, ids: &[usize], n: u32) -> Result<(), TuneError> {
         let mut ids = ids.to_vec();
         ids.sort_unstable();
@@ -547,6 +576,115 @@ impl Tuner<'_> {
             self.length = need;
             self.obs.length(need);
         }
+        let keys: Vec<Option<Family>> = jobs
+            .iter()
+            .map(|j| self.family(j.point).map(|f| (f, j.rep)))
+            .collect();
+        let ttl = |j: &Job| self.cands[j.point].prepared.ttl_ms();
+        let mut results: Vec<Option<RunResult>> = vec![None; jobs.len()];
+        // Round 1: every job without a family, and of each family's
+        // jobs the one with the longest TTL, unless a result stands for it.
+        let mut longest: BTreeMap<&Family, usize> = BTreeMap::new();
+        for (k, j) in jobs.iter().enumerate() {
+            if let Some(key) = &keys[k] {
+                let e = longest.entry(key).or_insert(k);
+                if ttl(j) > ttl(&jobs[*e]) {
+                    *e = k;
+                }
+            }
+        }
+        let first: Vec<usize> = (0..jobs.len())
+            .filter(|&k| match &keys[k] {
+                None => true,
+                Some(key) => longest.get(key) == Some(&k),
+            })
+            .collect();
+        drop(longest);
+        self.round(&first, &jobs, &keys, &mut results)?;
+        let rest: Vec<usize> = (0..jobs.len()).filter(|&k| results[k].is_none()).collect();
+        self.round(&rest, &jobs, &keys, &mut results)?;
+        // Jobs are in candidate, then replication order.
+        for (j, r) in jobs.iter().zip(results) {
+            let r = r.ok_or_else(|| {
+                TuneError::Failure(anyhow::anyhow!(
+                    "internal: candidate {} replication {} was not run",
+                    j.point,
+                    j.rep
+                ))
+            })?;
+            self.cands[j.point].runs.push(r);
+        }
+        self.runs += jobs.len() as u64;
+        Ok(())
+    }
+
+    /// One round of [`Tuner::ensure`]: jobs `ks` of `jobs`, each taken
+    /// from a finished replication that stands for it or else simulated.
+    fn round(
+        &mut self,
+        ks: &[usize],
+        jobs: &[Job],
+        keys: &[Option<Family>],
+        results: &mut [Option<RunResult>],
+    ) -> Result<(), TuneError> {
+        let mut todo = Vec::new();
+        for &k in ks {
+            let ttl = self.cands[jobs[k].point].prepared.ttl_ms();
+            match self.standing_for(&keys[k], ttl) {
+                Some(r) => {
+                    results[k] = Some(r);
+                    self.obs.advance(1);
+                }
+                None => todo.push(k),
+            }
+        }
+        let batch: Vec<Job> = todo.iter().map(|&k| jobs[k]).collect();
+        for (&k, (row, same_from)) in todo.iter().zip(self.simulate(&batch)?) {
+            if let (Some(key), Some(least)) = (&keys[k], same_from) {
+                self.same_runs
+                    .entry(key.clone())
+                    .or_default()
+                    .push((least, row.result.clone()));
+            }
+            results[k] = Some(row.result);
+        }
+        self.simulated += batch.len() as u64;
+        Ok(())
+    }
+
+    /// The candidate's values but the TTL, as bits: candidates with the
+    /// same family differ only in the TTL. `None` for the scenario's own
+    /// settings (prepared from the scenario as written, not from values).
+    fn family(&self, id: usize) -> Option<Vec<u64>> {
+        let c = &self.cands[id];
+        if c.source == Source::Current {
+            return None;
+        }
+        let t = self
+            .space
+            .dims
+            .iter()
+            .position(|d| d.role == space::Role::Ttl)?;
+        let mut v = c.values.clone()?;
+        v[t] = 0.0;
+        Some(bits(&v))
+    }
+
+    /// A finished replication of the family that is the same as this
+    /// one's under `ttl`.
+    fn standing_for(&self, key: &Option<Family>, ttl: u64) -> Option<RunResult> {
+        let runs = self.same_runs.get(key.as_ref()?)?;
+        runs.iter()
+            .find(|(least, _)| *least <= ttl)
+            .map(|(_, r)| r.clone())
+    }
+
+    /// Simulate `jobs`; the rows in job order, with the least TTL from
+    /// which each is the same.
+    fn simulate(&self, jobs: &[Job]) -> Result<Vec<(sweep::Row, Option<u64>)>, TuneError> {
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
         let cands = &self.cands;
         let world = |id: usize| cands.get(id).map(|c| &c.prepared);
         let obs = self.obs;
@@ -555,18 +693,12 @@ impl Tuner<'_> {
             Ok(())
         };
         let never = std::sync::atomic::AtomicBool::new(false);
-        let rows = sweep::execute(&jobs, &world, &self.pool, &done, &never).map_err(|e| {
+        sweep::execute_ttl(jobs, &world, &self.pool, &done, &never).map_err(|e| {
             match e.downcast_ref::<crate::model::RunLimit>() {
                 Some(limit) => TuneError::Input(limit.to_string()),
                 None => TuneError::Failure(e),
             }
-        })?;
-        // Rows come back in job order: a candidate's in replication order.
-        for row in rows {
-            self.cands[row.job.point].runs.push(row.result);
-        }
-        self.runs += jobs.len() as u64;
-        Ok(())
+        })
     }
 
     /// Feasible candidates best first, leaving out those that a candidate
