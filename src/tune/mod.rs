@@ -767,3 +767,58 @@ fn cmp_key(a: &RankKey, b: &RankKey) -> Ordering {
         .then(a.3.total_cmp(&b.3))
         .then(a.4.cmp(&b.4))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::simulate;
+    use std::path::Path;
+
+    /// Every replication `tune` stores, simulated or taken from another
+    /// candidate's, is what simulating that candidate gives, to the bit;
+    /// and some were taken (the TTLs of the default grid beyond every
+    /// claim's life).
+    #[test]
+    fn every_result_is_the_candidates_own_and_some_were_not_simulated() {
+        let text = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/default.toml"),
+        )
+        .expect("default scenario");
+        let text = text.replace("count = 1000", "count = 150");
+        let loaded = Loaded::from_text("default.toml", &text, Path::new(".")).expect("valid");
+        let space = Space::new(&loaded, &[]).expect("space");
+        let settings = Settings {
+            policy: PolicyKind::Spec,
+            seed: 7,
+            reps: 4,
+            max_reps: 8,
+            levels: 4,
+            weights: Weights::default(),
+            budget_ms: Some(15_000.0),
+            threads: 2,
+        };
+        let out = tune(&loaded, &space, &settings, &()).expect("tunes");
+        assert!(
+            out.simulated < out.runs,
+            "{} of {}",
+            out.simulated,
+            out.runs
+        );
+        let bits = |r: &RunResult| r.values.map(f64::to_bits);
+        let mut checked = 0;
+        for c in &out.candidates {
+            for (rep, r) in c.runs.iter().enumerate() {
+                let own = simulate(
+                    &c.prepared,
+                    PolicyKind::Spec,
+                    rep_seed(7, 0, rep as u32),
+                    None,
+                )
+                .expect("runs");
+                assert_eq!(bits(r), bits(&own), "candidate {} replication {rep}", c.id);
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, out.runs);
+    }
+}
