@@ -798,12 +798,10 @@ mod tests {
             threads: 2,
         };
         let out = tune(&loaded, &space, &settings, &()).expect("tunes");
-        assert!(
-            out.simulated < out.runs,
-            "{} of {}",
-            out.simulated,
-            out.runs
-        );
+        // Deterministic: of each family, the longest TTL runs first, and
+        // only what it does not stand for runs after it (running the
+        // shortest first, or every TTL, simulates more).
+        assert_eq!((out.simulated, out.runs), (198, 380));
         let bits = |r: &RunResult| r.values.map(f64::to_bits);
         let mut checked = 0;
         for c in &out.candidates {
