@@ -228,7 +228,7 @@ pub struct Outcome {
     pub runs: u64,
     /// Of those, simulated; the others were taken from a candidate that
     /// differs only in the claim TTL, in a replication in which no claim
-    /// lived as long as either TTL (see [`Tuner::ensure`]).
+    /// lived as long as either TTL (see docs/tune.md, "How it searches").
     pub simulated: u64,
 }
 
