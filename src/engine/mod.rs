@@ -18,6 +18,9 @@
 //!   that happens to reuse the same storage slot.
 //! - [`Engine::post_at`] schedules an event that will never be cancelled
 //!   (no key): the same order, and cheaper (no slot to take or check).
+//! - [`Engine::pop_due_by`] merges the queue with events a caller keeps
+//!   apart: it pops the next event only if it is due by a given time, and
+//!   otherwise moves the clock to that time for the caller's own event.
 //!
 //! # Implementation
 //! A monotone radix queue (a hierarchical timing wheel over the bits of the
@@ -36,8 +39,8 @@
 //!
 //! While few events are pending (at most [`SMALL_MAX`] entries), they sit
 //! in a small sorted list instead (latest first: a pop takes the last
-//! entry, an insert finds its place by binary search and shifts the later
-//! part of a few hundred bytes). A simulation of a handful of agents keeps
+//! entry, an insert scans from the back, moving up one place each entry
+//! due before it: one or two, mostly). A simulation of a handful of agents keeps
 //! a dozen or two events pending, spread over seconds, where the radix
 //! queue would refill a bucket for almost every pop (and a binary heap,
 //! measured, costs as much as the radix queue). When the list outgrows
@@ -316,11 +319,30 @@ impl<E> Engine<E> {
             // a new event is mostly among the next few to fire (in the
             // default scenario 40% go last, three in four within two of
             // the back), where a scan beats a binary search.
+            // The scan moves each entry it passes one place up as it goes
+            // (an insertion sort's step): for the one or two entries it
+            // mostly passes, cheaper than `Vec::insert`'s call to memmove.
+            let small = &mut self.small;
+            small.reserve(1);
+            let len = small.len();
             let time = e.time;
-            let due_first = self.small.iter().rev().take_while(|x| x.time <= time);
-            let i = self.small.len() - due_first.count();
-            self.small.insert(i, e);
-            if self.small.len() > SMALL_MAX {
+            let p = small.as_mut_ptr();
+            // SAFETY: `p[..len]` are initialised entries and `p[len]` is
+            // room (reserved above). Each step moves entry `i - 1` into
+            // the hole at `i` (bitwise, so `i - 1` becomes the hole); the
+            // new entry is written into the final hole, after which
+            // `p[..=len]` are all initialised, exactly once each. Nothing
+            // in the loop can panic or unwind.
+            unsafe {
+                let mut i = len;
+                while i > 0 && (*p.add(i - 1)).time <= time {
+                    std::ptr::copy_nonoverlapping(p.add(i - 1), p.add(i), 1);
+                    i -= 1;
+                }
+                std::ptr::write(p.add(i), e);
+                small.set_len(len + 1);
+            }
+            if small.len() > SMALL_MAX {
                 self.hand_over_to_radix();
             }
         }
@@ -400,6 +422,73 @@ impl<E> Engine<E> {
         self.pop_slow()
     }
 
+    /// Merge the queue with a source of events kept outside it: pop the
+    /// next event if it is due at or before `limit`; otherwise leave every
+    /// event pending, advance [`now`](Self::now) to `limit` (if later) and
+    /// return `None`, so that the caller's own event due at `limit` happens
+    /// now, before everything pending here. Events due at `limit` itself
+    /// pop first: the outside event comes after them.
+    ///
+    /// The same order as [`pop`](Self::pop) for what it pops. Whatever a
+    /// caller schedules after a `None` is clamped to `limit` at the
+    /// earliest, as after a [`pop`](Self::pop) of an event due then.
+    pub fn pop_due_by(&mut self, limit: Time) -> Option<(Time, E)> {
+        if self.live > 0 {
+            if !self.radix {
+                // Stale entries at the back are dropped on the way.
+                while let Some(e) = self.small.last() {
+                    if is_live(&self.gens, e) {
+                        if e.time <= limit {
+                            return self.pop_small();
+                        }
+                        break;
+                    }
+                    self.small.pop();
+                }
+            } else {
+                loop {
+                    // `live > 0`, so some bucket holds a live entry.
+                    let b = self.first_bucket();
+                    if at_level0(b) {
+                        // A level-0 bucket holds one instant.
+                        if self.buckets[b][self.head0[b] as usize].time > limit {
+                            break;
+                        }
+                        // Due by the limit: delivered, or consumed if stale.
+                        if let Some(x) = self.take_front0(b) {
+                            return Some(x);
+                        }
+                        continue;
+                    }
+                    // Every entry of bucket `b` (above level 0) shares its
+                    // digits from its level up: none is due before `start`,
+                    // which is where a refill puts the base.
+                    let shift = (b / SLOTS) as u32 * BITS;
+                    let start = (self.buckets[b][0].time >> shift) << shift;
+                    if start > limit {
+                        break;
+                    }
+                    if self.buckets[b].len() == 1 {
+                        // Taking it moves the base to its time: only if
+                        // that is by the limit, stale or not.
+                        if self.buckets[b][0].time > limit {
+                            break;
+                        }
+                        if let Some(x) = self.take_lone(b) {
+                            return Some(x);
+                        }
+                    } else {
+                        // The base moves to `start <= limit`, and `now`
+                        // moves to at least `limit` below: `base <= now`.
+                        self.refill(b);
+                    }
+                }
+            }
+        }
+        self.now = self.now.max(limit);
+        None
+    }
+
     /// [`pop`](Self::pop) from the small list; `live > 0`.
     #[inline]
     fn pop_small(&mut self) -> Option<(Time, E)> {
@@ -426,20 +515,27 @@ impl<E> Engine<E> {
                 // A lone earliest entry (events are sparse at the
                 // microsecond scale): deliver it without filing it into
                 // level 0 first.
-                // Taken out in place: `empty_bucket` counts the room of a
-                // bucket it empties (not of one found empty).
-                let e = take_entry(&mut self.buckets[b][0]);
-                self.empty_bucket(b);
-                self.unmark(b);
-                self.base = e.time;
-                self.stored -= 1;
-                if let Some(x) = self.deliver(e) {
+                if let Some(x) = self.take_lone(b) {
                     return Some(x);
                 }
             } else {
                 self.refill(b);
             }
         }
+    }
+
+    /// Consume the lone entry of bucket `b` (above level 0, the first
+    /// non-empty bucket); deliver it if live.
+    #[inline]
+    fn take_lone(&mut self, b: usize) -> Option<(Time, E)> {
+        // Taken out in place: `empty_bucket` counts the room of a bucket
+        // it empties (not of one found empty).
+        let e = take_entry(&mut self.buckets[b][0]);
+        self.empty_bucket(b);
+        self.unmark(b);
+        self.base = e.time;
+        self.stored -= 1;
+        self.deliver(e)
     }
 
     /// Index of the first non-empty bucket (some bucket must be non-empty).

@@ -252,6 +252,37 @@ fn cancelled_payload_is_dropped_when_reached() {
 }
 
 #[test]
+fn the_small_lists_insert_moves_payloads_without_losing_or_doubling_one() {
+    let _watch = watch("the_small_lists_insert_moves_payloads_without_losing_or_doubling_one");
+    use std::rc::Rc;
+    // Payloads that know their own time: each insert moves the entries due
+    // before it one place up; every payload must pop once, in order, and
+    // be dropped once (the count of the token says how many are alive).
+    let token = Rc::new(());
+    let mut e = Engine::new();
+    let times = [5u64, 3, 9, 3, 1, 7, 7, 0, 12, 5, 2, 11];
+    for (i, &t) in times.iter().enumerate() {
+        e.post_at(t, (t, i, Rc::clone(&token)));
+    }
+    assert_eq!(Rc::strong_count(&token), times.len() + 1);
+    let mut want: Vec<(u64, usize)> = times.iter().copied().zip(0..).collect();
+    want.sort();
+    for (i, &(t, n)) in want.iter().enumerate() {
+        let (at, (time, seq, x)) = e.pop().expect("pending");
+        assert_eq!((at, time, seq), (t, t, n));
+        drop(x);
+        assert_eq!(Rc::strong_count(&token), times.len() - i);
+    }
+    // Entries left in the list when the engine is dropped go with it.
+    for t in [4u64, 2, 8, 2] {
+        e.post_at(100 + t, (t, 0, Rc::clone(&token)));
+    }
+    assert_eq!(Rc::strong_count(&token), 5);
+    drop(e);
+    assert_eq!(Rc::strong_count(&token), 1);
+}
+
+#[test]
 fn posted_events_interleave_with_scheduled_ones_in_order() {
     let _watch = watch("posted_events_interleave_with_scheduled_ones_in_order");
     let mut e = Engine::new();
@@ -393,6 +424,13 @@ impl Naive {
     fn peek_time(&self) -> Option<Time> {
         self.pending.iter().map(|p| (p.0, p.1)).min().map(|p| p.0)
     }
+    fn pop_due_by(&mut self, limit: Time) -> Option<(Time, u32)> {
+        if self.peek_time().is_some_and(|t| t <= limit) {
+            return self.pop();
+        }
+        self.now = self.now.max(limit);
+        None
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -414,6 +452,12 @@ enum Op {
     Burst(Vec<u64>),
     /// Pop up to this many.
     Drain(usize),
+    /// `pop_due_by(now + d)` (an event kept outside the queue, due then),
+    /// this many times.
+    PopDueBy {
+        d: u64,
+        n: usize,
+    },
 }
 
 /// Delays: mostly tiny (many ties, level 0), some spanning several radix
@@ -436,6 +480,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => Just(Op::Pop),
         1 => prop::collection::vec(delay(), 0..2 * SMALL_MAX).prop_map(Op::Burst),
         1 => (0..3 * SMALL_MAX).prop_map(Op::Drain),
+        2 => (delay(), 1..2 * SMALL_MAX).prop_map(|(d, n)| Op::PopDueBy { d, n }),
     ]
 }
 
@@ -490,6 +535,12 @@ proptest! {
                 Op::Drain(n) => {
                     for _ in 0..n {
                         prop_assert_eq!(e.pop(), m.pop());
+                    }
+                }
+                Op::PopDueBy { d, n } => {
+                    let limit = m.now.saturating_add(d);
+                    for _ in 0..n {
+                        prop_assert_eq!(e.pop_due_by(limit), m.pop_due_by(limit));
                     }
                 }
             }
