@@ -500,6 +500,19 @@ fn a_large_relay_reaches_every_agent_once_at_the_time_it_was_sent_for() {
 }
 
 #[test]
+fn each_arrival_of_a_large_relay_is_one_event_as_a_small_relays_deliveries_are() {
+    // Nobody answers: each post is one event (the operator sits at the
+    // server), and each delivery one more, whether the relay is
+    // scheduled delivery by delivery (63 agents) or kept as a cursor (64
+    // and more, merged with the event queue).
+    for n in [1u64, 63, 64, 65, 100] {
+        let toml = LARGE_RELAY.replace("count = 100", &format!("count = {n}"));
+        let r = run(&toml, "spec", 4);
+        assert_eq!(r.get("events"), Some((3 * (n + 1)) as f64), "{n} agents");
+    }
+}
+
+#[test]
 fn the_arrivals_waiting_in_a_large_relay_count_against_the_pending_limit() {
     let mut p = common::prepare(LARGE_RELAY);
     p.set_max_pending(50);

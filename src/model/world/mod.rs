@@ -369,9 +369,22 @@ impl World<'_> {
         self.schedule_script();
         self.schedule_next_post();
         let (max_events, max_pending) = (self.p.max_events, self.p.max_pending);
-        while let Some((now, ev)) = self.eng.pop() {
+        loop {
+            // The next event: from the queue, or the next arrival of a large
+            // relay (kept apart, [`relays`]), which comes after the queue's
+            // events due in the same microsecond.
+            let next = match self.relays.next_due() {
+                Some(t) => match self.eng.pop_due_by(t) {
+                    Some(x) => Some(x),
+                    None => self.relays.take_due().map(|(t, id)| (t, Ev::Relay { id })),
+                },
+                None => self.eng.pop(),
+            };
+            let Some((now, ev)) = next else {
+                break;
+            };
             // One branch per event; which limit it was is sorted out after.
-            if (now > HORIZON_US) | (self.eng.popped() > max_events) {
+            if (now > HORIZON_US) | (self.events() > max_events) {
                 return Err(if now > HORIZON_US {
                     RunLimit::Horizon
                 } else {
@@ -416,7 +429,12 @@ impl World<'_> {
             relayed: st.relayed,
             overruled: st.overruled,
         };
-        Ok(self.acc.finish(counts, self.eng.popped()))
+        Ok(self.acc.finish(counts, self.events()))
+    }
+
+    /// Events so far: the queue's, and the arrivals of large relays.
+    fn events(&self) -> u64 {
+        self.eng.popped() + self.relays.taken()
     }
 
     fn dispatch(&mut self, now: u64, ev: Ev) {
@@ -437,13 +455,13 @@ impl World<'_> {
         }
     }
 
-    /// The next arrival of large relay `id`, its own next one scheduled.
+    /// The next arrival of large relay `id`, its own next one made due.
     fn next_arrival(&mut self, id: u32) -> Option<(u32, u32, Arc<ServerMsg>)> {
         let (a, msg, after) = self.relays.next(id)?;
-        // The next arrival is scheduled first, as it would have been at
-        // the relay: before whatever this one causes.
+        // The next arrival is due from now, as it would have been at the
+        // relay: before whatever this one causes.
         if let Some(t) = after {
-            self.eng.post_at(t, Ev::Relay { id });
+            self.relays.schedule(t, id);
         }
         if self.prefetch
             && let Some(b) = self.relays.agent_ahead(id, 1, true)

@@ -6,18 +6,20 @@
 //! event queue with entries that are moved from bucket to bucket before
 //! they pop. A relay to [`CURSOR_MIN`] recipients or more is instead kept
 //! here as one *cursor*: its arrivals sorted by time (ties in the order
-//! they were sent, that is recipient order), with one event in the queue
-//! for the earliest arrival not yet delivered. When that event pops, the
-//! world schedules the cursor's next arrival and delivers this one.
+//! they were sent, that is recipient order), with the earliest arrival not
+//! yet delivered due in a small heap of the cursors in flight, which the
+//! world merges with the event queue. When that arrival is taken, the
+//! world makes the cursor's next arrival due and delivers this one.
 //!
 //! The times and draws are the same either way; what a cursor changes is
-//! the order of events due in the same microsecond: its next delivery is
-//! scheduled when the one before it is delivered, so it runs after the
-//! events scheduled before that moment for the same microsecond, where a
-//! delivery scheduled at the relay would have run before them
-//! (docs/model.md, modelling choice 28).
+//! the order of events due in the same microsecond: a cursor's arrival
+//! runs after every event of the queue due in that microsecond, where a
+//! delivery scheduled at the relay would have run before those scheduled
+//! after it (docs/model.md, modelling choice 28).
 
 use super::ServerMsg;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 /// The fewest deliveries of one server step kept as a cursor; fewer are
@@ -77,11 +79,24 @@ struct Cursor {
 pub(super) struct Relays {
     cursors: Vec<Cursor>,
     free: Vec<u32>,
-    /// Arrivals still waiting in cursors (they count as pending events).
+    /// Arrivals still waiting in cursors, and entries of `due` (they
+    /// count as pending events).
     waiting: usize,
     /// Room for the sort, kept from one relay to the next.
     keys: Vec<u64>,
     tmp: Vec<u64>,
+    /// Each cursor's next arrival, by time, ties in the order they were
+    /// scheduled: `(time, order, id)`. Kept here rather than in the event
+    /// queue (a handful of cursors are in flight at once, and a push into
+    /// the radix queue and a pop out of it cost more than this heap's);
+    /// the world merges it with the queue ([`Engine::pop_due_by`]).
+    ///
+    /// [`Engine::pop_due_by`]: crate::engine::Engine::pop_due_by
+    due: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    /// Arrivals scheduled in `due` so far (the next one's order).
+    scheduled: u64,
+    /// Arrivals taken from `due` so far: events of the run.
+    taken: u64,
 }
 
 /// How many arrivals ahead of the next agent's a cursor's arrivals are
@@ -92,9 +107,37 @@ const ARRIVALS_AHEAD: usize = 16;
 const DIGIT_BITS: u32 = 11;
 
 impl Relays {
-    /// Arrivals waiting in cursors.
+    /// Arrivals waiting in cursors, and the cursors' next arrivals due
+    /// (which were each an event in the queue before `due` was kept apart,
+    /// and still count as one more pending event).
     pub(super) fn waiting(&self) -> usize {
         self.waiting
+    }
+
+    /// Cursor `id`'s next arrival is due at `at`.
+    pub(super) fn schedule(&mut self, at: u64, id: u32) {
+        self.due.push(Reverse((at, self.scheduled, id)));
+        self.scheduled += 1;
+        self.waiting += 1;
+    }
+
+    /// When the earliest next arrival of a cursor is due.
+    #[inline]
+    pub(super) fn next_due(&self) -> Option<u64> {
+        self.due.peek().map(|Reverse((at, _, _))| *at)
+    }
+
+    /// Take the earliest next arrival of a cursor: its time and cursor.
+    pub(super) fn take_due(&mut self) -> Option<(u64, u32)> {
+        let Reverse((at, _, id)) = self.due.pop()?;
+        self.taken += 1;
+        self.waiting -= 1;
+        Some((at, id))
+    }
+
+    /// Arrivals taken with [`take_due`](Self::take_due) so far.
+    pub(super) fn taken(&self) -> u64 {
+        self.taken
     }
 
     /// Make a cursor of `batch` (left empty, with its room); returns its id
@@ -320,6 +363,24 @@ mod tests {
         b.push(5, 9, 0, m);
         assert_eq!(r.start(&mut b), Some((id, 5)));
         assert!(r.start(&mut Batch::default()).is_none());
+    }
+
+    #[test]
+    fn the_cursors_next_arrivals_come_due_by_time_ties_in_the_order_made_due() {
+        let mut r = Relays::default();
+        assert_eq!((r.next_due(), r.take_due()), (None, None));
+        for (at, id) in [(50, 0), (20, 1), (50, 2), (20, 3), (10, 4), (50, 1)] {
+            r.schedule(at, id);
+        }
+        assert_eq!(r.waiting(), 6, "each counts as a pending event");
+        let mut got = Vec::new();
+        while let Some(t) = r.next_due() {
+            let (at, id) = r.take_due().expect("due");
+            assert_eq!(at, t);
+            got.push((at, id));
+        }
+        assert_eq!(got, [(10, 4), (20, 1), (20, 3), (50, 0), (50, 2), (50, 1)]);
+        assert_eq!((r.taken(), r.waiting()), (6, 0));
     }
 
     #[test]

@@ -51,7 +51,7 @@ impl World<'_> {
         if self.batching {
             self.batching = false;
             if let Some((id, first)) = self.relays.start(&mut self.batch) {
-                self.eng.post_at(first, Ev::Relay { id });
+                self.relays.schedule(first, id);
             }
         }
         self.schedule_wake();
