@@ -427,7 +427,24 @@ impl Dist {
     ///
     /// RNG use: none for fixed; one draw for uniform and empirical; the
     /// normal-family samplers (ziggurat) use one or a few.
+    #[inline]
     pub fn sample_us<R: Rng + ?Sized>(&self, rng: &mut R) -> u64 {
+        // The two kinds drawn per delivery (a link's jitter) inline, at
+        // the caller; the others in a call of their own, whose larger
+        // frame the common draws then do not pay for.
+        match &self.kind {
+            Kind::Fixed(us) => *us,
+            Kind::Exponential { mean_us } => {
+                let e: f64 = Exp1.sample(rng);
+                us_round(mean_us * e)
+            }
+            _ => self.sample_other_us(rng),
+        }
+    }
+
+    /// [`sample_us`](Self::sample_us) of every kind.
+    #[inline(never)]
+    fn sample_other_us<R: Rng + ?Sized>(&self, rng: &mut R) -> u64 {
         match &self.kind {
             Kind::Fixed(us) => *us,
             Kind::Uniform { min_us, width_us } => {
