@@ -294,8 +294,10 @@ impl<E> Engine<E> {
         self.post_at(self.now.saturating_add(delay), ev);
     }
 
-    /// Store a new pending event.
-    #[inline]
+    /// Store a new pending event. The small list's insert is inlined at
+    /// the caller; the radix queue's is a call (a large channel's pushes
+    /// pay for the call, a handful of agents' do not pay for its frame).
+    #[inline(always)]
     fn push(&mut self, at: Time, slot: u32, generation: u32, ev: E) {
         let e = Entry {
             time: at.max(self.now),
@@ -304,47 +306,60 @@ impl<E> Engine<E> {
             ev: Some(ev),
         };
         self.live += 1;
-        // An empty radix queue (no entry at all, stale or not) hands back
-        // to the small list.
-        if self.radix && self.stored == 0 {
-            self.radix = false;
-        }
         if self.radix {
+            self.push_radix(e);
+        } else {
+            self.push_small(e);
+        }
+    }
+
+    /// [`push`](Self::push) in radix mode. An empty radix queue (no entry
+    /// at all, stale or not) hands back to the small list.
+    #[inline(never)]
+    fn push_radix(&mut self, e: Entry<E>) {
+        if self.stored == 0 {
+            self.radix = false;
+            self.push_small(e);
+        } else {
             self.insert(e);
             self.stored += 1;
-        } else {
-            // Latest first, the next event last: the new entry goes after
-            // every later one and before those due at the same time, which
-            // were scheduled before it and pop first. Found from the back:
-            // a new event is mostly among the next few to fire (in the
-            // default scenario 40% go last, three in four within two of
-            // the back), where a scan beats a binary search.
-            // The scan moves each entry it passes one place up as it goes
-            // (an insertion sort's step): for the one or two entries it
-            // mostly passes, cheaper than `Vec::insert`'s call to memmove.
-            let small = &mut self.small;
-            small.reserve(1);
-            let len = small.len();
-            let time = e.time;
-            let p = small.as_mut_ptr();
-            // SAFETY: `p[..len]` are initialised entries and `p[len]` is
-            // room (reserved above). Each step moves entry `i - 1` into
-            // the hole at `i` (bitwise, so `i - 1` becomes the hole); the
-            // new entry is written into the final hole, after which
-            // `p[..=len]` are all initialised, exactly once each. Nothing
-            // in the loop can panic or unwind.
-            unsafe {
-                let mut i = len;
-                while i > 0 && (*p.add(i - 1)).time <= time {
-                    std::ptr::copy_nonoverlapping(p.add(i - 1), p.add(i), 1);
-                    i -= 1;
-                }
-                std::ptr::write(p.add(i), e);
-                small.set_len(len + 1);
+        }
+    }
+
+    /// [`push`](Self::push) into the small list.
+    #[inline(always)]
+    fn push_small(&mut self, e: Entry<E>) {
+        // Latest first, the next event last: the new entry goes after
+        // every later one and before those due at the same time, which
+        // were scheduled before it and pop first. Found from the back:
+        // a new event is mostly among the next few to fire (in the
+        // default scenario 40% go last, three in four within two of
+        // the back), where a scan beats a binary search.
+        // The scan moves each entry it passes one place up as it goes
+        // (an insertion sort's step): for the one or two entries it
+        // mostly passes, cheaper than `Vec::insert`'s call to memmove.
+        let small = &mut self.small;
+        small.reserve(1);
+        let len = small.len();
+        let time = e.time;
+        let p = small.as_mut_ptr();
+        // SAFETY: `p[..len]` are initialised entries and `p[len]` is
+        // room (reserved above). Each step moves entry `i - 1` into
+        // the hole at `i` (bitwise, so `i - 1` becomes the hole); the
+        // new entry is written into the final hole, after which
+        // `p[..=len]` are all initialised, exactly once each. Nothing
+        // in the loop can panic or unwind.
+        unsafe {
+            let mut i = len;
+            while i > 0 && (*p.add(i - 1)).time <= time {
+                std::ptr::copy_nonoverlapping(p.add(i - 1), p.add(i), 1);
+                i -= 1;
             }
-            if small.len() > SMALL_MAX {
-                self.hand_over_to_radix();
-            }
+            std::ptr::write(p.add(i), e);
+            small.set_len(len + 1);
+        }
+        if small.len() > SMALL_MAX {
+            self.hand_over_to_radix();
         }
     }
 
