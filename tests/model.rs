@@ -513,6 +513,18 @@ fn each_arrival_of_a_large_relay_is_one_event_as_a_small_relays_deliveries_are()
 }
 
 #[test]
+fn a_run_may_process_exactly_max_events_events_and_not_one_more() {
+    // 100 agents, 3 posts: 303 events, 300 of them a cursor's arrivals.
+    let policy = "spec".parse().expect("policy");
+    let at = |max: u64| {
+        let p = common::prepare(&format!("max_events = {max}\n{LARGE_RELAY}"));
+        herdsim::model::simulate(&p, policy, 4, None).map(|r| r.get("events"))
+    };
+    assert_eq!(at(303), Ok(Some(303.0)));
+    assert_eq!(at(302), Err(herdsim::model::RunLimit::Events(302)));
+}
+
+#[test]
 fn the_arrivals_waiting_in_a_large_relay_count_against_the_pending_limit() {
     let mut p = common::prepare(LARGE_RELAY);
     p.set_max_pending(50);
