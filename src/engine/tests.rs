@@ -1016,3 +1016,31 @@ fn emptied_buckets_keep_room_up_to_twice_the_peak() {
     e.bucket_capacity(); // checks the count
     assert!(drain(&mut e).iter().all(|&(_, v)| v == u64::MAX));
 }
+
+/// `pop_due_by` in the radix queue pops what is due exactly at the limit,
+/// whether it sits alone in a bucket above level 0 (delivered without a
+/// refill) or with others (the bucket refilled first), and whether the
+/// bucket starts at the limit or before it; and pops nothing due after.
+#[test]
+fn pop_due_by_pops_what_is_due_exactly_at_the_limit_from_every_level() {
+    let _watch = watch("pop_due_by_pops_what_is_due_exactly_at_the_limit_from_every_level");
+    // 256 and 65 536 start a bucket of level 1 and 2; 1000 and 70 000 lie
+    // inside one.
+    for t in [256u64, 1000, 65_536, 70_000, 1 << 24, (1 << 24) + 5] {
+        for others in [0u64, 1, 3] {
+            let mut events = vec![(t, 0u32)];
+            // Others in the same bucket, due after `t`.
+            events.extend((1..=others).map(|k| (t + k, k as u32)));
+            let (mut e, _) = radix_engine(events);
+            assert_eq!(e.pop_due_by(t - 1), None, "t = {t}, {others} others");
+            assert_eq!(e.now(), t - 1);
+            assert_eq!(e.pop_due_by(t), Some((t, 0)), "t = {t}, {others} others");
+            assert_eq!(e.pop_due_by(t), None);
+            assert_eq!(e.now(), t);
+            for k in 1..=others {
+                assert_eq!(e.pop(), Some((t + k, k as u32)));
+            }
+            assert_eq!(e.pop(), None);
+        }
+    }
+}
