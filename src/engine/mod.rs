@@ -40,14 +40,14 @@
 //! While few events are pending (at most [`SMALL_MAX`] entries), they sit
 //! in a small sorted list instead (latest first: a pop takes the last
 //! entry, an insert scans from the back, moving up one place each entry
-//! due before it: one or two, mostly). A simulation of a handful of agents keeps
-//! a dozen or two events pending, spread over seconds, where the radix
-//! queue would refill a bucket for almost every pop (and a binary heap,
-//! measured, costs as much as the radix queue). When the list outgrows
-//! [`SMALL_MAX`] its live entries move into the radix queue in order, and
-//! the engine stays with the radix queue until it is empty again. Either
-//! way the order is the same: earliest time first, ties in scheduling
-//! order.
+//! due no later than the new one: one or two, mostly). A simulation of a
+//! handful of agents keeps a dozen or two events pending, spread over
+//! seconds, where the radix queue would refill a bucket for almost every
+//! pop (and a binary heap, measured, costs as much as the radix queue).
+//! When the list outgrows [`SMALL_MAX`] its live entries move into the
+//! radix queue in order, and the engine stays with the radix queue until
+//! it is empty again. Either way the order is the same: earliest time
+//! first, ties in scheduling order.
 //!
 //! An entry carries its payload (an event is moved along with its entry,
 //! which is cheaper than a payload kept apart: with thousands of events
