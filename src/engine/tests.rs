@@ -256,8 +256,9 @@ fn the_small_lists_insert_moves_payloads_without_losing_or_doubling_one() {
     let _watch = watch("the_small_lists_insert_moves_payloads_without_losing_or_doubling_one");
     use std::rc::Rc;
     // Payloads that know their own time: each insert moves the entries due
-    // before it one place up; every payload must pop once, in order, and
-    // be dropped once (the count of the token says how many are alive).
+    // no later than it one place up; every payload must pop once, in
+    // order, and be dropped once (the count of the token says how many
+    // are alive).
     let token = Rc::new(());
     let mut e = Engine::new();
     let times = [5u64, 3, 9, 3, 1, 7, 7, 0, 12, 5, 2, 11];

@@ -94,10 +94,9 @@ pub(super) struct Relays {
     ///
     /// [`Engine::pop_due_by`]: crate::engine::Engine::pop_due_by
     due: BinaryHeap<Reverse<(u64, u64, u32)>>,
-    /// Arrivals scheduled in `due` so far (the next one's order).
+    /// Arrivals scheduled in `due` so far (the next one's order; those
+    /// not in `due` any more were taken: events of the run).
     scheduled: u64,
-    /// Arrivals taken from `due` so far: events of the run.
-    taken: u64,
 }
 
 /// How many arrivals ahead of the next agent's a cursor's arrivals are
@@ -131,14 +130,14 @@ impl Relays {
     /// Take the earliest next arrival of a cursor: its time and cursor.
     pub(super) fn take_due(&mut self) -> Option<(u64, u32)> {
         let Reverse((at, _, id)) = self.due.pop()?;
-        self.taken += 1;
         self.waiting -= 1;
         Some((at, id))
     }
 
     /// Arrivals taken with [`take_due`](Self::take_due) so far.
     pub(super) fn taken(&self) -> u64 {
-        self.taken
+        // Fewer entries in `due` than pending events, which fit a u64.
+        self.scheduled - self.due.len() as u64
     }
 
     /// Make a cursor of `batch` (left empty, with its room); returns its id
