@@ -457,12 +457,9 @@ impl World<'_> {
 
     /// The next arrival of large relay `id`, its own next one made due.
     fn next_arrival(&mut self, id: u32) -> Option<(u32, u32, Arc<ServerMsg>)> {
-        let (a, msg, after) = self.relays.next(id)?;
-        // The next arrival is due from now, as it would have been at the
-        // relay: before whatever this one causes.
-        if let Some(t) = after {
-            self.relays.schedule(t, id);
-        }
+        // The cursor's next arrival was made due when this one was taken
+        // ([`relays::Relays::take_due`]): before whatever this one causes.
+        let (a, msg, _) = self.relays.next(id)?;
         if self.prefetch
             && let Some(b) = self.relays.agent_ahead(id, 1, true)
             && let Some(slot) = self.agents.get(b as usize)

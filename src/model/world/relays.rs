@@ -20,6 +20,7 @@
 use super::ServerMsg;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::collections::binary_heap::PeekMut;
 use std::sync::Arc;
 
 /// The fewest deliveries of one server step kept as a cursor; fewer are
@@ -128,9 +129,27 @@ impl Relays {
     }
 
     /// Take the earliest next arrival of a cursor: its time and cursor.
+    /// The cursor's arrival after it (if any) is made due in its place, in
+    /// one step of the heap rather than a pop and a push: the order it is
+    /// made due in is the same as if [`schedule`](Self::schedule) had been
+    /// called just after this.
     pub(super) fn take_due(&mut self) -> Option<(u64, u32)> {
-        let Reverse((at, _, id)) = self.due.pop()?;
-        self.waiting -= 1;
+        let mut top = self.due.peek_mut()?;
+        let Reverse((at, _, id)) = *top;
+        let after = self.cursors.get(id as usize).and_then(|c| {
+            let i = c.arrivals.len().checked_sub(2)?;
+            c.arrivals.get(i).map(|x| x.at)
+        });
+        match after {
+            Some(t) => {
+                *top = Reverse((t, self.scheduled, id));
+                self.scheduled += 1;
+            }
+            None => {
+                PeekMut::pop(top);
+                self.waiting -= 1;
+            }
+        }
         Some((at, id))
     }
 
@@ -404,6 +423,43 @@ mod tests {
         }
         assert_eq!(got, [(10, 4), (20, 1), (20, 3), (50, 0), (50, 2), (50, 1)]);
         assert_eq!((r.taken(), r.waiting()), (6, 0));
+    }
+
+    #[test]
+    fn taking_an_arrival_makes_its_cursors_next_one_due_in_its_place() {
+        // Two cursors driven as the world drives them: each arrival taken
+        // from the heap, then from its cursor.
+        let m = Arc::new(ServerMsg::Error {
+            code: "X".into(),
+            message: String::new(),
+        });
+        let mut r = Relays::default();
+        let mut start = |times: &[u64], r: &mut Relays| {
+            let mut b = Batch::default();
+            for (i, &at) in times.iter().enumerate() {
+                b.push(at, i as u32, 0, Arc::clone(&m));
+            }
+            let (id, first) = r.start(&mut b).expect("a cursor");
+            r.schedule(first, id);
+            id
+        };
+        let a = start(&[10, 30, 20], &mut r);
+        let b = start(&[20, 40], &mut r);
+        assert_eq!(r.waiting(), 5 + 2, "arrivals, and one due per cursor");
+        let mut got = Vec::new();
+        while let Some((at, id)) = r.take_due() {
+            let (x, _, _) = r.next(id).expect("an arrival");
+            assert_eq!(x.at, at);
+            got.push((at, id, x.agent));
+        }
+        // At 20, cursor `a`'s second arrival was made due (when its first
+        // was taken, at 10) after cursor `b`'s first (at its start).
+        assert_eq!(
+            got,
+            [(10, a, 0), (20, b, 0), (20, a, 2), (30, a, 1), (40, b, 1)]
+        );
+        assert_eq!((r.taken(), r.waiting()), (5, 0));
+        assert_eq!(r.next_due(), None);
     }
 
     #[test]
