@@ -12,6 +12,18 @@ use std::sync::Arc;
 
 type Output = agent::Output<Dense>;
 
+/// A delivery's hold on the message it relays (see [`super::relays::Payload`]).
+#[derive(Clone, Copy)]
+pub(super) struct Hold {
+    /// The number of the message relayed, if the world knows it.
+    pub(super) relay: Option<u32>,
+    /// That message's depth.
+    pub(super) depth: Option<u32>,
+    /// Whether the hold is dropped after this delivery (its own hold, or
+    /// the last arrival of its cursor's payload).
+    pub(super) release: bool,
+}
+
 impl World<'_> {
     /// Agent `a` joins its group's channels (at the start, and back from a
     /// crash).
@@ -39,19 +51,13 @@ impl World<'_> {
         }
     }
 
-    /// A server message reaches agent `a` (of incarnation `inc`).
-    /// `relay_of`: the number of the relayed MSG (found when it was sent).
-    pub(super) fn agent_in(
-        &mut self,
-        now: u64,
-        a: u32,
-        inc: u32,
-        msg: Arc<ServerMsg>,
-        relay_of: Option<u32>,
-    ) {
+    /// A server message reaches agent `a` (of incarnation `inc`), with the
+    /// hold it keeps on the message it relays.
+    pub(super) fn agent_in(&mut self, now: u64, a: u32, inc: u32, msg: Arc<ServerMsg>, hold: Hold) {
+        let release = hold.relay.filter(|_| hold.release);
         let slot = &self.agents[a as usize];
         if slot.inc != inc || !slot.alive {
-            if let Some(m) = relay_of {
+            if let Some(m) = release {
                 self.release(m);
             }
             return;
@@ -64,10 +70,10 @@ impl World<'_> {
             self.trace_line(line);
         }
         // A relayed message the world still knows may be answered.
-        let depth = relay_of.and_then(|m| self.msgs.get(&m)).map(|i| i.depth);
+        let depth = hold.depth;
         self.feed(a, agent::Input::Server { msg: &msg, depth });
-        if let Some(m) = relay_of {
-            self.release(m); // this delivery's hold
+        if let Some(m) = release {
+            self.release(m); // this delivery's hold, or its payload's
         }
     }
 

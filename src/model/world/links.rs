@@ -61,15 +61,19 @@ impl World<'_> {
             link.last = at;
         }
         let inc = self.agents[agent as usize].inc;
+        if self.batching {
+            // Held once for all its arrivals when the cursor starts.
+            self.batch.push(at, agent, inc, o.msg, relay_of);
+            return;
+        }
+        // Held open until this delivery arrives; `relay_of` is read from
+        // the payload again on arrival.
         if let Some(m) = relay_of
             && let Some(info) = self.msgs.get_mut(&m)
         {
             info.pending += 1;
         }
-        // `relay_of` is read from the payload again on arrival.
-        if self.batching {
-            self.batch.push(at, agent, inc, o.msg);
-        } else {
+        {
             self.eng.post_at(
                 at,
                 Ev::AgentIn {

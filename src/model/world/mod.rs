@@ -442,31 +442,46 @@ impl World<'_> {
         // a large relay, goes through one call of `agent_in` (one call
         // site keeps it inlined into the loop).
         let arrival = match ev {
-            Ev::AgentIn { agent, inc, msg } => Some((agent, inc, msg)),
+            Ev::AgentIn { agent, inc, msg } => {
+                // Its own hold on the message it relays, which keeps the
+                // message (and its depth) known until now.
+                let relay = relay_of(&msg);
+                let depth = relay.and_then(|m| self.msgs.get(&m)).map(|i| i.depth);
+                let hold = agents::Hold {
+                    relay,
+                    depth,
+                    release: true,
+                };
+                Some((agent, inc, msg, hold))
+            }
             Ev::Relay { id } => self.next_arrival(id),
             ev => {
                 self.dispatch_other(now, ev);
                 None
             }
         };
-        if let Some((agent, inc, msg)) = arrival {
-            let relay = relay_of(&msg);
-            self.agent_in(now, agent, inc, msg, relay);
+        if let Some((agent, inc, msg, hold)) = arrival {
+            self.agent_in(now, agent, inc, msg, hold);
         }
     }
 
     /// The next arrival of large relay `id`, its own next one made due.
-    fn next_arrival(&mut self, id: u32) -> Option<(u32, u32, Arc<ServerMsg>)> {
+    fn next_arrival(&mut self, id: u32) -> Option<(u32, u32, Arc<ServerMsg>, agents::Hold)> {
         // The cursor's next arrival was made due when this one was taken
         // ([`relays::Relays::take_due`]): before whatever this one causes.
-        let (a, msg, _) = self.relays.next(id)?;
+        let (t, _) = self.relays.next(id)?;
         if self.prefetch
             && let Some(b) = self.relays.agent_ahead(id, 1, true)
             && let Some(slot) = self.agents.get(b as usize)
         {
             prefetch(slot);
         }
-        Some((a.agent, a.inc, msg))
+        let hold = agents::Hold {
+            relay: t.relay,
+            depth: t.depth,
+            release: t.release,
+        };
+        Some((t.arrival.agent, t.arrival.inc, t.msg, hold))
     }
 
     /// Every event but a delivery.

@@ -38,22 +38,58 @@ pub(super) struct Arrival {
     pub(super) msg: u32,
 }
 
+/// One payload of a relay, and the hold its arrivals keep on the message
+/// it relays.
+///
+/// A delivery of a MSG keeps its message open until it arrives (docs/model.md:
+/// a message is counted once nothing about it is in flight). A delivery
+/// scheduled on its own takes a hold of its own; the arrivals of one
+/// payload of a cursor share one, taken when the cursor starts and dropped
+/// after its last arrival: the message can close only after that arrival
+/// either way, so it closes at the same moment, and the message's table is
+/// read once per relay instead of twice per recipient.
+pub(super) struct Payload {
+    msg: Arc<ServerMsg>,
+    /// The number of the message relayed, while it is held open.
+    relay: Option<u32>,
+    /// That message's reply depth (fixed when it was posted).
+    depth: Option<u32>,
+    /// Arrivals of this payload still to come.
+    left: u32,
+}
+
 /// A relay's deliveries while the server step that makes them is sent.
 #[derive(Default)]
 pub(super) struct Batch {
     arrivals: Vec<Arrival>,
     /// The distinct payloads, in the order first sent (a relay has one,
     /// a step that also answers its sender two or three).
-    msgs: Vec<Arc<ServerMsg>>,
+    msgs: Vec<Payload>,
 }
 
 impl Batch {
-    /// Add a delivery of `msg` at `at` to `agent` (incarnation `inc`).
-    pub(super) fn push(&mut self, at: u64, agent: u32, inc: u32, msg: Arc<ServerMsg>) {
-        let i = match self.msgs.last() {
-            Some(last) if Arc::ptr_eq(last, &msg) => self.msgs.len() - 1,
+    /// Add a delivery of `msg` at `at` to `agent` (incarnation `inc`);
+    /// `relay`: the number of the message it relays, if the world knows it.
+    pub(super) fn push(
+        &mut self,
+        at: u64,
+        agent: u32,
+        inc: u32,
+        msg: Arc<ServerMsg>,
+        relay: Option<u32>,
+    ) {
+        let i = match self.msgs.last_mut() {
+            Some(last) if Arc::ptr_eq(&last.msg, &msg) => {
+                last.left += 1;
+                self.msgs.len() - 1
+            }
             _ => {
-                self.msgs.push(msg);
+                self.msgs.push(Payload {
+                    msg,
+                    relay,
+                    depth: None,
+                    left: 1,
+                });
                 self.msgs.len() - 1
             }
         };
@@ -72,7 +108,18 @@ impl Batch {
 struct Cursor {
     /// Arrivals not yet delivered, latest first: the next one is the last.
     arrivals: Vec<Arrival>,
-    msgs: Vec<Arc<ServerMsg>>,
+    msgs: Vec<Payload>,
+}
+
+/// A cursor's arrival as the world takes it.
+pub(super) struct Taken {
+    pub(super) arrival: Arrival,
+    pub(super) msg: Arc<ServerMsg>,
+    /// The message its payload relays, while held open, and its depth.
+    pub(super) relay: Option<u32>,
+    pub(super) depth: Option<u32>,
+    /// The last arrival of its payload: the hold is dropped after it.
+    pub(super) release: bool,
 }
 
 /// The cursors of a run, by id (an id is reused once its cursor is done).
@@ -192,20 +239,46 @@ impl Relays {
         Some((id, first))
     }
 
+    /// Take the holds of cursor `id`'s payloads: `hold(m)` holds message
+    /// `m` open once and gives its depth, or `None` if the world does not
+    /// know it (it is then not held, and its arrivals carry no number, as a
+    /// delivery scheduled on its own would find none on arrival).
+    pub(super) fn hold(&mut self, id: u32, mut hold: impl FnMut(u32) -> Option<u32>) {
+        let Some(cursor) = self.cursors.get_mut(id as usize) else {
+            return;
+        };
+        for p in &mut cursor.msgs {
+            if let Some(m) = p.relay {
+                p.depth = hold(m);
+                if p.depth.is_none() {
+                    p.relay = None;
+                }
+            }
+        }
+    }
+
     /// Take cursor `id`'s next arrival and its payload; with the time of
     /// the one after it, or `None` when the cursor is done (and its id free
     /// again).
-    pub(super) fn next(&mut self, id: u32) -> Option<(Arrival, Arc<ServerMsg>, Option<u64>)> {
+    pub(super) fn next(&mut self, id: u32) -> Option<(Taken, Option<u64>)> {
         let cursor = self.cursors.get_mut(id as usize)?;
         let a = cursor.arrivals.pop()?;
-        let msg = Arc::clone(cursor.msgs.get(a.msg as usize)?);
+        let p = cursor.msgs.get_mut(a.msg as usize)?;
+        p.left = p.left.saturating_sub(1);
+        let taken = Taken {
+            arrival: a,
+            msg: Arc::clone(&p.msg),
+            relay: p.relay,
+            depth: p.depth,
+            release: p.left == 0,
+        };
         self.waiting -= 1;
         let after = cursor.arrivals.last().map(|x| x.at);
         if after.is_none() {
             cursor.msgs.clear();
             self.free.push(id);
         }
-        Some((a, msg, after))
+        Some((taken, after))
     }
 
     /// The agent of cursor `id`'s arrival `k` places after its next one
@@ -383,7 +456,7 @@ mod tests {
         });
         let mut b = Batch::default();
         for (i, at) in [30, 10, 20, 10].into_iter().enumerate() {
-            b.push(at, i as u32, 0, Arc::clone(&m));
+            b.push(at, i as u32, 0, Arc::clone(&m), None);
         }
         assert_eq!(b.msgs.len(), 1, "one payload for the whole relay");
         let (id, first) = r.start(&mut b).expect("a cursor");
@@ -393,7 +466,8 @@ mod tests {
         assert_eq!(r.agent_ahead(id, 0, false), Some(1));
         assert_eq!(r.agent_ahead(id, 1, true), Some(3));
         let mut got = Vec::new();
-        while let Some((a, _, after)) = r.next(id) {
+        while let Some((t, after)) = r.next(id) {
+            let a = t.arrival;
             got.push((a.at, a.agent));
             if after.is_none() {
                 break;
@@ -402,7 +476,7 @@ mod tests {
         assert_eq!(got, [(10, 1), (10, 3), (20, 2), (30, 0)]);
         assert_eq!(r.waiting(), 0);
         // The id is reused.
-        b.push(5, 9, 0, m);
+        b.push(5, 9, 0, m, None);
         assert_eq!(r.start(&mut b), Some((id, 5)));
         assert!(r.start(&mut Batch::default()).is_none());
     }
@@ -437,7 +511,7 @@ mod tests {
         let mut start = |times: &[u64], r: &mut Relays| {
             let mut b = Batch::default();
             for (i, &at) in times.iter().enumerate() {
-                b.push(at, i as u32, 0, Arc::clone(&m));
+                b.push(at, i as u32, 0, Arc::clone(&m), None);
             }
             let (id, first) = r.start(&mut b).expect("a cursor");
             r.schedule(first, id);
@@ -448,7 +522,7 @@ mod tests {
         assert_eq!(r.waiting(), 5 + 2, "arrivals, and one due per cursor");
         let mut got = Vec::new();
         while let Some((at, id)) = r.take_due() {
-            let (x, _, _) = r.next(id).expect("an arrival");
+            let (Taken { arrival: x, .. }, _) = r.next(id).expect("an arrival");
             assert_eq!(x.at, at);
             got.push((at, id, x.agent));
         }
@@ -463,9 +537,9 @@ mod tests {
     }
 
     #[test]
-    fn each_arrival_gets_its_own_payload() {
-        // A server step that relays a claim and answers its sender (a
-        // YIELD) sends two payloads; each arrival must carry its own.
+    fn each_arrival_gets_its_own_payload_and_the_last_of_each_drops_its_hold() {
+        // A server step that relays a MSG and answers its sender (an
+        // ERROR here) sends two payloads; each arrival must carry its own.
         let msg = |code: &str| {
             Arc::new(ServerMsg::Error {
                 code: code.into(),
@@ -474,21 +548,45 @@ mod tests {
         };
         let (relay, answer) = (msg("relay"), msg("answer"));
         let mut b = Batch::default();
-        b.push(30, 0, 0, Arc::clone(&relay));
-        b.push(10, 1, 0, Arc::clone(&relay));
-        b.push(20, 2, 0, Arc::clone(&answer));
-        b.push(5, 3, 0, Arc::clone(&relay));
+        b.push(30, 0, 0, Arc::clone(&relay), Some(7));
+        b.push(10, 1, 0, Arc::clone(&relay), Some(7));
+        b.push(20, 2, 0, Arc::clone(&answer), None);
+        b.push(5, 3, 0, Arc::clone(&relay), Some(7));
         // A payload is kept once per run of consecutive arrivals of it.
         assert_eq!(b.msgs.len(), 3);
         let mut r = Relays::default();
         let (id, _) = r.start(&mut b).expect("a cursor");
+        // One hold per payload that relays a message.
+        let mut holds = Vec::new();
+        r.hold(id, |m| {
+            holds.push(m);
+            Some(1)
+        });
+        assert_eq!(holds, [7, 7]);
         let mut got = Vec::new();
-        while let Some((a, m, after)) = r.next(id) {
-            got.push((a.agent, Arc::ptr_eq(&m, &answer)));
+        while let Some((t, after)) = r.next(id) {
+            let answered = Arc::ptr_eq(&t.msg, &answer);
+            got.push((t.arrival.agent, answered, t.relay, t.depth, t.release));
             if after.is_none() {
                 break;
             }
         }
-        assert_eq!(got, [(3, false), (1, false), (2, true), (0, false)]);
+        let held = (Some(7), Some(1));
+        assert_eq!(
+            got,
+            [
+                (3, false, held.0, held.1, true),
+                (1, false, held.0, held.1, false),
+                (2, true, None, None, true),
+                (0, false, held.0, held.1, true),
+            ]
+        );
+        // A message the world does not know is neither held nor named.
+        b.push(5, 0, 0, Arc::clone(&relay), Some(8));
+        b.push(6, 1, 0, Arc::clone(&relay), Some(8));
+        let (id, _) = r.start(&mut b).expect("a cursor");
+        r.hold(id, |_| None);
+        let (t, _) = r.next(id).expect("an arrival");
+        assert_eq!((t.relay, t.depth, t.release), (None, None, false));
     }
 }

@@ -51,6 +51,12 @@ impl World<'_> {
         if self.batching {
             self.batching = false;
             if let Some((id, first)) = self.relays.start(&mut self.batch) {
+                let msgs = &mut self.msgs;
+                self.relays.hold(id, |m| {
+                    let info = msgs.get_mut(&m)?;
+                    info.pending += 1;
+                    Some(info.depth)
+                });
                 self.relays.schedule(first, id);
             }
         }
