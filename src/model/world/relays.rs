@@ -508,7 +508,7 @@ mod tests {
             message: String::new(),
         });
         let mut r = Relays::default();
-        let mut start = |times: &[u64], r: &mut Relays| {
+        let start = |times: &[u64], r: &mut Relays| {
             let mut b = Batch::default();
             for (i, &at) in times.iter().enumerate() {
                 b.push(at, i as u32, 0, Arc::clone(&m), None);
