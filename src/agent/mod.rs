@@ -788,7 +788,17 @@ impl<N: AgentNaming> Agent<N> {
     }
 
     /// If the agent is no longer busy with `msg_id`, say so.
+    #[inline]
     fn settle(&mut self, msg_id: &N::Msg, out: &mut Vec<Output<N>>) {
+        // Most agents hold no slot for most messages they see: that test
+        // inline, at every call, and the rest in a call of its own.
+        if !self.slots.is_empty() {
+            self.settle_slot(msg_id, out);
+        }
+    }
+
+    #[inline(never)]
+    fn settle_slot(&mut self, msg_id: &N::Msg, out: &mut Vec<Output<N>>) {
         let Some(slot) = self.slots.get(msg_id) else {
             return;
         };

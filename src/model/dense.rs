@@ -191,6 +191,12 @@ fn intern(t: &mut Table, text: &str) -> DestId {
 }
 
 impl Dense {
+    /// Whether `content`, as text, @mentions agent `me`.
+    #[inline(never)]
+    fn mentions_in_text(&self, content: &Content, me: &AgentId) -> bool {
+        agent::mentions(&self.content_text(content), &self.0.agents[me.0 as usize])
+    }
+
     /// The id of agent `name`, if the run has it.
     pub fn agent(&self, name: &str) -> Option<AgentId> {
         self.0
@@ -291,13 +297,16 @@ impl Naming for Dense {
 }
 
 impl AgentNaming for Dense {
+    /// Asked for every delivery of a channel message: the numbered kinds
+    /// are answered inline, text in a call of its own.
+    #[inline]
     fn mentions(&self, content: &Content, me: &AgentId) -> bool {
         match content {
             Content::Question { mention, .. } => *mention == Some(*me),
             // Agent names never start with `@`; a numbered message's id has
             // no `@`; a label might.
             Content::Answer { .. } if !self.0.label_at => false,
-            _ => agent::mentions(&self.content_text(content), &self.0.agents[me.0 as usize]),
+            _ => self.mentions_in_text(content, me),
         }
     }
 

@@ -42,17 +42,28 @@ impl World<'_> {
         self.agents[a as usize]
             .actor
             .handle(now, input, &mut self.outputs);
+        // Most deliveries change nothing: the carrying out, with its large
+        // frame, is a call of its own.
         if !self.outputs.is_empty() {
-            let mut outputs = std::mem::take(&mut self.outputs);
-            for o in outputs.drain(..) {
-                self.carry_out(a, o);
-            }
-            self.outputs = outputs; // drained, its room kept
+            self.carry_out_all(a);
         }
     }
 
+    /// Carry out every decision of agent `a` in `self.outputs`.
+    #[inline(never)]
+    fn carry_out_all(&mut self, a: u32) {
+        let mut outputs = std::mem::take(&mut self.outputs);
+        for o in outputs.drain(..) {
+            self.carry_out(a, o);
+        }
+        self.outputs = outputs; // drained, its room kept
+    }
+
     /// A server message reaches agent `a` (of incarnation `inc`), with the
-    /// hold it keeps on the message it relays.
+    /// hold it keeps on the message it relays. Inlined at its one call
+    /// site, in the event loop (a call costs 3% of the default scenario's
+    /// instructions).
+    #[inline(always)]
     pub(super) fn agent_in(&mut self, now: u64, a: u32, inc: u32, msg: Arc<ServerMsg>, hold: Hold) {
         let release = hold.relay.filter(|_| hold.release);
         let slot = &self.agents[a as usize];

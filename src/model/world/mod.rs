@@ -437,6 +437,8 @@ impl World<'_> {
         self.eng.popped() + self.relays.taken()
     }
 
+    /// Inlined into the event loop, its one caller.
+    #[inline(always)]
     fn dispatch(&mut self, now: u64, ev: Ev) {
         // A delivery, whether scheduled on its own or the next arrival of
         // a large relay, goes through one call of `agent_in` (one call
