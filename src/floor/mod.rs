@@ -28,7 +28,8 @@ pub use client::{Action, Client, ClientConfig, SkipReason};
 pub use naming::{Naming, Place, Text};
 pub use policy::PolicyKind;
 pub use server::{
-    ClaimGuard, ClaimInfo, Config, ConfigError, Delivery, Input, Outgoing, Role, Server, Stats,
+    ClaimGuard, ClaimInfo, Config, ConfigError, Delivery, Input, Outgoing, Role, Sends, Server,
+    Stats,
 };
 pub use ttl_audit::TtlAudit;
 pub use wire::{ClientMsg, DecodeError, ServerMsg, YieldDetail};

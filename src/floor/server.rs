@@ -352,6 +352,99 @@ impl<N: Naming> Delivery<N> {
     }
 }
 
+/// What [`Server::handle_sends`] sends: each payload once, and each send
+/// as its recipient and the index of its payload. A relay to N members is
+/// one payload and N pairs, with no reference count per recipient: the
+/// form for a caller that encodes each payload once (a server writing the
+/// same bytes to N sockets) or that routes sends by number (the
+/// simulator). [`Sends::drain_into`] gives [`Server::handle_shared`]'s
+/// form, in the same order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sends<N: Naming = Text> {
+    payloads: Vec<Arc<ServerMsg<N>>>,
+    sends: Vec<(N::Agent, u32)>,
+}
+
+impl<N: Naming> Default for Sends<N> {
+    fn default() -> Self {
+        Sends {
+            payloads: Vec::new(),
+            sends: Vec::new(),
+        }
+    }
+}
+
+impl<N: Naming> Sends<N> {
+    /// No sends (each call of the server appends to what is there).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Forget every send, keeping the room.
+    pub fn clear(&mut self) {
+        self.payloads.clear();
+        self.sends.clear();
+    }
+
+    /// The number of sends.
+    pub fn len(&self) -> usize {
+        self.sends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sends.is_empty()
+    }
+
+    /// The payloads, in the order first sent.
+    pub fn payloads(&self) -> &[Arc<ServerMsg<N>>] {
+        &self.payloads
+    }
+
+    /// The sends, in order: each recipient with the index of its payload
+    /// in [`payloads`](Self::payloads).
+    pub fn sends(&self) -> &[(N::Agent, u32)] {
+        &self.sends
+    }
+
+    /// Move every send to `out` in the shared form (one reference to its
+    /// payload each), in order; `self` is left empty, with its room.
+    pub fn drain_into(&mut self, out: &mut Vec<Delivery<N>>) {
+        out.reserve(self.sends.len());
+        for (to, i) in self.sends.drain(..) {
+            if let Some(msg) = self.payloads.get(i as usize) {
+                out.push(Delivery {
+                    to,
+                    msg: Arc::clone(msg),
+                });
+            }
+        }
+        self.payloads.clear();
+    }
+
+    /// The index the next payload gets. (A caller that never clears would
+    /// need 2^32 payloads, hundreds of GB, before it wrapped.)
+    fn next_index(&self) -> u32 {
+        self.payloads.len() as u32
+    }
+
+    /// Send `msg` to `to`.
+    fn push(&mut self, to: N::Agent, msg: ServerMsg<N>) {
+        let i = self.next_index();
+        self.payloads.push(Arc::new(msg));
+        self.sends.push((to, i));
+    }
+
+    /// Send `msg` to every member of `parts`, in order.
+    fn fan_out(&mut self, parts: [&[N::Agent]; 2], msg: ServerMsg<N>) {
+        let i = self.next_index();
+        self.payloads.push(Arc::new(msg));
+        self.sends.reserve(parts[0].len() + parts[1].len());
+        for part in parts {
+            self.sends.extend(part.iter().map(|m| (m.clone(), i)));
+        }
+    }
+}
+
 /// Counters a production server would export too.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -535,8 +628,9 @@ pub struct Server<N: Naming = Text> {
     last_msg: BTreeMap<N::Agent, u64>,
     /// Sweep expiry: the number of the last sweep that ran.
     last_sweep: Option<u128>,
-    /// Reused buffer of the owned-output entry points.
+    /// Reused buffers of the owned- and shared-output entry points.
     shared: Vec<Delivery<N>>,
+    sends: Sends<N>,
     /// Claim guard: (channel, msg_id) -> server time of its last relay.
     relayed: BTreeMap<Key<N>, u64>,
     /// The same relays in time order (an entry whose time is no longer the
@@ -645,7 +739,9 @@ impl Server<Text> {
                         self.advance(now_ms);
                         self.stats.claims_received += 1;
                         let from = from.to_string();
-                        return self.error(&from, "INVALID_MSG", message.to_string(), out);
+                        let message = message.to_string();
+                        return self
+                            .via_sends(out, |s, d| s.error(&from, "INVALID_MSG", message, d));
                     }
                 }
                 self.reject_shared(now_ms, from, &e, claim, out)
@@ -686,7 +782,8 @@ impl Server<Text> {
             ErrorStyle::Protocol => "bad_message",
             ErrorStyle::Agentchat => "INVALID_MSG",
         };
-        self.error(&from.to_string(), code, reason.to_string(), out);
+        let (from, message) = (from.to_string(), reason.to_string());
+        self.via_sends(out, |s, d| s.error(&from, code, message, d));
     }
 
     /// The current holder of (channel, msg_id) and its `started_at`, if a
@@ -775,6 +872,7 @@ impl<N: Naming> Server<N> {
             last_msg: BTreeMap::new(),
             last_sweep: None,
             shared: Vec::new(),
+            sends: Sends::default(),
             relayed: BTreeMap::new(),
             relay_order: VecDeque::new(),
             rules,
@@ -816,6 +914,27 @@ impl<N: Naming> Server<N> {
     /// [`Server::handle`] with the sends in the shared form: the same
     /// messages to the same recipients in the same order.
     pub fn handle_shared(&mut self, now_ms: u64, input: Input<N>, out: &mut Vec<Delivery<N>>) {
+        self.via_sends(out, |s, sends| s.handle_sends(now_ms, input, sends));
+    }
+
+    /// Run `f` on the grouped form and append its sends to `out` in the
+    /// shared form.
+    fn via_sends(
+        &mut self,
+        out: &mut Vec<Delivery<N>>,
+        f: impl FnOnce(&mut Server<N>, &mut Sends<N>),
+    ) {
+        let mut sends = std::mem::take(&mut self.sends);
+        sends.clear();
+        f(self, &mut sends);
+        sends.drain_into(out);
+        self.sends = sends;
+    }
+
+    /// [`Server::handle`] with the sends grouped by payload ([`Sends`],
+    /// appended to `out`): the same messages to the same recipients in the
+    /// same order.
+    pub fn handle_sends(&mut self, now_ms: u64, input: Input<N>, out: &mut Sends<N>) {
         let now = self.advance(now_ms);
         match input {
             Input::Tick => {}
@@ -1123,20 +1242,20 @@ impl<N: Naming> Server<N> {
         now
     }
 
-    fn error(&mut self, to: &N::Agent, code: &str, message: String, out: &mut Vec<Delivery<N>>) {
+    fn error(&mut self, to: &N::Agent, code: &str, message: String, out: &mut Sends<N>) {
         self.stats.relayed += 1;
-        out.push(Delivery {
-            to: to.clone(),
-            msg: Arc::new(ServerMsg::Error {
+        out.push(
+            to.clone(),
+            ServerMsg::Error {
                 code: code.to_string(),
                 message,
-            }),
-        });
+            },
+        );
     }
 
     /// Send `msg` (a MSG, RESPONDING_TO or FLOOR_CLAIMED) to every member
     /// of its channel but its sender, in id order.
-    fn fan_out(&mut self, msg: ServerMsg<N>, out: &mut Vec<Delivery<N>>) {
+    fn fan_out(&mut self, msg: ServerMsg<N>, out: &mut Sends<N>) {
         let (channel, except) = match &msg {
             ServerMsg::Msg { to, from, .. } => (to, from),
             ServerMsg::RespondingTo { channel, from, .. } => (channel, from),
@@ -1160,14 +1279,7 @@ impl<N: Naming> Server<N> {
         if n == 0 {
             return;
         }
-        let msg = Arc::new(msg);
-        out.reserve(n);
-        for part in [before, after] {
-            out.extend(part.iter().map(|m| Delivery {
-                to: m.clone(),
-                msg: Arc::clone(&msg),
-            }));
-        }
+        out.fan_out([before, after], msg);
     }
 
     /// YIELD to `to` for `(channel, msg_id)` (counted; the caller sends it).
@@ -1178,7 +1290,7 @@ impl<N: Naming> Server<N> {
         winner: &N::Agent,
         holder_started_at: Stamp,
         reason: &str,
-    ) -> Delivery<N> {
+    ) -> (N::Agent, ServerMsg<N>) {
         let detail = match self.rules.yield_form {
             YieldForm::Winner => None,
             YieldForm::HolderDetail => Some(YieldDetail {
@@ -1187,15 +1299,15 @@ impl<N: Naming> Server<N> {
             }),
         };
         self.stats.yields += 1;
-        Delivery {
+        (
             to,
-            msg: Arc::new(ServerMsg::Yield {
+            ServerMsg::Yield {
                 msg_id: msg_id.clone(),
                 winner: winner.clone(),
                 channel: channel.clone(),
                 detail,
-            }),
-        }
+            },
+        )
     }
 
     /// `agentchat-0.36`: a valid channel name (`isValidChannel`,
@@ -1205,12 +1317,12 @@ impl<N: Naming> Server<N> {
     }
 
     /// Refuse a MSG with an ERROR.
-    fn refuse(&mut self, to: &N::Agent, code: &str, message: String, out: &mut Vec<Delivery<N>>) {
+    fn refuse(&mut self, to: &N::Agent, code: &str, message: String, out: &mut Sends<N>) {
         self.stats.refused_msgs += 1;
         self.error(to, code, message, out);
     }
 
-    fn join(&mut self, agent: N::Agent, channel: N::Dest, out: &mut Vec<Delivery<N>>) {
+    fn join(&mut self, agent: N::Agent, channel: N::Dest, out: &mut Sends<N>) {
         if self.rules.channels == Channels::Registry {
             // `handleJoin` (`lib/server/handlers/message.ts`), after
             // `validateClientMessage`. A JOIN to a channel that does not
@@ -1278,7 +1390,7 @@ impl<N: Naming> Server<N> {
 
     /// RESPONDING_TO: validate the claim, look up the current one, let the
     /// policy decide, then record the verdict and send what it says.
-    fn on_claim(&mut self, now: u64, mut claim: ClaimReq<N>, out: &mut Vec<Delivery<N>>) {
+    fn on_claim(&mut self, now: u64, mut claim: ClaimReq<N>, out: &mut Sends<N>) {
         self.stats.claims_received += 1;
         if !self.claim_well_formed(&claim, out) || !self.claim_admitted(&claim, out) {
             return;
@@ -1307,7 +1419,7 @@ impl<N: Naming> Server<N> {
 
     /// Check a claim's fields (`msg_id`, `channel`, `started_at`); `false`
     /// when it goes no further (an ERROR sent, or a DM claim dropped).
-    fn claim_well_formed(&mut self, claim: &ClaimReq<N>, out: &mut Vec<Delivery<N>>) -> bool {
+    fn claim_well_formed(&mut self, claim: &ClaimReq<N>, out: &mut Sends<N>) -> bool {
         let from = &claim.from;
         if self.names.msg_is_empty(&claim.msg_id) {
             if self.rules.errors == ErrorStyle::Agentchat {
@@ -1332,7 +1444,7 @@ impl<N: Naming> Server<N> {
     /// Check a claim's `channel` field as the policy's channel model says;
     /// `false` when it goes no further (an ERROR sent, or a DM claim, to
     /// which the protocol does not apply, dropped without a word).
-    fn claim_channel_ok(&mut self, claim: &ClaimReq<N>, out: &mut Vec<Delivery<N>>) -> bool {
+    fn claim_channel_ok(&mut self, claim: &ClaimReq<N>, out: &mut Sends<N>) -> bool {
         let (from, channel) = (&claim.from, &claim.channel);
         if self.rules.channels == Channels::Registry {
             // `validateClientMessage` (`lib/protocol.ts`): `isValidChannel`,
@@ -1363,7 +1475,7 @@ impl<N: Naming> Server<N> {
     /// Check that the sender may claim in the channel and that the channel
     /// exists; `false` when the claim goes no further (an ERROR sent, or
     /// the claim dropped silently as agentchat does).
-    fn claim_admitted(&mut self, claim: &ClaimReq<N>, out: &mut Vec<Delivery<N>>) -> bool {
+    fn claim_admitted(&mut self, claim: &ClaimReq<N>, out: &mut Sends<N>) -> bool {
         let (from, channel) = (&claim.from, &claim.channel);
         if self.rules.msg_gate == MsgGate::Agentchat
             && claim.role == Role::Agent
@@ -1383,7 +1495,7 @@ impl<N: Naming> Server<N> {
 
     /// A claim that is not arbitrated (tracking off, or the operator's):
     /// relayed when tracking is off or the policy relays every claim.
-    fn relay_untracked_claim(&mut self, claim: ClaimReq<N>, out: &mut Vec<Delivery<N>>) {
+    fn relay_untracked_claim(&mut self, claim: ClaimReq<N>, out: &mut Sends<N>) {
         if !self.tracking() || self.rules.announce == Announce::RelayEvery {
             self.fan_out(claim.relayed(), out);
         }
@@ -1433,7 +1545,7 @@ impl<N: Naming> Server<N> {
         claim: ClaimReq<N>,
         order: Stamp,
         decision: Decision<N::Agent>,
-        out: &mut Vec<Delivery<N>>,
+        out: &mut Sends<N>,
     ) {
         let ClaimReq {
             from,
@@ -1462,27 +1574,29 @@ impl<N: Naming> Server<N> {
                 let y = displaced
                     .map(|old| self.make_yield(old, key, from, started_at, REASON_DISPLACED));
                 self.announce_grant(claim, out);
-                out.extend(y);
+                if let Some((to, y)) = y {
+                    out.push(to, y);
+                }
             }
             Verdict::Deny | Verdict::DenySelf => {
                 // A denial always comes with the current holder.
                 let by = decision.held_by.as_ref().unwrap_or(from);
                 let y = self.make_yield(from.clone(), key, by, held_started_at, REASON_DENIED);
                 self.announce_denial(claim, out);
-                out.push(y);
+                out.push(y.0, y.1);
             }
             Verdict::DenyAnswered { answered_by } => {
                 let to = from.clone();
                 let y = self.make_yield(to, key, &answered_by, held_started_at, REASON_DENIED);
                 self.announce_denial(claim, out);
-                out.push(y);
+                out.push(y.0, y.1);
             }
         }
     }
 
     /// Announce a granted claim to the channel as the policy says: the
     /// claim relayed, or a FLOOR_CLAIMED.
-    fn announce_grant(&mut self, claim: ClaimReq<N>, out: &mut Vec<Delivery<N>>) {
+    fn announce_grant(&mut self, claim: ClaimReq<N>, out: &mut Sends<N>) {
         let msg = match self.rules.announce {
             Announce::RelayEvery => claim.relayed(),
             Announce::FloorClaimedOnGrant => ServerMsg::FloorClaimed {
@@ -1497,7 +1611,7 @@ impl<N: Naming> Server<N> {
 
     /// Announce a denied claim: relayed only when the policy relays every
     /// claim.
-    fn announce_denial(&mut self, claim: ClaimReq<N>, out: &mut Vec<Delivery<N>>) {
+    fn announce_denial(&mut self, claim: ClaimReq<N>, out: &mut Sends<N>) {
         if self.rules.announce == Announce::RelayEvery {
             self.fan_out(claim.relayed(), out);
         }
@@ -1505,7 +1619,7 @@ impl<N: Naming> Server<N> {
 
     /// MSG: validate the target and the sender, relay the message (to the
     /// channel or the DM peer), then release the sender's claims.
-    fn on_msg(&mut self, now: u64, msg: MsgReq<N>, out: &mut Vec<Delivery<N>>) {
+    fn on_msg(&mut self, now: u64, msg: MsgReq<N>, out: &mut Sends<N>) {
         let Some(dest) = self.msg_dest(&msg.from, &msg.to, out) else {
             return;
         };
@@ -1539,10 +1653,7 @@ impl<N: Naming> Server<N> {
         };
         if let Place::Dm(peer) = dest {
             self.stats.relayed += 1;
-            out.push(Delivery {
-                to: peer,
-                msg: Arc::new(relayed),
-            });
+            out.push(peer, relayed);
             return;
         }
         self.fan_out(relayed, out);
@@ -1554,7 +1665,7 @@ impl<N: Naming> Server<N> {
         &mut self,
         from: &N::Agent,
         to: &N::Dest,
-        out: &mut Vec<Delivery<N>>,
+        out: &mut Sends<N>,
     ) -> Option<Place<N::Agent>> {
         let place = self.names.place(to);
         if place == Place::Invalid {
@@ -1580,7 +1691,7 @@ impl<N: Naming> Server<N> {
         now: u64,
         msg: &MsgReq<N>,
         dest: &Place<N::Agent>,
-        out: &mut Vec<Delivery<N>>,
+        out: &mut Sends<N>,
     ) -> bool {
         let (from, to) = (&msg.from, &msg.to);
         if self.rules.msg_gate == MsgGate::Agentchat {
@@ -1608,12 +1719,7 @@ impl<N: Naming> Server<N> {
     /// `agentchat-0.36`: an agent may send once identified, out of its lurk
     /// window and within the rate limit; `false` when refused. A MSG that
     /// passes counts for the rate limit even if refused later.
-    fn agentchat_sender_ok(
-        &mut self,
-        now: u64,
-        from: &N::Agent,
-        out: &mut Vec<Delivery<N>>,
-    ) -> bool {
+    fn agentchat_sender_ok(&mut self, now: u64, from: &N::Agent, out: &mut Sends<N>) -> bool {
         if self.unidentified.contains(from) {
             let m = "Must IDENTIFY first".to_string();
             self.refuse(from, "AUTH_REQUIRED", m, out);
@@ -1630,7 +1736,7 @@ impl<N: Naming> Server<N> {
     /// `agentchat-0.36`: the MSG rate limit (one MSG per `rate_limit_ms` per
     /// sender); `false` when refused. A MSG that passes counts for the
     /// limit even if refused later.
-    fn agentchat_rate_ok(&mut self, now: u64, from: &N::Agent, out: &mut Vec<Delivery<N>>) -> bool {
+    fn agentchat_rate_ok(&mut self, now: u64, from: &N::Agent, out: &mut Sends<N>) -> bool {
         // A limit of 0 refuses nothing (no difference is below 0).
         if let Some(&last) = self.last_msg.get(from)
             && now - last < self.cfg.rate_limit_ms
@@ -1658,7 +1764,7 @@ impl<N: Naming> Server<N> {
         from: &N::Agent,
         to: &N::Dest,
         dest: &Place<N::Agent>,
-        out: &mut Vec<Delivery<N>>,
+        out: &mut Sends<N>,
     ) -> bool {
         if matches!(dest, Place::Dm(_)) {
             // Observed on the real server (the differential test); the

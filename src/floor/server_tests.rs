@@ -1113,9 +1113,9 @@ fn agentchat_sweeps_follow_phase_and_drift() {
     assert_eq!(h.s.stats().expired, 1);
 }
 
-/// `handle_shared` sends what `handle` sends, to the same recipients in
-/// the same order, under every policy; a relay's recipients share one
-/// payload.
+/// `handle_shared` and `handle_sends` send what `handle` sends, to the
+/// same recipients in the same order, under every policy; a relay's
+/// recipients share one payload (one entry of `Sends::payloads`).
 #[test]
 fn shared_form_matches_owned_form() {
     let inputs = |m: &str| -> Vec<(u64, Input)> {
@@ -1153,6 +1153,7 @@ fn shared_form_matches_owned_form() {
         let (mut owned, mut shared) = (H::abc(p), H::abc(p));
         // The generic owned form, and client messages as JSON values.
         let (mut generic, mut values) = (H::abc(p), H::abc(p));
+        let mut grouped = H::abc(p);
         for (t, input) in inputs("m1") {
             let want = owned.run(t, input.clone());
             let mut got = Vec::new();
@@ -1168,6 +1169,27 @@ fn shared_form_matches_owned_form() {
                 _ => values.s.handle(t, input.clone(), &mut got),
             }
             assert_eq!(got, want, "{p} at {t}: handle_value");
+            // The grouped form, appended to what is there, then expanded.
+            let mut sends = Sends::new();
+            grouped.s.handle_sends(t, Input::Tick, &mut sends);
+            let before = sends.len();
+            grouped.s.handle_sends(t, input.clone(), &mut sends);
+            let fresh = &sends.sends()[before..];
+            for pair in fresh.windows(2) {
+                let msg = |i: u32| &sends.payloads()[i as usize];
+                if msg(pair[0].1) == msg(pair[1].1) {
+                    assert_eq!(pair[0].1, pair[1].1, "{p}: one payload");
+                }
+            }
+            let mut expanded = Vec::new();
+            sends.drain_into(&mut expanded);
+            assert!(sends.is_empty() && sends.payloads().is_empty());
+            let expanded: Vec<Outgoing> = expanded
+                .into_iter()
+                .skip(before)
+                .map(Delivery::into_outgoing)
+                .collect();
+            assert_eq!(expanded, want, "{p} at {t}: handle_sends");
             let mut got = Vec::new();
             shared.s.handle_shared(t, input, &mut got);
             for pair in got.windows(2) {
@@ -1181,6 +1203,7 @@ fn shared_form_matches_owned_form() {
         assert_eq!(owned.s.stats(), shared.s.stats(), "{p}");
         assert_eq!(owned.s.stats(), generic.s.stats(), "{p}");
         assert_eq!(owned.s.stats(), values.s.stats(), "{p}");
+        assert_eq!(owned.s.stats(), grouped.s.stats(), "{p}");
     }
 }
 

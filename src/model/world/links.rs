@@ -4,10 +4,11 @@
 //! stream.
 
 use super::prepared::NOT_AGENT;
-use super::{ClientMsg, Ev, World};
-use crate::floor::{self, Naming};
-use crate::model::dense::{AgentId, Dense};
+use super::{ClientMsg, Ev, ServerMsg, World};
+use crate::floor::Naming;
+use crate::model::dense::AgentId;
 use rand::RngExt;
+use std::sync::Arc;
 
 /// How many deliveries ahead a relay's loop prefetches a recipient's link.
 pub(super) const PREFETCH_AHEAD: usize = 4;
@@ -25,20 +26,26 @@ impl World<'_> {
         }
     }
 
-    /// Send one server message down an agent's link.
-    /// `relay_of`: the number of the relayed message, if it is a MSG the
-    /// world knows.
-    pub(super) fn deliver(&mut self, o: floor::Delivery<Dense>, relay_of: Option<u32>) {
+    /// Send one server message, payload `p` of the server step's sends
+    /// (`msg`), down agent `to`'s link. `relay_of`: the number of the
+    /// relayed message, if it is a MSG the world knows.
+    pub(super) fn deliver(
+        &mut self,
+        to: AgentId,
+        msg: &Arc<ServerMsg>,
+        p: u32,
+        relay_of: Option<u32>,
+    ) {
         let now = self.eng.now();
         if self.trace.is_some() {
             let names = &self.p.names;
             let line = serde_json::json!({
-                "t_us": now, "ev": "server_send", "to": names.show_agent(&o.to),
-                "msg": o.msg.to_text(names).to_json(),
+                "t_us": now, "ev": "server_send", "to": names.show_agent(&to),
+                "msg": msg.to_text(names).to_json(),
             });
             self.trace_line(line);
         }
-        let agent = self.p.index_of.get(o.to.0 as usize).copied();
+        let agent = self.p.index_of.get(to.0 as usize).copied();
         let Some(agent) = agent.filter(|&a| a != NOT_AGENT) else {
             return; // the operator (not simulated) or a name a script uses
         };
@@ -47,7 +54,7 @@ impl World<'_> {
             self.acc.lost += 1;
             if self.trace.is_some() {
                 let name = self.p.ids[agent as usize].clone();
-                let msg = o.msg.to_text(&self.p.names).to_json();
+                let msg = msg.to_text(&self.p.names).to_json();
                 self.trace_line(serde_json::json!({
                     "t_us": now, "ev": "lost", "dir": "down", "agent": name, "msg": msg,
                 }));
@@ -63,7 +70,7 @@ impl World<'_> {
         let inc = self.agents[agent as usize].inc;
         if self.batching {
             // Held once for all its arrivals when the cursor starts.
-            self.batch.push(at, agent, inc, o.msg, relay_of);
+            self.batch.push(at, agent, inc, p, relay_of);
             return;
         }
         // Held open until this delivery arrives; `relay_of` is read from
@@ -79,7 +86,7 @@ impl World<'_> {
                 Ev::AgentIn {
                     agent,
                     inc,
-                    msg: o.msg,
+                    msg: Arc::clone(msg),
                 },
             );
         }

@@ -208,7 +208,8 @@ struct World<'a> {
     server_rng: Stream,
     wake: Option<(u64, EventKey)>,
     acc: RunAccumulator,
-    out: Vec<floor::Delivery<Dense>>,
+    /// What the server sends in one step (room kept between steps).
+    out: floor::Sends<Dense>,
     /// Client messages on their way up, each with its inference time if
     /// it is a reply (see [`Ev::ServerIn`]), and the free entries.
     uplink: Vec<Option<(ClientMsg, Option<u64>)>>,
@@ -332,7 +333,7 @@ fn simulate_audited(
         server_rng: stream(seed, 2),
         wake: None,
         acc: RunAccumulator::new(),
-        out: Vec::new(),
+        out: floor::Sends::new(),
         uplink: Vec::new(),
         uplink_free: Vec::new(),
         outputs: Vec::new(),

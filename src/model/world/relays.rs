@@ -62,43 +62,32 @@ pub(super) struct Payload {
 #[derive(Default)]
 pub(super) struct Batch {
     arrivals: Vec<Arrival>,
-    /// The distinct payloads, in the order first sent (a relay has one,
-    /// a step that also answers its sender two or three).
-    msgs: Vec<Payload>,
+    /// Per payload of the step (by its index in the server's sends): the
+    /// message it relays, and how many of the arrivals carry it.
+    payloads: Vec<(Option<u32>, u32)>,
 }
 
 impl Batch {
-    /// Add a delivery of `msg` at `at` to `agent` (incarnation `inc`);
-    /// `relay`: the number of the message it relays, if the world knows it.
-    pub(super) fn push(
-        &mut self,
-        at: u64,
-        agent: u32,
-        inc: u32,
-        msg: Arc<ServerMsg>,
-        relay: Option<u32>,
-    ) {
-        let i = match self.msgs.last_mut() {
-            Some(last) if Arc::ptr_eq(&last.msg, &msg) => {
-                last.left += 1;
-                self.msgs.len() - 1
-            }
-            _ => {
-                self.msgs.push(Payload {
-                    msg,
-                    relay,
-                    depth: None,
-                    left: 1,
-                });
-                self.msgs.len() - 1
-            }
-        };
+    /// A server step's sends begin, with `payloads` payloads.
+    pub(super) fn begin(&mut self, payloads: usize) {
+        self.arrivals.clear();
+        self.payloads.clear();
+        self.payloads.resize(payloads, (None, 0));
+    }
+
+    /// Add a delivery of payload `p` at `at` to `agent` (incarnation
+    /// `inc`); `relay`: the message it relays, if the world knows it.
+    pub(super) fn push(&mut self, at: u64, agent: u32, inc: u32, p: u32, relay: Option<u32>) {
+        if let Some((r, n)) = self.payloads.get_mut(p as usize) {
+            *r = relay;
+            // Fewer arrivals than pending events, which fit a u32.
+            *n += 1;
+        }
         self.arrivals.push(Arrival {
             at,
             agent,
             inc,
-            // Fewer payloads than deliveries, and those fewer than u32::MAX.
-            msg: i as u32,
+            msg: p,
         });
     }
 }
@@ -206,11 +195,16 @@ impl Relays {
         self.scheduled - self.due.len() as u64
     }
 
-    /// Make a cursor of `batch` (left empty, with its room); returns its id
-    /// and the time of its first arrival, or `None` if `batch` is empty.
-    pub(super) fn start(&mut self, batch: &mut Batch) -> Option<(u32, u64)> {
+    /// Make a cursor of `batch` (left empty, with its room), whose
+    /// payloads are `payloads`; returns its id and the time of its first
+    /// arrival, or `None` if `batch` is empty.
+    pub(super) fn start(
+        &mut self,
+        batch: &mut Batch,
+        payloads: &[Arc<ServerMsg>],
+    ) -> Option<(u32, u64)> {
         if batch.arrivals.is_empty() {
-            batch.msgs.clear();
+            batch.payloads.clear();
             return None;
         }
         let id = match self.free.pop() {
@@ -232,8 +226,20 @@ impl Relays {
             &mut cursor.arrivals,
         );
         batch.arrivals.clear();
-        std::mem::swap(&mut cursor.msgs, &mut batch.msgs);
-        batch.msgs.clear();
+        cursor.msgs.clear();
+        cursor
+            .msgs
+            .extend(
+                payloads
+                    .iter()
+                    .zip(batch.payloads.drain(..))
+                    .map(|(msg, (relay, left))| Payload {
+                        msg: Arc::clone(msg),
+                        relay,
+                        depth: None,
+                        left,
+                    }),
+            );
         self.waiting += cursor.arrivals.len();
         let first = cursor.arrivals.last().map(|a| a.at)?;
         Some((id, first))
@@ -247,7 +253,9 @@ impl Relays {
         let Some(cursor) = self.cursors.get_mut(id as usize) else {
             return;
         };
-        for p in &mut cursor.msgs {
+        // A payload none of whose sends became an arrival (to the operator,
+        // or lost) is not held.
+        for p in cursor.msgs.iter_mut().filter(|p| p.left > 0) {
             if let Some(m) = p.relay {
                 p.depth = hold(m);
                 if p.depth.is_none() {
@@ -465,14 +473,16 @@ mod tests {
             code: "X".into(),
             message: String::new(),
         });
+        let payloads = [Arc::clone(&m)];
         let mut b = Batch::default();
+        b.begin(1);
         for (i, at) in [30, 10, 20, 10].into_iter().enumerate() {
-            b.push(at, i as u32, 0, Arc::clone(&m), None);
+            b.push(at, i as u32, 0, 0, None);
         }
-        assert_eq!(b.msgs.len(), 1, "one payload for the whole relay");
-        let (id, first) = r.start(&mut b).expect("a cursor");
+        assert_eq!(b.payloads, [(None, 4)], "one payload for the whole relay");
+        let (id, first) = r.start(&mut b, &payloads).expect("a cursor");
         assert_eq!(first, 10);
-        assert!(b.arrivals.is_empty() && b.msgs.is_empty());
+        assert!(b.arrivals.is_empty() && b.payloads.is_empty());
         assert_eq!(r.waiting(), 4);
         assert_eq!(r.agent_ahead(id, 0, false), Some(1));
         assert_eq!(r.agent_ahead(id, 1, true), Some(3));
@@ -487,9 +497,10 @@ mod tests {
         assert_eq!(got, [(10, 1), (10, 3), (20, 2), (30, 0)]);
         assert_eq!(r.waiting(), 0);
         // The id is reused.
-        b.push(5, 9, 0, m, None);
-        assert_eq!(r.start(&mut b), Some((id, 5)));
-        assert!(r.start(&mut Batch::default()).is_none());
+        b.begin(1);
+        b.push(5, 9, 0, 0, None);
+        assert_eq!(r.start(&mut b, &payloads), Some((id, 5)));
+        assert!(r.start(&mut Batch::default(), &payloads).is_none());
     }
 
     #[test]
@@ -521,10 +532,11 @@ mod tests {
         let mut r = Relays::default();
         let start = |times: &[u64], r: &mut Relays| {
             let mut b = Batch::default();
+            b.begin(1);
             for (i, &at) in times.iter().enumerate() {
-                b.push(at, i as u32, 0, Arc::clone(&m), None);
+                b.push(at, i as u32, 0, 0, None);
             }
-            let (id, first) = r.start(&mut b).expect("a cursor");
+            let (id, first) = r.start(&mut b, &[Arc::clone(&m)]).expect("a cursor");
             r.schedule(first, id);
             id
         };
@@ -558,22 +570,23 @@ mod tests {
             })
         };
         let (relay, answer) = (msg("relay"), msg("answer"));
+        // A third payload sent to nobody simulated (the operator).
+        let payloads = [Arc::clone(&relay), Arc::clone(&answer), msg("lost")];
         let mut b = Batch::default();
-        b.push(30, 0, 0, Arc::clone(&relay), Some(7));
-        b.push(10, 1, 0, Arc::clone(&relay), Some(7));
-        b.push(20, 2, 0, Arc::clone(&answer), None);
-        b.push(5, 3, 0, Arc::clone(&relay), Some(7));
-        // A payload is kept once per run of consecutive arrivals of it.
-        assert_eq!(b.msgs.len(), 3);
+        b.begin(3);
+        b.push(30, 0, 0, 0, Some(7));
+        b.push(10, 1, 0, 0, Some(7));
+        b.push(20, 2, 0, 1, None);
+        b.push(5, 3, 0, 0, Some(7));
         let mut r = Relays::default();
-        let (id, _) = r.start(&mut b).expect("a cursor");
-        // One hold per payload that relays a message.
+        let (id, _) = r.start(&mut b, &payloads).expect("a cursor");
+        // One hold per payload that relays a message and has arrivals.
         let mut holds = Vec::new();
         r.hold(id, |m| {
             holds.push(m);
             Some(1)
         });
-        assert_eq!(holds, [7, 7]);
+        assert_eq!(holds, [7]);
         let mut got = Vec::new();
         while let Some((t, after)) = r.next(id) {
             let answered = Arc::ptr_eq(&t.msg, &answer);
@@ -586,16 +599,17 @@ mod tests {
         assert_eq!(
             got,
             [
-                (3, false, held.0, held.1, true),
+                (3, false, held.0, held.1, false),
                 (1, false, held.0, held.1, false),
                 (2, true, None, None, true),
                 (0, false, held.0, held.1, true),
             ]
         );
         // A message the world does not know is neither held nor named.
-        b.push(5, 0, 0, Arc::clone(&relay), Some(8));
-        b.push(6, 1, 0, Arc::clone(&relay), Some(8));
-        let (id, _) = r.start(&mut b).expect("a cursor");
+        b.begin(1);
+        b.push(5, 0, 0, 0, Some(8));
+        b.push(6, 1, 0, 0, Some(8));
+        let (id, _) = r.start(&mut b, &payloads[..1]).expect("a cursor");
         r.hold(id, |_| None);
         let (t, _) = r.next(id).expect("an arrival");
         assert_eq!((t.relay, t.depth, t.release), (None, None, false));

@@ -4,9 +4,8 @@
 
 use super::links::PREFETCH_AHEAD;
 use super::relays::CURSOR_MIN;
-use super::{ClientMsg, Ev, Input, MsgInfo, ServerMsg, World};
+use super::{ClientMsg, Ev, Input, MsgInfo, World};
 use crate::floor::{Naming, Role};
-use std::sync::Arc;
 
 impl World<'_> {
     pub(super) fn server_now_ms(&self) -> u64 {
@@ -18,39 +17,39 @@ impl World<'_> {
         let now_ms = self.server_now_ms();
         let mut out = std::mem::take(&mut self.out);
         out.clear();
-        self.server.handle_shared(now_ms, input, &mut out);
-        // A relay to N members is N deliveries of one payload: find the
-        // relayed message's number once. Every payload in `out` was
-        // allocated before this loop and nothing here allocates one, so
-        // equal addresses mean the same payload.
-        self.batching = out.len() >= CURSOR_MIN;
-        let mut last: Option<(*const ServerMsg, Option<u32>)> = None;
-        let mut deliveries = out.drain(..);
-        while let Some(o) = deliveries.next() {
-            // The link state of a recipient a few deliveries ahead, fetched
+        self.server.handle_sends(now_ms, input, &mut out);
+        let (payloads, sends) = (out.payloads(), out.sends());
+        self.batching = sends.len() >= CURSOR_MIN;
+        if self.batching {
+            self.batch.begin(payloads.len());
+        }
+        // A relay to N members is N sends of one payload: the relayed
+        // message's number is found once per run of sends of a payload.
+        let mut last: Option<(u32, Option<u32>)> = None;
+        for (i, &(to, p)) in sends.iter().enumerate() {
+            // The link state of a recipient a few sends ahead, fetched
             // while these are sent (a relay in a large channel goes to
             // thousands of agents).
             if self.prefetch
-                && let Some(ahead) = deliveries.as_slice().get(PREFETCH_AHEAD)
+                && let Some(&(ahead, _)) = sends.get(i + PREFETCH_AHEAD)
             {
-                self.prefetch_downlink(ahead.to);
+                self.prefetch_downlink(ahead);
             }
-            let p = Arc::as_ptr(&o.msg);
-            let relay_of = match last {
-                Some((q, r)) if q == p => r,
-                _ => {
-                    let r = super::relay_of(&o.msg);
-                    last = Some((p, r));
-                    r
-                }
-            };
-            self.deliver(o, relay_of);
+            if let Some(msg) = payloads.get(p as usize) {
+                let relay_of = match last {
+                    Some((q, r)) if q == p => r,
+                    _ => {
+                        let r = super::relay_of(msg);
+                        last = Some((p, r));
+                        r
+                    }
+                };
+                self.deliver(to, msg, p, relay_of);
+            }
         }
-        drop(deliveries);
-        self.out = out;
         if self.batching {
             self.batching = false;
-            if let Some((id, first)) = self.relays.start(&mut self.batch) {
+            if let Some((id, first)) = self.relays.start(&mut self.batch, payloads) {
                 let msgs = &mut self.msgs;
                 self.relays.hold(id, |m| {
                     let info = msgs.get_mut(&m)?;
@@ -60,6 +59,7 @@ impl World<'_> {
                 self.relays.schedule(first, id);
             }
         }
+        self.out = out;
         self.schedule_wake();
     }
 
