@@ -1175,7 +1175,7 @@ fn shared_form_matches_owned_form() {
             let before = sends.len();
             grouped.s.handle_sends(t, input.clone(), &mut sends);
             assert_eq!(sends.len(), before + want.len(), "{p} at {t}: appended");
-            assert_eq!(sends.is_empty(), sends.len() == 0, "{p} at {t}");
+            assert_eq!(sends.is_empty(), sends.sends().is_empty(), "{p} at {t}");
             assert_eq!(sends.len(), sends.sends().len());
             let fresh = &sends.sends()[before..];
             for pair in fresh.windows(2) {
