@@ -80,16 +80,14 @@ impl World<'_> {
         {
             info.pending += 1;
         }
-        {
-            self.eng.post_at(
-                at,
-                Ev::AgentIn {
-                    agent,
-                    inc,
-                    msg: Arc::clone(msg),
-                },
-            );
-        }
+        self.eng.post_at(
+            at,
+            Ev::AgentIn {
+                agent,
+                inc,
+                msg: Arc::clone(msg),
+            },
+        );
     }
 
     /// Send a client message up an agent's link.

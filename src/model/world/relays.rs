@@ -9,7 +9,8 @@
 //! they were sent, that is recipient order), with the earliest arrival not
 //! yet delivered due in a small heap of the cursors in flight, which the
 //! world merges with the event queue. When that arrival is taken, the
-//! world makes the cursor's next arrival due and delivers this one.
+//! cursor's next arrival is made due in its place (one step of the heap)
+//! and the world delivers this one.
 //!
 //! The times and draws are the same either way; what a cursor changes is
 //! the order of events due in the same microsecond: a cursor's arrival
