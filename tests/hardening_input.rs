@@ -193,23 +193,7 @@ fn a_cascade_past_the_horizon_stops_with_an_error() {
     // Two agents answering each other for ever, each answer taking the
     // longest duration: virtual time passes 1e13 ms after 1000 hops.
     let dir = tempfile::tempdir().expect("tempdir");
-    write(
-        dir.path(),
-        "s.toml",
-        "reps = 1
-policies = [\"none\"]
-[workload]
-count = 1
-reply_to_agent_p = 1
-\
-         max_depth = 4000
-[[agents]]
-count = 2
-respond_p = 1
-\
-         inference = { kind = \"fixed\", ms = 1e10 }
-",
-    );
+    write(dir.path(), "s.toml", common::ENDLESS_CASCADE);
     refused(
         dir.path(),
         &["run", "s.toml", "--out", "out", "-q"],

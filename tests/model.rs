@@ -526,25 +526,15 @@ fn a_run_may_process_exactly_max_events_events_and_not_one_more() {
 
 #[test]
 fn an_event_past_both_limits_at_once_stops_the_run_at_the_horizon() {
-    // Two agents answering each other for ever, each answer taking 1e10
-    // ms: the 7998th event is the first past the horizon of 1e13 ms. With
-    // `max_events = 7997` that event is past both limits at once, and
-    // must stop the run like either alone (the event loop tests them in
-    // one branch; an exclusive or there would let it run on). If the
-    // events of a hop ever change, find the new boundary with `herdsim run
-    // --set max_events=N` on this scenario.
-    let scenario = "reps = 1
-[workload]
-count = 1
-reply_to_agent_p = 1
-max_depth = 4000
-[[agents]]
-count = 2
-respond_p = 1
-inference = { kind = \"fixed\", ms = 1e10 }
-";
+    // The 7998th event of the endless cascade is the first past the
+    // horizon. With `max_events = 7997` that event is past both limits at
+    // once, and must stop the run like either alone (the event loop tests
+    // them in one branch; an exclusive or there would let it run on). If
+    // the events of a hop ever change, find the new boundary with
+    // `herdsim run --set max_events=N` on this scenario.
     let policy = "none".parse().expect("policy");
     let at = |max: u64| {
+        let scenario = common::ENDLESS_CASCADE;
         let p = common::prepare(&format!("max_events = {max}\n{scenario}"));
         herdsim::model::simulate(&p, policy, 1, None).err()
     };

@@ -33,6 +33,22 @@ pub fn refused<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(
     err
 }
 
+/// Two agents answering each other for ever under `none`, each answer
+/// taking 1e10 ms: virtual time passes the horizon of 1e13 ms after about
+/// 1000 hops (the 7998th event is the first past it), long before
+/// `max_depth` ends the cascade.
+pub const ENDLESS_CASCADE: &str = "reps = 1
+policies = [\"none\"]
+[workload]
+count = 1
+reply_to_agent_p = 1
+max_depth = 4000
+[[agents]]
+count = 2
+respond_p = 1
+inference = { kind = \"fixed\", ms = 1e10 }
+";
+
 /// A prepared world from scenario TOML (panics on an invalid scenario).
 pub fn prepare(toml: &str) -> Prepared {
     let l = Loaded::from_text("test.toml", toml, Path::new(".")).expect("valid scenario");
