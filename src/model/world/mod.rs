@@ -479,12 +479,7 @@ impl World<'_> {
         {
             prefetch(slot);
         }
-        let hold = agents::Hold {
-            relay: t.relay,
-            depth: t.depth,
-            release: t.release,
-        };
-        Some((t.arrival.agent, t.arrival.inc, t.msg, hold))
+        Some((t.arrival.agent, t.arrival.inc, t.msg, t.hold))
     }
 
     /// Every event but a delivery.

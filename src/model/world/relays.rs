@@ -19,6 +19,7 @@
 //! after it (docs/model.md, modelling choice 28).
 
 use super::ServerMsg;
+use super::agents::Hold;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::collections::binary_heap::PeekMut;
@@ -101,15 +102,12 @@ struct Cursor {
     msgs: Vec<Payload>,
 }
 
-/// A cursor's arrival as the world takes it.
+/// A cursor's arrival as the world takes it: with its payload's hold,
+/// dropped after the payload's last arrival.
 pub(super) struct Taken {
     pub(super) arrival: Arrival,
     pub(super) msg: Arc<ServerMsg>,
-    /// The message its payload relays, while held open, and its depth.
-    pub(super) relay: Option<u32>,
-    pub(super) depth: Option<u32>,
-    /// The last arrival of its payload: the hold is dropped after it.
-    pub(super) release: bool,
+    pub(super) hold: Hold,
 }
 
 /// The cursors of a run, by id (an id is reused once its cursor is done).
@@ -277,9 +275,11 @@ impl Relays {
         let taken = Taken {
             arrival: a,
             msg: Arc::clone(&p.msg),
-            relay: p.relay,
-            depth: p.depth,
-            release: p.left == 0,
+            hold: Hold {
+                relay: p.relay,
+                depth: p.depth,
+                release: p.left == 0,
+            },
         };
         self.waiting -= 1;
         let after = cursor.arrivals.last().map(|x| x.at);
@@ -591,7 +591,8 @@ mod tests {
         let mut got = Vec::new();
         while let Some((t, after)) = r.next(id) {
             let answered = Arc::ptr_eq(&t.msg, &answer);
-            got.push((t.arrival.agent, answered, t.relay, t.depth, t.release));
+            let h = t.hold;
+            got.push((t.arrival.agent, answered, h.relay, h.depth, h.release));
             if after.is_none() {
                 break;
             }
@@ -613,6 +614,7 @@ mod tests {
         let (id, _) = r.start(&mut b, &payloads[..1]).expect("a cursor");
         r.hold(id, |_| None);
         let (t, _) = r.next(id).expect("an arrival");
-        assert_eq!((t.relay, t.depth, t.release), (None, None, false));
+        let h = t.hold;
+        assert_eq!((h.relay, h.depth, h.release), (None, None, false));
     }
 }
