@@ -253,8 +253,9 @@ impl Relays {
             return;
         };
         // A payload none of whose sends became an arrival (to the operator,
-        // or lost) is not held.
-        for p in cursor.msgs.iter_mut().filter(|p| p.left > 0) {
+        // or lost) is not held: its relay is `None`, as `Batch::push`
+        // records the relay only with an arrival.
+        for p in cursor.msgs.iter_mut() {
             if let Some(m) = p.relay {
                 p.depth = hold(m);
                 if p.depth.is_none() {
