@@ -421,23 +421,23 @@ impl<N: Naming> Sends<N> {
         self.payloads.clear();
     }
 
-    /// The index the next payload gets. (A caller that never clears would
+    /// Add payload `msg`; its index. (A caller that never clears would
     /// need 2^32 payloads, hundreds of GB, before it wrapped.)
-    fn next_index(&self) -> u32 {
-        self.payloads.len() as u32
+    fn add_payload(&mut self, msg: ServerMsg<N>) -> u32 {
+        let i = self.payloads.len() as u32;
+        self.payloads.push(Arc::new(msg));
+        i
     }
 
     /// Send `msg` to `to`.
     fn push(&mut self, to: N::Agent, msg: ServerMsg<N>) {
-        let i = self.next_index();
-        self.payloads.push(Arc::new(msg));
+        let i = self.add_payload(msg);
         self.sends.push((to, i));
     }
 
     /// Send `msg` to every member of `parts`, in order.
     fn fan_out(&mut self, parts: [&[N::Agent]; 2], msg: ServerMsg<N>) {
-        let i = self.next_index();
-        self.payloads.push(Arc::new(msg));
+        let i = self.add_payload(msg);
         self.sends.reserve(parts[0].len() + parts[1].len());
         for part in parts {
             self.sends.extend(part.iter().map(|m| (m.clone(), i)));
