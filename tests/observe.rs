@@ -411,22 +411,35 @@ const WAIT_BIAS_MS: f64 = 100.0;
 /// or later on a busy machine; 2 ms of real time, x 20.
 const TIMER_BIAS_MS: f64 = 40.0;
 
-/// One prediction.csv row: (observed, low, high, predicted, within).
-fn prediction(csv: &str, metric: &str) -> (f64, f64, f64, f64, bool) {
-    let (obs, lo, hi, p, _, within) = prediction_row(csv, metric);
-    (obs, lo, hi, p, within)
+/// One row of prediction.csv.
+struct Prediction {
+    observed: f64,
+    /// The observed value's 95% interval.
+    low: f64,
+    high: f64,
+    /// The predicted mean, and its 95% half-width.
+    mean: f64,
+    half: f64,
+    /// calibrate's verdict: the predicted mean inside the observed interval.
+    within: bool,
 }
 
-/// One prediction.csv row: (observed, low, high, predicted mean, the
-/// predicted mean's 95% half-width, within).
-fn prediction_row(csv: &str, metric: &str) -> (f64, f64, f64, f64, f64, bool) {
+/// prediction.csv's row of `metric`.
+fn prediction(csv: &str, metric: &str) -> Prediction {
     let row = csv
         .lines()
         .find(|l| l.starts_with(&format!("{metric},")))
         .unwrap_or_else(|| panic!("no {metric} in\n{csv}"));
     let f: Vec<&str> = row.split(',').collect();
     let n = |i: usize| f[i].parse::<f64>().unwrap_or(f64::NAN);
-    (n(1), n(2), n(3), n(5), n(6), f[8] == "true")
+    Prediction {
+        observed: n(1),
+        low: n(2),
+        high: n(3),
+        mean: n(5),
+        half: n(6),
+        within: f[8] == "true",
+    }
 }
 
 /// The recorded session of the default scenario (live at --speed 20
@@ -477,7 +490,7 @@ fn calibrate_the_recorded_default_session() {
     covers(&est, "group-0", "inference.p99_ms", 20000.0);
     let pred = std::fs::read_to_string(dir.join("prediction.csv")).expect("prediction");
     for m in ["duplicate_rate", "ttfr_p95_ms"] {
-        assert!(prediction(&pred, m).4, "{m}: {pred}");
+        assert!(prediction(&pred, m).within, "{m}: {pred}");
     }
     // The written scenario runs as any other.
     let run = herdsim()
@@ -648,7 +661,14 @@ fn round_trip_recovers_a_known_scenario() {
         // out 3.5-3.8 s for a true 4 s, so its TTFR p95 lands 3.08-3.28 s
         // for a simulated truth of 3.48 s); a check that allowed for it
         // too would be wider still.
-        let (obs, lo, hi, p, half, within) = prediction_row(&pred, m);
+        let Prediction {
+            observed: obs,
+            low: lo,
+            high: hi,
+            mean: p,
+            half,
+            within,
+        } = prediction(&pred, m);
         let (wlo, whi) = widened(obs, lo, hi);
         let (plo, phi) = (p - WIDEN * half, p + WIDEN * half);
         assert!(
