@@ -1,5 +1,5 @@
 //! Build identity: a hash of everything that decides what a simulation
-//! computes (the simulation source under `src/`, `Cargo.lock`, the
+//! computes (the simulation source under `src/` and `crates/`, `Cargo.lock`, the
 //! compiler and the target), as `HERDSIM_BUILD`. Journals and shard
 //! results record it, and `run --resume` and `merge` refuse results of
 //! another build, so two builds' replications never mix in one table.
@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-/// Paths under `src/` (prefixes, `/`-separated) that cannot change a run's numbers.
+/// Paths under `src/` and `crates/` (prefixes, `/`-separated) that cannot change a run's numbers.
 const NOT_SIMULATION: [&str; 10] = [
     "src/report/plot/",
     "src/tune/",
@@ -57,11 +57,14 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 
 fn main() {
     println!("cargo:rerun-if-changed=src");
+    println!("cargo:rerun-if-changed=crates");
     println!("cargo:rerun-if-changed=Cargo.lock");
     println!("cargo:rerun-if-changed=build.rs");
     let root = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| ".".into()));
     let mut files = Vec::new();
     rust_files(&root.join("src"), &mut files);
+    // The workspace's own crates (the floor, the engine) decide results too.
+    rust_files(&root.join("crates"), &mut files);
     let mut named: Vec<(String, PathBuf)> = files
         .into_iter()
         .filter_map(|p| {

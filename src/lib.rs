@@ -23,14 +23,16 @@
 //!   3    scenario           scenario files: parse, defaults, --set, sweep grid, validate
 //!   2    agent              the agent and the operator as sans-IO actors
 //!   1    metrics dist       per-run measures and statistics; distributions
-//!   0    floor engine files limits names progress allocator
-//!                           arbitration; virtual clock; file access; bounds;
-//!                           agent and message ids; the progress Observer;
-//!                           the memory allocator the binaries install
+//!   0    files limits names progress allocator
+//!                           file access; bounds; agent and message ids; the
+//!                           progress Observer; the allocator the binaries install
 //! ```
 //!
-//! `floor` is the real arbitration logic and depends on nothing else in the
-//! crate; `agent` is everything an agent decides (inputs and the time in,
+//! Below every layer, two crates of the workspace (`crates/`) that know
+//! nothing of herdsim, re-exported here under their old module names:
+//! [`floor`] (`herdsim-floor`, the real arbitration logic, both halves,
+//! sans-IO) and [`engine`] (`herdsim-engine`, the event queue on a virtual
+//! clock). Cargo keeps them below: neither depends on this crate. `agent` is everything an agent decides (inputs and the time in,
 //! actions out) and depends only on `floor` and `dist`; `engine` knows
 //! nothing of agents; `model`'s world only wires actors, links, the server
 //! and the engine.
@@ -51,10 +53,12 @@ pub mod allocator;
 pub mod calibrate;
 pub mod cli;
 pub mod dist;
-pub mod engine;
+/// The event queue on a virtual clock: the `herdsim-engine` crate.
+pub use herdsim_engine as engine;
 pub mod error;
 pub mod files;
-pub mod floor;
+/// The floor-control logic, both halves, sans-IO: the `herdsim-floor` crate.
+pub use herdsim_floor as floor;
 pub mod limits;
 pub mod live;
 pub mod metrics;

@@ -193,8 +193,28 @@ mod tests {
 #[cfg(test)]
 mod proptests {
     use super::*;
-    use crate::floor::proptests::json_value;
     use proptest::prelude::*;
+
+    /// Any JSON a client could send, nested: every scalar serde_json keeps
+    /// (a float it cannot hold becomes null) and any Unicode text, as keys
+    /// and as values.
+    fn json_value() -> impl Strategy<Value = Value> {
+        let scalar = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<f64>().prop_map(Value::from),
+            any::<String>().prop_map(Value::String),
+        ];
+        scalar.prop_recursive(3, 24, 6, |inner| {
+            let object = proptest::collection::btree_map(any::<String>(), inner.clone(), 0..4);
+            prop_oneof![
+                proptest::collection::vec(inner, 0..4).prop_map(Value::Array),
+                object.prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
 
     proptest! {
         /// Every logged line parses back as `arbitrate` input with the

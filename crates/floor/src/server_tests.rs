@@ -1,7 +1,7 @@
 //! Unit tests of the server, one group per capability / policy bullet.
 
 use super::*;
-use crate::floor::wire::{Stamp, YieldDetail};
+use crate::wire::{Stamp, YieldDetail};
 
 const G: &str = "#general";
 
@@ -1057,7 +1057,7 @@ fn tombstone_marker_reaching_its_deadline_with_an_input_is_removed_silently() {
 /// `AGENTCHAT_CLAIM_TTL_MS` as the server's `parseInt` reads it.
 #[test]
 fn agentchat_ttl_is_parsed_like_parse_int() {
-    use crate::floor::server::{NEVER, agentchat_ttl};
+    use crate::server::{NEVER, agentchat_ttl};
     assert_eq!(agentchat_ttl(""), 45_000);
     assert_eq!(agentchat_ttl("   "), 45_000);
     assert_eq!(agentchat_ttl("0"), 0);

@@ -62,6 +62,8 @@
 //! constant factor of the pending events however long the run. An event
 //! posted with [`Engine::post_at`] has no slot and is always live.
 
+#![warn(missing_docs)]
+
 use std::fmt;
 
 #[cfg(test)]

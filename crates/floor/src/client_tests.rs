@@ -1,7 +1,7 @@
 //! Unit tests of the client state machine.
 
 use super::*;
-use crate::floor::wire::YieldDetail;
+use crate::wire::YieldDetail;
 
 const G: &str = "#general";
 

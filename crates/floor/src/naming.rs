@@ -1,9 +1,9 @@
 //! How the embedder names agents, destinations and messages.
 //!
-//! The floor's state machines ([`Server`](crate::floor::Server),
-//! [`Client`](crate::floor::Client)) and its messages
-//! ([`ClientMsg`](crate::floor::ClientMsg),
-//! [`ServerMsg`](crate::floor::ServerMsg)) are generic over a [`Naming`]:
+//! The floor's state machines ([`Server`](crate::Server),
+//! [`Client`](crate::Client)) and its messages
+//! ([`ClientMsg`](crate::ClientMsg),
+//! [`ServerMsg`](crate::ServerMsg)) are generic over a [`Naming`]:
 //! the types that stand for an agent, a destination (a channel or a DM
 //! peer) and a message id, and the few questions about them the floor
 //! must ask (is this a channel or a DM? how is it written in an error
@@ -31,7 +31,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use crate::floor::wire::{Target, parse_target};
+use crate::wire::{Target, parse_target};
 
 /// What a destination is (see [`Naming::place`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,6 +165,6 @@ mod tests {
         assert!(is_channel(&t, &"#x".to_string()) && !is_channel(&t, &"@x".to_string()));
         assert!(is_dm(&t, &"@x".to_string()) && !is_dm(&t, &"#x".to_string()));
         // `is_channel_name` is what `place` calls a channel.
-        assert!(crate::floor::wire::is_channel_name("#a-b_c1"));
+        assert!(crate::wire::is_channel_name("#a-b_c1"));
     }
 }

@@ -41,7 +41,7 @@
 //! - Protocol errors answer the sender with `ERROR {code, message}`;
 //!   processing goes on. Codes: `bad_message` (undecodable or invalid
 //!   message), `bad_channel`, `bad_started_at`, `not_member`; agentchat's
-//!   own under `agentchat-0.36` (see [`crate::floor::policy::ErrorStyle`]).
+//!   own under `agentchat-0.36` (see [`crate::policy::ErrorStyle`]).
 //! - With [`Config::claim_guard`] on (off by default), a claim for a
 //!   message the server has not relayed in that channel, or (`clock`) one
 //!   dated well before that relay, is refused with an ERROR: the
@@ -56,18 +56,19 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
 
-use crate::floor::naming::{Naming, Place, Text, is_channel};
-use crate::floor::policy::{
+use crate::naming::{Naming, Place, Text, is_channel};
+use crate::policy::{
     AGENTCHAT_CHANNEL_MAX, AGENTCHAT_DEFAULT_CHANNELS, AGENTCHAT_RATE_LIMIT_MS, AGENTCHAT_SWEEP_MS,
     Announce, Channels, ClaimOrder, DEFAULT_TTL_MS, ENABLED_VAR, ErrorStyle, Expiry, MsgGate,
     PolicyKind, REASON_DENIED, REASON_DISPLACED, Release, Rules, Slot, Verdict, YieldForm,
 };
-use crate::floor::ttl_audit::TtlAudit;
-use crate::floor::wire::{ClientMsg, DecodeError, ServerMsg, Stamp, YieldDetail, clip};
+use crate::ttl_audit::TtlAudit;
+use crate::wire::{ClientMsg, DecodeError, ServerMsg, Stamp, YieldDetail, clip};
 
 /// Server configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
+    /// The arbitration policy.
     pub policy: PolicyKind,
     /// Claim TTL in milliseconds (default 45000). [`NEVER`] (`u64::MAX`):
     /// claims never expire.
@@ -275,6 +276,7 @@ impl Config {
     }
 }
 
+/// A [`Config`] the server refuses; the text says which setting and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError(pub String);
 
@@ -289,6 +291,7 @@ impl std::error::Error for ConfigError {}
 /// Who sent a client message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
+    /// An agent: may claim, may be yielded.
     Agent,
     /// The human operator: never claims, is never yielded.
     Operator,
@@ -297,19 +300,36 @@ pub enum Role {
 /// One input to the server, handled at a given server time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Input<N: Naming = Text> {
+    /// A message a client sent.
     Client {
+        /// The sender.
         from: N::Agent,
+        /// Whether the sender is an agent or the operator.
         role: Role,
+        /// What it sent.
         msg: ClientMsg<N>,
     },
     /// The agent joins a channel (nothing is sent).
-    Join { agent: N::Agent, channel: N::Dest },
+    Join {
+        /// Who joins.
+        agent: N::Agent,
+        /// The channel joined.
+        channel: N::Dest,
+    },
     /// The agent leaves a channel (nothing is sent). Under the policies with
     /// [`Rules::leave_releases`] its claims in that channel are released.
-    Leave { agent: N::Agent, channel: N::Dest },
+    Leave {
+        /// Who leaves.
+        agent: N::Agent,
+        /// The channel left.
+        channel: N::Dest,
+    },
     /// The agent's connection is gone: it leaves every channel and all its
     /// claims are released.
-    Disconnect { agent: N::Agent },
+    Disconnect {
+        /// Whose connection is gone.
+        agent: N::Agent,
+    },
     /// Only "time is now T": run due timers (expiry, sweeps).
     Tick,
     /// A new connection for `agent` that has not identified yet. Agents
@@ -317,17 +337,27 @@ pub enum Input<N: Naming = Text> {
     /// always are); this input makes one that is not. Under `agentchat-0.36`
     /// its claims are dropped silently and its MSGs and JOINs get
     /// `AUTH_REQUIRED`, until `Identify`. Other policies ignore it.
-    Connect { agent: N::Agent },
+    Connect {
+        /// The agent id the connection will identify as.
+        agent: N::Agent,
+    },
     /// The agent identifies; `lurk`: as a new identity in agentchat's lurk
     /// window (it may claim, but its MSGs get `LURK_MODE`). Under other
     /// policies it changes nothing.
-    Identify { agent: N::Agent, lurk: bool },
+    Identify {
+        /// Who identifies.
+        agent: N::Agent,
+        /// A new identity in the lurk window.
+        lurk: bool,
+    },
 }
 
 /// One message to send.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outgoing<N: Naming = Text> {
+    /// The recipient.
     pub to: N::Agent,
+    /// The message.
     pub msg: ServerMsg<N>,
 }
 
@@ -337,7 +367,9 @@ pub struct Outgoing<N: Naming = Text> {
 /// payload once and writes the bytes to N sockets wants exactly this.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivery<N: Naming = Text> {
+    /// The recipient.
     pub to: N::Agent,
+    /// The message, shared with the relay's other recipients.
     pub msg: Arc<ServerMsg<N>>,
 }
 
@@ -391,6 +423,7 @@ impl<N: Naming> Sends<N> {
         self.sends.len()
     }
 
+    /// Whether there are no sends.
     pub fn is_empty(&self) -> bool {
         self.sends.is_empty()
     }
@@ -472,11 +505,13 @@ pub struct Stats {
 /// named (a wire id `str`, or a handle).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClaimInfo<'a, A: ?Sized = str> {
+    /// The agent holding the claim (or, for a marker, the answerer).
     pub holder: &'a A,
     /// As sent by the holder.
     pub started_at: Stamp,
     /// Server time of the grant (the deadline is this plus the TTL).
     pub granted_at: u64,
+    /// Server time the claim expires at.
     pub deadline: u64,
     /// A `tombstone` "answered" marker rather than a live claim.
     pub answered: bool,
@@ -807,6 +842,7 @@ impl Server<Text> {
             })
     }
 
+    /// Whether `agent` is a member of `channel`.
     pub fn is_member(&self, agent: &str, channel: &str) -> bool {
         self.is_member_of(&agent.to_string(), &channel.to_string())
     }
@@ -855,7 +891,7 @@ impl Server<Text> {
 
 impl<N: Naming> Server<N> {
     /// A server naming agents, channels and messages as `names` does (see
-    /// [`crate::floor::naming`]).
+    /// [`crate::naming`]).
     pub fn with_naming(cfg: Config, names: N) -> Server<N> {
         let rules = cfg.policy.rules();
         let channels = match rules.channels {
@@ -1025,6 +1061,7 @@ impl<N: Naming> Server<N> {
         )
     }
 
+    /// What the server has counted so far.
     pub fn stats(&self) -> &Stats {
         &self.stats
     }
@@ -1044,6 +1081,7 @@ impl<N: Naming> Server<N> {
         a
     }
 
+    /// The configuration the server runs.
     pub fn config(&self) -> &Config {
         &self.cfg
     }

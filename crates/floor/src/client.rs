@@ -39,16 +39,18 @@
 use litemap::LiteMap;
 use std::borrow::Borrow;
 
-use crate::floor::naming::{Naming, Text};
-use crate::floor::policy::{PolicyKind, Rules};
-use crate::floor::ttl_audit::TtlAudit;
-use crate::floor::wire::{ClientMsg, ServerMsg, Stamp};
+use crate::naming::{Naming, Text};
+use crate::policy::{PolicyKind, Rules};
+use crate::ttl_audit::TtlAudit;
+use crate::wire::{ClientMsg, ServerMsg, Stamp};
 
 /// Per-agent client configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientConfig<N: Naming = Text> {
     /// This agent's id (as the server knows it).
     pub id: N::Agent,
+    /// The arbitration policy the server runs (decides, among others,
+    /// whether a relayed earlier claim aborts this agent's inference).
     pub policy: PolicyKind,
     /// How long a seen claim is believed live (ms, local clock).
     pub ttl_ms: u64,
@@ -72,19 +74,42 @@ pub enum SkipReason {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action<N: Naming = Text> {
     /// Wait a CSMA delay (the caller samples it), then call `on_timer`.
-    StartCsma { msg_id: N::Msg },
+    StartCsma {
+        /// The message waited on.
+        msg_id: N::Msg,
+    },
     /// Call `on_timer` when the LOCAL clock reaches `at_ms` (recheck: seen + TTL).
-    WakeAt { msg_id: N::Msg, at_ms: i64 },
+    WakeAt {
+        /// The message to decide on again.
+        msg_id: N::Msg,
+        /// The local time (ms) to call `on_timer` at.
+        at_ms: i64,
+    },
     /// Send to the server.
     Send(ClientMsg<N>),
     /// Start inference (the caller samples its duration), later call
     /// `on_inference_done`.
-    StartInference { msg_id: N::Msg, started_at: i64 },
+    StartInference {
+        /// The message answered.
+        msg_id: N::Msg,
+        /// The local time (ms) the inference starts: the claim's `started_at`.
+        started_at: i64,
+    },
     /// Abort the running inference (YIELD, or an earlier relayed claim
     /// under `spec`/`tombstone`); `winner` is the agent that has the floor.
-    Abort { msg_id: N::Msg, winner: N::Agent },
+    Abort {
+        /// The message whose inference stops.
+        msg_id: N::Msg,
+        /// The agent that holds the floor.
+        winner: N::Agent,
+    },
     /// Decided not to infer.
-    Skip { msg_id: N::Msg, reason: SkipReason },
+    Skip {
+        /// The message not answered.
+        msg_id: N::Msg,
+        /// Why not.
+        reason: SkipReason,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,7 +163,7 @@ impl Client<Text> {
 
 impl<N: Naming> Client<N> {
     /// A client naming agents, channels and messages as `names` does (see
-    /// [`crate::floor::naming`]).
+    /// [`crate::naming`]).
     pub fn with_naming(cfg: ClientConfig<N>, names: N) -> Client<N> {
         Client {
             rules: cfg.policy.rules(),
@@ -150,6 +175,7 @@ impl<N: Naming> Client<N> {
         }
     }
 
+    /// The configuration this client was made with.
     pub fn config(&self) -> &ClientConfig<N> {
         &self.cfg
     }

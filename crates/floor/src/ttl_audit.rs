@@ -9,7 +9,7 @@
 //!
 //! An embedder that drives the floor from events that do not themselves
 //! depend on the TTL (it wakes the server only at
-//! [`Server::poll_timeout`](crate::floor::Server::poll_timeout), and a
+//! [`Server::poll_timeout`](crate::Server::poll_timeout), and a
 //! client only at its `WakeAt`s) can then say: **a run whose audit has no
 //! expiry is the same run, decision for decision, under any TTL of at least
 //! [`TtlAudit::least_ttl_ms`]** (by induction over its inputs: every

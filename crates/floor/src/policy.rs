@@ -34,7 +34,7 @@ use std::cmp::Ordering;
 use std::fmt;
 use std::str::FromStr;
 
-use crate::floor::wire::Stamp;
+use crate::wire::Stamp;
 
 /// Which arbitration behaviour the server (and the matching client) follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -91,7 +91,7 @@ pub enum PolicyKind {
     ///   `RATE_LIMITED`, `LURK_MODE`, `AUTH_REQUIRED`, `CHANNEL_NOT_FOUND`,
     ///   `NOT_INVITED`);
     /// - a claim from a connection that has not identified is dropped
-    ///   silently (see [`crate::floor::Input::Connect`]);
+    ///   silently (see [`crate::Input::Connect`]);
     /// - a MSG is refused with an ERROR, and releases nothing, when its
     ///   sender has not identified, is lurking, sent a MSG less than the rate
     ///   limit ago (`Config::rate_limit_ms`, default 1000), or is not a
@@ -100,11 +100,11 @@ pub enum PolicyKind {
     ///   claims in that channel, whatever its `in_reply_to`; leaving a
     ///   channel releases nothing;
     /// - expiry is a sweep every 5000 ms at a phase (and optional drift)
-    ///   set in [`crate::floor::Config`], so an expired claim keeps winning
+    ///   set in [`crate::Config`], so an expired claim keeps winning
     ///   until the next sweep; a sweep due at the same instant as a claim
     ///   runs first; nobody is told;
     /// - its TTL variable is `AGENTCHAT_CLAIM_TTL_MS`, read leniently as the
-    ///   server's `parseInt` does (see [`crate::floor::server::agentchat_ttl`]).
+    ///   server's `parseInt` does (see [`crate::server::agentchat_ttl`]).
     Agentchat036,
     /// Like `spec`, but a MSG from the live holder in reply to the message
     /// turns its claim into an "answered" marker that keeps the claim's
@@ -123,6 +123,7 @@ pub enum PolicyKind {
 }
 
 impl PolicyKind {
+    /// Every policy, in the order tables and figures list them.
     pub const ALL: [PolicyKind; 5] = [
         PolicyKind::None,
         PolicyKind::Spec,
@@ -131,6 +132,8 @@ impl PolicyKind {
         PolicyKind::ServerTime,
     ];
 
+    /// The policy's name in scenario files and on the command line
+    /// (`none`, `spec`, `agentchat-0.36`, `tombstone`, `server-time`).
     pub fn name(self) -> &'static str {
         match self {
             PolicyKind::None => "none",
@@ -355,7 +358,7 @@ pub enum MsgGate {
     /// from a lurking identity (`LURK_MODE`), within the rate limit of the
     /// sender's previous MSG that passed it (`RATE_LIMITED`), to a channel
     /// that does not exist (`CHANNEL_NOT_FOUND`), and every DM. The
-    /// operator ([`crate::floor::Role::Operator`]) is exempt from the
+    /// operator ([`crate::Role::Operator`]) is exempt from the
     /// identification, lurk and rate-limit checks.
     Agentchat,
 }
@@ -471,15 +474,23 @@ pub enum YieldForm {
 
 /// The current state of one (channel, msg_id), as the judge sees it.
 /// `A` is how agents are named (a wire id `str`, or a handle; see
-/// [`crate::floor::naming`]).
+/// [`crate::naming`]).
 #[derive(Debug, PartialEq, Eq)]
 pub enum Slot<'a, A: ?Sized = str> {
     /// No claim (or it expired and was removed).
     Free,
     /// A live claim.
-    Held { holder: &'a A, order: Stamp },
+    Held {
+        /// The agent holding the floor.
+        holder: &'a A,
+        /// The `started_at` the claim is ordered by.
+        order: Stamp,
+    },
     /// A tombstone marker: the holder `by` answered.
-    Answered { by: &'a A },
+    Answered {
+        /// The agent that answered.
+        by: &'a A,
+    },
 }
 
 impl<A: ?Sized> Clone for Slot<'_, A> {
@@ -511,7 +522,10 @@ pub enum Verdict<A = String> {
     /// (agentchat 0.36): denied with a YIELD naming itself.
     DenySelf,
     /// A tombstone marker denies the claim; the YIELD names the answerer.
-    DenyAnswered { answered_by: A },
+    DenyAnswered {
+        /// The agent that answered.
+        answered_by: A,
+    },
 }
 
 impl fmt::Display for PolicyKind {

@@ -22,7 +22,7 @@
 //! `ERROR bad_message "`started_at` must be an integer"` as before
 //! `Stamp` existed), while `agentchat-0.36` accepts any number but 0, as the
 //! real server's `validateClientMessage` (`lib/protocol.ts`) does (see
-//! [`crate::floor::policy::StartedAtRule`]).
+//! [`crate::policy::StartedAtRule`]).
 //!
 //! Identifiers: a channel name is `#` followed by one or more of
 //! `[A-Za-z0-9_-]`; an agent id is a non-empty string without whitespace or
@@ -30,7 +30,7 @@
 //! `@` followed by an agent id. Ids are carried bare everywhere (the public
 //! agentchat server prefixes `@` to ids in some fields; herdsim does not).
 
-use crate::floor::naming::{Naming, Text};
+use crate::naming::{Naming, Text};
 use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 use serde_json::{Map, Value};
@@ -47,7 +47,9 @@ use std::fmt;
 /// ([`Stamp::as_f64`]), as JavaScript does.
 #[derive(Debug, Clone, Copy)]
 pub enum Stamp {
+    /// A JSON integer (or an integral double normalized to one).
     Int(i64),
+    /// A finite non-integral double, or one beyond the `i64` range.
     Float(f64),
 }
 
@@ -150,16 +152,23 @@ pub enum ClientMsg<N: Naming = Text> {
     /// (`@agent-b`); a DM target creates no claim (the protocol does not
     /// apply to DMs) and the server sends nothing back.
     RespondingTo {
+        /// The message the agent claims.
         msg_id: N::Msg,
+        /// When the agent started (its local clock, ms).
         started_at: Stamp,
+        /// The channel (or DM target) of the claim.
         channel: N::Dest,
     },
     /// `{"type":"MSG","to":"#general"|"@agent-b","content":..,"in_reply_to":..,"id":..}`
     /// `id` is optional: the server assigns one when it is missing.
     Msg {
+        /// The message's id, if the sender chose one.
         id: Option<N::Msg>,
+        /// A channel or a DM target.
         to: N::Dest,
+        /// The text.
         content: N::Content,
+        /// The message this one answers, if any.
         in_reply_to: Option<N::Msg>,
     },
 }
@@ -172,44 +181,68 @@ pub enum ClientMsg<N: Naming = Text> {
 pub enum ServerMsg<N: Naming = Text> {
     /// Relayed claim: `{"type":"RESPONDING_TO","msg_id","from","started_at","channel"}`.
     RespondingTo {
+        /// The message claimed.
         msg_id: N::Msg,
+        /// The claimant.
         from: N::Agent,
+        /// The claimant's `started_at`, as it sent it.
         started_at: Stamp,
+        /// The claim's channel.
         channel: N::Dest,
     },
     /// `{"type":"YIELD","msg_id","winner","channel"}` (spec form). The
     /// `agentchat-0.36` form names the field `holder` and adds
     /// `holder_started_at` and `reason`; those are carried in `detail`.
     Yield {
+        /// The message whose floor the recipient lost.
         msg_id: N::Msg,
+        /// The agent that has the floor.
         winner: N::Agent,
+        /// The claim's channel.
         channel: N::Dest,
+        /// The `agentchat-0.36` form's extra fields.
         detail: Option<YieldDetail>,
     },
     /// `agentchat-0.36` only: `{"type":"FLOOR_CLAIMED","msg_id","channel","holder","started_at"}`.
     FloorClaimed {
+        /// The message claimed.
         msg_id: N::Msg,
+        /// The claim's channel.
         channel: N::Dest,
+        /// The agent granted the floor.
         holder: N::Agent,
+        /// The holder's `started_at`.
         started_at: Stamp,
     },
     /// Relayed MSG: `{"type":"MSG","id","from","to","content","in_reply_to"}`
     /// (`in_reply_to` only when present).
     Msg {
+        /// The message's id (the sender's, or one the server assigned).
         id: N::Msg,
+        /// The sender.
         from: N::Agent,
+        /// A channel or a DM target.
         to: N::Dest,
+        /// The text.
         content: N::Content,
+        /// The message this one answers, if any.
         in_reply_to: Option<N::Msg>,
     },
     /// `{"type":"ERROR","code":..,"message":..}`
-    Error { code: String, message: String },
+    Error {
+        /// A machine-readable code (`bad_message`, `not_relayed`, ...).
+        code: String,
+        /// The reason, for a person.
+        message: String,
+    },
 }
 
 /// Extra YIELD fields of the `agentchat-0.36` form.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct YieldDetail {
+    /// The holder's `started_at`.
     pub holder_started_at: Stamp,
+    /// Why the recipient yields, in agentchat's words.
     pub reason: String,
 }
 
@@ -223,12 +256,16 @@ pub enum DecodeError {
     /// Valid JSON, but not an object.
     #[error("message must be a JSON object")]
     NotObject,
+    /// A required field is absent.
     #[error("missing field `{0}`")]
     MissingField(&'static str),
+    /// A field that must be a string is not.
     #[error("field `{0}` must be a string")]
     NotString(&'static str),
+    /// A string field is empty.
     #[error("field `{0}` must not be empty")]
     Empty(&'static str),
+    /// A field that must be a boolean is not.
     #[error("field `{0}` must be true or false")]
     NotBool(&'static str),
     /// Not a JSON integer (a string, a boolean, an object, ...). Also the
@@ -238,13 +275,22 @@ pub enum DecodeError {
     /// Not `#` followed by `[A-Za-z0-9_-]+` (nor `@agent` where a DM target is allowed).
     #[error("bad channel name `{value}` in field `{field}` (expected `#` followed by letters, digits, `_` or `-`{dm})", dm = dm_hint(.dm_allowed))]
     BadChannel {
+        /// The field.
         field: &'static str,
+        /// What it held (clipped).
         value: String,
+        /// Whether a DM target would have been accepted there.
         dm_allowed: bool,
     },
     /// Not a valid agent id.
     #[error("bad agent id `{value}` in field `{field}`")]
-    BadAgentId { field: &'static str, value: String },
+    BadAgentId {
+        /// The field.
+        field: &'static str,
+        /// What it held (clipped).
+        value: String,
+    },
+    /// A `type` this protocol does not have.
     #[error("unknown type `{0}`")]
     UnknownType(String),
 }

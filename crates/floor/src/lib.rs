@@ -1,0 +1,116 @@
+//! `herdsim-floor`: the RESPONDING_TO / YIELD floor-control logic, sans-IO.
+//!
+//! This crate is the *real* arbitration logic a production chat server (and
+//! a real agent) could embed. It knows nothing of the simulator: it takes
+//! messages plus the current time and returns the messages to send. No
+//! clocks, no sockets, no threads, no randomness. It depends on no other part
+//! of herdsim (herdsim re-exports it as `herdsim::floor`).
+//!
+//! - [`naming`]: how agents, channels and messages are named: wire text
+//!   ([`Text`], the default) or the embedder's own handles (small integers
+//!   in the simulator); the state machines are generic over it.
+//! - [`wire`]: the JSON wire protocol (RESPONDING_TO, YIELD, MSG,
+//!   FLOOR_CLAIMED, ERROR) with strict, panic-free decoding.
+//! - [`policy`]: the named arbitration policies (`none`, `spec`,
+//!   `agentchat-0.36`, `tombstone`, `server-time`).
+//! - [`server`]: the server side: channel membership, the claim table, relay.
+//! - [`client`]: the agent side: CSMA wait, claim, infer, abort, reply.
+//! - [`ttl_audit`]: what a run's decisions asked of the claim TTL.
+//!
+//! # The loop
+//!
+//! Both halves take an input and the time and append what to do; the
+//! embedder owns the clock, the timers, the randomness and the sockets. A
+//! server feeds every frame it receives to [`Server::handle`] and writes
+//! each [`Outgoing`] to its recipient, calling it with [`Input::Tick`] when
+//! [`Server::poll_timeout`] is due (claim expiry). An agent feeds every
+//! question it wants to answer to [`Client::on_message`], every frame from
+//! the server to [`Client::on_server_msg`] and every timer to
+//! [`Client::on_timer`], and carries out the [`Action`]s: wait a CSMA delay
+//! it draws, send a frame, start or abort its inference.
+//!
+//! Two agents and a question under `spec` (the earliest starter keeps the
+//! floor): alice's CSMA wait ends first, so she claims and starts; the
+//! server relays her claim to bob, whose wait ends later, and he skips.
+//!
+//! ```
+//! use herdsim_floor::{
+//!     Action, Client, ClientConfig, ClientMsg, Config, Input, PolicyKind, Role, Server,
+//!     ServerMsg, SkipReason,
+//! };
+//!
+//! let mut server = Server::new(Config::default()); // spec, claims live 45 s
+//! let mut out = Vec::new();
+//! for who in ["operator", "alice", "bob"] {
+//!     let join = Input::Join { agent: who.into(), channel: "#general".into() };
+//!     server.handle(0, join, &mut out);
+//! }
+//! let client = |id: &str| {
+//!     Client::new(ClientConfig {
+//!         id: id.into(),
+//!         policy: PolicyKind::Spec,
+//!         ttl_ms: 45_000,
+//!         recheck_on_expiry: false,
+//!         max_rechecks: 0,
+//!     })
+//! };
+//! let (mut alice, mut bob) = (client("alice"), client("bob"));
+//!
+//! // t = 10 ms: the operator asks; the server relays the question.
+//! let ask = ClientMsg::Msg {
+//!     id: Some("q1".into()),
+//!     to: "#general".into(),
+//!     content: "what is the claim TTL?".into(),
+//!     in_reply_to: None,
+//! };
+//! server.handle(10, Input::Client { from: "operator".into(), role: Role::Operator, msg: ask }, &mut out);
+//! assert!(out.iter().any(|o| o.to == "bob" && matches!(o.msg, ServerMsg::Msg { .. })));
+//!
+//! // Both want to answer: each waits a CSMA delay of its own drawing.
+//! let (mut a, mut b) = (Vec::new(), Vec::new());
+//! alice.on_message(10, "q1", "#general", false, &mut a);
+//! bob.on_message(10, "q1", "#general", false, &mut b);
+//! assert_eq!(a, [Action::StartCsma { msg_id: "q1".into() }]);
+//!
+//! // t = 1 s: alice's wait ends; she claims the floor and starts inferring.
+//! a.clear();
+//! alice.on_timer(1_000, "q1", &mut a);
+//! let Action::Send(claim) = a[0].clone() else { panic!("a claim first") };
+//! assert_eq!(a[1], Action::StartInference { msg_id: "q1".into(), started_at: 1_000 });
+//!
+//! // The server takes the claim and relays it to the channel.
+//! out.clear();
+//! server.handle(1_002, Input::Client { from: "alice".into(), role: Role::Agent, msg: claim }, &mut out);
+//! for o in out.iter().filter(|o| o.to == "bob") {
+//!     bob.on_server_msg(1_004, &o.msg, &mut b);
+//! }
+//!
+//! // t = 2.5 s: bob's wait ends; the claim is live, so he skips.
+//! b.clear();
+//! bob.on_timer(2_500, "q1", &mut b);
+//! assert_eq!(b, [Action::Skip { msg_id: "q1".into(), reason: SkipReason::SeenClaim }]);
+//! assert_eq!(server.holder("#general", "q1").map(|(h, _)| h), Some("alice"));
+//! ```
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod client;
+pub mod naming;
+pub mod policy;
+pub mod server;
+pub mod ttl_audit;
+pub mod wire;
+
+pub use client::{Action, Client, ClientConfig, SkipReason};
+pub use naming::{Naming, Place, Text};
+pub use policy::PolicyKind;
+pub use server::{
+    ClaimGuard, ClaimInfo, Config, ConfigError, Delivery, Input, Outgoing, Role, Sends, Server,
+    Stats,
+};
+pub use ttl_audit::TtlAudit;
+pub use wire::{ClientMsg, DecodeError, ServerMsg, YieldDetail};
+
+#[cfg(test)]
+pub(crate) mod proptests;
