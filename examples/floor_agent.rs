@@ -1,0 +1,286 @@
+//! A real agent process that embeds the agent half of the floor
+//! (`herdsim-floor`'s [`Client`]) around a fake model.
+//!
+//! It connects to an agentchat-style WebSocket server (`herdsim serve`, or
+//! any server speaking the chat subset), identifies, joins one channel and
+//! answers the questions posted there by the operator. The floor client
+//! decides; this file only carries out its actions with real timers and a
+//! real socket:
+//!
+//! - a question in: [`Client::on_message`]; every frame the floor knows
+//!   (relayed claims, YIELD, answers): [`Client::on_server_msg`];
+//! - `StartCsma`: wait a delay drawn uniformly from `0..csma-max-ms`, then
+//!   [`Client::on_timer`]; `WakeAt`: the same at the time given;
+//! - `Send`: the frame goes to the server as JSON (a claim, an answer);
+//! - `StartInference`: the fake model "thinks" for a time drawn uniformly
+//!   from `infer-min-ms..infer-max-ms`, then [`Client::on_inference_done`];
+//!   `Abort`: that inference is dropped (its bill counted as wasted).
+//!
+//! Its clock is the wall clock in ms since the Unix epoch, as a real agent's
+//! `started_at` is: claims from agents on one machine (or on synchronised
+//! clocks) compare fairly.
+//!
+//! ```text
+//! cargo run --release --example floor_agent -- --url ws://127.0.0.1:6667 --name agent-1
+//! ```
+//!
+//! Flags (all optional but `--url` and `--name`): `--channel '#general'`,
+//! `--policy spec` (`none` claims nothing: the herd), `--ttl-ms 45000`,
+//! `--csma-max-ms 2000`, `--infer-min-ms 800`, `--infer-max-ms 1200`,
+//! `--seed 1`, `--run-ms 60000` (then it leaves). It prints `ready` on
+//! stdout once it has joined, and at the end one line of counts:
+//! `questions=Q started=S aborted=A answered=N skipped=K`.
+//! Every wait is bounded: the handshake by 10 s, the run by `--run-ms`.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use futures_util::{SinkExt, StreamExt};
+use herdsim_floor::{Action, Client, ClientConfig, PolicyKind, ServerMsg};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+
+/// The flags, each `--name value`.
+struct Args {
+    url: String,
+    name: String,
+    channel: String,
+    policy: PolicyKind,
+    ttl_ms: u64,
+    csma_max_ms: u64,
+    infer_ms: (u64, u64),
+    seed: u64,
+    run_ms: u64,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut kv = BTreeMap::new();
+    let mut it = std::env::args().skip(1);
+    while let Some(k) = it.next() {
+        let key = k
+            .strip_prefix("--")
+            .ok_or_else(|| format!("unexpected argument {k}"))?;
+        let v = it.next().ok_or_else(|| format!("--{key} needs a value"))?;
+        kv.insert(key.to_string(), v);
+    }
+    let text = |k: &str, d: &str| kv.get(k).cloned().unwrap_or_else(|| d.to_string());
+    let num = |k: &str, d: u64| -> Result<u64, String> {
+        kv.get(k)
+            .map_or(Ok(d), |v| v.parse().map_err(|e| format!("--{k} {v}: {e}")))
+    };
+    let policy = text("policy", "spec");
+    let args = Args {
+        url: kv.get("url").cloned().ok_or("--url is required")?,
+        name: kv.get("name").cloned().ok_or("--name is required")?,
+        channel: text("channel", "#general"),
+        policy: policy
+            .parse()
+            .map_err(|_| format!("--policy {policy}: not a policy"))?,
+        ttl_ms: num("ttl-ms", 45_000)?,
+        csma_max_ms: num("csma-max-ms", 2_000)?,
+        infer_ms: (num("infer-min-ms", 800)?, num("infer-max-ms", 1_200)?),
+        seed: num("seed", 1)?,
+        run_ms: num("run-ms", 60_000)?,
+    };
+    if args.infer_ms.0 > args.infer_ms.1 {
+        return Err("--infer-min-ms is above --infer-max-ms".into());
+    }
+    Ok(args)
+}
+
+/// The local clock: ms since the Unix epoch.
+fn now_ms() -> i64 {
+    let d = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+#[derive(Default)]
+struct Counts {
+    questions: u64,
+    started: u64,
+    aborted: u64,
+    answered: u64,
+    skipped: u64,
+}
+
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// The next text frame as JSON, within `limit`.
+async fn next_json(ws: &mut Ws, limit: Duration) -> Result<Value, String> {
+    loop {
+        let frame = tokio::time::timeout(limit, ws.next())
+            .await
+            .map_err(|_| "the server said nothing in time".to_string())?
+            .ok_or("the server closed the connection")?
+            .map_err(|e| e.to_string())?;
+        if let Message::Text(t) = frame {
+            return serde_json::from_str(&t).map_err(|e| format!("not JSON: {e}"));
+        }
+    }
+}
+
+/// Send a frame, within a bounded time.
+async fn send(ws: &mut Ws, text: String) -> Result<(), String> {
+    tokio::time::timeout(Duration::from_secs(10), ws.send(Message::text(text)))
+        .await
+        .map_err(|_| "a send took over 10 s".to_string())?
+        .map_err(|e| e.to_string())
+}
+
+/// IDENTIFY, then JOIN the channel; each answer awaited for at most 10 s.
+async fn handshake(ws: &mut Ws, a: &Args) -> Result<(), String> {
+    let limit = Duration::from_secs(10);
+    send(ws, json!({"type": "IDENTIFY", "name": a.name}).to_string()).await?;
+    while next_json(ws, limit).await?["type"] != "WELCOME" {}
+    send(
+        ws,
+        json!({"type": "JOIN", "channel": a.channel}).to_string(),
+    )
+    .await?;
+    while next_json(ws, limit).await?["type"] != "JOINED" {}
+    Ok(())
+}
+
+async fn run(a: Args) -> Result<Counts, String> {
+    let (mut ws, _) = tokio::time::timeout(
+        Duration::from_secs(10),
+        tokio_tungstenite::connect_async(a.url.as_str()),
+    )
+    .await
+    .map_err(|_| format!("{}: no connection within 10 s", a.url))?
+    .map_err(|e| format!("{}: {e}", a.url))?;
+    handshake(&mut ws, &a).await?;
+    println!("ready");
+    let _ = std::io::stdout().flush();
+
+    let mut floor = Client::new(ClientConfig {
+        id: a.name.clone(),
+        policy: a.policy,
+        ttl_ms: a.ttl_ms,
+        recheck_on_expiry: false,
+        max_rechecks: 0,
+    });
+    let mut rng = ChaCha8Rng::seed_from_u64(a.seed);
+    // Timers the floor asked for (CSMA ends, wakes) and inferences under
+    // way, each by message id: (local time due, message id).
+    let mut timers: Vec<(i64, String)> = Vec::new();
+    let mut thinking: Vec<(i64, String)> = Vec::new();
+    let mut actions = Vec::new();
+    let mut n = Counts::default();
+    let end = now_ms().saturating_add(i64::try_from(a.run_ms).unwrap_or(i64::MAX));
+    loop {
+        let next_due = timers
+            .iter()
+            .chain(&thinking)
+            .map(|(t, _)| *t)
+            .min()
+            .unwrap_or(end)
+            .min(end);
+        let wait = Duration::from_millis(u64::try_from(next_due - now_ms()).unwrap_or(0));
+        tokio::select! {
+            frame = ws.next() => {
+                let text = match frame {
+                    Some(Ok(Message::Text(t))) => t,
+                    Some(Ok(_)) => continue,
+                    Some(Err(e)) => return Err(e.to_string()),
+                    None => return Err("the server closed the connection".into()),
+                };
+                let Ok(msg) = ServerMsg::decode_str(&text) else {
+                    continue; // presence, notices: not the floor's
+                };
+                let now = now_ms();
+                // A question: a channel MSG that answers nothing, not ours.
+                if let ServerMsg::Msg { id, from, to, in_reply_to: None, .. } = &msg
+                    && *from != a.name
+                    && *to == a.channel
+                {
+                    n.questions += 1;
+                    floor.on_message(now, id.clone(), to.clone(), false, &mut actions);
+                }
+                floor.on_server_msg(now, &msg, &mut actions);
+            }
+            () = tokio::time::sleep(wait) => {
+                let now = now_ms();
+                if now >= end {
+                    break;
+                }
+                for (_, id) in take_due(&mut timers, now) {
+                    floor.on_timer(now, id.as_str(), &mut actions);
+                }
+                for (_, id) in take_due(&mut thinking, now) {
+                    let answer = format!("{}'s answer to {id}", a.name);
+                    let reply = format!("{id}-{}", a.name);
+                    floor.on_inference_done(now, id.as_str(), Some(reply), answer, &mut actions);
+                    n.answered += 1;
+                }
+            }
+        }
+        for act in actions.drain(..) {
+            let now = now_ms();
+            match act {
+                Action::StartCsma { msg_id } => {
+                    let wait = rng.random_range(0..=a.csma_max_ms);
+                    timers.push((now + i64::try_from(wait).unwrap_or(0), msg_id));
+                }
+                Action::WakeAt { msg_id, at_ms } => timers.push((at_ms, msg_id)),
+                Action::Send(m) => send(&mut ws, m.to_json_string()).await?,
+                Action::StartInference { msg_id, .. } => {
+                    n.started += 1;
+                    let took = rng.random_range(a.infer_ms.0..=a.infer_ms.1);
+                    thinking.push((now + i64::try_from(took).unwrap_or(0), msg_id));
+                }
+                Action::Abort { msg_id, .. } => {
+                    n.aborted += 1;
+                    thinking.retain(|(_, id)| *id != msg_id);
+                }
+                Action::Skip { .. } => n.skipped += 1,
+            }
+        }
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(1), ws.close(None)).await;
+    Ok(n)
+}
+
+/// The entries due by `now`, taken out in time order.
+fn take_due(list: &mut Vec<(i64, String)>, now: i64) -> Vec<(i64, String)> {
+    let (mut due, keep): (Vec<_>, Vec<_>) = list.drain(..).partition(|(t, _)| *t <= now);
+    *list = keep;
+    due.sort();
+    due
+}
+
+fn main() {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("floor_agent: {e}");
+            std::process::exit(2);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("floor_agent: no runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    match rt.block_on(run(args)) {
+        Ok(n) => println!(
+            "questions={} started={} aborted={} answered={} skipped={}",
+            n.questions, n.started, n.aborted, n.answered, n.skipped
+        ),
+        Err(e) => {
+            eprintln!("floor_agent: {e}");
+            std::process::exit(1);
+        }
+    }
+}
