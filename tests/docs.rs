@@ -9,16 +9,39 @@
 //!   `cargo run --release --` (run as `herdsim`), each `$ herdsim` line of
 //!   any block, and each `#   herdsim` line of a scenario file's header.
 //!   They run under `sh` in the clone, in document order, with `herdsim`
-//!   a wrapper around the binary under test that shrinks `run` and `tune`
-//!   to 2 replications of 30 posts (`--reps 2 --set workload.count=30`;
-//!   `tune` also `--grid 2 --max-reps 2`). `cargo test`/`build`/`install`
-//!   lines are not run here: CI builds a clean clone in `.ci/run`.
+//!   a wrapper ([`WRAPPER`]) around the binary under test that reduces
+//!   them, each from its relative `--out` (the default `results`):
+//!   - `run` and `tune` to 2 replications of 30 posts (`--reps 2 --set
+//!     workload.count=30`; `tune` also `--grid 2 --max-reps 2`);
+//!   - `live` to `--speed 1000 --reps 1 --set workload.count=4` (its
+//!     `--speed` and `--reps` replaced; a later `--set` wins);
+//!   - `observe` to `--duration 3s`, with short `live` runs on the same
+//!     server, one after another while it watches, so that there are
+//!     questions to calibrate;
+//!   - `serve` to an ephemeral port (`--listen 127.0.0.1:0`), stopped
+//!     cleanly with SIGINT after 1 s (it must exit 0).
+//!
+//!   The servers the docs point at are the test's own `herdsim serve`s,
+//!   started on ephemeral loopback ports for the whole run ([`Server`]):
+//!   the wrapper rewrites `ws://127.0.0.1:6667` to the plain one (policy
+//!   `spec`) and `wss://localhost:6667` to the TLS one (the test CA's
+//!   certificate, tests/data/tls). A line that ends in `&` (a server or an
+//!   observer for the next lines) runs in the foreground, so that its exit
+//!   status is checked. The files the docs name as the reader's own are
+//!   stand-ins made in the clone ([`STAND_INS`]: `my.toml` is the default
+//!   scenario, `ca.pem`, `server.pem` and `server.key` the test CA's). The
+//!   `--keyed` secret is a scratch file (`HERDSIM_KEY_FILE`), never the
+//!   user's. A block holding a `live`, `observe` or `serve` command must
+//!   say what the test reduces in a `<!-- doc-test: reduced (...) -->` line
+//!   right above it. `cargo test`/`build`/`install` lines are not run
+//!   here: CI builds a clean clone in `.ci/run`.
 //! - Every ```` ```toml ```` block is validated as a scenario (in
 //!   `scenarios/`, or the folder an `<!-- doc-test: validate in DIR -->`
 //!   line right above it names), unless an `<!-- doc-test: skip (why) -->`
 //!   line says it is not one. The same skip line above any other block
-//!   keeps its commands from running (a server that runs until stopped).
-//!   Every command runs under a 300 s `timeout`, so a hang fails the test.
+//!   keeps its commands from running: only for a server we do not ship
+//!   (a real agentchat server, a public one), the line says which. Every
+//!   command runs under a 300 s `timeout`, so a hang fails the test.
 //!
 //! The clone is taken from the worktree's committed state, with its
 //! modified and new (not ignored) files copied over, so the test checks
@@ -196,6 +219,8 @@ enum Item {
     Command {
         at: String,
         line: String,
+        /// The `<!-- doc-test: ... -->` line above its block, if any.
+        marker: String,
     },
     Scenario {
         at: String,
@@ -301,6 +326,7 @@ fn doc_items(file: &str, text: &str) -> Vec<Item> {
                     items.push(Item::Command {
                         at: at.clone(),
                         line,
+                        marker: marker.clone(),
                     });
                 }
             }
@@ -319,36 +345,123 @@ fn scenario_header_items(file: &str, text: &str) -> Vec<Item> {
             c.starts_with("herdsim ").then(|| Item::Command {
                 at: format!("{file}:{}", n + 1),
                 line: clean(c),
+                marker: String::new(),
             })
         })
         .collect()
 }
 
 /// The `herdsim` the doc commands see: the binary under test, with `run`
-/// and `tune` shrunk.
+/// and `tune` shrunk, `live` and `observe` sped up and pointed at the
+/// test's servers, and `serve` stopped after a second.
 const WRAPPER: &str = r#"#!/bin/sh
 bin="@BIN@"
-case "$1" in
-  run) extra="--reps 2 --set workload.count=30" ;;
-  tune) extra="--reps 2 --max-reps 2 --grid 2 --set workload.count=30" ;;
-  *) exec timeout 300 "$bin" "$@" ;;
-esac
 sub=$1
 shift
+drop=""
+extra=""
+case "$sub" in
+  run) drop="--reps"; extra="--reps 2 --set workload.count=30" ;;
+  tune) drop="--reps --max-reps --grid"; extra="--reps 2 --max-reps 2 --grid 2 --set workload.count=30" ;;
+  live) drop="--speed --reps"; extra="--speed 1000 --reps 1 --set workload.count=4" ;;
+  observe) drop="--duration"; extra="--duration 3s" ;;
+  serve) drop="--listen"; extra="--listen 127.0.0.1:0" ;;
+  *) exec timeout 300 "$bin" "$sub" "$@" ;;
+esac
 n=$#
 skip=0
 for a in "$@"; do
   if [ "$skip" = 1 ]; then
     skip=0
-  elif [ "$a" = --reps ] || [ "$a" = --max-reps ] || [ "$a" = --grid ]; then
-    skip=1
-  else
-    set -- "$@" "$a"
+    continue
   fi
+  case " $drop " in
+    *" $a "*) skip=1; continue ;;
+  esac
+  case "$a" in
+    ws://127.0.0.1:6667) a="ws://$HERDSIM_DOC_WS" ;;
+    wss://localhost:6667) a="wss://$HERDSIM_DOC_WSS" ;;
+  esac
+  set -- "$@" "$a"
 done
 shift "$n"
+case "$sub" in
+  serve) exec timeout --preserve-status -s INT 1 "$bin" serve "$@" $extra ;;
+  observe)
+    timeout 300 "$bin" observe "$@" $extra &
+    obs=$!
+    # Questions for observe to see: short live runs on the same server,
+    # one after another, for as long as it watches.
+    (while kill -0 "$obs" 2>/dev/null; do
+      timeout 60 "$bin" live --url "ws://$HERDSIM_DOC_WS" --policy spec --speed 1000 \
+        --reps 1 --set workload.count=5 --quiet --out "$HERDSIM_DOC_TMP/traffic" >/dev/null 2>&1 || sleep 0.2
+    done) &
+    wait "$obs"
+    status=$?
+    wait
+    exit $status ;;
+esac
 exec timeout 300 "$bin" "$sub" "$@" $extra
 "#;
+
+/// A `herdsim serve` on an ephemeral loopback port for the doc commands
+/// (under `timeout`, so that it stops by itself even if the test dies);
+/// stopped with SIGTERM when dropped.
+struct Server {
+    child: std::process::Child,
+    /// `HOST:PORT` as it printed it.
+    addr: String,
+}
+
+impl Server {
+    fn start(args: &[&std::ffi::OsStr]) -> Server {
+        use std::io::BufRead;
+        let mut child = Command::new("timeout")
+            .args(["-s", "TERM", "600", env!("CARGO_BIN_EXE_herdsim"), "serve"])
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("serve starts");
+        let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr"));
+        let mut line = String::new();
+        stderr.read_line(&mut line).expect("a line");
+        // Keep reading, so that the server never blocks on a full pipe.
+        std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+        let addr = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("ws://").or_else(|| w.strip_prefix("wss://")))
+            .unwrap_or_else(|| panic!("no address in {line}"))
+            .to_string();
+        Server { child, addr }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // `timeout` passes SIGTERM on to the server, which stops cleanly.
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+/// Files the docs name as the reader's own, made in the clone: a scenario
+/// of theirs (a copy of the default one) and the TLS files of a server of
+/// theirs (the test CA's, tests/data/tls).
+const STAND_INS: [(&str, &str); 5] = [
+    ("my.toml", "scenarios/default.toml"),
+    ("my-herd.toml", "scenarios/default.toml"),
+    ("server.pem", "tests/data/tls/server.pem"),
+    ("server.key", "tests/data/tls/server.key"),
+    ("ca.pem", "tests/data/tls/ca.pem"),
+];
+
+/// The subcommands the wrapper reduces beyond `run` and `tune`: their
+/// blocks must say so (`<!-- doc-test: reduced (...) -->`).
+const REDUCED: [&str; 3] = ["herdsim live", "herdsim observe", "herdsim serve"];
 
 /// Make a clone of the worktree as it is (committed state plus modified
 /// and new files) in `dir`.
@@ -413,6 +526,21 @@ fn every_command_and_scenario_in_the_docs_runs_from_a_fresh_clone() {
         bin_dir.display(),
         std::env::var("PATH").unwrap_or_default()
     );
+    for (name, from) in STAND_INS {
+        std::fs::copy(clone.join(from), clone.join(name)).expect("stand-in");
+    }
+    let tls = |f: &str| clone.join("tests/data/tls").join(f).into_os_string();
+    let ws = Server::start(&[]);
+    let wss = Server::start(&[
+        "--tls-cert".as_ref(),
+        &tls("server.pem"),
+        "--tls-key".as_ref(),
+        &tls("server.key"),
+    ]);
+    // The certificate names `localhost` only.
+    let wss_addr = wss.addr.replace("127.0.0.1", "localhost");
+    let scratch = tmp.path().join("scratch");
+    std::fs::create_dir_all(&scratch).expect("scratch");
 
     // The README first (its commands are the ones a newcomer runs), then
     // the other docs, then the scenario headers.
@@ -442,15 +570,42 @@ fn every_command_and_scenario_in_the_docs_runs_from_a_fresh_clone() {
     assert!(readme.contains("cargo run --release -- run scenarios/default.toml"));
     assert!(readme.contains("cargo test --release"));
 
+    // Each kind of reduced command is run, none skipped as a whole.
+    for kind in REDUCED {
+        assert!(
+            items
+                .iter()
+                .any(|i| matches!(i, Item::Command { line, .. } if line.starts_with(kind))),
+            "no `{kind}` command runs: {items:?}"
+        );
+    }
+
     let mut failures = Vec::new();
     for (k, item) in items.iter().enumerate() {
         match item {
-            Item::Command { at, line } => {
+            Item::Command { at, line, marker } => {
+                if REDUCED.iter().any(|r| line.starts_with(r))
+                    && !marker.starts_with("<!-- doc-test: reduced (")
+                {
+                    failures.push(format!(
+                        "{at}: `{line}` runs reduced here: say how beside it, in a \
+                         `<!-- doc-test: reduced (...) -->` line above its block"
+                    ));
+                }
+                // A server or an observer sent to the background for the
+                // next lines runs in the foreground here (bounded by the
+                // wrapper), so that its exit status is checked.
+                let line = line.strip_suffix('&').map_or(line.as_str(), str::trim_end);
                 let out = Command::new("sh")
                     .arg("-c")
                     .arg(line)
                     .current_dir(&clone)
                     .env("PATH", &path)
+                    .env("HERDSIM_DOC_WS", &ws.addr)
+                    .env("HERDSIM_DOC_WSS", &wss_addr)
+                    .env("HERDSIM_DOC_TMP", &scratch)
+                    .env("HERDSIM_KEY_FILE", scratch.join("identity.key"))
+                    .env("XDG_DATA_HOME", &scratch)
                     .output()
                     .expect("sh runs");
                 if !out.status.success() {
@@ -480,6 +635,7 @@ fn every_command_and_scenario_in_the_docs_runs_from_a_fresh_clone() {
             }
         }
     }
+    drop((ws, wss));
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 

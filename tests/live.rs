@@ -688,3 +688,167 @@ fn set_replaces_a_bad_value_before_it_is_checked() {
     let runs = read(&out.join("all-at-once-live/runs.csv"));
     assert_eq!(num(&runs, "messages"), 3.0, "{runs}");
 }
+
+/// The repository's default scenario, by absolute path: its folder is not
+/// the working directory, so a relative path resolved against the one but
+/// written against the other fails.
+fn default_scenario() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/default.toml")
+}
+
+/// Issue 39, item 1, in 0.5 s: `--compare` with a scenario file and the
+/// default (relative) `--out` read the measured link delays back relative
+/// to the scenario's folder, and failed (exit 2) after the live run.
+#[test]
+fn compare_with_a_scenario_file_and_a_relative_out() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let out = herdsim()
+        .current_dir(tmp.path())
+        .args(["live"])
+        .arg(default_scenario())
+        .args([
+            "--speed",
+            "1000",
+            "--set",
+            "workload.count=5",
+            "--reps",
+            "1",
+        ])
+        .arg("--compare")
+        .output()
+        .expect("runs");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}\n{stdout}");
+    assert!(stdout.contains("live versus simulated"), "{stdout}");
+    let dir = tmp.path().join("results/default-live");
+    for f in ["compare.csv", "link_delays.csv", "sim/summary.csv"] {
+        assert!(dir.join(f).is_file(), "{f}: {stdout}");
+    }
+}
+
+/// A comparison that fails after the live run keeps the live results:
+/// their table on stdout, their files written, and the error says so. The
+/// failure is forced with `max_events = 1`, which only the simulator
+/// obeys.
+#[test]
+fn a_failed_compare_keeps_the_live_results() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let out = herdsim()
+        .current_dir(tmp.path())
+        .args(["live"])
+        .arg(default_scenario())
+        .args([
+            "--speed",
+            "1000",
+            "--set",
+            "workload.count=5",
+            "--reps",
+            "1",
+        ])
+        .args(["--compare", "--set", "max_events=1"])
+        .output()
+        .expect("runs");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stdout.contains("live: default under none"), "{stdout}");
+    assert!(stdout.contains("dup %"), "{stdout}");
+    let errors: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("herdsim: error"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(
+        errors[0].contains("--compare") && errors[0].contains("max_events"),
+        "{stderr}"
+    );
+    assert!(errors[0].contains("live results are kept"), "{stderr}");
+    let dir = tmp.path().join("results/default-live");
+    for f in ["summary.csv", "runs.csv", "live.csv", "link_delays.csv"] {
+        assert!(dir.join(f).is_file(), "{f}");
+    }
+    assert!(!dir.join("compare.csv").exists());
+}
+
+/// `herdsim live` alone: the protocol at work (`spec`), the contrast with
+/// `none` on the same questions, what to try next, and a note with the
+/// values in force after `--set` and `--reps`; with `--policy none`, the
+/// contrast is the protocol.
+#[test]
+fn the_demonstration_shows_the_protocol_and_what_to_try_next() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let demo = |extra: &[&str]| {
+        let out = herdsim()
+            .current_dir(tmp.path())
+            .args(["live", "--speed", "1000", "--set", "workload.count=4"])
+            .args(["--reps", "2"])
+            .args(extra)
+            .output()
+            .expect("runs");
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        );
+        assert!(out.status.success(), "{stderr}\n{stdout}");
+        (stdout, stderr)
+    };
+    let (stdout, stderr) = demo(&[]);
+    assert!(
+        stderr.contains("workload.count=4, reps=2") && stderr.contains("under spec"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("count=20"), "{stderr}");
+    assert!(stdout.contains("live: default under spec"), "{stdout}");
+    assert!(
+        stdout.contains("without floor control (none, simulated on the same questions"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("\nnext:\n"), "{stdout}");
+    for cmd in [
+        "herdsim live --policy none",
+        "herdsim live scenarios/live-check.toml --policy spec --speed 20 --compare",
+        "herdsim run scenarios/default.toml",
+    ] {
+        assert!(stdout.contains(cmd), "{cmd}: {stdout}");
+    }
+    let (stdout, _) = demo(&["--policy", "none"]);
+    assert!(stdout.contains("live: default under none"), "{stdout}");
+    assert!(
+        stdout.contains("under the protocol (spec, simulated"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("herdsim live --policy spec"), "{stdout}");
+}
+
+/// Against a server at `--url`, the note says in plain words why the
+/// claim TTL becomes so long: real time against scenario time.
+#[test]
+fn the_url_note_says_why_the_server_timers_grow() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let sc = write(
+        tmp.path(),
+        "s.toml",
+        &ALL_AT_ONCE.replace("count = 12", "count = 2"),
+    );
+    let (_server, url) = spawn_serve(&[], "ws");
+    let out = herdsim()
+        .args(["live", "--speed", "1000", "--url", &url, "--out"])
+        .arg(tmp.path().join("out"))
+        .arg(&sc)
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    for words in [
+        "runs on real time, not on the scenario's clock",
+        "one ms of real time is 1000 ms of scenario time",
+        "claim TTL 45000 ms of real time = 45000000 ms of scenario time",
+    ] {
+        assert!(stderr.contains(words), "{words}: {stderr}");
+    }
+}

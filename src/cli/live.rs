@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Scenario file (TOML). Without it, a demonstration: the built-in default scenario reduced to 20 questions x 3 replications (about 40 s at the default speed).
+    /// Scenario file (TOML). Without it, a demonstration: the built-in default scenario reduced to 20 questions x 3 replications (about 40 s at the default speed), under spec unless --policy says otherwise.
     pub scenario: Option<PathBuf>,
     /// The chat server (ws://HOST:PORT, or wss://HOST[:PORT] over TLS). Without it, an embedded `herdsim serve` on a free loopback port.
     #[arg(long)]
@@ -32,7 +32,7 @@ pub struct Args {
     /// Override any key: `--set workload.count=50` (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
-    /// The policy the agents follow (and the embedded server runs); default: the scenario's first.
+    /// The policy the agents follow (and the embedded server runs); default: the scenario's first (spec for the demonstration).
     #[arg(long)]
     pub policy: Option<String>,
     /// Also simulate the scenario with the measured link delays and the same seeds, and compare.
@@ -97,6 +97,9 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         for w in &done.warnings {
             super::note(format_args!("herdsim: warning: {w}"));
         }
+    }
+    if let Some(e) = done.failed {
+        return Err(map(e));
     }
     if done.interrupted {
         super::note(format_args!(

@@ -13,6 +13,7 @@
 
 pub mod compare;
 pub(crate) mod conn;
+mod demo;
 pub mod driver;
 pub mod keys;
 pub mod ledger;

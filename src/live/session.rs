@@ -18,6 +18,8 @@ use std::time::Duration;
 /// What `herdsim live` runs without a scenario file: the built-in default
 /// scenario reduced to a demonstration of well under a minute at the
 /// default speed (the user's --set and --reps still apply after these).
+/// Its policy is `spec` (the protocol at work) unless `--policy` says
+/// otherwise.
 pub const DEMO_SETS: [&str; 2] = ["workload.count=20", "reps=3"];
 
 /// A run expected to take longer than this (real time) says so first.
@@ -65,6 +67,9 @@ pub struct Finished {
     /// What the wire held that a user must know (refusals, counts that
     /// differ from the workload), for stderr.
     pub warnings: Vec<String>,
+    /// `compare` failed after the live run: the live results are written
+    /// and `stdout` holds their table; this is the error to report.
+    pub failed: Option<LiveError>,
 }
 
 /// A checked session, ready to run.
@@ -91,17 +96,10 @@ pub fn check(opts: Options) -> Result<Checked, LiveError> {
     let mut loaded = load(&opts)?;
     let base = loaded.base()?;
     let mut notes = super::check_scenario(&loaded, &base)?;
-    if opts.scenario.is_none() {
-        notes.insert(
-            0,
-            format!(
-                "no scenario file: a demonstration with the built-in default scenario, reduced \
-                 ({}); give a scenario file to measure your own",
-                DEMO_SETS.join(", ")
-            ),
-        );
-    }
     let policy = policy_of(&opts, &loaded, &base)?;
+    if opts.scenario.is_none() {
+        notes.insert(0, super::demo::note(&base, policy));
+    }
     if opts.url.is_some() {
         notes.extend(real_time_server(&mut loaded, &base, policy, opts.speed)?);
     }
@@ -196,27 +194,29 @@ fn real_time_server(
     }
     let mut notes = Vec::new();
     if speed != 1.0 {
-        notes.push(format!(
-            "the server at --url keeps its timers in real time; taking the scenario's server \
-             settings as its own, at --speed {speed} they last {speed} times longer in scenario \
-             time: claim TTL {} -> {} ms, rate limit {} -> {} ms{} (the agents believe that TTL, \
-             and --compare simulates them so)",
-            sv.ttl_ms,
-            sv.ttl_ms * speed,
-            sv.rate_limit_ms,
-            sv.rate_limit_ms * speed,
-            if policy == PolicyKind::Agentchat036 {
-                format!(
-                    ", expiry sweep {} -> {} ms",
-                    sv.sweep_every_ms,
-                    sv.sweep_every_ms * speed
-                )
-            } else {
-                String::new()
-            }
-        ));
+        notes.push(real_time_note(sv, policy, speed));
     }
     Ok(notes)
+}
+
+/// The `--url` note: why the server's settings become longer (or
+/// shorter) in scenario time, in plain words.
+fn real_time_note(sv: &crate::scenario::ServerSpec, policy: PolicyKind, speed: f64) -> String {
+    let scaled = |ms: f64| format!("{ms} ms of real time = {} ms of scenario time", ms * speed);
+    let sweep = if policy == PolicyKind::Agentchat036 {
+        format!(", expiry sweep every {}", scaled(sv.sweep_every_ms))
+    } else {
+        String::new()
+    };
+    format!(
+        "the server at --url runs on real time, not on the scenario's clock: this run takes the \
+         scenario's [server] settings as that server's own (set them to what it runs with). At \
+         --speed {speed} one ms of real time is {speed} ms of scenario time, so the server's \
+         timers last {speed} times longer for the agents: claim TTL {}, rate limit {}{sweep}. \
+         The agents wait for that TTL, and --compare simulates it so",
+        scaled(sv.ttl_ms),
+        scaled(sv.rate_limit_ms),
+    )
 }
 
 /// The posts of one replication's workload that the server will refuse
@@ -418,6 +418,8 @@ fn policy_of(
         Some(p) => p
             .parse::<PolicyKind>()
             .map_err(|e| bad(format!("--policy {p}: {e}"))),
+        // The demonstration shows the protocol working.
+        None if opts.scenario.is_none() => Ok(PolicyKind::Spec),
         None => base
             .policy_kinds()
             .first()
@@ -548,10 +550,24 @@ impl Checked {
         stdout.push_str(&table::render(&[], &summary));
         stdout.push_str(&delay_line(&delays));
         let mut disagree = false;
+        let mut failed = None;
         if self.opts.compare && !interrupted {
-            let (text, differ) = self.compare_with_sim(&rows, &delays, &delays_path)?;
-            stdout.push_str(&text);
-            disagree = differ;
+            match self.compare_with_sim(&rows, &delays, &delays_path) {
+                Ok((text, differ)) => {
+                    stdout.push_str(&text);
+                    disagree = differ;
+                }
+                // The live results stand: written above, printed below.
+                Err(e) => failed = Some(self.compare_failed(e)),
+            }
+        }
+        if self.opts.scenario.is_none() && !interrupted {
+            let seeds = super::seeds(self.master, rows.len() as u32);
+            let live = super::results(&rows);
+            match super::demo::epilogue(&self.loaded, self.setup.policy, &seeds, &live) {
+                Ok(text) => stdout.push_str(&text),
+                Err(e) => warnings.push(format!("the demonstration's contrast: {e}")),
+            }
         }
         stdout.push_str(&format!("results in {}\n", self.dir.display()));
         Ok(Finished {
@@ -562,7 +578,23 @@ impl Checked {
             reps_planned: self.reps,
             disagree,
             warnings,
+            failed,
         })
+    }
+
+    /// A `--compare` that failed after the live run: the error says that
+    /// the live results were kept (same exit status as the error's).
+    fn compare_failed(&self, e: LiveError) -> LiveError {
+        let kept = |m: String| {
+            format!(
+                "--compare: {m} (the live results are kept in {}, their table is above)",
+                self.dir.display()
+            )
+        };
+        match e {
+            LiveError::BadInput(m) => LiveError::BadInput(kept(m)),
+            LiveError::Failure(m) => LiveError::Failure(kept(m)),
+        }
     }
 
     /// Replications that ended at the grace or cut their trace.
@@ -773,6 +805,10 @@ impl Checked {
         policy: PolicyKind,
     ) -> Result<Vec<(RunResult, Posts)>, LiveError> {
         let mut loaded = self.loaded.clone();
+        // A relative path in a `--set` is resolved against the scenario's
+        // folder, not the working directory that `--out` is relative to.
+        let delays = &std::path::absolute(delays)
+            .map_err(|e| failure(format!("{}: {e}", delays.display())))?;
         let path = toml::Value::String(delays.display().to_string()).to_string();
         for set in [
             "network.base_ms=0".to_string(),
