@@ -146,6 +146,8 @@ fn check(args: &Args) -> Result<(Options, PathBuf), CliError> {
             duration,
             log: dir.join("frames.jsonl"),
             max_log_bytes: args.max_log_bytes,
+            ping_every: observe::PING_EVERY,
+            pong_timeout: observe::PONG_TIMEOUT,
         },
         dir,
     ))
