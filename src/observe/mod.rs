@@ -3,7 +3,8 @@
 //! channel and from then on only reads: it never posts, never claims. Every
 //! frame the server sends it is written to a frame log in the recorded
 //! format (tests/data/agentchat-wire), which `calibrate` reads
-//! (docs/observe.md).
+//! (docs/observe.md). [`job::run`] is the whole command: record into a
+//! locked results folder, then calibrate what was recorded.
 //!
 //! What it sends: IDENTIFY, VERIFY_IDENTITY (keyed), JOIN, and a WebSocket
 //! ping every [`PING_EVERY`] (a control frame, not a chat message) whose
@@ -23,6 +24,8 @@
 //! ends): a server that never reads cannot stop the duration, the pong
 //! timeout or Ctrl-C from ending the observation. Live code: real time and a
 //! socket, never on the simulator's path.
+
+pub mod job;
 
 use crate::live::conn::{self, Identity};
 use crate::live::wire::{self, Kind};
