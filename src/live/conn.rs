@@ -473,6 +473,52 @@ pub(crate) async fn handshake(
     }
 }
 
+/// Send `m` within `within` ([`SEND_TIMEOUT`]), or say why not (`what`
+/// names it). A server that does not read blocks a send in two ways: its
+/// socket is full, or so is the WebSocket's write buffer (our answers to
+/// its pings fill it up to [`MAX_WRITE_BUFFER`]): both are waited out to
+/// the same deadline.
+pub(crate) async fn send_within(
+    sink: &mut SplitSink<Ws, Message>,
+    m: Message,
+    what: &str,
+    within: Duration,
+) -> Result<(), String> {
+    // A frame's header is at most 14 bytes.
+    if m.len() + 14 > MAX_WRITE_BUFFER {
+        return Err(format!(
+            "{what} of {} bytes is over the {} MiB herdsim writes at once",
+            m.len(),
+            MAX_WRITE_BUFFER >> 20
+        ));
+    }
+    let deadline = tokio::time::Instant::now() + within;
+    let late = || {
+        format!(
+            "{what} could not be sent within {} s (the server is not reading)",
+            within.as_secs_f64()
+        )
+    };
+    loop {
+        match tokio::time::timeout_at(deadline, sink.send(m.clone())).await {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(WsError::WriteBufferFull(_))) => {
+                // Not taken: flush what waits, then try again.
+                if tokio::time::timeout_at(deadline, sink.flush())
+                    .await
+                    .is_err()
+                {
+                    return Err(late());
+                }
+                let soon = tokio::time::Instant::now() + Duration::from_millis(20);
+                tokio::time::sleep_until(deadline.min(soon)).await;
+            }
+            Ok(Err(e)) => return Err(format!("a send failed: {e}")),
+            Err(_) => return Err(late()),
+        }
+    }
+}
+
 /// The writer task: sends what the driver gives it until the sender is
 /// dropped or the socket fails. A frame not sent within [`SEND_TIMEOUT`]
 /// (the server is not reading), or a failed send, drops the connection:
@@ -487,16 +533,12 @@ fn spawn_writer(
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         while let Some(text) = rx.recv().await {
-            let why = match tokio::time::timeout(SEND_TIMEOUT, sink.send(Message::text(text))).await
-            {
-                Ok(Ok(())) => continue,
-                Ok(Err(e)) => format!("a send failed: {e}"),
-                Err(_) => format!(
-                    "a frame could not be sent within {} s (the server is not reading); the \
-                     connection was dropped",
-                    SEND_TIMEOUT.as_secs()
-                ),
+            let Err(why) =
+                send_within(&mut sink, Message::text(text), "a frame", SEND_TIMEOUT).await
+            else {
+                continue;
             };
+            let why = format!("{why}; the connection was dropped");
             if !reader.is_finished() {
                 reader.abort();
                 events.send(Event::Closed {
@@ -666,6 +708,59 @@ mod tests {
         // Taken, the room is back.
         assert!(tx.send(frame(mb)));
         assert_eq!(rx.dropped(), 1);
+    }
+
+    /// A server that never reads: sends go through until its socket is
+    /// full, then one ends at its deadline, saying why; a frame over the
+    /// write buffer is refused at once.
+    #[test]
+    fn a_send_the_server_never_takes_ends_at_its_deadline() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
+            let url = format!("ws://{}", listener.local_addr().expect("addr"));
+            let server = tokio::spawn(async move {
+                let (tcp, _) = listener.accept().await.expect("accept");
+                let ws = tokio_tungstenite::accept_async(tcp).await.expect("ws");
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                drop(ws);
+            });
+            let (ws, _) = tokio_tungstenite::connect_async_with_config(
+                url.as_str(),
+                Some(ws_config()),
+                false,
+            )
+            .await
+            .expect("connects");
+            let (mut sink, _stream) = ws.split();
+            let big = Message::text("x".repeat(MAX_WRITE_BUFFER));
+            let within = Duration::from_millis(300);
+            let err = send_within(&mut sink, big, "a frame", within).await;
+            assert!(err.is_err_and(|e| e.contains("over the 4 MiB")));
+            let frame = Message::text("x".repeat(256 << 10));
+            let mut sent = 0;
+            let why = loop {
+                match send_within(&mut sink, frame.clone(), "a frame", within).await {
+                    Ok(()) => sent += 1,
+                    Err(why) => break why,
+                }
+                // 256 MB: more than any socket holds.
+                assert!(
+                    sent < 1000,
+                    "{sent} frames sent to a server that never reads"
+                );
+            };
+            assert_eq!(
+                why,
+                "a frame could not be sent within 0.3 s (the server is not reading)"
+            );
+            server.abort();
+        });
     }
 
     #[test]

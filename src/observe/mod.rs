@@ -29,8 +29,8 @@ pub mod job;
 
 use crate::live::conn::{self, Identity};
 use crate::live::wire::{self, Kind};
+use futures_util::StreamExt;
 use futures_util::stream::SplitSink;
-use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -255,15 +255,9 @@ fn spawn_writer(
 ) -> tokio::task::JoinHandle<String> {
     tokio::spawn(async move {
         while let Some(m) = rx.recv().await {
-            match tokio::time::timeout(conn::SEND_TIMEOUT, sink.send(m)).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => return format!("a send failed: {e}"),
-                Err(_) => {
-                    return format!(
-                        "a ping could not be sent within {} s (the server is not reading)",
-                        conn::SEND_TIMEOUT.as_secs()
-                    );
-                }
+            let what = if m.is_close() { "a close" } else { "a ping" };
+            if let Err(why) = conn::send_within(&mut sink, m, what, conn::SEND_TIMEOUT).await {
+                return why;
             }
         }
         String::new()
@@ -471,6 +465,7 @@ pub fn parse_duration(raw: &str) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures_util::SinkExt;
 
     #[test]
     fn durations() {
