@@ -763,6 +763,50 @@ mod tests {
         });
     }
 
+    /// More frames waiting to be written than [`MAX_PENDING_SENDS`] (here:
+    /// the writer never runs while they are queued) drop the connection,
+    /// reported as closed with why.
+    #[test]
+    fn more_frames_waiting_than_the_queue_holds_drop_the_connection() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
+            let url = format!("ws://{}", listener.local_addr().expect("addr"));
+            let server = tokio::spawn(async move {
+                let (tcp, _) = listener.accept().await.expect("accept");
+                let mut ws = tokio_tungstenite::accept_async(tcp).await.expect("ws");
+                let _ = ws.next().await;
+                let welcome = Message::text(r#"{"type":"WELCOME"}"#);
+                ws.send(welcome).await.expect("sent");
+                tokio::time::sleep(Duration::from_secs(30)).await;
+            });
+            let (tx, rx) = events();
+            let ident = Identity {
+                name: "a".into(),
+                key: None,
+            };
+            let (link, id) = open(&url, None, &ident, &[], 1, 0, tx)
+                .await
+                .expect("opens");
+            assert_eq!(id, "a");
+            for i in 0..=MAX_PENDING_SENDS {
+                link.send(format!("{i}"));
+            }
+            match rx.try_recv() {
+                Some(Event::Closed { conn: 1, why, .. }) => {
+                    assert!(why.starts_with("more than 4096 frames waited"), "{why}");
+                }
+                other => panic!("{other:?}"),
+            }
+            server.abort();
+        });
+    }
+
     #[test]
     fn pem_is_what_serve_reads() {
         let k = SigningKey::from_bytes(&[7u8; 32]);
