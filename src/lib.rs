@@ -11,8 +11,9 @@
 //!
 //! ```text
 //! layer  modules            what they are
-//!  12    cli                flags to one library call; results to an exit status
-//!  11    observe calibrate  a passive channel member; a scenario fitted to what it saw
+//!  13    cli                flags to one library call; results to an exit status
+//!  12    observe            a passive channel member, then calibrate on what it saw
+//!  11    calibrate          a scenario fitted to what a member saw
 //!  10    live               the agents against a real server, in real time; --compare
 //!   9    serve              a WebSocket chat server around floor::Server
 //!   8    tls replay         TLS for live and serve; a server log through any policy

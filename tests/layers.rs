@@ -50,9 +50,10 @@
 //! - 9: `serve`, the live server: floor, the replay format, TLS, term;
 //! - 10: `live`: the agents against serve (or any server), compared with
 //!   sweep's simulation;
-//! - 11: `observe` (a member on live's connection code) and `calibrate`
-//!   (observed logs fitted and predicted through sweep);
-//! - 12: `cli`, a front end to everything.
+//! - 11: `calibrate` (observed logs fitted and predicted through sweep);
+//! - 12: `observe` (a member on live's connection code, whose log it
+//!   calibrates);
+//! - 13: `cli`, a front end to everything.
 //!
 //! [`Observer`]: herdsim::progress::Observer
 
@@ -72,7 +73,8 @@ const LAYERS: &[&[&str]] = &[
     &["tls", "replay"],
     &["serve"],
     &["live"],
-    &["observe", "calibrate"],
+    &["calibrate"],
+    &["observe"],
     &["cli"],
 ];
 

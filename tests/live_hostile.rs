@@ -5,6 +5,12 @@
 //! live must end when its own workload is done, keep all of that out of
 //! its metrics (counted in live.csv instead), and stay small.
 //!
+//! And against a server that is hostile to the connection itself (the
+//! tests at the end): one that floods pings and never reads, one that sends
+//! junk before WELCOME, one that sends a frame too large. observe and live
+//! must end within a stated bound, with the right exit status and message,
+//! holding bounded memory.
+//!
 //! Every peer here is on loopback, bounded in count and in time.
 
 mod hostile;
@@ -320,4 +326,430 @@ fn a_server_that_injects_frames_fools_nobody() {
         .len();
     assert!(trace < 1 << 20, "trace of {trace} bytes");
     assert!(peak_kb < 200 * 1024, "live's RSS reached {peak_kb} KiB");
+}
+
+/// How a [`hostile_server`] treats each connection.
+#[derive(Debug, Clone, Copy)]
+enum Hostility {
+    /// WELCOME, JOINED for the first JOIN, then pings as fast as it can,
+    /// never reading again (through a 4 kB receive buffer: what the client
+    /// sends soon cannot be written).
+    FloodPings,
+    /// After IDENTIFY, `frames` text frames of `bytes` each, and never a
+    /// WELCOME.
+    JunkBeforeWelcome { frames: usize, bytes: usize },
+    /// WELCOME, JOINED, then one 2 MB frame.
+    HugeFrame,
+}
+
+/// How long a hostile server lives: it stops by itself after this.
+const HOSTILE_LIFE: Duration = Duration::from_secs(90);
+
+/// One connection of a [`hostile_server`].
+async fn hostile_conn(tcp: tokio::net::TcpStream, how: Hostility) {
+    let Ok(mut ws) = tokio_tungstenite::accept_async(tcp).await else {
+        return;
+    };
+    // IDENTIFY.
+    if !matches!(ws.next().await, Some(Ok(_))) {
+        return;
+    }
+    if let Hostility::JunkBeforeWelcome { frames, bytes } = how {
+        let junk = "x".repeat(bytes);
+        for _ in 0..frames {
+            if ws.send(Message::text(junk.clone())).await.is_err() {
+                return;
+            }
+        }
+        tokio::time::sleep(HOSTILE_LIFE).await;
+        return;
+    }
+    let welcome = json!({"type": "WELCOME"}).to_string();
+    if ws.send(Message::text(welcome)).await.is_err() {
+        return;
+    }
+    let Some(Ok(Message::Text(join))) = ws.next().await else {
+        return;
+    };
+    let join: serde_json::Value = serde_json::from_str(&join).unwrap_or_default();
+    let joined = json!({"type": "JOINED", "channel": join["channel"]}).to_string();
+    if ws.send(Message::text(joined)).await.is_err() {
+        return;
+    }
+    match how {
+        Hostility::HugeFrame => {
+            let _ = ws.send(Message::text("y".repeat(2_000_000))).await;
+            tokio::time::sleep(HOSTILE_LIFE).await;
+        }
+        _ => {
+            let ping = Message::Ping(vec![7u8; 125].into());
+            while ws.send(ping.clone()).await.is_ok() {}
+        }
+    }
+}
+
+/// A hostile server on loopback, treating every connection `how`, until the
+/// returned sender is dropped or [`HOSTILE_LIFE`] has passed; its URL.
+fn hostile_server(
+    how: Hostility,
+) -> (
+    String,
+    tokio::sync::oneshot::Sender<()>,
+    std::thread::JoinHandle<()>,
+) {
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let (stop, h) = background(move || async move {
+        let sock = tokio::net::TcpSocket::new_v4().expect("socket");
+        sock.set_recv_buffer_size(4096).expect("SO_RCVBUF");
+        sock.bind("127.0.0.1:0".parse().expect("addr"))
+            .expect("bind");
+        let listener = sock.listen(64).expect("listen");
+        addr_tx
+            .send(listener.local_addr().expect("addr"))
+            .expect("address sent");
+        let accept = async {
+            while let Ok((tcp, _)) = listener.accept().await {
+                tokio::spawn(hostile_conn(tcp, how));
+            }
+        };
+        tokio::select! {
+            () = accept => {}
+            () = tokio::time::sleep(HOSTILE_LIFE) => {}
+        }
+    });
+    let addr = addr_rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the hostile server listens");
+    (format!("ws://{addr}"), stop, h)
+}
+
+/// What a bounded run of herdsim gave: exit code, stderr, how long it ran
+/// and its peak RSS (KiB).
+struct Ran {
+    code: Option<i32>,
+    stderr: String,
+    took: Duration,
+    peak_kb: u64,
+}
+
+/// Run herdsim with `args`, reading its peak RSS every 20 ms; SIGINT sent
+/// to it once `sigint_after` has passed; killed (and the test failed) after
+/// `within`.
+fn run_bounded(args: &[&str], within: Duration, sigint_after: Option<Duration>) -> Ran {
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("herdsim"))
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("herdsim starts");
+    let status = format!("/proc/{}/status", child.id());
+    let t0 = Instant::now();
+    let mut peak_kb = 0u64;
+    let mut signalled = false;
+    let code = loop {
+        if let Ok(text) = std::fs::read_to_string(&status)
+            && let Some(kb) = text
+                .lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<u64>().ok())
+        {
+            peak_kb = peak_kb.max(kb);
+        }
+        if let Ok(Some(st)) = child.try_wait() {
+            break st.code();
+        }
+        if let Some(after) = sigint_after
+            && !signalled
+            && t0.elapsed() >= after
+        {
+            signalled = true;
+            // SAFETY: sends SIGINT to the child this test started.
+            assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+        }
+        if t0.elapsed() > within {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("herdsim {args:?} did not end within {within:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let took = t0.elapsed();
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut stderr);
+    }
+    eprintln!(
+        "herdsim {}: exit {code:?} after {took:?}, peak RSS {peak_kb} KiB",
+        args[0]
+    );
+    Ran {
+        code,
+        stderr,
+        took,
+        peak_kb,
+    }
+}
+
+/// `herdsim observe --no-calibrate` of #general at `url` into `tmp`, with
+/// `more` flags.
+fn observe_args<'a>(url: &'a str, out: &'a str, more: &[&'a str]) -> Vec<&'a str> {
+    let mut a = vec![
+        "observe",
+        "--url",
+        url,
+        "--channel",
+        "#general",
+        "--no-calibrate",
+        "--quiet",
+        "--out",
+        out,
+    ];
+    a.extend_from_slice(more);
+    a
+}
+
+/// A server that floods pings and never reads fills observe's socket with
+/// its pongs, so observe's own ping cannot be sent: `--duration 5s` still
+/// ends it at 5 s (exit 0). Bound: 15 s (5 s, 1 s for a polite close, the
+/// rest for a loaded machine); before the fix it waited for the server to
+/// go away (here 60 s).
+#[test]
+fn observe_honours_its_duration_against_a_server_that_never_reads() {
+    let (url, stop, h) = hostile_server(Hostility::FloodPings);
+    let tmp = tempfile::tempdir().expect("tmp");
+    let out = tmp.path().to_string_lossy().into_owned();
+    let r = run_bounded(
+        &observe_args(&url, &out, &["--duration", "5s"]),
+        Duration::from_secs(30),
+        None,
+    );
+    let _ = stop.send(());
+    let _ = h.join();
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(r.took < Duration::from_secs(15), "took {:?}", r.took);
+    let log = read(&tmp.path().join("observe-general/frames.jsonl"));
+    assert!(log.contains("the duration was reached"), "{log}");
+    assert!(
+        r.peak_kb < 100 * 1024,
+        "observe's RSS reached {} KiB",
+        r.peak_kb
+    );
+}
+
+/// The same server, and Ctrl-C 4 s in (after observe's first ping, at 2 s,
+/// could not be sent): observe stops within 3 s of it, exit 0, its log
+/// ended "interrupted".
+#[test]
+fn observe_honours_ctrl_c_against_a_server_that_never_reads() {
+    let (url, stop, h) = hostile_server(Hostility::FloodPings);
+    let tmp = tempfile::tempdir().expect("tmp");
+    let out = tmp.path().to_string_lossy().into_owned();
+    let r = run_bounded(
+        &observe_args(&url, &out, &[]),
+        Duration::from_secs(30),
+        Some(Duration::from_secs(4)),
+    );
+    let _ = stop.send(());
+    let _ = h.join();
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(r.took < Duration::from_secs(7), "took {:?}", r.took);
+    let log = read(&tmp.path().join("observe-general/frames.jsonl"));
+    assert!(log.contains("\"reason\":\"interrupted\""), "{log}");
+}
+
+/// With no duration, the ping observe cannot send drops the connection
+/// after the send timeout (10 s, after the first ping at 2 s): exit 1,
+/// saying so. Bound: 30 s.
+#[test]
+fn observe_drops_a_server_that_never_reads() {
+    let (url, stop, h) = hostile_server(Hostility::FloodPings);
+    let tmp = tempfile::tempdir().expect("tmp");
+    let out = tmp.path().to_string_lossy().into_owned();
+    let r = run_bounded(
+        &observe_args(&url, &out, &[]),
+        Duration::from_secs(30),
+        None,
+    );
+    let _ = stop.send(());
+    let _ = h.join();
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("the observation ended early")
+            && r.stderr
+                .contains("could not be sent within 10 s (the server is not reading)"),
+        "{}",
+        r.stderr
+    );
+}
+
+/// Ten 900 kB frames before WELCOME (9 MB, over the 8 MiB held before the
+/// handshake ends): observe refuses the server, naming it and the bound,
+/// exit 1, having held at most that; no log is left.
+#[test]
+fn observe_refuses_a_server_that_sends_too_much_before_welcome() {
+    let (url, stop, h) = hostile_server(Hostility::JunkBeforeWelcome {
+        frames: 10,
+        bytes: 900_000,
+    });
+    let tmp = tempfile::tempdir().expect("tmp");
+    let out = tmp.path().to_string_lossy().into_owned();
+    let r = run_bounded(
+        &observe_args(&url, &out, &[]),
+        Duration::from_secs(30),
+        None,
+    );
+    let _ = stop.send(());
+    let _ = h.join();
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!("{url}: refused"))
+            && r.stderr
+                .contains("more than 4096 frames or 8 MiB before its handshake ended"),
+        "{}",
+        r.stderr
+    );
+    assert!(!tmp.path().join("observe-general").exists());
+    assert!(
+        r.peak_kb < 100 * 1024,
+        "observe's RSS reached {} KiB",
+        r.peak_kb
+    );
+}
+
+/// A 2 MB frame after JOINED: over the 1 MiB live and observe read; observe
+/// ends saying so (exit 1).
+#[test]
+fn observe_refuses_a_frame_over_its_limit() {
+    let (url, stop, h) = hostile_server(Hostility::HugeFrame);
+    let tmp = tempfile::tempdir().expect("tmp");
+    let out = tmp.path().to_string_lossy().into_owned();
+    let r = run_bounded(
+        &observe_args(&url, &out, &[]),
+        Duration::from_secs(30),
+        None,
+    );
+    let _ = stop.send(());
+    let _ = h.join();
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("a frame larger than 1 MiB, the largest herdsim reads"),
+        "{}",
+        r.stderr
+    );
+}
+
+/// live against a server that floods pings and never reads: its socket
+/// fills with live's pongs, the operator's posts (every 5 s at --speed
+/// 0.2) cannot be sent, and the connection is dropped after the send
+/// timeout (10 s): exit 1 naming why, within 60 s (the last post is at
+/// 30 s; the rest for a loaded machine), in bounded memory.
+#[test]
+fn live_drops_a_server_that_never_reads() {
+    let (url, stop, h) = hostile_server(Hostility::FloodPings);
+    let tmp = tempfile::tempdir().expect("tmp");
+    let sc = tmp.path().join("s.toml");
+    std::fs::write(&sc, SIX).expect("scenario");
+    let (sc, out) = (sc.to_string_lossy(), tmp.path().join("out"));
+    let out = out.to_string_lossy();
+    let r = run_bounded(
+        &["live", "--speed", "0.2", "--url", &url, "--out", &out, &sc],
+        Duration::from_secs(60),
+        None,
+    );
+    let _ = stop.send(());
+    let _ = h.join();
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("the connection of operator ended: a frame could not be sent within 10 s (the server is not reading)"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.peak_kb < 200 * 1024,
+        "live's RSS reached {} KiB",
+        r.peak_kb
+    );
+}
+
+/// The same server, and Ctrl-C 3 s in: live stops within 3 s of it, exit
+/// 130 (interrupted).
+#[test]
+fn live_honours_ctrl_c_against_a_server_that_never_reads() {
+    let (url, stop, h) = hostile_server(Hostility::FloodPings);
+    let tmp = tempfile::tempdir().expect("tmp");
+    let sc = tmp.path().join("s.toml");
+    std::fs::write(&sc, SIX).expect("scenario");
+    let (sc, out) = (sc.to_string_lossy(), tmp.path().join("out"));
+    let out = out.to_string_lossy();
+    let r = run_bounded(
+        &["live", "--speed", "0.2", "--url", &url, "--out", &out, &sc],
+        Duration::from_secs(30),
+        Some(Duration::from_secs(3)),
+    );
+    let _ = stop.send(());
+    let _ = h.join();
+    assert_eq!(r.code, Some(130), "{}", r.stderr);
+    assert!(r.took < Duration::from_secs(6), "took {:?}", r.took);
+}
+
+/// live against a server that sends 5 000 frames before WELCOME: refused
+/// (more than the 4096 frames held before the handshake ends), exit 1,
+/// naming the server and the bound.
+#[test]
+fn live_refuses_a_server_that_sends_too_much_before_welcome() {
+    let (url, stop, h) = hostile_server(Hostility::JunkBeforeWelcome {
+        frames: 5000,
+        bytes: 10,
+    });
+    let tmp = tempfile::tempdir().expect("tmp");
+    let sc = tmp.path().join("s.toml");
+    std::fs::write(&sc, SIX).expect("scenario");
+    let (sc, out) = (sc.to_string_lossy(), tmp.path().join("out"));
+    let out = out.to_string_lossy();
+    let r = run_bounded(
+        &["live", "--speed", "1", "--url", &url, "--out", &out, &sc],
+        Duration::from_secs(30),
+        None,
+    );
+    let _ = stop.send(());
+    let _ = h.join();
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!("{url}: refused"))
+            && r.stderr
+                .contains("more than 4096 frames or 8 MiB before its handshake ended"),
+        "{}",
+        r.stderr
+    );
+}
+
+/// A server that never sends WELCOME, and Ctrl-C 2 s in: observe stops
+/// waiting for its handshake (bounded at 10 s) within 2 s of it, exit 1,
+/// saying nothing was recorded.
+#[test]
+fn observe_honours_ctrl_c_during_the_handshake() {
+    let (url, stop, h) = hostile_server(Hostility::JunkBeforeWelcome {
+        frames: 0,
+        bytes: 0,
+    });
+    let tmp = tempfile::tempdir().expect("tmp");
+    let out = tmp.path().to_string_lossy().into_owned();
+    let r = run_bounded(
+        &observe_args(&url, &out, &[]),
+        Duration::from_secs(30),
+        Some(Duration::from_secs(2)),
+    );
+    let _ = stop.send(());
+    let _ = h.join();
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(r.took < Duration::from_secs(4), "took {:?}", r.took);
+    assert!(
+        r.stderr
+            .contains("interrupted before WELCOME/JOINED: nothing was recorded"),
+        "{}",
+        r.stderr
+    );
+    assert!(!tmp.path().join("observe-general").exists());
 }

@@ -861,3 +861,26 @@ fn observe_keyed_against_an_agentchat_server() {
     );
     assert_eq!(v[v.len() - 1]["end"]["reason"], "the duration was reached");
 }
+
+/// observe's command line parses its flags and makes one library call
+/// (`herdsim::observe::job::run`, which observes and then calibrates):
+/// at most 200 lines, and calibrate is never chained from it.
+#[test]
+fn observe_cli_only_parses_and_dispatches() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/cli/observe.rs");
+    let text = std::fs::read_to_string(&path).expect("src/cli/observe.rs");
+    let n = text.lines().count();
+    assert!(n <= 200, "src/cli/observe.rs has {n} lines");
+    for chained in [
+        "calibrate::run",
+        "calibrate_into",
+        "in_folder",
+        "observe::record",
+    ] {
+        assert!(
+            !text.contains(chained),
+            "src/cli/observe.rs calls {chained}"
+        );
+    }
+    assert!(text.contains("job::run("));
+}

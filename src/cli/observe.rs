@@ -1,11 +1,10 @@
-//! `herdsim observe`: flags -> [`crate::observe::record`], then
-//! [`crate::calibrate::run`] on what was recorded -> exit status.
+//! `herdsim observe`: flags -> [`crate::observe::job::run`] (observe,
+//! then calibrate what was recorded) -> exit status.
 
-use super::calibrate::{Fitting, calibrate_into};
+use super::calibrate::Fitting;
 use super::{CliError, note};
-use crate::live::conn::Identity;
-use crate::live::keys;
-use crate::observe::{self, End, Options};
+use crate::observe::job::{self, Calibrate, Job};
+use crate::observe::{self, Options};
 use crate::term::interrupt;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::path::PathBuf;
@@ -53,102 +52,47 @@ pub struct Args {
     pub quiet: bool,
 }
 
-fn bad(m: impl Into<String>) -> CliError {
-    CliError::bad(m.into())
-}
-
-fn check(args: &Args) -> Result<(Options, PathBuf), CliError> {
-    let tls_url = if args.url.starts_with("wss://") {
-        true
-    } else if args.url.starts_with("ws://") {
-        false
-    } else {
-        return Err(bad(format!(
-            "--url {}: must start with ws:// or wss://",
-            args.url
-        )));
-    };
-    if !crate::floor::wire::is_channel_name(&args.channel) {
-        return Err(bad(format!(
-            "--channel {}: a channel is # followed by letters, digits, - or _",
-            args.channel
-        )));
-    }
-    if args.identity.is_empty()
-        || args.identity.len() > 64
-        || args
-            .identity
-            .chars()
-            .any(|c| c.is_whitespace() || c.is_control())
-        || args.identity.starts_with(['#', '@'])
-    {
-        return Err(bad(format!(
-            "--as {}: a name of 1 to 64 characters, no spaces, not starting with # or @",
-            args.identity
-        )));
-    }
-    if args.key_file.is_some() && !args.keyed {
-        return Err(bad("--key-file: only with --keyed"));
-    }
+fn check(args: &Args) -> Result<Job, CliError> {
+    let tls_url = job::is_tls_url(&args.url)?;
+    let dir = job::folder(&args.out, args.name.as_deref(), &args.channel)?;
     if args.ca_cert.is_some() && !tls_url {
-        return Err(bad(
+        return Err(CliError::bad(
             "--ca-cert: only for a wss:// server (--url wss://HOST[:PORT])",
         ));
     }
-    let duration = args
-        .duration
-        .as_deref()
-        .map(|d| {
-            observe::parse_duration(d).ok_or_else(|| {
-                bad(format!("--duration {d}: seconds, or a number with s, m or h (90s, 15m, 2h), at most 1e7 s"))
-            })
-        })
-        .transpose()?;
-    if args.max_log_bytes < 1 << 16 {
-        return Err(bad(format!(
-            "--max-log-bytes {}: at least 65536",
-            args.max_log_bytes
-        )));
-    }
-    args.fitting.settings()?;
-    args.fitting.jobs()?;
-    let key = if args.keyed {
-        let path = args.key_file.clone().or_else(keys::default_path).ok_or_else(|| {
-            bad("--keyed: no place for the key file (neither HOME nor XDG_DATA_HOME nor HERDSIM_KEY_FILE is set); give one with --key-file FILE")
-        })?;
-        let secret = keys::load_or_create(&path).map_err(|e| bad(format!("--key-file {e}")))?;
-        Some(secret.key_of(&args.identity))
-    } else {
-        None
+    let duration = job::duration(args.duration.as_deref())?;
+    let max_log_bytes = job::max_log_bytes(args.max_log_bytes)?;
+    let f = &args.fitting;
+    let calibrate = Calibrate {
+        settings: f.settings()?,
+        reps: f.reps,
+        jobs: f.jobs()?,
+        plots: !f.no_plot,
     };
+    // Last: a keyed identity makes the key file when it is missing.
+    let identity = job::identity(&args.identity, args.keyed, args.key_file.as_deref())?;
     let tls = if tls_url {
-        Some(crate::tls::client_config(args.ca_cert.as_deref()).map_err(|e| bad(e.to_string()))?)
+        let c = crate::tls::client_config(args.ca_cert.as_deref());
+        Some(c.map_err(|e| CliError::bad(e.to_string()))?)
     } else {
         None
     };
-    let name = args
-        .name
-        .clone()
-        .unwrap_or_else(|| format!("observe-{}", args.channel.trim_start_matches('#')));
-    if let Err(m) = crate::scenario::validate::check_name(&name) {
-        return Err(bad(format!("--name {name}: {m}")));
-    }
-    let dir = args.out.join(&name);
-    Ok((
-        Options {
+    Ok(Job {
+        opts: Options {
             url: args.url.clone(),
             channel: args.channel.clone(),
-            identity: Identity {
-                name: args.identity.clone(),
-                key,
-            },
+            identity,
             tls,
             duration,
             log: dir.join("frames.jsonl"),
-            max_log_bytes: args.max_log_bytes,
+            max_log_bytes,
+            ping_every: observe::PING_EVERY,
+            pong_timeout: observe::PONG_TIMEOUT,
         },
         dir,
-    ))
+        calibrate: (!args.no_calibrate).then_some(calibrate),
+        quiet: args.quiet,
+    })
 }
 
 fn bar(quiet: bool) -> ProgressBar {
@@ -176,71 +120,53 @@ fn show(c: &observe::Counts) -> String {
 }
 
 pub fn run(args: Args) -> Result<ExitCode, CliError> {
-    let (opts, dir) = check(&args)?;
-    super::calibrate::in_folder(&dir, args.quiet, || watch(&args, &opts, &dir))
-}
-
-/// Observe, then calibrate what was recorded, in the locked `dir`.
-fn watch(args: &Args, opts: &Options, dir: &std::path::Path) -> Result<ExitCode, CliError> {
+    let job = check(&args)?;
+    let opts = &job.opts;
     let stop = interrupt::catch(
         "herdsim: observe: stopping (interrupt again to stop at once)",
         "herdsim: stopped at once".into(),
     );
     if !args.quiet {
+        let keyed = if opts.identity.key.is_some() {
+            " (keyed)"
+        } else {
+            ""
+        };
+        let until = match opts.duration {
+            Some(d) => format!("for {:.0} s (Ctrl-C stops sooner)", d.as_secs_f64()),
+            None => "Ctrl-C stops".into(),
+        };
         note(format_args!(
-            "herdsim: observe: watching {} on {} as {}{}; {}",
-            opts.channel,
-            opts.url,
-            opts.identity.name,
-            if opts.identity.key.is_some() {
-                " (keyed)"
-            } else {
-                ""
-            },
-            match opts.duration {
-                Some(d) => format!("for {:.0} s (Ctrl-C stops sooner)", d.as_secs_f64()),
-                None => "Ctrl-C stops".into(),
-            }
+            "herdsim: observe: watching {} on {} as {}{keyed}; {until}",
+            opts.channel, opts.url, opts.identity.name
         ));
     }
     let b = bar(args.quiet);
     interrupt::show(b.clone());
-    let rec =
-        observe::record(opts, stop, &mut |c, _| b.set_message(show(c))).map_err(|e| match e {
-            observe::ObserveError::BadInput(m) => CliError::bad(m),
-            observe::ObserveError::Failure(m) => CliError::Failure(anyhow::anyhow!(m)),
-        })?;
-    b.finish_and_clear();
-    if !args.quiet {
-        note(format_args!(
-            "herdsim: observe: {} after {:.1} s: {}; log {}",
-            rec.end.reason(),
-            rec.elapsed.as_secs_f64(),
-            show(&rec.counts),
-            opts.log.display()
-        ));
-    }
-    if !args.no_calibrate {
-        if rec.counts.questions == 0 {
-            return Err(CliError::Failure(anyhow::anyhow!(
-                "no question was asked in {} while observing: nothing to calibrate (the log is {})",
-                opts.channel,
+    let done = job::run(&job, stop, &mut |c, _| b.set_message(show(c)), &mut |rec| {
+        b.finish_and_clear();
+        if !args.quiet {
+            note(format_args!(
+                "herdsim: observe: {} after {:.1} s: {}; log {}",
+                rec.end.reason(),
+                rec.elapsed.as_secs_f64(),
+                show(&rec.counts),
                 opts.log.display()
-            )));
+            ));
         }
-        calibrate_into(
-            &opts.log,
-            dir,
-            Some(opts.channel.clone()),
-            &args.fitting,
-            args.quiet,
-        )?;
+    })?;
+    if let Some(cal) = &done.calibrated {
+        super::print_out(&cal.report)?;
+        if !args.quiet {
+            for w in &cal.warnings {
+                note(format_args!("herdsim: warning: {w}"));
+            }
+            let (dir, n) = (cal.dir.display(), cal.written.len());
+            note(format_args!("herdsim: calibrate: wrote {dir} ({n} files)"));
+        }
     }
-    if let End::Closed(why) = &rec.end {
-        return Err(CliError::Failure(anyhow::anyhow!(
-            "the observation ended early: {why} (what was recorded is in {})",
-            opts.log.display()
-        )));
+    match done.ended_early(&opts.log) {
+        Some(e) => Err(e),
+        None => Ok(ExitCode::SUCCESS),
     }
-    Ok(ExitCode::SUCCESS)
 }

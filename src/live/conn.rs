@@ -8,7 +8,7 @@ use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -36,9 +36,24 @@ pub const MAX_QUEUED_FRAMES: usize = 1 << 16;
 /// answers to the server's pings included); beyond it the connection fails.
 const MAX_WRITE_BUFFER: usize = 4 << 20;
 
-/// The frames a connection read during its handshake that were not the
-/// handshake's own, at most this many (the rest are counted as dropped).
-const MAX_EARLY_FRAMES: usize = 4096;
+/// How long one frame may take to be written: a server that has not taken
+/// it by then is not reading, and the connection is dropped (a send never
+/// blocks anything that checks a deadline, a duration or Ctrl-C).
+pub const SEND_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Frames waiting to be written to one connection, at most; one more and
+/// the connection is dropped (the server is not reading).
+const MAX_PENDING_SENDS: usize = 4096;
+
+/// What a connection holds of the frames the server sends before its
+/// handshake ends (WELCOME, and JOINED for every channel) that are not the
+/// handshake's own: at most this many frames ...
+pub const MAX_EARLY_FRAMES: usize = 4096;
+
+/// ... and at most this many bytes; a server that sends more is refused.
+/// (agentchat sends a notice after WELCOME, and a joiner of several
+/// channels the replayed history of each but the last: a few kB.)
+pub const MAX_EARLY_BYTES: usize = 8 << 20;
 
 /// The WebSocket settings of live's connections: bounded reads and writes.
 fn ws_config() -> WebSocketConfig {
@@ -48,27 +63,36 @@ fn ws_config() -> WebSocketConfig {
         .max_write_buffer_size(MAX_WRITE_BUFFER)
 }
 
-/// The queue from the connections' readers to the driver: bounded in
-/// frames and in bytes; what does not fit is dropped and counted.
+/// The queue from the connections' tasks to the driver: its frames are
+/// bounded in count and in bytes (what does not fit is dropped and
+/// counted); the other events (a connection up, closed or failed: a few per
+/// connection the driver opens) are never dropped.
 #[derive(Debug, Clone)]
 pub struct Events {
-    tx: std_mpsc::SyncSender<Event>,
-    queued: Arc<AtomicUsize>,
+    tx: std_mpsc::Sender<Event>,
+    queued: Arc<Queued>,
     dropped: Arc<AtomicU64>,
+}
+
+/// The frames queued and their bytes.
+#[derive(Debug, Default)]
+struct Queued {
+    frames: AtomicUsize,
+    bytes: AtomicUsize,
 }
 
 /// The driver's end of [`Events`].
 #[derive(Debug)]
 pub struct EventsRx {
     rx: std_mpsc::Receiver<Event>,
-    queued: Arc<AtomicUsize>,
+    queued: Arc<Queued>,
     dropped: Arc<AtomicU64>,
 }
 
 /// A bounded queue of connection events.
 pub fn events() -> (Events, EventsRx) {
-    let (tx, rx) = std_mpsc::sync_channel(MAX_QUEUED_FRAMES);
-    let queued = Arc::new(AtomicUsize::new(0));
+    let (tx, rx) = std_mpsc::channel();
+    let queued = Arc::new(Queued::default());
     let dropped = Arc::new(AtomicU64::new(0));
     (
         Events {
@@ -85,46 +109,43 @@ pub fn events() -> (Events, EventsRx) {
 }
 
 impl Events {
-    /// Queue `ev` if it fits; false when the driver is gone.
+    /// Queue `ev` (a frame only if it fits); false when the driver is gone.
     pub fn send(&self, ev: Event) -> bool {
-        let len = match &ev {
-            Event::Frame { text, .. } => text.len(),
-            _ => 0,
-        };
-        if self.queued.fetch_add(len, Ordering::SeqCst) + len > MAX_QUEUED_BYTES {
-            self.queued.fetch_sub(len, Ordering::SeqCst);
-            self.dropped.fetch_add(1, Ordering::SeqCst);
-            return true;
-        }
-        match self.tx.try_send(ev) {
-            Ok(()) => true,
-            Err(std_mpsc::TrySendError::Full(_)) => {
-                self.queued.fetch_sub(len, Ordering::SeqCst);
+        if let Event::Frame { text, .. } = &ev {
+            let len = text.len();
+            let q = &self.queued;
+            let frames = q.frames.fetch_add(1, Ordering::SeqCst) + 1;
+            let bytes = q.bytes.fetch_add(len, Ordering::SeqCst) + len;
+            if frames > MAX_QUEUED_FRAMES || bytes > MAX_QUEUED_BYTES {
+                q.frames.fetch_sub(1, Ordering::SeqCst);
+                q.bytes.fetch_sub(len, Ordering::SeqCst);
                 self.dropped.fetch_add(1, Ordering::SeqCst);
-                true
+                return true;
             }
-            Err(std_mpsc::TrySendError::Disconnected(_)) => false,
         }
+        self.tx.send(ev).is_ok()
     }
 }
 
 impl EventsRx {
+    fn took(&self, ev: Event) -> Event {
+        if let Event::Frame { text, .. } = &ev {
+            self.queued.frames.fetch_sub(1, Ordering::SeqCst);
+            self.queued.bytes.fetch_sub(text.len(), Ordering::SeqCst);
+        }
+        ev
+    }
+
     /// The next event, waiting at most `wait`.
     pub fn recv_timeout(&self, wait: Duration) -> Result<Event, std_mpsc::RecvTimeoutError> {
         let ev = self.rx.recv_timeout(wait)?;
-        if let Event::Frame { text, .. } = &ev {
-            self.queued.fetch_sub(text.len(), Ordering::SeqCst);
-        }
-        Ok(ev)
+        Ok(self.took(ev))
     }
 
     /// The next event if one is queued.
     pub fn try_recv(&self) -> Option<Event> {
         let ev = self.rx.try_recv().ok()?;
-        if let Event::Frame { text, .. } = &ev {
-            self.queued.fetch_sub(text.len(), Ordering::SeqCst);
-        }
-        Some(ev)
+        Some(self.took(ev))
     }
 
     /// Frames dropped so far because the queue was full.
@@ -142,8 +163,13 @@ pub enum Event {
         generation: u32,
         text: String,
     },
-    /// The connection closed (by the server or the network).
-    Closed { conn: usize, generation: u32 },
+    /// The connection ended (the server or the network closed it, or a
+    /// send could not complete): `why`.
+    Closed {
+        conn: usize,
+        generation: u32,
+        why: String,
+    },
     /// A (re)connection finished its handshake and joined its channels.
     Up {
         conn: usize,
@@ -158,22 +184,43 @@ pub enum Event {
 /// reader to stop (dropping the handle closes the socket).
 #[derive(Debug)]
 pub struct Link {
-    pub tx: mpsc::UnboundedSender<String>,
-    reader: tokio::task::JoinHandle<()>,
+    tx: mpsc::Sender<String>,
+    reader: tokio::task::AbortHandle,
+    writer: tokio::task::AbortHandle,
+    events: Events,
+    conn: usize,
+    generation: u32,
+    failed: AtomicBool,
 }
 
 impl Link {
-    /// Send one text frame (a closed connection drops it).
+    /// Send one text frame: queued for the writer, never waiting (a closed
+    /// connection drops it). More than [`MAX_PENDING_SENDS`] frames waiting
+    /// drop the connection, reported as closed.
     pub fn send(&self, text: String) {
-        let _ = self.tx.send(text);
+        if let Err(mpsc::error::TrySendError::Full(_)) = self.tx.try_send(text)
+            && !self.failed.swap(true, Ordering::SeqCst)
+        {
+            self.reader.abort();
+            self.writer.abort();
+            self.events.send(Event::Closed {
+                conn: self.conn,
+                generation: self.generation,
+                why: format!(
+                    "more than {MAX_PENDING_SENDS} frames waited to be sent (the server is \
+                     not reading); the connection was dropped"
+                ),
+            });
+        }
     }
 }
 
 impl Drop for Link {
     fn drop(&mut self) {
         // The reader owns the read half: abort it; the writer ends when
-        // `tx` is dropped, and with both halves gone the TCP connection
-        // closes without a WebSocket close (an abrupt disconnect).
+        // `tx` is dropped (at most [`SEND_TIMEOUT`] later), and with both
+        // halves gone the TCP connection closes without a WebSocket close
+        // (an abrupt disconnect).
         self.reader.abort();
     }
 }
@@ -317,6 +364,44 @@ fn connect_error(url: &str, e: &WsError) -> String {
     }
 }
 
+/// The frames a connection read during its handshake that were not the
+/// handshake's own, in the server's order: at most [`MAX_EARLY_FRAMES`]
+/// and [`MAX_EARLY_BYTES`]; a server that sends more is refused.
+#[derive(Debug, Default)]
+pub(crate) struct Early {
+    pub(crate) frames: Vec<String>,
+    bytes: usize,
+}
+
+impl Early {
+    /// Hold `text`, or refuse the server at `url` past the bounds.
+    pub(crate) fn push(&mut self, url: &str, text: String) -> Result<(), String> {
+        if self.frames.len() >= MAX_EARLY_FRAMES || self.bytes + text.len() > MAX_EARLY_BYTES {
+            return Err(format!(
+                "{url}: refused: the server sent more than {MAX_EARLY_FRAMES} frames or {} MiB \
+                 before its handshake ended (WELCOME/JOINED), the most herdsim holds before it",
+                MAX_EARLY_BYTES >> 20
+            ));
+        }
+        self.bytes += text.len();
+        self.frames.push(text);
+        Ok(())
+    }
+}
+
+/// The one-line message of a failed read from the server at `url`: a
+/// frame over [`MAX_FRAME_BYTES`] names the limit.
+pub(crate) fn read_error(url: &str, e: &WsError) -> String {
+    match e {
+        WsError::Capacity(c) => format!(
+            "{url}: refused: the server sent a frame larger than {} MiB, the largest herdsim \
+             reads ({c})",
+            MAX_FRAME_BYTES >> 20
+        ),
+        e => format!("{url}: {e}"),
+    }
+}
+
 /// Connect to `url`, identify (answering a CHALLENGE when keyed) and join
 /// `channels`. Returns the socket and the agent id the server gave.
 /// (`observe` uses it as it stands: a passive member's connection.)
@@ -325,7 +410,7 @@ pub(crate) async fn handshake(
     tls: Option<&Arc<rustls::ClientConfig>>,
     ident: &Identity,
     channels: &[String],
-    early: &mut Vec<String>,
+    early: &mut Early,
 ) -> Result<(Ws, String), String> {
     let connector = connector(url, tls)?;
     let (mut ws, _) = tokio_tungstenite::connect_async_tls_with_config(
@@ -341,7 +426,7 @@ pub(crate) async fn handshake(
     let mut id = None;
     let mut joined = 0usize;
     while let Some(m) = ws.next().await {
-        let m = m.map_err(|e| format!("{url}: {e}"))?;
+        let m = m.map_err(|e| read_error(url, &e))?;
         let Some(text) = text_of(m) else { continue };
         let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         let own = matches!(
@@ -350,9 +435,7 @@ pub(crate) async fn handshake(
         ) && v["replay"] != Value::Bool(true);
         if !own {
             // Not the handshake's: the driver sees it after the handshake.
-            if early.len() < MAX_EARLY_FRAMES {
-                early.push(text);
-            }
+            early.push(url, text)?;
             continue;
         }
         match v["type"].as_str() {
@@ -390,18 +473,83 @@ pub(crate) async fn handshake(
     }
 }
 
+/// Send `m` within `within` ([`SEND_TIMEOUT`]), or say why not (`what`
+/// names it). A server that does not read blocks a send in two ways: its
+/// socket is full, or so is the WebSocket's write buffer (our answers to
+/// its pings fill it up to [`MAX_WRITE_BUFFER`]): both are waited out to
+/// the same deadline.
+pub(crate) async fn send_within(
+    sink: &mut SplitSink<Ws, Message>,
+    m: Message,
+    what: &str,
+    within: Duration,
+) -> Result<(), String> {
+    // A frame's header is at most 14 bytes.
+    if m.len() + 14 > MAX_WRITE_BUFFER {
+        return Err(format!(
+            "{what} of {} bytes is over the {} MiB herdsim writes at once",
+            m.len(),
+            MAX_WRITE_BUFFER >> 20
+        ));
+    }
+    let deadline = tokio::time::Instant::now() + within;
+    let late = || {
+        format!(
+            "{what} could not be sent within {} s (the server is not reading)",
+            within.as_secs_f64()
+        )
+    };
+    loop {
+        match tokio::time::timeout_at(deadline, sink.send(m.clone())).await {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(WsError::WriteBufferFull(_))) => {
+                // Not taken: flush what waits, then try again.
+                if tokio::time::timeout_at(deadline, sink.flush())
+                    .await
+                    .is_err()
+                {
+                    return Err(late());
+                }
+                let soon = tokio::time::Instant::now() + Duration::from_millis(20);
+                tokio::time::sleep_until(deadline.min(soon)).await;
+            }
+            Ok(Err(e)) => return Err(format!("a send failed: {e}")),
+            Err(_) => return Err(late()),
+        }
+    }
+}
+
 /// The writer task: sends what the driver gives it until the sender is
-/// dropped or the socket fails.
-fn spawn_writer(mut sink: SplitSink<Ws, Message>) -> mpsc::UnboundedSender<String> {
-    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+/// dropped or the socket fails. A frame not sent within [`SEND_TIMEOUT`]
+/// (the server is not reading), or a failed send, drops the connection:
+/// the reader is stopped and the close reported with why.
+fn spawn_writer(
+    mut sink: SplitSink<Ws, Message>,
+    mut rx: mpsc::Receiver<String>,
+    reader: tokio::task::AbortHandle,
+    conn: usize,
+    generation: u32,
+    events: Events,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         while let Some(text) = rx.recv().await {
-            if sink.send(Message::text(text)).await.is_err() {
-                break;
+            let Err(why) =
+                send_within(&mut sink, Message::text(text), "a frame", SEND_TIMEOUT).await
+            else {
+                continue;
+            };
+            let why = format!("{why}; the connection was dropped");
+            if !reader.is_finished() {
+                reader.abort();
+                events.send(Event::Closed {
+                    conn,
+                    generation,
+                    why,
+                });
             }
+            return;
         }
-    });
-    tx
+    })
 }
 
 /// The reader task: forwards every data frame to `events`, then reports
@@ -411,21 +559,31 @@ fn spawn_reader(
     conn: usize,
     generation: u32,
     events: Events,
+    url: String,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        while let Some(m) = stream.next().await {
-            let Ok(m) = m else { break };
-            if let Some(text) = text_of(m)
-                && !events.send(Event::Frame {
-                    conn,
-                    generation,
-                    text,
-                })
-            {
-                return;
+        let why = loop {
+            match stream.next().await {
+                Some(Ok(m)) => {
+                    if let Some(text) = text_of(m)
+                        && !events.send(Event::Frame {
+                            conn,
+                            generation,
+                            text,
+                        })
+                    {
+                        return;
+                    }
+                }
+                Some(Err(e)) => break read_error(&url, &e),
+                None => break "the server closed it".to_string(),
             }
-        }
-        events.send(Event::Closed { conn, generation });
+        };
+        events.send(Event::Closed {
+            conn,
+            generation,
+            why,
+        });
     })
 }
 
@@ -443,14 +601,19 @@ pub async fn open(
     generation: u32,
     events: Events,
 ) -> Result<(Link, String), String> {
-    let mut early = Vec::new();
+    let mut early = Early::default();
     let (ws, id) = tokio::time::timeout(
         SETUP_TIMEOUT,
         handshake(url, tls, ident, channels, &mut early),
     )
     .await
-    .map_err(|_| format!("{url}: no WELCOME/JOINED within 10 s"))??;
-    for text in early {
+    .map_err(|_| {
+        format!(
+            "{url}: no WELCOME/JOINED within {} s",
+            SETUP_TIMEOUT.as_secs()
+        )
+    })??;
+    for text in early.frames {
         events.send(Event::Frame {
             conn,
             generation,
@@ -458,14 +621,191 @@ pub async fn open(
         });
     }
     let (sink, stream) = ws.split();
-    let tx = spawn_writer(sink);
-    let reader = spawn_reader(stream, conn, generation, events);
-    Ok((Link { tx, reader }, id))
+    let reader = spawn_reader(stream, conn, generation, events.clone(), url.to_string());
+    let (tx, rx) = mpsc::channel(MAX_PENDING_SENDS);
+    let writer = spawn_writer(
+        sink,
+        rx,
+        reader.abort_handle(),
+        conn,
+        generation,
+        events.clone(),
+    );
+    Ok((
+        Link {
+            tx,
+            reader: reader.abort_handle(),
+            writer: writer.abort_handle(),
+            events,
+            conn,
+            generation,
+            failed: AtomicBool::new(false),
+        },
+        id,
+    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn early_frames_are_bounded_in_count_and_bytes() {
+        let mut e = Early::default();
+        for _ in 0..MAX_EARLY_FRAMES {
+            e.push("ws://x", "{}".into()).expect("within the count");
+        }
+        let err = e
+            .push("ws://x", "{}".into())
+            .expect_err("one frame too many");
+        assert!(err.starts_with("ws://x: refused: "), "{err}");
+        let mut e = Early::default();
+        let mb = "x".repeat(1 << 20);
+        for _ in 0..MAX_EARLY_BYTES >> 20 {
+            e.push("ws://x", mb.clone()).expect("within the bytes");
+        }
+        assert!(e.push("ws://x", "x".into()).is_err());
+        assert_eq!(e.frames.len(), MAX_EARLY_BYTES >> 20);
+    }
+
+    #[test]
+    fn reads_are_bounded() {
+        let c = ws_config();
+        assert_eq!(c.max_message_size, Some(MAX_FRAME_BYTES));
+        assert_eq!(c.max_frame_size, Some(MAX_FRAME_BYTES));
+        assert!(c.max_write_buffer_size <= MAX_WRITE_BUFFER);
+    }
+
+    #[test]
+    fn frames_over_the_queue_bounds_are_dropped_and_the_rest_never() {
+        let (tx, rx) = events();
+        let frame = |text: String| Event::Frame {
+            conn: 0,
+            generation: 0,
+            text,
+        };
+        // Bytes: 64 frames of 1 MiB fill it.
+        let mb = "x".repeat(1 << 20);
+        for _ in 0..MAX_QUEUED_BYTES >> 20 {
+            assert!(tx.send(frame(mb.clone())));
+        }
+        assert!(tx.send(frame("y".into())));
+        assert_eq!(rx.dropped(), 1);
+        // A close always gets through.
+        assert!(tx.send(Event::Closed {
+            conn: 0,
+            generation: 0,
+            why: "gone".into()
+        }));
+        let mut n = 0;
+        while let Some(ev) = rx.try_recv() {
+            n += 1;
+            if n > MAX_QUEUED_BYTES >> 20 {
+                assert!(matches!(ev, Event::Closed { .. }), "{ev:?}");
+            }
+        }
+        assert_eq!(n, (MAX_QUEUED_BYTES >> 20) + 1);
+        // Taken, the room is back.
+        assert!(tx.send(frame(mb)));
+        assert_eq!(rx.dropped(), 1);
+    }
+
+    /// A server that never reads: sends go through until its socket is
+    /// full, then one ends at its deadline, saying why; a frame over the
+    /// write buffer is refused at once.
+    #[test]
+    fn a_send_the_server_never_takes_ends_at_its_deadline() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
+            let url = format!("ws://{}", listener.local_addr().expect("addr"));
+            let server = tokio::spawn(async move {
+                let (tcp, _) = listener.accept().await.expect("accept");
+                let ws = tokio_tungstenite::accept_async(tcp).await.expect("ws");
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                drop(ws);
+            });
+            let (ws, _) = tokio_tungstenite::connect_async_with_config(
+                url.as_str(),
+                Some(ws_config()),
+                false,
+            )
+            .await
+            .expect("connects");
+            let (mut sink, _stream) = ws.split();
+            let big = Message::text("x".repeat(MAX_WRITE_BUFFER));
+            let within = Duration::from_millis(300);
+            let err = send_within(&mut sink, big, "a frame", within).await;
+            assert!(err.is_err_and(|e| e.contains("over the 4 MiB")));
+            let frame = Message::text("x".repeat(256 << 10));
+            let mut sent = 0;
+            let why = loop {
+                match send_within(&mut sink, frame.clone(), "a frame", within).await {
+                    Ok(()) => sent += 1,
+                    Err(why) => break why,
+                }
+                // 256 MB: more than any socket holds.
+                assert!(
+                    sent < 1000,
+                    "{sent} frames sent to a server that never reads"
+                );
+            };
+            assert_eq!(
+                why,
+                "a frame could not be sent within 0.3 s (the server is not reading)"
+            );
+            server.abort();
+        });
+    }
+
+    /// More frames waiting to be written than [`MAX_PENDING_SENDS`] (here:
+    /// the writer never runs while they are queued) drop the connection,
+    /// reported as closed with why.
+    #[test]
+    fn more_frames_waiting_than_the_queue_holds_drop_the_connection() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
+            let url = format!("ws://{}", listener.local_addr().expect("addr"));
+            let server = tokio::spawn(async move {
+                let (tcp, _) = listener.accept().await.expect("accept");
+                let mut ws = tokio_tungstenite::accept_async(tcp).await.expect("ws");
+                let _ = ws.next().await;
+                let welcome = Message::text(r#"{"type":"WELCOME"}"#);
+                ws.send(welcome).await.expect("sent");
+                tokio::time::sleep(Duration::from_secs(30)).await;
+            });
+            let (tx, rx) = events();
+            let ident = Identity {
+                name: "a".into(),
+                key: None,
+            };
+            let (link, id) = open(&url, None, &ident, &[], 1, 0, tx)
+                .await
+                .expect("opens");
+            assert_eq!(id, "a");
+            for i in 0..=MAX_PENDING_SENDS {
+                link.send(format!("{i}"));
+            }
+            match rx.try_recv() {
+                Some(Event::Closed { conn: 1, why, .. }) => {
+                    assert!(why.starts_with("more than 4096 frames waited"), "{why}");
+                }
+                other => panic!("{other:?}"),
+            }
+            server.abort();
+        });
+    }
 
     #[test]
     fn pem_is_what_serve_reads() {

@@ -3,7 +3,8 @@
 //! channel and from then on only reads: it never posts, never claims. Every
 //! frame the server sends it is written to a frame log in the recorded
 //! format (tests/data/agentchat-wire), which `calibrate` reads
-//! (docs/observe.md).
+//! (docs/observe.md). [`job::run`] is the whole command: record into a
+//! locked results folder, then calibrate what was recorded.
 //!
 //! What it sends: IDENTIFY, VERIFY_IDENTITY (keyed), JOIN, and a WebSocket
 //! ping every [`PING_EVERY`] (a control frame, not a chat message) whose
@@ -11,14 +12,25 @@
 //!
 //! Bounded against a hostile or very busy server: a frame is at most
 //! [`MAX_FRAME_BYTES`](crate::live::conn::MAX_FRAME_BYTES) (a larger one
-//! closes the connection), frames are written as they come (nothing kept
-//! in memory but counters), and the log stops at `max_log_bytes`, which
-//! ends the observation as its duration would. Live code: real time and a
+//! closes the connection); before the handshake ends, at most
+//! [`MAX_EARLY_FRAMES`](crate::live::conn::MAX_EARLY_FRAMES) frames and
+//! [`MAX_EARLY_BYTES`](crate::live::conn::MAX_EARLY_BYTES) are held (more
+//! refuse the server), for at most
+//! [`SETUP_TIMEOUT`](crate::live::conn::SETUP_TIMEOUT); then frames are
+//! written as they come (nothing kept in memory but counters), and the log
+//! stops at `max_log_bytes`, which ends the observation as its duration
+//! would. Pings are sent by a task of their own, each within
+//! [`SEND_TIMEOUT`](crate::live::conn::SEND_TIMEOUT) (else the connection
+//! ends): a server that never reads cannot stop the duration, the pong
+//! timeout or Ctrl-C from ending the observation. Live code: real time and a
 //! socket, never on the simulator's path.
+
+pub mod job;
 
 use crate::live::conn::{self, Identity};
 use crate::live::wire::{self, Kind};
-use futures_util::{SinkExt, StreamExt};
+use futures_util::StreamExt;
+use futures_util::stream::SplitSink;
 use serde_json::{Value, json};
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -26,6 +38,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
 /// How often the observer pings the server.
@@ -53,6 +66,10 @@ pub struct Options {
     /// The frame log.
     pub log: PathBuf,
     pub max_log_bytes: u64,
+    /// How often to ping the server ([`PING_EVERY`]).
+    pub ping_every: Duration,
+    /// A ping unanswered this long ends the observation ([`PONG_TIMEOUT`]).
+    pub pong_timeout: Duration,
 }
 
 /// What has been seen so far.
@@ -228,6 +245,67 @@ pub fn record(
     rt.block_on(watch(opts, stop, progress, &mut log))
 }
 
+/// The observer's writer task: sends the pings (and the close) it is
+/// given, each within [`conn::SEND_TIMEOUT`]; ends with why when one could
+/// not be sent (a server that does not read never blocks the loop that
+/// checks the duration, the pong timeout and Ctrl-C).
+fn spawn_writer(
+    mut sink: SplitSink<conn::Ws, Message>,
+    mut rx: mpsc::Receiver<Message>,
+) -> tokio::task::JoinHandle<String> {
+    tokio::spawn(async move {
+        while let Some(m) = rx.recv().await {
+            let what = if m.is_close() { "a close" } else { "a ping" };
+            if let Err(why) = conn::send_within(&mut sink, m, what, conn::SEND_TIMEOUT).await {
+                return why;
+            }
+        }
+        String::new()
+    })
+}
+
+/// Connect, identify and join within [`conn::SETUP_TIMEOUT`], or until
+/// `stop`: the socket, the id the server gave and the frames read before
+/// the handshake ended that were not its own.
+async fn connect(
+    opts: &Options,
+    stop: &AtomicBool,
+) -> Result<(conn::Ws, String, conn::Early), ObserveError> {
+    let mut early = conn::Early::default();
+    let channels = [opts.channel.clone()];
+    let handshake = tokio::time::timeout(
+        conn::SETUP_TIMEOUT,
+        conn::handshake(
+            &opts.url,
+            opts.tls.as_ref(),
+            &opts.identity,
+            &channels,
+            &mut early,
+        ),
+    );
+    let stopped = async {
+        while !stop.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    let (ws, id) = tokio::select! {
+        r = handshake => r
+            .map_err(|_| ObserveError::Failure(format!(
+                "{}: no WELCOME/JOINED within {} s",
+                opts.url,
+                conn::SETUP_TIMEOUT.as_secs()
+            )))?
+            .map_err(ObserveError::Failure)?,
+        () = stopped => {
+            return Err(ObserveError::Failure(format!(
+                "{}: interrupted before WELCOME/JOINED: nothing was recorded",
+                opts.url
+            )));
+        }
+    };
+    Ok((ws, id, early))
+}
+
 async fn watch(
     opts: &Options,
     stop: &AtomicBool,
@@ -238,21 +316,7 @@ async fn watch(
     let unix_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
-    let mut early = Vec::new();
-    let channels = [opts.channel.clone()];
-    let (ws, id) = tokio::time::timeout(
-        conn::SETUP_TIMEOUT,
-        conn::handshake(
-            &opts.url,
-            opts.tls.as_ref(),
-            &opts.identity,
-            &channels,
-            &mut early,
-        ),
-    )
-    .await
-    .map_err(|_| ObserveError::Failure(format!("{}: no WELCOME/JOINED within 10 s", opts.url)))?
-    .map_err(ObserveError::Failure)?;
+    let (ws, id, early) = connect(opts, stop).await?;
     let header = json!({
         "herdsim_observe": 1,
         "version": env!("CARGO_PKG_VERSION"),
@@ -271,7 +335,7 @@ async fn watch(
     // Frames the handshake read that were not its own (the server's
     // order kept), at the time it ended.
     let t = ms_since(start);
-    for text in early {
+    for text in early.frames {
         if end.is_some() {
             break;
         }
@@ -281,9 +345,12 @@ async fn watch(
         c.frames += 1;
         count(&mut c, &text, &opts.channel);
     }
-    let (mut sink, mut stream) = ws.split();
+    let (sink, mut stream) = ws.split();
+    let (tx, rx) = mpsc::channel::<Message>(4);
+    let mut writer = spawn_writer(sink, rx);
+    let mut writer_done = false;
     let mut tick = tokio::time::interval(Duration::from_millis(200));
-    let mut next_ping = Instant::now() + PING_EVERY;
+    let mut next_ping = Instant::now() + opts.ping_every;
     let mut seq: u64 = 0;
     let mut pending: Option<(u64, Instant)> = None;
     while end.is_none() {
@@ -314,7 +381,7 @@ async fn watch(
                     }
                     Some(Ok(_)) => None,
                     Some(Err(e)) => {
-                        end = Some(End::Closed(e.to_string()));
+                        end = Some(End::Closed(conn::read_error(&opts.url, &e)));
                         None
                     }
                     None => {
@@ -330,20 +397,27 @@ async fn watch(
                     }
                 }
             }
+            why = &mut writer, if !writer_done => {
+                writer_done = true;
+                end = Some(End::Closed(why.unwrap_or_else(|e| format!("the writer failed: {e}"))));
+            }
             _ = tick.tick() => {
                 if stop.load(Ordering::SeqCst) {
                     end = Some(End::Interrupted);
                 } else if opts.duration.is_some_and(|d| start.elapsed() >= d) {
                     end = Some(End::Duration);
-                } else if pending.is_some_and(|(_, at)| at.elapsed() > PONG_TIMEOUT) {
-                    end = Some(End::Closed(format!("no answer to a ping for {} s", PONG_TIMEOUT.as_secs())));
+                } else if pending.is_some_and(|(_, at)| at.elapsed() > opts.pong_timeout) {
+                    end = Some(End::Closed(format!(
+                        "no answer to a ping for {} s",
+                        opts.pong_timeout.as_secs_f64()
+                    )));
                 } else if pending.is_none() && Instant::now() >= next_ping {
                     seq += 1;
                     pending = Some((seq, Instant::now()));
-                    next_ping = Instant::now() + PING_EVERY;
-                    if let Err(e) = sink.send(Message::Ping(seq.to_be_bytes().to_vec().into())).await {
-                        end = Some(End::Closed(e.to_string()));
-                    }
+                    next_ping = Instant::now() + opts.ping_every;
+                    // Never waits: the writer sends it (a full queue means
+                    // the last ping is still being sent; its pong is due).
+                    let _ = tx.try_send(Message::Ping(seq.to_be_bytes().to_vec().into()));
                 }
                 c.bytes = log.bytes;
                 log.flush()?;
@@ -352,8 +426,14 @@ async fn watch(
         }
     }
     let end = end.unwrap_or(End::Interrupted);
-    // Leave politely, but never wait long for a server that is gone.
-    let _ = tokio::time::timeout(Duration::from_secs(1), sink.send(Message::Close(None))).await;
+    // Leave politely, but never wait long for a server that is gone or
+    // does not read.
+    if !writer_done {
+        let _ = tx.try_send(Message::Close(None));
+        drop(tx);
+        let _ = tokio::time::timeout(Duration::from_secs(1), &mut writer).await;
+        writer.abort();
+    }
     log.end(ms_since(start), &end, &c)?;
     c.bytes = log.bytes;
     progress(&c, start.elapsed());
@@ -385,6 +465,7 @@ pub fn parse_duration(raw: &str) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures_util::SinkExt;
 
     #[test]
     fn durations() {
@@ -395,6 +476,59 @@ mod tests {
         for bad in ["", "0", "-1", "1d", "x", "nan", "1e9h"] {
             assert_eq!(parse_duration(bad), None, "{bad}");
         }
+    }
+
+    /// A server that answers WELCOME and JOINED, then neither reads nor
+    /// answers a ping: the pong timeout ends the observation, naming it.
+    #[test]
+    fn a_ping_unanswered_ends_the_observation() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .expect("bind");
+        let url = format!("ws://{}", listener.local_addr().expect("addr"));
+        let _server = rt.spawn(async move {
+            let (tcp, _) = listener.accept().await.expect("accept");
+            let mut ws = tokio_tungstenite::accept_async(tcp).await.expect("ws");
+            for reply in [
+                r#"{"type":"WELCOME"}"#,
+                r##"{"type":"JOINED","channel":"#g"}"##,
+            ] {
+                let _ = ws.next().await;
+                ws.send(Message::text(reply)).await.expect("sent");
+            }
+            tokio::time::sleep(Duration::from_secs(30)).await;
+        });
+        let tmp = tempfile::tempdir().expect("tmp");
+        let opts = Options {
+            url,
+            channel: "#g".into(),
+            identity: Identity {
+                name: "observer".into(),
+                key: None,
+            },
+            tls: None,
+            duration: Some(Duration::from_secs(20)),
+            log: tmp.path().join("frames.jsonl"),
+            max_log_bytes: DEFAULT_MAX_LOG_BYTES,
+            ping_every: Duration::from_millis(100),
+            pong_timeout: Duration::from_millis(500),
+        };
+        let mut log = LogFile {
+            out: None,
+            path: opts.log.clone(),
+            bytes: 0,
+            cap: opts.max_log_bytes,
+        };
+        let stop = AtomicBool::new(false);
+        let rec = rt
+            .block_on(watch(&opts, &stop, &mut |_, _| {}, &mut log))
+            .expect("recorded");
+        assert_eq!(rec.end, End::Closed("no answer to a ping for 0.5 s".into()));
+        assert!(rec.elapsed < Duration::from_secs(10), "{:?}", rec.elapsed);
     }
 
     #[test]

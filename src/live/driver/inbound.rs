@@ -26,11 +26,15 @@ impl Driver<'_> {
                     self.on_frame(conn, &text);
                 }
             }
-            Event::Closed { conn, generation } => {
+            Event::Closed {
+                conn,
+                generation,
+                why,
+            } => {
                 if self.gens.get(conn) == Some(&generation) && self.links[conn].is_some() {
                     let who = self.name_of(conn);
                     self.failure = Some(format!(
-                        "{}: the server closed the connection of {who}",
+                        "{}: the connection of {who} ended: {why}",
                         self.url
                     ));
                 }
