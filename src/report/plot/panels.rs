@@ -373,7 +373,13 @@ impl<'a> PanelFigure<'a> {
                 let ci = if ci.is_finite() { ci.abs() } else { 0.0 };
                 let x = self.x_of(r, si);
                 let (mean, ci) = (mean * scale, ci * scale);
-                (mean.is_finite() && x.is_finite()).then_some((x, mean, mean - ci, mean + ci))
+                // A share's band and whiskers stay within 0..100 %, as the
+                // table prints its interval.
+                let (lo, hi) = match m.kind {
+                    Kind::Percent => ((mean - ci).max(0.0), (mean + ci).min(scale)),
+                    _ => (mean - ci, mean + ci),
+                };
+                (mean.is_finite() && x.is_finite()).then_some((x, mean, lo, hi))
             })
             .collect();
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
