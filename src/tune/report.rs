@@ -695,8 +695,8 @@ pub fn pareto_chart(name: &str, out: &Outcome, s: &Settings) -> ParetoChart {
         .map(Candidate::reps);
     let chosen_label = chosen_reps.filter(|&n| n > s.reps as usize).map(|n| {
         format!(
-            "recommended (95% CI): mean of its {n} replications, the duel's too; every other \
-             point of {}, so it may sit off their front",
+            "recommended (95% CI): mean of its {n} replications, the duel's too; most \
+             points of {}, so it may sit off their front",
             s.reps
         )
     });

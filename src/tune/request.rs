@@ -208,7 +208,7 @@ fn memory_check(
         jobs: runs,
         threads: s.threads,
     };
-    Ok(need.check(loaded, &memory::agents_key(base), budget)?)
+    need.check(loaded, &memory::agents_key(base), budget)
 }
 
 /// Run `search` and write its files into `<out>/<name>/tune/` (checked

@@ -174,7 +174,7 @@ fn scan(path: &Path, mut f: impl FnMut(Line)) -> anyhow::Result<()> {
         if line.trim().is_empty() {
             continue;
         }
-        let v: Value = serde_json::from_str(&line)
+        let v: Value = serde_json::from_str(line)
             .map_err(|e| bad(format!("{shown}: line {no}: not a JSON object: {e}")))?;
         if !v.is_object() {
             return Err(bad(format!("{shown}: line {no}: not a JSON object")));
