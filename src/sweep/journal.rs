@@ -483,6 +483,30 @@ mod tests {
         assert_eq!(c.dropped, 2);
     }
 
+    /// What a journal holds stays bounded whatever its size: more rows
+    /// than its `# jobs` line lists, or a line longer than any journal
+    /// line, are refused (tests/hardening_files.rs: a 4 GiB one).
+    #[test]
+    fn a_journal_is_read_within_bounds() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join(JOURNAL_FILE);
+        let rows: Vec<Row> = (0..5).map(|r| row(r, 0, 0.5)).collect();
+        drop(Writer::create(&path, &header(), &rows).expect("create"));
+        let e = read(&path).expect_err("5 rows, 4 jobs");
+        assert!(e.contains("more rows than the 4 replications"), "{e}");
+        let mut text = std::fs::read_to_string(&path).expect("read");
+        text.push_str(&"x".repeat(MAX_LINE_BYTES as usize + 1));
+        std::fs::write(&path, text).expect("write");
+        let e = read(&path).expect_err("a long line");
+        assert!(e.contains("more rows") || e.contains("longer than"), "{e}");
+        drop(Writer::create(&path, &header(), &rows[..4]).expect("create"));
+        let mut text = std::fs::read_to_string(&path).expect("read");
+        text.push_str(&"x".repeat(MAX_LINE_BYTES as usize + 1));
+        std::fs::write(&path, text).expect("write");
+        let e = read(&path).expect_err("a long line");
+        assert!(e.contains("longer than 16777280 bytes"), "{e}");
+    }
+
     #[test]
     fn not_a_journal_is_an_error() {
         let dir = tempfile::tempdir().expect("tempdir");
