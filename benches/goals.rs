@@ -129,6 +129,7 @@ fn tune_default(c: &mut Criterion) {
         weights: Weights::default(),
         budget_ms: Some(15_000.0),
         threads: 2,
+        max_pending: usize::MAX,
     };
     let mut g = c.benchmark_group("tune_default_200_msgs");
     g.sample_size(10)

@@ -481,3 +481,163 @@ fn set_replaces_a_value_of_the_file_before_it_is_validated() {
         .assert()
         .success();
 }
+
+/// `--set` values are applied all, then validated once (issue 39, item 6):
+/// a count and a gap that fit together are accepted in either order (the
+/// gap first used to be refused against the default count of 1000), and a
+/// pair that does not fit is refused naming the `--set` that gave the key.
+#[test]
+fn set_values_are_validated_once_after_all_of_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let default = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/default.toml");
+    let count = "workload.count=100";
+    let gap = "workload.mean_gap_ms=1e10";
+    for pair in [[count, gap], [gap, count]] {
+        let out = herdsim()
+            .current_dir(d)
+            .args(["validate", default, "--set", pair[0], "--set", pair[1]])
+            .output()
+            .expect("runs");
+        assert!(
+            out.status.success(),
+            "{pair:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    refused(
+        d,
+        &os(&[
+            "validate",
+            default,
+            "--set",
+            gap,
+            "--set",
+            "workload.count=101",
+        ]),
+        &["--set workload.count=101: key `workload.count`: 101 messages"],
+    );
+    refused(
+        d,
+        &os(&[
+            "run",
+            "--set",
+            "workload.count=101",
+            "--set",
+            gap,
+            "--out",
+            "o",
+        ]),
+        &["--set workload.count=101: key `workload.count`"],
+    );
+    assert!(!d.join("o").exists());
+}
+
+/// `herdsim tune` applies `herdsim run`'s memory limits before it starts:
+/// under a 3 GiB address-space limit a 100 000-agent scenario is refused
+/// naming the agent count and the budget (it aborted at 2.8 GB).
+#[test]
+fn under_a_3_gib_address_space_limit_tune_refuses_what_run_refuses() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let o = capped(
+        d,
+        3 << 20,
+        &[
+            "tune",
+            "--set",
+            "agents.0.count=100000",
+            "--quiet",
+            "--jobs",
+            "2",
+            "--out",
+            "o",
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("key `agents.0.count`") && err.contains("--max-memory"),
+        "{err}"
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(!d.join("o").exists());
+}
+
+/// A sparse file of `size` bytes at `path` (no disk used): zeros, no newline.
+fn sparse(path: &Path, size: u64) {
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .open(path)
+        .expect("create");
+    f.set_len(size).expect("set_len");
+}
+
+const FOUR_GIB: u64 = 4 << 30;
+
+/// A 4 GiB input is refused with exit 2 naming the file and the bound, or
+/// streamed (issue 39, item 6): merge's runs.csv and summary.csv (bounded
+/// by what the shard's plan can write), plot's summary.csv (256 MiB), a
+/// trace (read a line at a time, a line at most 1 MiB) and the journal
+/// `--resume` reads (a line at a time, a line at most 16 MiB + 64 B). Each
+/// read the whole file before, and aborted.
+#[test]
+fn four_gib_inputs_are_refused_or_streamed_not_read_whole() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    write(d, "small.toml", SMALL);
+    let shard = [
+        "run",
+        "small.toml",
+        "--reps",
+        "2",
+        "--shard",
+        "0/1",
+        "--no-plot",
+        "-q",
+    ];
+    for (out, file, bound) in [
+        ("a", "runs.csv", "larger than the "),
+        ("b", "summary.csv", "larger than the "),
+    ] {
+        herdsim()
+            .current_dir(d)
+            .args(shard)
+            .args(["--out", out])
+            .assert()
+            .success();
+        sparse(&d.join(out).join("small").join(file), FOUR_GIB);
+        refused(
+            d,
+            &os(&["merge", &format!("{out}/small"), "--out", "m", "-q"]),
+            &[
+                &format!("{out}/small/{file}: cannot read: is 4294967296 bytes"),
+                bound,
+            ],
+        );
+    }
+    assert!(!d.join("m").exists());
+    sparse(&d.join("summary.csv"), FOUR_GIB);
+    refused(
+        d,
+        &os(&["plot", "summary.csv", "--out", "x.png"]),
+        &["summary.csv: 4294967296 bytes, larger than the 256 MiB"],
+    );
+    sparse(&d.join("trace.jsonl"), FOUR_GIB);
+    refused(
+        d,
+        &os(&["plot", "--timeline", "trace.jsonl", "--out", "t.png"]),
+        &["trace.jsonl: line 1: longer than 1048576 bytes"],
+    );
+    std::fs::create_dir_all(d.join("r/small")).expect("mkdir");
+    sparse(&d.join("r/small/runs.journal"), FOUR_GIB);
+    refused(
+        d,
+        &os(&["run", "small.toml", "--resume", "--out", "r", "-q"]),
+        &["r/small/runs.journal: line 1: longer than 16777280 bytes"],
+    );
+    assert!(!d.join("x.png").exists() && !d.join("t.png").exists());
+    assert!(!d.join("r/small/runs.csv").exists());
+}

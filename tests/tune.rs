@@ -163,7 +163,9 @@ fn with_no_budget_the_widest_window_wins() {
 
     // The figure and the env file.
     let png = image::open(tune_dir.join("pareto.png")).expect("pareto.png decodes");
-    assert_eq!((png.width(), png.height()), (1900, 700));
+    // No duplicates and nothing unanswered under spec here: the objective
+    // is the waste, drawn once (duplicates and waste: two panels).
+    assert_eq!((png.width(), png.height()), (1280, 700));
     let env = std::fs::read_to_string(tune_dir.join("recommended.env")).expect("env file");
     assert_eq!(env, text);
 }
@@ -490,4 +492,39 @@ fn bad_input_exits_2_naming_the_flag_and_writes_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
     let a = tune("tests/data/tune/nosuch.toml", dir.path(), &[]).code(2);
     assert!(stderr(&a).contains("nosuch.toml"), "{}", stderr(&a));
+}
+
+/// With no duplicate and nothing unanswered anywhere, the objective is the
+/// wasted inference rate: the Pareto figure draws one panel of it, not two
+/// alike (issue 39, item 8): two panels, 1280 px wide, where it drew three.
+#[test]
+fn the_pareto_figure_draws_no_two_panels_alike() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    tune(
+        "scenarios/default.toml",
+        dir.path(),
+        &[
+            "--set",
+            "workload.count=60",
+            "--param",
+            "agents.csma.min_ms=2000..4000",
+            "--param",
+            "agents.csma.max_ms=10000..20000",
+            "--param",
+            "server.ttl_ms=45000",
+            "--reps",
+            "3",
+            "--grid",
+            "3",
+        ],
+    )
+    .success();
+    let tune_dir = dir.path().join("default/tune");
+    let (h, rows) = candidates(&tune_dir.join("candidates.csv"));
+    for r in &rows {
+        assert_eq!(num(&r[col(&h, "duplicate_rate_mean")]), 0.0, "{r:?}");
+        assert_eq!(num(&r[col(&h, "unanswered_rate_mean")]), 0.0, "{r:?}");
+    }
+    let png = image::open(tune_dir.join("pareto.png")).expect("pareto.png decodes");
+    assert_eq!((png.width(), png.height()), (1280, 700));
 }

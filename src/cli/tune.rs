@@ -57,6 +57,10 @@ pub struct Args {
     /// Output directory; files go to `<out>/<scenario name>/tune/`.
     #[arg(long, default_value = "results")]
     pub out: PathBuf,
+    /// Memory the search may use (bytes, or e.g. 512M, 4G); a search that
+    /// needs more is refused before it starts (default: the available memory).
+    #[arg(long, value_name = "SIZE", value_parser = |s: &str| crate::sweep::memory::parse_size(s))]
+    pub max_memory: Option<u64>,
 }
 
 pub fn run(args: Args) -> Result<ExitCode, CliError> {
@@ -72,6 +76,7 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         max_reps: args.max_reps,
         grid: args.grid,
         threads: args.jobs.unwrap_or_else(sweep::default_threads),
+        max_memory: args.max_memory,
     }
     .check()?;
     let done = request::run(&search, &args.out, &Term::tune(args.quiet))?;

@@ -195,7 +195,7 @@ pub fn table(lines: &[Line]) -> String {
 
 /// [`table`] for a line width of `max`.
 pub fn table_width(lines: &[Line], max: usize) -> String {
-    use crate::report::table::{header, legend, mean_ci, unit};
+    use crate::report::table::{bounds, header, legend, mean_ci_in, unit};
     let ci_of = |s: &Summary, scale: f64| (s.n >= 2).then_some(s.ci95 * scale);
     let mut rows = vec![[
         "metric".to_string(),
@@ -209,8 +209,8 @@ pub fn table_width(lines: &[Line], max: usize) -> String {
         let (_, scale) = unit(l.metric);
         rows.push([
             header(l.metric),
-            mean_ci(l.live.mean * scale, ci_of(&l.live, scale)),
-            mean_ci(l.sim.mean * scale, ci_of(&l.sim, scale)),
+            mean_ci_in(l.live.mean * scale, ci_of(&l.live, scale), bounds(l.metric)),
+            mean_ci_in(l.sim.mean * scale, ci_of(&l.sim, scale), bounds(l.metric)),
             match l.test {
                 Test::Proportion => "z".into(),
                 Test::Welch => "welch".into(),
@@ -247,9 +247,17 @@ pub fn table_width(lines: &[Line], max: usize) -> String {
         }
     }
     let metrics: Vec<&str> = lines.iter().map(|l| l.metric).collect();
+    let clipped = rows
+        .iter()
+        .skip(1)
+        .any(|r| r[1].ends_with(')') || r[2].ends_with(')'));
+    let mut lead = "mean ± 95% CI over replications.".to_string();
+    if clipped {
+        lead = format!("{lead} {}", crate::report::table::CLIPPED);
+    }
     out.push_str(&legend(
         &metrics,
-        "mean ± 95% CI over replications.",
+        &lead,
         "test: z = two-proportion z on pooled messages, welch = Welch t on replications; \
          agree: p >= 0.01 or |live - sim| within the metric's tolerance (compare.csv; \
          docs/live.md)",

@@ -163,6 +163,42 @@ pub fn mean_ci(mean: f64, ci: Option<f64>) -> String {
     }
 }
 
+/// The range a metric's value can take, as shown (after [`unit`]'s
+/// scale): 0 to 100 % for a share (`*_rate`), none for the others.
+pub fn bounds(metric: &str) -> Option<(f64, f64)> {
+    metric.ends_with("_rate").then_some((0.0, 100.0))
+}
+
+/// [`mean_ci`] for a value bounded to `bounds`: when `mean ±ci` would
+/// reach past an end (a share near 0 or 100 % over few replications), the
+/// interval is printed clipped to the range instead, `75 (11..100)`, to
+/// the same precision. Clipping loses no coverage: the true mean lies in
+/// the range (docs/metrics.md, "The printed table").
+pub fn mean_ci_in(mean: f64, ci: Option<f64>, bounds: Option<(f64, f64)>) -> String {
+    let plain = mean_ci(mean, ci);
+    let (Some(c), Some((lo, hi))) = (ci, bounds) else {
+        return plain;
+    };
+    if mean.is_nan() || !c.is_finite() || (mean - c >= lo && mean + c <= hi) {
+        return plain;
+    }
+    let d = decimals(mean, ci);
+    let m = plain.split(' ').next().unwrap_or_default();
+    let end = |x: f64| {
+        let t = format!("{x:.d$}");
+        if t.trim_start_matches(['-', '0', '.']).is_empty() {
+            t.trim_start_matches('-').to_string()
+        } else {
+            t
+        }
+    };
+    format!(
+        "{m} ({}..{})",
+        end((mean - c).max(lo)),
+        end((mean + c).min(hi))
+    )
+}
+
 /// Column headers for the swept keys: the shortest end of each dotted name
 /// (whole segments) that no other key ends with.
 pub fn short_keys(keys: &[String]) -> Vec<String> {
@@ -237,7 +273,7 @@ pub fn render_width(keys: &[String], rows: &[SummaryRow], max: usize) -> String 
                 let (_, scale) = unit(metric);
                 let s = &r.stats[idx(metric)];
                 let ci = (s.n >= 2).then_some(s.ci95 * scale);
-                line.push(mean_ci(s.mean * scale, ci));
+                line.push(mean_ci_in(s.mean * scale, ci, bounds(metric)));
             }
             line
         })
@@ -287,12 +323,22 @@ pub fn render_width(keys: &[String], rows: &[SummaryRow], max: usize) -> String 
             line(l, &mut out);
         }
     }
-    out.push_str(&legend(&COLS, LEAD, TAIL, max));
+    let clipped = body
+        .iter()
+        .any(|l| l[ids..].iter().any(|c| c.ends_with(')')));
+    let lead = if clipped {
+        format!("{LEAD} {CLIPPED}")
+    } else {
+        LEAD.to_string()
+    };
+    out.push_str(&legend(&COLS, &lead, TAIL, max));
     out
 }
 
 /// The legend's first and last sentences.
 const LEAD: &str = "mean ± 95% CI over replications (n/a: one replication).";
+/// Said after [`LEAD`] when a cell shows a clipped interval ([`mean_ci_in`]).
+pub const CLIPPED: &str = "A % whose CI would pass 0 or 100 shows it clipped: mean (low..high).";
 const TAIL: &str = "Every column of summary.csv: docs/metrics.md";
 
 #[cfg(test)]
@@ -321,6 +367,24 @@ mod tests {
         assert_eq!(mean_ci(85.4, Some(10.9)), "85 ±11");
         assert_eq!(mean_ci(1.0, Some(0.0)), "1.00 ±0.00");
         assert_eq!(mean_ci(0.0, Some(0.0)), "0 ±0");
+    }
+
+    /// A share's interval never reads past 0 or 100 %: `1 starter %  75
+    /// ±64` and `75 ±191` (issue 39) print as clipped ranges; one inside
+    /// the range, and an unbounded metric, stay `mean ±ci`.
+    #[test]
+    fn a_share_ci_is_clipped_to_0_100() {
+        let pct = bounds("single_starter_rate");
+        assert_eq!(mean_ci_in(75.0, Some(64.0), pct), "75 (11..100)");
+        assert_eq!(mean_ci_in(75.0, Some(191.0), pct), "75 (0..100)");
+        assert_eq!(mean_ci_in(2.5, Some(4.1), pct), "2.5 (0.0..6.6)");
+        assert_eq!(mean_ci_in(50.0, Some(20.0), pct), "50 ±20");
+        assert_eq!(mean_ci_in(75.0, None, pct), "75.0 ±n/a");
+        assert_eq!(
+            mean_ci_in(75.0, Some(191.0), bounds("ttfr_p95_ms")),
+            "75 ±191"
+        );
+        assert_eq!(mean_ci_in(f64::NAN, Some(1.0), pct), "n/a");
         assert_eq!(mean_ci(16.46, Some(0.0004)), "16.5 ±0.0");
         assert_eq!(mean_ci(2.5, None), "2.50 ±n/a");
         assert_eq!(mean_ci(f64::NAN, None), "n/a");

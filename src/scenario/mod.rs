@@ -201,10 +201,27 @@ impl Loaded {
                 Loaded::from_text_overridden(&file, &text, &base_dir, overrides)?
             }
         };
-        for (assignment, origin) in overrides {
-            loaded.apply_as(assignment, origin)?;
-        }
+        loaded.apply_all(overrides)?;
         Ok(loaded)
+    }
+
+    /// Apply `overrides`, each `(KEY=VALUE, origin)`, in order, then
+    /// validate the result once: a value is judged with every override in
+    /// place (`--set workload.mean_gap_ms=1e10 --set workload.count=100` is
+    /// the same as the other order), and an error about a key an override
+    /// set names that override. A malformed assignment, a value of the
+    /// wrong type or shape, or a bad sweep axis is still refused at once.
+    pub fn apply_all(&mut self, overrides: &[(String, String)]) -> Result<(), ScenarioError> {
+        let mut last = None;
+        for (assignment, origin) in overrides {
+            if let Some(scenario) = self.assign(assignment, origin)? {
+                last = Some(scenario);
+            }
+        }
+        match last {
+            Some(scenario) => self.check_base(&scenario),
+            None => Ok(()),
+        }
     }
 
     /// [`Loaded::from_text`], unless the file is refused at a key that one
@@ -345,6 +362,20 @@ impl Loaded {
     /// [`Loaded::apply_set`], with errors naming `origin` (e.g. `--reps 0`)
     /// instead of `--set KEY=VALUE`.
     pub fn apply_as(&mut self, assignment: &str, origin: &str) -> Result<(), ScenarioError> {
+        match self.assign(assignment, origin)? {
+            Some(scenario) => self.check_base(&scenario),
+            None => Ok(()),
+        }
+    }
+
+    /// [`Loaded::apply_as`] but the validation of the scenario as a whole:
+    /// the scenario it leaves, for the caller to check ([`Loaded::check_base`]),
+    /// or `None` for a sweep axis (whose points `points()` checks).
+    fn assign(
+        &mut self,
+        assignment: &str,
+        origin: &str,
+    ) -> Result<Option<Scenario>, ScenarioError> {
         let file = origin.to_string();
         let bad = |key: Option<String>, message: String| ScenarioError {
             file: file.clone(),
@@ -371,7 +402,7 @@ impl Loaded {
         let value = parse_value(raw.trim());
         if key == "sweep" {
             let axes = validate::sweep_axes(self, value, Some(origin))?;
-            return self.add_axes(axes, origin);
+            return self.add_axes(axes, origin).map(|()| None);
         }
         if let Some(axis) = key.strip_prefix("sweep.") {
             // The file spells an axis as a quoted TOML key
@@ -383,7 +414,7 @@ impl Loaded {
             let mut t = toml::Table::new();
             t.insert(axis.to_string(), value);
             let axes = validate::sweep_axes(self, Value::Table(t), Some(origin))?;
-            return self.add_axes(axes, origin);
+            return self.add_axes(axes, origin).map(|()| None);
         }
         // A value inside a swept one cannot be set: the axis would overwrite it.
         if let Some(a) = self.sweep.iter().find(|a| {
@@ -412,11 +443,10 @@ impl Loaded {
             )
         })?;
         self.sets.push((key.to_string(), origin.to_string()));
-        self.check_base(&scenario)?;
         self.resolved = to_table(&scenario).map_err(|m| bad(Some(key.to_string()), m))?;
         // Pin the axes this key sets.
         self.sweep.retain(|a| !validate::path_within(&a.key, key));
-        Ok(())
+        Ok(Some(scenario))
     }
 
     fn add_axes(&mut self, axes: Vec<Axis>, origin: &str) -> Result<(), ScenarioError> {

@@ -134,7 +134,7 @@ pub fn data_files(resolved: &toml::Table) -> Vec<String> {
 pub fn data_hash(resolved: &toml::Table, base_dir: &Path) -> Result<String, String> {
     let mut h = Fnv::default();
     for p in &data_files(resolved) {
-        let bytes = crate::files::read_input(&base_dir.join(p), u64::MAX)
+        let bytes = crate::files::read_input(&base_dir.join(p), crate::limits::MAX_EMPIRICAL_BYTES)
             .map_err(|e| format!("cannot read `{}`: {e}", base_dir.join(p).display()))?;
         h.part(p.as_bytes());
         h.part(&bytes);
@@ -213,27 +213,54 @@ pub struct Contents {
     pub dropped: usize,
 }
 
-/// Read a journal. The error says what is wrong with the file (the caller
-/// names it).
+/// Longest line a journal may have: a row takes well under 4 KiB, a `#| `
+/// line is a line of the resolved scenario (a scenario file is at most
+/// [`crate::limits::MAX_SCENARIO_BYTES`]).
+pub const MAX_LINE_BYTES: u64 = crate::limits::MAX_SCENARIO_BYTES + 64;
+/// Most bytes of resolved scenario a journal's `#| ` lines may hold (64
+/// MiB: the file's 16 MiB with its sweep axes expanded to lists).
+pub const MAX_SCENARIO_TEXT: usize = 64 << 20;
+
+/// Read a journal, a line at a time: what it holds stays bounded (no line
+/// longer than [`MAX_LINE_BYTES`], no more rows than its `# jobs` line
+/// lists, at most [`MAX_SCENARIO_TEXT`] of scenario), whatever the size of
+/// the file. The error says what is wrong with the file (the caller names
+/// it).
 pub fn read(path: &Path) -> Result<Contents, String> {
-    let bytes =
-        crate::files::read_input(path, u64::MAX).map_err(|e| format!("cannot read: {e}"))?;
-    let text = String::from_utf8_lossy(&bytes);
+    use std::io::{BufRead, Read};
+    let file = crate::files::open_input(path).map_err(|e| format!("cannot read: {e}"))?;
+    let mut reader = std::io::BufReader::new(file);
     let mut fields: Vec<(String, String)> = Vec::new();
     let mut scenario = String::new();
     let mut rows: Vec<Row> = Vec::new();
     let mut seen: BTreeSet<(usize, PolicyKind, u32)> = BTreeSet::new();
     let mut dropped = 0;
-    let complete = match text.rfind('\n') {
-        Some(i) => {
-            if i + 1 < text.len() {
-                dropped += 1; // a torn last line
-            }
-            &text[..=i]
+    let mut jobs_line: Option<usize> = None;
+    let mut bytes = Vec::new();
+    for number in 1usize.. {
+        bytes.clear();
+        let got = (&mut reader)
+            .take(MAX_LINE_BYTES + 1)
+            .read_until(b'\n', &mut bytes)
+            .map_err(|e| format!("cannot read: {e}"))?;
+        if got == 0 {
+            break;
         }
-        None => "",
-    };
-    for line in complete.lines() {
+        if bytes.last() != Some(&b'\n') {
+            if got as u64 > MAX_LINE_BYTES {
+                return Err(format!(
+                    "line {number}: longer than {MAX_LINE_BYTES} bytes, which no journal line \
+                     is: not a herdsim journal"
+                ));
+            }
+            dropped += 1; // a torn last line
+            break;
+        }
+        bytes.pop();
+        if bytes.last() == Some(&b'\r') {
+            bytes.pop();
+        }
+        let line = String::from_utf8_lossy(&bytes);
         if let Some(rest) = line.strip_prefix("#| ") {
             scenario.push_str(rest);
             scenario.push('\n');
@@ -241,16 +268,35 @@ pub fn read(path: &Path) -> Result<Contents, String> {
             scenario.push('\n');
         } else if let Some(rest) = line.strip_prefix("# ") {
             if let Some((k, v)) = rest.split_once(' ') {
+                if k == "jobs" {
+                    jobs_line = v.parse().ok();
+                }
                 fields.push((k.to_string(), v.to_string()));
             }
-        } else if let Some(row) = parse_line(line) {
-            if seen.insert((row.job.point, row.job.policy, row.job.rep)) {
-                rows.push(row);
-            } else {
+        } else if let Some(row) = parse_line(&line) {
+            let Some(jobs) = jobs_line else {
+                return Err(format!(
+                    "line {number}: a row before the `# jobs` header line: not a herdsim journal"
+                ));
+            };
+            if !seen.insert((row.job.point, row.job.policy, row.job.rep)) {
                 dropped += 1;
+            } else if rows.len() >= jobs {
+                return Err(format!(
+                    "line {number}: more rows than the {jobs} replications of its `# jobs` line"
+                ));
+            } else {
+                rows.push(row);
             }
         } else {
             dropped += 1;
+        }
+        if scenario.len() > MAX_SCENARIO_TEXT || fields.len() > 1000 {
+            return Err(format!(
+                "line {number}: more header than a journal holds ({} MiB of scenario, 1000 \
+                 `# ` lines at most): not a herdsim journal",
+                MAX_SCENARIO_TEXT >> 20
+            ));
         }
     }
     let get = |k: &str| -> Result<String, String> {
@@ -435,6 +481,30 @@ mod tests {
         assert_eq!(c.rows.len(), 1);
         assert_eq!(c.rows[0].job.rep, 1);
         assert_eq!(c.dropped, 2);
+    }
+
+    /// What a journal holds stays bounded whatever its size: more rows
+    /// than its `# jobs` line lists, or a line longer than any journal
+    /// line, are refused (tests/hardening_files.rs: a 4 GiB one).
+    #[test]
+    fn a_journal_is_read_within_bounds() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join(JOURNAL_FILE);
+        let rows: Vec<Row> = (0..5).map(|r| row(r, 0, 0.5)).collect();
+        drop(Writer::create(&path, &header(), &rows).expect("create"));
+        let e = read(&path).expect_err("5 rows, 4 jobs");
+        assert!(e.contains("more rows than the 4 replications"), "{e}");
+        let mut text = std::fs::read_to_string(&path).expect("read");
+        text.push_str(&"x".repeat(MAX_LINE_BYTES as usize + 1));
+        std::fs::write(&path, text).expect("write");
+        let e = read(&path).expect_err("a long line");
+        assert!(e.contains("more rows") || e.contains("longer than"), "{e}");
+        drop(Writer::create(&path, &header(), &rows[..4]).expect("create"));
+        let mut text = std::fs::read_to_string(&path).expect("read");
+        text.push_str(&"x".repeat(MAX_LINE_BYTES as usize + 1));
+        std::fs::write(&path, text).expect("write");
+        let e = read(&path).expect_err("a long line");
+        assert!(e.contains("longer than 16777280 bytes"), "{e}");
     }
 
     #[test]

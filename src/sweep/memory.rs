@@ -243,41 +243,75 @@ pub fn check_run(
     let jobs = (run_points.len() as u64)
         .saturating_mul(plan.policies.len() as u64)
         .saturating_mul(u64::from(plan.reps));
-    let threads = (threads as u64).min(jobs.max(1));
-    let runs = threads.saturating_mul(run_bytes(most));
-    // Room for each replication to relay at least a few messages to all.
-    let events_floor = threads.saturating_mul(most.saturating_mul(4).saturating_mul(EVENT_BYTES));
-    let need = plan_need.saturating_add(per_points).saturating_add(runs);
-    if need.saturating_add(events_floor) > budget {
-        let key = plan
-            .points
-            .get(at)
-            .and_then(|p| {
-                p.scenario
-                    .agents
-                    .iter()
-                    .position(|g| g.count > 0)
-                    .map(|g| format!("agents.{g}.count"))
-            })
-            .unwrap_or_else(|| "agents".into());
-        return Err(plan
-            .loaded
-            .error_at(
-                &key,
-                format!(
-                    "{most} agents on {threads} thread{} need about {} of memory, more than \
-                     the {} this run may use (--max-memory; default: what the machine, ulimit -v and \
-                     the cgroup leave); \
-                     use fewer agents or fewer --jobs",
-                    if threads == 1 { "" } else { "s" },
-                    show(need.saturating_add(events_floor)),
-                    show(budget)
-                ),
-            )
-            .into());
+    let key = plan
+        .points
+        .get(at)
+        .map_or_else(|| "agents".into(), |p| agents_key(&p.scenario));
+    let need = Need {
+        held: plan_need.saturating_add(per_points),
+        agents: most,
+        jobs,
+        threads,
+    };
+    need.check(&plan.loaded, &key, budget)
+}
+
+/// The key that sets a scenario's agent count, to name in a refusal: its
+/// first group with agents.
+pub fn agents_key(scenario: &crate::scenario::Scenario) -> String {
+    scenario
+        .agents
+        .iter()
+        .position(|g| g.count > 0)
+        .map_or_else(|| "agents".into(), |g| format!("agents.{g}.count"))
+}
+
+/// What a run of replications needs besides their pending events.
+#[derive(Debug, Clone, Copy)]
+pub struct Need {
+    /// Bytes held for the whole run (the plan, its points or candidates).
+    pub held: u64,
+    /// Agents of the largest replication.
+    pub agents: u64,
+    /// Replications in all (a thread more than these has nothing to run).
+    pub jobs: u64,
+    /// Worker threads.
+    pub threads: usize,
+}
+
+impl Need {
+    /// Refuse (exit 2, naming `key` and the budget) when `threads`
+    /// replications of `agents` agents, with room to relay a few messages
+    /// to all of them, do not fit `budget` beside what is held; else the
+    /// events each replication may hold pending (its share of the rest).
+    /// `herdsim run` and `herdsim tune` both check this before they start.
+    pub fn check(&self, loaded: &Loaded, key: &str, budget: u64) -> Result<usize, Error> {
+        let most = self.agents;
+        let threads = (self.threads as u64).min(self.jobs.max(1));
+        let runs = threads.saturating_mul(run_bytes(most));
+        // Room for each replication to relay at least a few messages to all.
+        let events_floor =
+            threads.saturating_mul(most.saturating_mul(4).saturating_mul(EVENT_BYTES));
+        let need = self.held.saturating_add(runs);
+        if need.saturating_add(events_floor) > budget {
+            return Err(loaded
+                .error_at(
+                    key,
+                    format!(
+                        "{most} agents on {threads} thread{} need about {} of memory, more \
+                         than the {} this run may use (--max-memory; default: what the \
+                         machine, ulimit -v and the cgroup leave); use fewer agents or fewer \
+                         --jobs",
+                        if threads == 1 { "" } else { "s" },
+                        show(need.saturating_add(events_floor)),
+                        show(budget)
+                    ),
+                )
+                .into());
+        }
+        let per_run = (budget - need) / threads / EVENT_BYTES;
+        Ok(usize::try_from(per_run).unwrap_or(usize::MAX))
     }
-    let per_run = (budget - need) / threads / EVENT_BYTES;
-    Ok(usize::try_from(per_run).unwrap_or(usize::MAX))
 }
 
 #[cfg(test)]

@@ -117,6 +117,9 @@ pub struct Settings {
     /// Bound on the mean `ttfr_p95_ms` (none: unconstrained).
     pub budget_ms: Option<f64>,
     pub threads: usize,
+    /// Events one replication may hold pending (its share of the memory
+    /// budget, [`crate::sweep::memory::Need::check`]); `usize::MAX`: no cap.
+    pub max_pending: usize,
 }
 
 /// Where a candidate came from.
@@ -275,6 +278,29 @@ pub fn tune(
     let result = t.search();
     obs.finish();
     result
+}
+
+/// About how many candidates the compass search adds: about `2 x free
+/// dims` polls per round for `log2(grid spacing / step) + 3` rounds.
+pub fn estimated_refine(space: &Space, levels: usize) -> u64 {
+    let levels = levels.max(2) as f64;
+    let (mut free, mut rounds) = (0u64, 0f64);
+    for d in space.dims.iter().filter(|d| d.free()) {
+        free += 1;
+        let ratio = (d.hi - d.lo) / (levels - 1.0) / 2.0 / d.step.max(1e-12);
+        rounds = rounds.max(ratio.max(1.0).log2() + 3.0);
+    }
+    2 * free * rounds.ceil() as u64
+}
+
+/// About how many runs the search takes: the current settings and the
+/// grid of `grid` candidates at `reps`, the compass search
+/// ([`estimated_refine`]) at `reps`, the best two doubled up to `max_reps`.
+pub fn estimated_runs(space: &Space, s: &Settings, grid: usize) -> u64 {
+    let reps = u64::from(s.reps);
+    let refine = estimated_refine(space, s.levels);
+    let duel = 2 * u64::from(s.max_reps.saturating_sub(s.reps));
+    (1 + grid as u64 + refine) * reps + duel
 }
 
 struct Tuner<'a> {
@@ -469,8 +495,10 @@ impl Tuner<'_> {
             .loaded
             .base()
             .map_err(|e| TuneError::Input(e.to_string()))?;
-        let prepared = Prepared::with_cache(&scenario, &self.loaded.base_dir, &self.loaded.data)
-            .map_err(|e| TuneError::Input(format!("{}: {e}", self.loaded.file)))?;
+        let mut prepared =
+            Prepared::with_cache(&scenario, &self.loaded.base_dir, &self.loaded.data)
+                .map_err(|e| TuneError::Input(format!("{}: {e}", self.loaded.file)))?;
+        prepared.set_max_pending(self.s.max_pending);
         let values = self.space.current();
         let eligible = values
             .as_ref()
@@ -505,8 +533,9 @@ impl Tuner<'_> {
             .apply(self.loaded, &v)
             .map_err(|e| TuneError::Input(e.to_string()))?;
         let scenario = l.base().map_err(|e| TuneError::Input(e.to_string()))?;
-        let prepared = Prepared::with_cache(&scenario, &l.base_dir, &l.data)
+        let mut prepared = Prepared::with_cache(&scenario, &l.base_dir, &l.data)
             .map_err(|e| TuneError::Input(format!("{}: {e}", l.file)))?;
+        prepared.set_max_pending(self.s.max_pending);
         let id = self.cands.len();
         self.seen.insert(key, id);
         self.cands.push(Candidate {
@@ -520,22 +549,9 @@ impl Tuner<'_> {
         Ok(id)
     }
 
-    /// About how many runs the search takes: the current settings and the
-    /// grid at `reps`; a compass search of about `2 x free dims` polls per
-    /// round for `log2(grid spacing / step) + 3` rounds; the best two
-    /// doubled up to `max_reps`.
+    /// About how many runs the search takes ([`estimated_runs`]).
     fn estimated_runs(&self, grid: usize) -> u64 {
-        let levels = self.s.levels.max(2) as f64;
-        let (mut free, mut rounds) = (0u64, 0f64);
-        for d in self.space.dims.iter().filter(|d| d.free()) {
-            free += 1;
-            let ratio = (d.hi - d.lo) / (levels - 1.0) / 2.0 / d.step.max(1e-12);
-            rounds = rounds.max(ratio.max(1.0).log2() + 3.0);
-        }
-        let reps = u64::from(self.s.reps);
-        let refine = 2 * free * rounds.ceil() as u64;
-        let duel = 2 * u64::from(self.s.max_reps.saturating_sub(self.s.reps));
-        (1 + grid as u64 + refine) * reps + duel
+        estimated_runs(self.space, self.s, grid)
     }
 
     /// Run candidates `ids` up to `n` replications each, in parallel, as
@@ -796,6 +812,7 @@ mod tests {
             weights: Weights::default(),
             budget_ms: Some(15_000.0),
             threads: 2,
+            max_pending: usize::MAX,
         };
         let out = tune(&loaded, &space, &settings, &()).expect("tunes");
         // Deterministic: of each family, the longest TTL runs first, and

@@ -624,6 +624,29 @@ pub fn pareto_chart(name: &str, out: &Outcome, s: &Settings) -> ParetoChart {
         .candidates
         .iter()
         .any(|c| c.summary("unanswered_rate").mean > 0.0);
+    // With no duplicate and nothing unanswered anywhere, the objective is
+    // the wasted inference rate times its weight: one panel, not two alike.
+    let only_waste = !out.candidates.iter().filter(|c| c.reps() > 0).any(|c| {
+        (s.weights.duplicate > 0.0 && c.summary("duplicate_rate").mean != 0.0)
+            || (s.weights.unanswered > 0.0 && c.summary("unanswered_rate").mean != 0.0)
+    });
+    if only_waste {
+        panels.remove(0);
+        let label = if s.weights.wasted == 1.0 {
+            "wasted inference rate (= the objective)".to_string()
+        } else {
+            format!(
+                "wasted inference rate (objective / {})",
+                num(s.weights.wasted)
+            )
+        };
+        if let Some(p) = panels
+            .iter_mut()
+            .find(|p| p.1 == Some("wasted_inference_rate"))
+        {
+            p.0.label = label;
+        }
+    }
     if s.weights.unanswered > 0.0 && unanswered_varies {
         panels.push((
             ParetoAxis {
@@ -663,6 +686,20 @@ pub fn pareto_chart(name: &str, out: &Outcome, s: &Settings) -> ParetoChart {
         || "no latency budget".to_string(),
         |b| format!("budget: mean p95 <= {} ms", num(b)),
     );
+    // The duel gives the best two more replications than the others had:
+    // the recommendation's mean is over more, so it need not lie on the
+    // front drawn through the others' means.
+    let chosen_reps = out
+        .chosen
+        .and_then(|c| out.candidates.get(c))
+        .map(Candidate::reps);
+    let chosen_label = chosen_reps.filter(|&n| n > s.reps as usize).map(|n| {
+        format!(
+            "recommended (95% CI): mean of its {n} replications, the duel's too; most \
+             points of {}, so it may sit off their front",
+            s.reps
+        )
+    });
     ParetoChart {
         title: format!("herdsim tune: {name} ({})", s.policy.name()),
         subtitle: format!(
@@ -671,6 +708,7 @@ pub fn pareto_chart(name: &str, out: &Outcome, s: &Settings) -> ParetoChart {
             out.candidates.len(),
             s.reps
         ),
+        chosen_label,
         budget_ms: s.budget_ms,
         panels: panels.into_iter().map(|(a, _)| a).collect(),
         points,

@@ -39,6 +39,8 @@ pub struct Request {
     pub grid: Option<usize>,
     /// Worker threads.
     pub threads: usize,
+    /// `--max-memory` (none: what the system leaves, as for `herdsim run`).
+    pub max_memory: Option<u64>,
 }
 
 /// A checked request: the scenario, the space searched and the settings.
@@ -113,7 +115,7 @@ impl Request {
             .map_err(bad)?;
         let space = Space::new(&loaded, &params).map_err(bad)?;
         let levels = self.levels(&space)?;
-        let settings = Settings {
+        let mut settings = Settings {
             policy,
             seed: self.seed.unwrap_or(base.seed),
             reps,
@@ -122,7 +124,9 @@ impl Request {
             weights,
             budget_ms: self.max_ttfr_p95_ms,
             threads,
+            max_pending: usize::MAX,
         };
+        settings.max_pending = memory_check(&loaded, &base, &space, &settings, self.max_memory)?;
         Ok(Search {
             name: base.name.clone(),
             loaded,
@@ -174,6 +178,37 @@ impl Request {
         }
         Ok(levels)
     }
+}
+
+/// The limits `herdsim run` applies, before anything runs: the candidates
+/// (each holds its prepared world) and `threads` replications of the
+/// scenario's agents must fit the memory budget (exit 2 naming the agent
+/// count, `--max-memory` and `--jobs`); returns each replication's share of
+/// the rest, in pending events (docs/limits.md, "Memory").
+fn memory_check(
+    loaded: &Loaded,
+    base: &crate::scenario::Scenario,
+    space: &Space,
+    s: &Settings,
+    max_memory: Option<u64>,
+) -> Result<usize, TuneError> {
+    use crate::sweep::memory::{self, JOB_BYTES, Need, POINT_AGENT_BYTES, POINT_BYTES};
+    let budget = memory::budget(max_memory);
+    let grid = space.grid(s.levels).len();
+    let candidates = 1 + grid as u64 + super::estimated_refine(space, s.levels);
+    let runs = super::estimated_runs(space, s, grid);
+    let agents = base.agent_count();
+    let per_candidate = POINT_BYTES.saturating_add(agents.saturating_mul(POINT_AGENT_BYTES));
+    let held = memory::PROCESS_BYTES
+        .saturating_add(candidates.saturating_mul(per_candidate))
+        .saturating_add(runs.saturating_mul(JOB_BYTES));
+    let need = Need {
+        held,
+        agents,
+        jobs: runs,
+        threads: s.threads,
+    };
+    need.check(loaded, &memory::agents_key(base), budget)
 }
 
 /// Run `search` and write its files into `<out>/<name>/tune/` (checked
@@ -366,6 +401,32 @@ mod tests {
                 _ => panic!("{start}: must be refused as bad input"),
             }
         }
+    }
+
+    /// `herdsim tune` applies `herdsim run`'s memory limits before it
+    /// starts: 100 000 agents do not fit 1 GiB (they aborted at 2.8 GB).
+    #[test]
+    fn a_search_that_does_not_fit_the_memory_budget_is_refused() {
+        let r = Request {
+            sets: vec!["agents.0.count=100000".into()],
+            max_memory: Some(1 << 30),
+            ..request()
+        };
+        match r.check() {
+            Err(TuneError::Input(m)) => {
+                assert!(m.contains("key `agents.0.count`"), "{m}");
+                assert!(m.contains("--max-memory"), "{m}");
+            }
+            _ => panic!("100 000 agents in 1 GiB must be refused as bad input"),
+        }
+        // The same search with room for it passes, its events capped.
+        let r = Request {
+            sets: vec!["agents.0.count=100000".into()],
+            max_memory: Some(64 << 30),
+            ..request()
+        };
+        let s = r.check().expect("fits 64 GiB");
+        assert!(s.settings.max_pending < usize::MAX);
     }
 
     #[test]

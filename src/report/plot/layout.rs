@@ -15,8 +15,9 @@ pub fn scale_factor(size: (u32, u32), base: (u32, u32)) -> f64 {
 pub fn grid(n: usize) -> (usize, usize) {
     match n {
         0 | 1 => (1, 1),
-        2 => (1, 2),
-        3 | 4 => (2, 2),
+        // Three in a row: a 2x2 grid would leave a hole.
+        2 | 3 => (1, n),
+        4 => (2, 2),
         _ => (n.div_ceil(3), 3),
     }
 }
@@ -307,6 +308,7 @@ mod tests {
     fn grids_hold_every_panel() {
         assert_eq!(grid(1), (1, 1));
         assert_eq!(grid(2), (1, 2));
+        assert_eq!(grid(3), (1, 3));
         assert_eq!(grid(4), (2, 2));
         assert_eq!(grid(7), (3, 3));
         for n in 1..20 {

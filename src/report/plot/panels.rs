@@ -108,7 +108,8 @@ pub fn figure_size(n: usize) -> (u32, u32) {
     match n {
         0 | 1 => (1200, 800),
         2 => (1600, 700),
-        3 | 4 => (1600, 1200),
+        3 => (2100, 760),
+        4 => (1600, 1200),
         _ => (cols as u32 * 700, 140 + rows as u32 * 530),
     }
 }
@@ -223,7 +224,7 @@ struct Series {
     rows: Vec<usize>,
     /// The earlier series it equals in every panel (same x values, means
     /// and CIs): its legend entry says so, and it is drawn over that one
-    /// with short dashes and small markers, so that both stay visible.
+    /// in long dashes with larger hollow markers, so that both stay visible.
     same_as: Option<usize>,
 }
 
@@ -308,7 +309,7 @@ impl<'a> PanelFigure<'a> {
 
     /// Per series, whether it lies exactly on an earlier series in this
     /// panel (its points `all[j]` equal `all[i]`, i < j): such a series is
-    /// drawn over the other with short dashes and small markers.
+    /// drawn over the other in long dashes with larger hollow markers.
     fn overlays(all: &[Vec<Pt>]) -> Vec<bool> {
         (0..all.len())
             .map(|j| !all[j].is_empty() && (0..j).any(|i| all[i] == all[j]))
@@ -373,7 +374,13 @@ impl<'a> PanelFigure<'a> {
                 let ci = if ci.is_finite() { ci.abs() } else { 0.0 };
                 let x = self.x_of(r, si);
                 let (mean, ci) = (mean * scale, ci * scale);
-                (mean.is_finite() && x.is_finite()).then_some((x, mean, mean - ci, mean + ci))
+                // A share's band and whiskers stay within 0..100 %, as the
+                // table prints its interval.
+                let (lo, hi) = match m.kind {
+                    Kind::Percent => ((mean - ci).max(0.0), (mean + ci).min(scale)),
+                    _ => (mean - ci, mean + ci),
+                };
+                (mean.is_finite() && x.is_finite()).then_some((x, mean, lo, hi))
             })
             .collect();
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -490,10 +497,65 @@ impl<'a> PanelFigure<'a> {
         }
         let pa = chart.plotting_area();
         if bars {
-            self.draw_bars(pa, &all, y.range, unit, s)
+            self.draw_bars(pa, &all, y.range, unit, s)?;
         } else {
-            self.draw_series(pa, &all, y.range, s)
+            self.draw_series(pa, &all, y.range, s)?;
+            self.draw_overlay_note(area, &all, s)?;
         }
+        // A panel of zeros says so, rather than leave an empty frame to read.
+        let points = all.iter().flatten();
+        if all.iter().any(|p| !p.is_empty()) && points.clone().all(|p| all_zero(*p)) {
+            let st = draw::font(18.0 * s).color(&draw::MUTED);
+            let mid = (w as i32 / 2, h as i32 / 2);
+            let what = if bars {
+                "every policy"
+            } else {
+                "every series at every point"
+            };
+            let text = format!("0 for {what}");
+            return draw::text(area, mid, (0, 0), text, &st, (HPos::Center, VPos::Center));
+        }
+        Ok(())
+    }
+
+    /// Series that lie exactly on another in this panel only (the legend
+    /// names those equal in every panel): said in the panel's top right
+    /// corner, "= here: spec, specialised channels on spec, everyone answers".
+    fn overlay_notes(&self, all: &[Vec<Pt>]) -> Vec<String> {
+        let mut notes = Vec::new();
+        for j in 0..all.len() {
+            if all[j].is_empty() || self.series[j].same_as.is_some() {
+                continue;
+            }
+            if let Some(i) = (0..j).find(|&i| all[i] == all[j]) {
+                notes.push(format!(
+                    "{} = {} here",
+                    self.series[j].label, self.series[i].label
+                ));
+            }
+        }
+        notes
+    }
+
+    fn draw_overlay_note<DB: DrawingBackend>(
+        &self,
+        area: &DrawingArea<DB, Shift>,
+        all: &[Vec<Pt>],
+        s: f64,
+    ) -> anyhow::Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let font = draw::font(15.0 * s).color(&draw::MUTED);
+        let (w, _) = area.dim_in_pixel();
+        let line_h = (15.0 * s * 1.3) as i32;
+        // Under the caption, right-aligned over the plot.
+        let top = (48.0 * s) as i32;
+        for (k, note) in self.overlay_notes(all).iter().enumerate() {
+            let at = (w as i32 - (12.0 * s) as i32, top + k as i32 * line_h);
+            draw::text(area, at, (0, 0), note, &font, (HPos::Right, VPos::Top))?;
+        }
+        Ok(())
     }
 
     /// One bar per series with its CI and its value on top.
@@ -541,19 +603,28 @@ impl<'a> PanelFigure<'a> {
             self.draw_lines(pa, all, &over, (y0, y1), s)?;
         }
         let mark_r = (5.0 * s).round().max(2.0) as i32;
-        let small_r = (3.0 * s).round().max(2.0) as i32;
+        let ring_r = (9.0 * s).round().max(4.0) as i32;
         let cap = (6.0 * s).round().max(2.0) as i32;
-        // The series on top of an equal one last, with smaller markers.
+        // The series on top of an equal one last: a larger hollow marker
+        // around the one below, which is drawn again inside it, so that both
+        // show even in the same colour (one policy under two settings).
         for top in [false, true] {
             for (si, pts) in all.iter().enumerate().filter(|(si, _)| over[*si] == top) {
                 let sr = &self.series[si];
-                let r = if top { small_r } else { mark_r };
+                let below = (0..si).find(|&i| all[i] == *pts).map(|i| &self.series[i]);
                 for &(x, mean, lo, hi) in pts {
+                    let at = (x, clamp(mean));
                     if !top && (!lines || pts.len() < 2) {
                         whisker(pa, x, (clamp(lo), clamp(hi)), cap, sr.color)?;
                     }
                     let c = sr.color.to_rgba();
-                    draw::marker(pa, (x, clamp(mean)), sr.shape, r, c, true)?;
+                    match below.filter(|_| top) {
+                        Some(b) => {
+                            draw::marker(pa, at, sr.shape, ring_r, c, false)?;
+                            draw::marker(pa, at, b.shape, mark_r, b.color.to_rgba(), true)?;
+                        }
+                        None => draw::marker(pa, at, sr.shape, mark_r, c, true)?,
+                    }
                 }
             }
         }
@@ -948,6 +1019,12 @@ fn titles(
         "whiskers: 95% confidence interval of the mean"
     };
     let subtitle = match summary.reps_label() {
+        // One replication has no spread to show: no bands, no whiskers.
+        Some(r) if r == "1" => {
+            "One replication per point: the values of a single run, with no confidence \
+             interval"
+                .to_string()
+        }
         Some(r) => format!("Mean over {r} replications per point; {interval}"),
         None => format!("Mean over replications; {interval}"),
     };
@@ -956,6 +1033,11 @@ fn titles(
 
 /// A point: (x, mean, low end of the CI, high end).
 type Pt = (f64, f64, f64, f64);
+
+/// A point whose mean and CI are all zero.
+fn all_zero(p: Pt) -> bool {
+    p.1 == 0.0 && p.2 == 0.0 && p.3 == 0.0
+}
 
 /// The display unit of a metric.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -1266,6 +1348,57 @@ mod tests {
             PanelFigure::overlays(&[pts(1.0), pts(2.0), pts(1.0), Vec::new()]),
             vec![false, false, true, false]
         );
+    }
+
+    /// A series on another in some panels only (pile-on's "spec,
+    /// specialised channels" on "spec, everyone answers" in responses per
+    /// message) is named in those panels; a panel of zeros, a share's CI
+    /// past 0..100 % and one replication are said or clipped; three panels
+    /// make one row (issue 39, item 8).
+    #[test]
+    fn what_a_panel_cannot_show_is_said() {
+        let s = summary(&format!(
+            "{HEAD}d,spec,2000,45000,20,0.1,0.01,0.1,0.01,9000,100,0,0\n\
+             d,spec,4000,45000,20,0.2,0.01,0.1,0.01,9000,100,0,0\n\
+             d,none,2000,45000,20,0.1,0.01,0.1,0.01,9000,100,0,0\n\
+             d,none,4000,45000,20,0.3,0.01,0.1,0.01,9000,100,0,0\n"
+        ));
+        let f = PanelFigure::new(&s, &PlotSpec::default(), &[]).expect("figure");
+        let notes = |title: &str| {
+            let m = f.metrics.iter().find(|m| m.title.starts_with(title));
+            let (_, all) = f.scaled_points(m.expect("panel"));
+            (f.overlay_notes(&all), all)
+        };
+        assert_eq!(notes("Wasted").0, vec!["none = spec here".to_string()]);
+        assert!(notes("Duplicate").0.is_empty());
+        let (_, zeros) = notes("Unanswered");
+        assert!(zeros.iter().flatten().all(|p| all_zero(*p)));
+        // A share's band stops at 0 and 100 %.
+        let s = summary(&format!(
+            "{HEAD}d,spec,2000,45000,3,0.9,0.5,0.02,0.05,9000,100,0,0\n\
+             d,spec,4000,45000,3,0.9,0.5,0.02,0.05,9000,100,0,0\n"
+        ));
+        let f = PanelFigure::new(&s, &PlotSpec::default(), &[]).expect("figure");
+        for m in f.metrics.iter().filter(|m| m.kind == Kind::Percent) {
+            let (_, all) = f.scaled_points(m);
+            for p in all.iter().flatten() {
+                assert!(p.2 >= 0.0 && p.3 <= 100.0, "{}: {p:?}", m.title);
+            }
+        }
+        // One replication: no interval promised.
+        let s = summary(&format!(
+            "{HEAD}d,spec,2000,45000,1,0.1,,0.1,,9000,,0,\n\
+             d,none,2000,45000,1,0.2,,0.1,,9000,,0,\n"
+        ));
+        let f = PanelFigure::new(&s, &PlotSpec::default(), &[]).expect("figure");
+        assert!(
+            f.subtitle.starts_with("One replication per point"),
+            "{}",
+            f.subtitle
+        );
+        assert!(!f.subtitle.contains("whiskers"), "{}", f.subtitle);
+        assert_eq!(grid(3), (1, 3));
+        assert_eq!(figure_size(3), (2100, 760));
     }
 
     #[test]

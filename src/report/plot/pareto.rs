@@ -56,6 +56,9 @@ pub struct ParetoChart {
     pub budget_ms: Option<f64>,
     pub panels: Vec<ParetoAxis>,
     pub points: Vec<ParetoPoint>,
+    /// The legend's words for the recommendation (default: "recommended
+    /// (95% CI)"), e.g. how many replications its mean is over.
+    pub chosen_label: Option<String>,
 }
 
 /// Pixel size of a figure with `panels` panels side by side.
@@ -209,7 +212,9 @@ impl ParetoChart {
             (
                 has(Mark::Chosen),
                 mark(Shape::Diamond, VERMILLION, true),
-                "recommended (95% CI)",
+                self.chosen_label
+                    .as_deref()
+                    .unwrap_or("recommended (95% CI)"),
             ),
             (budget, budget_rule, "p95 budget"),
         ]
@@ -477,6 +482,7 @@ mod tests {
                 },
             ],
             points,
+            chosen_label: None,
         };
         for name in ["p.png", "p.svg"] {
             let out = dir.path().join(name);
@@ -501,6 +507,7 @@ mod tests {
                 percent: true,
             }],
             points,
+            chosen_label: None,
         };
         let f = Frame::of(&chart, 0);
         assert_eq!((f.xs, f.xunit, f.ys), (0.001, "s", 100.0));

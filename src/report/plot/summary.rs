@@ -30,6 +30,10 @@ pub struct Summary {
     pub rows: Vec<Row>,
 }
 
+/// Largest `summary.csv` `plot` reads (256 MiB, about 300 000 rows: more
+/// points than a figure can show).
+pub const MAX_SUMMARY_BYTES: u64 = 256 << 20;
+
 impl Summary {
     /// Read and check a summary file. Every problem is an input error naming
     /// the file and the line or column.
@@ -40,7 +44,20 @@ impl Summary {
         }
         let file = crate::files::open_input(path)
             .map_err(|e| bad(format!("{shown}: cannot open: {e}")))?;
-        Self::from_reader(file, path)
+        let len = file
+            .metadata()
+            .map_err(|e| bad(format!("{shown}: cannot open: {e}")))?
+            .len();
+        if len > MAX_SUMMARY_BYTES {
+            return Err(bad(format!(
+                "{shown}: {len} bytes, larger than the {} MiB herdsim plots from a summary \
+                 (docs/limits.md); plot part of the sweep (`herdsim run --shard`, or a \
+                 smaller sweep)",
+                MAX_SUMMARY_BYTES >> 20
+            )));
+        }
+        // Read no further than the bound, should the file grow meanwhile.
+        Self::from_reader(std::io::Read::take(file, MAX_SUMMARY_BYTES), path)
     }
 
     /// Parse a summary from any reader; `path` is only used in messages.

@@ -171,8 +171,30 @@ fn unfinished(journal: &Path) -> String {
     }
 }
 
-fn read_csv(path: &Path, expected_header: &[String]) -> Result<Vec<csv::StringRecord>, Error> {
-    let bytes = crate::files::read_input(path, u64::MAX)
+/// Bytes a row of a results CSV may take per column (a number takes at
+/// most 24; room for quoting).
+pub const CSV_COLUMN_BYTES: u64 = 64;
+
+/// The most bytes `runs.csv` or `summary.csv` of `rows` rows under
+/// `columns` can take, parameters included: the file is refused unread
+/// beyond it (docs/limits.md, "Result files").
+fn csv_bound(plan: &PlanView, columns: &[String], rows: usize) -> u64 {
+    let params: u64 = plan
+        .axes
+        .iter()
+        .map(|(_, values)| 2 * values.iter().map(String::len).max().unwrap_or(0) as u64 + 2)
+        .sum();
+    let header: u64 = columns.iter().map(|c| c.len() as u64 + 3).sum();
+    let row = CSV_COLUMN_BYTES * columns.len() as u64 + params;
+    header.saturating_add((rows as u64).saturating_mul(row))
+}
+
+fn read_csv(
+    path: &Path,
+    expected_header: &[String],
+    max: u64,
+) -> Result<Vec<csv::StringRecord>, Error> {
+    let bytes = crate::files::read_input(path, max)
         .map_err(|e| bad(format!("{}: cannot read: {e}", path.display())))?;
     let mut r = csv::ReaderBuilder::new()
         .has_headers(true)
@@ -331,9 +353,9 @@ fn check_against_plan(
 /// seed must be the ones the plan puts there.
 fn read_rows(path: &Path, meta: &ShardMeta, plan: &PlanView) -> Result<Vec<Row>, Error> {
     let columns = report::runs_header(&meta.sweep_keys);
-    let records = read_csv(path, &columns)?;
     let (p, reps) = (plan.policies.len(), plan.reps as usize);
     let want = meta.points.len() * p * reps;
+    let records = read_csv(path, &columns, csv_bound(plan, &columns, want))?;
     if records.len() != want {
         return Err(bad(format!(
             "{}: {} rows, but {} points x {p} policies x {reps} replications make {want}",
@@ -392,14 +414,15 @@ fn check_summary(
     plan: &PlanView,
     rows: &[Row],
 ) -> Result<(), Error> {
-    let on_disk = crate::files::read_input(path, u64::MAX)
-        .map_err(|e| bad(format!("{}: cannot read: {e}", path.display())))?;
     let params = |point: usize| plan.params(point);
     let recomputed = report::summary_csv(
         &plan.name,
         &meta.sweep_keys,
         &report::summarise(rows, &params),
     )?;
+    // It must be the recomputed summary, byte for byte: nothing longer is read.
+    let on_disk = crate::files::read_input(path, recomputed.len() as u64)
+        .map_err(|e| bad(format!("{}: cannot read: {e}", path.display())))?;
     if on_disk == recomputed {
         return Ok(());
     }

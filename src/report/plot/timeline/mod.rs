@@ -138,7 +138,12 @@ fn str_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     v.get(key).and_then(Value::as_str)
 }
 
-/// Read a trace, calling `f` for each event line (blank lines skipped).
+/// Longest line a trace may have (1 MiB; an event takes a few hundred
+/// bytes): a trace is read a line at a time, so its size does not matter.
+pub const MAX_TRACE_LINE_BYTES: u64 = 1 << 20;
+
+/// Read a trace, a line at a time, calling `f` for each event line (blank
+/// lines skipped).
 fn scan(path: &Path, mut f: impl FnMut(Line)) -> anyhow::Result<()> {
     let shown = path.display().to_string();
     if !path.exists() {
@@ -146,14 +151,30 @@ fn scan(path: &Path, mut f: impl FnMut(Line)) -> anyhow::Result<()> {
     }
     let file =
         crate::files::open_input(path).map_err(|e| bad(format!("{shown}: cannot open: {e}")))?;
-    let reader = std::io::BufReader::new(file);
-    for (i, line) in reader.lines().enumerate() {
-        let no = i + 1;
-        let line = line.map_err(|e| bad(format!("{shown}: line {no}: cannot read: {e}")))?;
+    let mut reader = std::io::BufReader::new(file);
+    let mut bytes = Vec::new();
+    for no in 1usize.. {
+        use std::io::Read;
+        bytes.clear();
+        let got = (&mut reader)
+            .take(MAX_TRACE_LINE_BYTES + 1)
+            .read_until(b'\n', &mut bytes)
+            .map_err(|e| bad(format!("{shown}: line {no}: cannot read: {e}")))?;
+        if got == 0 {
+            break;
+        }
+        if got as u64 > MAX_TRACE_LINE_BYTES && bytes.last() != Some(&b'\n') {
+            return Err(bad(format!(
+                "{shown}: line {no}: longer than {MAX_TRACE_LINE_BYTES} bytes, which no \
+                 trace line is (docs/limits.md)"
+            )));
+        }
+        let line = std::str::from_utf8(&bytes)
+            .map_err(|e| bad(format!("{shown}: line {no}: not UTF-8 text: {e}")))?;
         if line.trim().is_empty() {
             continue;
         }
-        let v: Value = serde_json::from_str(&line)
+        let v: Value = serde_json::from_str(line)
             .map_err(|e| bad(format!("{shown}: line {no}: not a JSON object: {e}")))?;
         if !v.is_object() {
             return Err(bad(format!("{shown}: line {no}: not a JSON object")));
