@@ -132,7 +132,11 @@ fn calibrate_big_log(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, calibrate_big_log);
+criterion_group! {
+    name = benches;
+    config = Criterion::default().without_plots();
+    targets = calibrate_big_log
+}
 
 /// With HERDSIM_CALIBRATE_LOG=PATH, only write the log there (to measure
 /// the command line on it: docs/observe.md); else the benchmark.
@@ -143,5 +147,8 @@ fn main() {
         return;
     }
     benches();
-    Criterion::default().configure_from_args().final_summary();
+    Criterion::default()
+        .without_plots()
+        .configure_from_args()
+        .final_summary();
 }

@@ -36,8 +36,10 @@ use std::sync::atomic::AtomicBool;
 pub const SCENARIO_FILE: &str = "scenario.toml";
 
 /// The most (agent, question) pairs one calibration fits: each is an
-/// opportunity with its blocked set, so this bounds the memory a log can
-/// make calibrate use (about 1 GB at the most).
+/// opportunity (24 bytes, kept twice: per agent and per group; the
+/// blocked sets are shared per question, bounded by the claims), so this
+/// bounds what the fit holds to about 1 GB (docs/observe.md, "How long
+/// and how much memory").
 pub const MAX_OPPORTUNITIES: u64 = 20_000_000;
 
 /// What a calibration is asked.

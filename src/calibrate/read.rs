@@ -679,12 +679,14 @@ impl<'p> State<'p> {
                     .get("started_at")
                     .map(Value::to_string)
                     .unwrap_or_default();
+                let held = ty.len() + id.len() + agent.len() + stamp.len();
                 if !self
                     .trace_claims
                     .insert((ty.to_string(), id.clone(), agent.clone(), stamp))
                 {
                     return Ok(());
                 }
+                self.text_bytes += held;
                 Raw {
                     ts: None,
                     recv: t,
