@@ -290,15 +290,11 @@ fn distinct_large_frames_are_not_kept_to_spot_copies() {
         tmp.path(),
         &["--no-plot", "--reps", "0", "--out", "out", "dms.jsonl.gz"],
     );
-    let err = String::from_utf8_lossy(&o.stderr);
-    // One question nobody claimed: calibrated (exit 0) or nothing to fit;
-    // never an abort.
-    assert!(matches!(o.status.code(), Some(0 | 1)), "{err}");
+    // One question nobody claimed: calibrated (with a warning), never an
+    // abort.
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let report = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        report.contains("601 frames") || report.is_empty(),
-        "{report}"
-    );
+    assert!(report.contains("read 601 frames"), "{report}");
 }
 
 /// The report says why the server's TTL is scaled, and the `tune` it
