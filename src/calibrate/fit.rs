@@ -14,6 +14,7 @@ use super::stats::{self, LogNormal};
 use super::view::{Announce, View};
 use super::window::{self, Opp, Set};
 use crate::floor::PolicyKind;
+use std::collections::BTreeMap;
 
 /// agentchat 0.36's expiry sweep period, ms of the server's time: an
 /// expired claim keeps blocking until the sweep after its deadline.
@@ -299,10 +300,9 @@ pub fn calibrate(log: &Log, view: &mut View, settings: &Settings) -> Calibration
         // The wait of a claim, scenario ms.
         let wait_of =
             |c: &super::view::Claim| ((view.start_of(c) - q.t - 2.0 * l) * speed).max(0.0);
-        let first_answer = |except: Option<usize>| {
+        let first_answer = || {
             q.answers
                 .iter()
-                .filter(|a| Some(a.agent) != except)
                 .map(|a| (a.t - q.t) * speed)
                 .fold(f64::INFINITY, f64::min)
         };
@@ -314,19 +314,35 @@ pub fn calibrate(log: &Log, view: &mut View, settings: &Settings) -> Calibration
         {
             first_holder.push((first.agent, q.answers.is_empty()));
         }
+        // Each agent's earliest claim and first answer on this question,
+        // in one pass over them (not one per agent).
+        let mut own_of: BTreeMap<usize, &super::view::Claim> = BTreeMap::new();
+        for c in &q.claims {
+            own_of
+                .entry(c.agent)
+                .and_modify(|o| {
+                    if view.start_of(c).total_cmp(&view.start_of(o)).is_lt() {
+                        *o = c;
+                    }
+                })
+                .or_insert(c);
+        }
+        let mut answer_of: BTreeMap<usize, &super::view::Answer> = BTreeMap::new();
+        for x in &q.answers {
+            answer_of.entry(x.agent).or_insert(x);
+        }
+        // The blocked set of an agent that neither claimed nor answered:
+        // every claim and the first answer; one set that all such agents
+        // share.
+        let mut idle: Option<Set> = None;
         let mut present = Vec::new();
         for a in 0..n {
-            let acted =
-                q.claims.iter().any(|c| c.agent == a) || q.answers.iter().any(|x| x.agent == a);
+            let own = own_of.get(&a).copied();
+            let answered = answer_of.get(&a).copied();
+            let acted = own.is_some() || answered.is_some();
             if !acted && !view.is_present(a, q.t) {
                 continue;
             }
-            let own = q
-                .claims
-                .iter()
-                .filter(|c| c.agent == a)
-                .min_by(|x, y| view.start_of(x).total_cmp(&view.start_of(y)));
-            let answered = q.answers.iter().find(|x| x.agent == a);
             if let (Some(c), Some(ans)) = (own, answered) {
                 agents[a]
                     .inference
@@ -347,7 +363,6 @@ pub fn calibrate(log: &Log, view: &mut View, settings: &Settings) -> Calibration
                 match answered {
                     Some(x) => opps[a].push(Opp::Claimed {
                         w: ((x.t - q.t - 2.0 * l) * speed).max(0.0),
-                        blocked: Set::default(),
                     }),
                     None => opps[a].push(Opp::NotClaimed {
                         blocked: Set::default(),
@@ -355,34 +370,40 @@ pub fn calibrate(log: &Log, view: &mut View, settings: &Settings) -> Calibration
                 }
                 continue;
             }
-            // The blocked set from the others' claims and the first answer.
-            let mut parts = Vec::new();
-            for c in q.claims.iter().filter(|c| c.agent != a) {
-                let w = wait_of(c);
-                let (lo, hi) = if c.granted {
-                    // A later start is denied unseen until the claim is
-                    // known, then the claim blocks until it is gone:
-                    // agentchat removes an expired claim only at its next
-                    // sweep (every SWEEP_MS; its phase is not on the wire,
-                    // so up to a whole period after the deadline).
-                    (w, w + (2.0 * l + ttl + SWEEP_MS) * speed)
-                } else {
-                    (w + 2.0 * l * speed, w + (2.0 * l + ttl) * speed)
-                };
-                parts.push((lo, hi));
-            }
-            let fa = first_answer(Some(a));
-            if fa.is_finite() {
-                parts.push((fa, f64::INFINITY));
-            }
-            let blocked = Set::union(parts);
             match (own, answered) {
-                (Some(c), _) => opps[a].push(Opp::Claimed {
-                    w: wait_of(c),
-                    blocked,
-                }),
+                (Some(c), _) => opps[a].push(Opp::Claimed { w: wait_of(c) }),
                 (None, Some(_)) => opps[a].push(Opp::Wanted),
-                (None, None) => opps[a].push(Opp::NotClaimed { blocked }),
+                (None, None) => {
+                    // The blocked set from the others' claims (all of
+                    // them: this agent made none) and the first answer.
+                    let blocked = idle.get_or_insert_with(|| {
+                        let mut parts = Vec::with_capacity(q.claims.len() + 1);
+                        for c in &q.claims {
+                            let w = wait_of(c);
+                            let (lo, hi) = if c.granted {
+                                // A later start is denied unseen until the
+                                // claim is known, then the claim blocks
+                                // until it is gone: agentchat removes an
+                                // expired claim only at its next sweep
+                                // (every SWEEP_MS; its phase is not on the
+                                // wire, so up to a whole period after the
+                                // deadline).
+                                (w, w + (2.0 * l + ttl + SWEEP_MS) * speed)
+                            } else {
+                                (w + 2.0 * l * speed, w + (2.0 * l + ttl) * speed)
+                            };
+                            parts.push((lo, hi));
+                        }
+                        let fa = first_answer();
+                        if fa.is_finite() {
+                            parts.push((fa, f64::INFINITY));
+                        }
+                        Set::union(parts)
+                    });
+                    opps[a].push(Opp::NotClaimed {
+                        blocked: blocked.clone(),
+                    });
+                }
             }
         }
         if !q.open && !no_claims {
@@ -605,16 +626,16 @@ fn group(agents: &[AgentStats], _seed: u64) -> Vec<Vec<usize>> {
     let tests = (2 * n.saturating_sub(1) * n.max(1) / 2).max(1) as f64;
     let level = ALPHA / tests;
     let mut groups: Vec<Vec<usize>> = Vec::new();
-    for a in 0..n {
-        let me = &agents[a];
-        let fits = |g: &Vec<usize>| -> bool {
-            let (x, m) = g.iter().fold((0u64, 0u64), |acc, &b| {
-                (
-                    acc.0 + agents[b].claims + agents[b].answers.saturating_sub(agents[b].claims),
-                    acc.1 + agents[b].opps,
-                )
-            });
-            let mine = me.claims + me.answers.saturating_sub(me.claims);
+    // Per group, kept as it grows: (acted, opportunities) and the
+    // members' inference times, so that an agent is tested against a
+    // group without going over its members again.
+    let mut totals: Vec<(u64, u64)> = Vec::new();
+    let mut theirs: Vec<Vec<f64>> = Vec::new();
+    let acted = |s: &AgentStats| s.claims + s.answers.saturating_sub(s.claims);
+    for (a, me) in agents.iter().enumerate() {
+        let mine = acted(me);
+        let fits = |i: &usize| -> bool {
+            let (x, m) = totals[*i];
             let (_, p) = crate::live::compare::two_proportion(
                 mine as f64,
                 me.opps as f64,
@@ -624,22 +645,28 @@ fn group(agents: &[AgentStats], _seed: u64) -> Vec<Vec<usize>> {
             if p.is_finite() && p < level {
                 return false;
             }
-            let theirs: Vec<f64> = g
-                .iter()
-                .flat_map(|&b| agents[b].inference.iter().copied())
-                .collect();
+            let theirs = &theirs[*i];
             if me.inference.len() >= MIN_SAMPLES && theirs.len() >= MIN_SAMPLES {
-                let (_, p) = stats::ks_two_sample(&me.inference, &theirs);
+                let (_, p) = stats::ks_two_sample(&me.inference, theirs);
                 if p.is_finite() && p < level {
                     return false;
                 }
             }
             true
         };
-        match groups.iter().position(fits) {
-            Some(i) => groups[i].push(a),
-            None => groups.push(vec![a]),
-        }
+        let i = match (0..groups.len()).find(fits) {
+            Some(i) => i,
+            None => {
+                groups.push(Vec::new());
+                totals.push((0, 0));
+                theirs.push(Vec::new());
+                groups.len() - 1
+            }
+        };
+        groups[i].push(a);
+        totals[i].0 += mine;
+        totals[i].1 += me.opps;
+        theirs[i].extend(me.inference.iter().copied());
     }
     groups
 }
@@ -654,24 +681,17 @@ fn wait_of_group(opps: Vec<Opp>, pinned: Option<(f64, f64)>) -> Wait {
         .collect();
     visible.sort_by(f64::total_cmp);
     let fit = window::fit(&opps, pinned);
-    let (mut ks_d, mut ks_p) = (f64::NAN, f64::NAN);
+    // The test of the window is the first claims' (calibrate sets it): a
+    // claim's wait is not a draw from the window (it is the earliest of
+    // several), so a rejection is not read as a shape, and the window
+    // stays uniform.
+    let (ks_d, ks_p) = (f64::NAN, f64::NAN);
     let written = match &fit {
         None => Written::Fixed { ms: 0.0 },
-        Some(f) => {
-            // Here the claims' own PITs, later replaced by the first
-            // claims' test (calibrate): a claim's wait is not a draw from
-            // the window (it is the earliest of several), so a rejection
-            // is not read as a shape, and the window stays uniform.
-            let u = window::pits(&opps, f.min, f.max);
-            if u.len() >= MIN_SAMPLES {
-                ks_d = stats::ks_distance(&u, |x| x);
-                ks_p = stats::kolmogorov_p(ks_d, u.len() as f64);
-            }
-            Written::Uniform {
-                min: f.min,
-                max: f.max,
-            }
-        }
+        Some(f) => Written::Uniform {
+            min: f.min,
+            max: f.max,
+        },
     };
     Wait {
         opps,
@@ -692,18 +712,21 @@ fn inference_of(mut observed: Vec<f64>, censored: Vec<f64>, seed: u64, label: &s
     let (mut p50_ci, mut p99_ci) = ((f64::NAN, f64::NAN), (f64::NAN, f64::NAN));
     if fit.is_some() {
         let mut r = stats::rng(seed, &format!("{label}/inference"));
+        // The units' logs, taken once for every resample.
         let units: Vec<(f64, bool)> = observed
             .iter()
-            .map(|&x| (x, false))
-            .chain(censored.iter().map(|&x| (x, true)))
+            .map(|&x| (stats::log_ms(x), false))
+            .chain(censored.iter().map(|&x| (stats::log_ms(x), true)))
             .collect();
-        let refit = |idx: &[usize]| -> Option<LogNormal> {
-            let (mut o, mut c) = (Vec::new(), Vec::new());
+        let (mut o, mut c) = (Vec::new(), Vec::new());
+        let mut refit = |idx: &[usize]| -> Option<LogNormal> {
+            o.clear();
+            c.clear();
             for &i in idx {
                 let (x, cut) = units[i];
                 if cut { c.push(x) } else { o.push(x) }
             }
-            stats::lognormal_fit(&o, &c)
+            stats::lognormal_fit_logs(&o, &c)
         };
         p50_ci = stats::bootstrap(units.len(), BOOT_DRAWS, &mut r, |idx| {
             refit(idx).map_or(f64::NAN, |f| f.quantile(0.5))

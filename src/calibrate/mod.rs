@@ -18,6 +18,7 @@
 
 pub mod figures;
 pub mod fit;
+pub mod flags;
 pub mod out;
 pub mod predict;
 pub mod read;
@@ -35,8 +36,10 @@ use std::sync::atomic::AtomicBool;
 pub const SCENARIO_FILE: &str = "scenario.toml";
 
 /// The most (agent, question) pairs one calibration fits: each is an
-/// opportunity with its blocked set, so this bounds the memory a log can
-/// make calibrate use (about 1 GB at the most).
+/// opportunity (24 bytes, kept twice: per agent and per group; the
+/// blocked sets are shared per question, bounded by the claims), so this
+/// bounds what the fit holds to about 1 GB (docs/observe.md, "How long
+/// and how much memory").
 pub const MAX_OPPORTUNITIES: u64 = 20_000_000;
 
 /// What a calibration is asked.
@@ -152,6 +155,40 @@ fn remove_earlier(dir: &Path) -> Result<Vec<String>, Error> {
     Ok(removed)
 }
 
+/// Whether two metadata are of one file (same device and inode).
+#[cfg(unix)]
+fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    a.dev() == b.dev() && a.ino() == b.ino()
+}
+
+#[cfg(not(unix))]
+fn same_file(_: &std::fs::Metadata, _: &std::fs::Metadata) -> bool {
+    false
+}
+
+/// The output in `dir` that `log` is, if it is one: a calibration into
+/// `dir` replaces its outputs, and would destroy the log it reads. Told
+/// by the canonical path, and by the file itself (a hard link or a
+/// symbolic link under another name).
+pub fn input_is_output(log: &Path, dir: &Path) -> Option<PathBuf> {
+    let canon_dir = std::fs::canonicalize(dir).ok()?;
+    if let Ok(c) = std::fs::canonicalize(log)
+        && c.parent() == Some(canon_dir.as_path())
+        && c.file_name()
+            .is_some_and(|n| is_output(&n.to_string_lossy()))
+    {
+        return Some(c);
+    }
+    let meta = std::fs::metadata(log).ok()?;
+    std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .filter(|e| is_output(&e.file_name().to_string_lossy()))
+        .find(|e| std::fs::metadata(e.path()).is_ok_and(|m| same_file(&meta, &m)))
+        .map(|e| e.path())
+}
+
 fn write(path: &Path, text: &str, written: &mut Vec<PathBuf>) -> Result<(), Error> {
     write_atomic(path, text.as_bytes()).map_err(|e| {
         Error::Failure(anyhow::Error::new(e).context(format!("writing {}", path.display())))
@@ -160,9 +197,71 @@ fn write(path: &Path, text: &str, written: &mut Vec<PathBuf>) -> Result<(), Erro
     Ok(())
 }
 
+/// A folder inside the results folder where a calibration's files are
+/// written before any is put in place: removed whatever happens, so a
+/// calibration that fails leaves nothing behind.
+struct Staging(PathBuf);
+
+impl Staging {
+    fn new(dir: &Path) -> Result<Staging, Error> {
+        let path = dir.join(format!(".calibrate-{}.tmp", std::process::id()));
+        // One left by a process with this id that was killed: stale.
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).map_err(|e| {
+            Error::Failure(anyhow::Error::new(e).context(format!("creating {}", path.display())))
+        })?;
+        Ok(Staging(path))
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The log's times, in scenario time, must stay durations a scenario
+/// holds: refused (naming the log and the limit) otherwise.
+fn check_span(opts: &Options, log: &read::Log) -> Result<(), Error> {
+    let (lo, hi) = log
+        .events
+        .iter()
+        .map(|e| e.t)
+        .fold((log.start_t, log.end_t), |(lo, hi), t| {
+            (lo.min(t), hi.max(t))
+        });
+    let span = (hi - lo) * opts.settings.speed;
+    let max = crate::limits::MAX_DURATION_MS;
+    if span.is_finite() && span <= max {
+        return Ok(());
+    }
+    Err(Error::bad(format!(
+        "{}: its times run from {lo:e} to {hi:e} ms ({}): {} x --speed {} is longer than the \
+         longest duration a scenario holds ({max:e} ms): calibrate a shorter part of it",
+        opts.log.display(),
+        log.clock.describe(),
+        if (hi - lo).is_finite() {
+            format!("{:e} ms", hi - lo)
+        } else {
+            "more than any number".to_string()
+        },
+        opts.settings.speed
+    )))
+}
+
 /// Calibrate: read the log, fit, write the scenario, the estimates, the
 /// report and the figures into `opts.dir`, then simulate the scenario.
+/// Every file is written into a staging folder first and put in place
+/// only when all are: bad input or a failure leaves the folder as it was.
 pub fn run(opts: &Options, stop: &AtomicBool) -> Result<Finished, Error> {
+    if let Some(out) = input_is_output(&opts.log, &opts.dir) {
+        return Err(Error::bad(format!(
+            "{}: is {}, a file this calibration writes (and would replace): calibrate it into \
+             another folder (--out or --name)",
+            opts.log.display(),
+            out.display()
+        )));
+    }
     let log = read::read(&opts.log, opts.channel.as_deref()).map_err(|e| Error::bad(e.0))?;
     if log.format == read::Format::LiveTrace && opts.settings.speed != 1.0 {
         return Err(Error::bad(format!(
@@ -171,6 +270,7 @@ pub fn run(opts: &Options, stop: &AtomicBool) -> Result<Finished, Error> {
             opts.log.display()
         )));
     }
+    check_span(opts, &log)?;
     let mut view = view::View::of(&log);
     let mut warnings = Vec::new();
     if view.questions.is_empty() {
@@ -191,6 +291,17 @@ pub fn run(opts: &Options, stop: &AtomicBool) -> Result<Finished, Error> {
             log.channel
         )));
     }
+    let first = view.questions[0].t;
+    if view.questions.len() > 1 && view.questions.iter().all(|q| q.t == first) {
+        return Err(Error::bad(format!(
+            "{}: all {} questions in channel {} were posted at one instant ({first} ms, {}): \
+             there is no time between questions to fit their arrivals from",
+            opts.log.display(),
+            view.questions.len(),
+            log.channel,
+            log.clock.describe()
+        )));
+    }
     if view.agents.is_empty() {
         warnings.push(format!(
             "nobody claimed or answered any of the {} questions: there are no agents to fit",
@@ -199,44 +310,51 @@ pub fn run(opts: &Options, stop: &AtomicBool) -> Result<Finished, Error> {
     }
     let cal = fit::calibrate(&log, &mut view, &opts.settings);
     let dir = &opts.dir;
-    std::fs::create_dir_all(dir).map_err(|e| {
-        Error::Failure(anyhow::Error::new(e).context(format!("creating {}", dir.display())))
-    })?;
-    let removed = remove_earlier(dir)?;
-    if !removed.is_empty() {
-        warnings.push(format!(
-            "replaced an earlier calibration in {} ({} files)",
-            dir.display(),
-            removed.len()
-        ));
-    }
     let folder = default_name(dir);
     let name = format!("{folder}-fitted");
     let (toml, files) = out::scenario(&cal, &log, &view, &name);
+    let scenario = dir.join(SCENARIO_FILE);
+    std::fs::create_dir_all(dir).map_err(|e| {
+        Error::Failure(anyhow::Error::new(e).context(format!("creating {}", dir.display())))
+    })?;
+    let staging = Staging::new(dir)?;
+    let stage = staging.0.as_path();
     let mut written = Vec::new();
     for (file, text) in &files {
-        write(&dir.join(file), text, &mut written)?;
+        write(&stage.join(file), text, &mut written)?;
     }
-    let scenario = dir.join(SCENARIO_FILE);
-    write(&scenario, &toml, &mut written)?;
+    // The fitted scenario must be one herdsim runs (tune, run): read back
+    // as they would read it, else the log is refused and nothing written.
+    let refused = |m: String| {
+        Error::bad(format!(
+            "{}: gives a scenario herdsim cannot run: {m}",
+            opts.log.display()
+        ))
+    };
+    let loaded = crate::scenario::Loaded::from_text(&scenario.display().to_string(), &toml, stage)
+        .map_err(|e| refused(e.to_string()))?;
+    let base = loaded.base().map_err(|e| refused(e.to_string()))?;
+    crate::model::Prepared::new(&base, stage).map_err(|e| refused(e.to_string()))?;
+    let staged = stage.join(SCENARIO_FILE);
+    write(&staged, &toml, &mut written)?;
     write(
-        &dir.join("estimates.csv"),
+        &stage.join("estimates.csv"),
         &out::estimates_csv(&cal),
         &mut written,
     )?;
     write(
-        &dir.join("questions.csv"),
+        &stage.join("questions.csv"),
         &out::questions_csv(&view, opts.settings.speed),
         &mut written,
     )?;
     write(
-        &dir.join("agents.csv"),
+        &stage.join("agents.csv"),
         &out::agents_csv(&cal, &view),
         &mut written,
     )?;
     let prediction = if opts.reps > 0 && !view.agents.is_empty() {
         match predict::predict(
-            &scenario,
+            &staged,
             &cal.outcome,
             opts.reps,
             opts.settings.seed,
@@ -244,8 +362,8 @@ pub fn run(opts: &Options, stop: &AtomicBool) -> Result<Finished, Error> {
             stop,
         ) {
             Ok(p) => Some(p),
-            // The scenario calibrate wrote must be valid: a refusal here is
-            // a bug, not the user's input.
+            // The scenario was read back above: a refusal here is a bug,
+            // not the user's input.
             Err(Error::Input(m)) => {
                 return Err(Error::Failure(anyhow::anyhow!(
                     "internal: the fitted scenario is not valid: {m}"
@@ -274,7 +392,7 @@ pub fn run(opts: &Options, stop: &AtomicBool) -> Result<Finished, Error> {
                 l.agree
             ));
         }
-        write(&dir.join("prediction.csv"), &csv, &mut written)?;
+        write(&stage.join("prediction.csv"), &csv, &mut written)?;
         for l in p.lines.iter().filter(|l| !l.agree) {
             let v = |x: f64| report::value(l.metric, x);
             warnings.push(format!(
@@ -288,17 +406,35 @@ pub fn run(opts: &Options, stop: &AtomicBool) -> Result<Finished, Error> {
         }
     }
     let report = report::text(&cal, &log, &view, prediction.as_ref(), &scenario);
-    write(&dir.join("report.txt"), &report, &mut written)?;
+    write(&stage.join("report.txt"), &report, &mut written)?;
     if opts.plots {
-        written.extend(figures::draw(&cal, &folder, dir)?);
+        written.extend(figures::draw(&cal, &folder, stage)?);
     }
+    // Every file is ready: the earlier calibration's go, these move in.
+    let removed = remove_earlier(dir)?;
+    if !removed.is_empty() {
+        warnings.push(format!(
+            "replaced an earlier calibration in {} ({} files)",
+            dir.display(),
+            removed.len()
+        ));
+    }
+    let mut placed = Vec::with_capacity(written.len());
+    for from in &written {
+        let to = dir.join(from.file_name().unwrap_or_default());
+        std::fs::rename(from, &to).map_err(|e| {
+            Error::Failure(anyhow::Error::new(e).context(format!("moving {}", to.display())))
+        })?;
+        placed.push(to);
+    }
+    drop(staging);
     Ok(Finished {
         dir: dir.clone(),
         report,
         calibration: cal,
         prediction,
         warnings,
-        written,
+        written: placed,
     })
 }
 

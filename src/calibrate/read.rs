@@ -16,7 +16,11 @@
 //! - **a `live` trace** (`results/<name>-live/trace.jsonl`): posts, the
 //!   claims the agents received and the replies the operator received, at
 //!   scenario time. Its `started_at` is the wall clock while its times are
-//!   scenario time, so calibrate does not use it there.
+//!   scenario time, so calibrate does not use it there. A post line with
+//!   `"relayed": "line"` is a question only once a `relayed` line says
+//!   the operator saw it relayed: a post the server refused (its rate
+//!   limit) reached nobody and is not a question. Older traces (no such
+//!   field) count every channel post.
 //!
 //! Either plain or gzipped (by content, whatever the name). Every frame is
 //! read as `live` reads a real server's (`crate::live::wire`): `msg_id` for
@@ -28,6 +32,7 @@
 
 use crate::live::wire::{self, Kind as WireKind};
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -38,8 +43,13 @@ pub const MAX_LINE_BYTES: usize = 4 << 20;
 /// The most (decompressed) bytes read from one log.
 pub const MAX_LOG_BYTES: u64 = 16 << 30;
 
-/// The most events (questions, claims, answers, presence) kept from one log.
-pub const MAX_EVENTS: usize = 20_000_000;
+/// The most events (questions, claims, answers, presence) kept from one
+/// log, with the round-trip samples, connections and posts awaiting their
+/// relay counted among them.
+pub const MAX_EVENTS: usize = 10_000_000;
+
+/// The most bytes of text (ids, names, channels) the kept events hold.
+pub const MAX_TEXT_BYTES: usize = 256 << 20;
 
 /// The largest frame read (as `live` reads a server).
 const MAX_FRAME: usize = 1 << 20;
@@ -130,6 +140,8 @@ pub struct Skipped {
     pub other: u64,
     /// Copies of a frame already read on another connection (a recording).
     pub copies: u64,
+    /// A live trace's posts never seen relayed (refused by the server).
+    pub unrelayed: u64,
 }
 
 /// A log read.
@@ -239,11 +251,21 @@ pub fn read(path: &Path, channel: Option<&str>) -> Result<Log, LogError> {
             Err(e) => return Err(bad(path, no, format!("not JSON: {e}"))),
         };
         st.line(no, &v)?;
-        if st.raw.len() > MAX_EVENTS {
+        if st.held() > MAX_EVENTS {
             return Err(bad(
                 path,
                 no,
                 format!("more than {MAX_EVENTS} events: calibrate a shorter log"),
+            ));
+        }
+        if st.text_bytes > MAX_TEXT_BYTES {
+            return Err(bad(
+                path,
+                no,
+                format!(
+                    "the ids and names kept pass {} MiB: calibrate a shorter log",
+                    MAX_TEXT_BYTES >> 20
+                ),
             ));
         }
     }
@@ -289,11 +311,30 @@ struct State<'p> {
     end_reason: Option<String>,
     skipped: Skipped,
     frames: u64,
-    seen: BTreeSet<String>,
+    /// A recording's frames kept so far, by a 128-bit prefix of their
+    /// SHA-256 (never their text): a later copy of one is skipped.
+    seen: BTreeSet<[u8; 16]>,
     conns: BTreeSet<i64>,
     cut_last_line: bool,
     /// Live trace: claims already seen (kind, msg, agent, started_at).
     trace_claims: BTreeSet<(String, String, String, String)>,
+    /// Live trace: posts waiting for their `relayed` line.
+    pending: BTreeMap<String, Raw>,
+    /// Bytes of text kept (ids, names, channels), against MAX_TEXT_BYTES.
+    text_bytes: usize,
+}
+
+/// The text a raw event holds, in bytes.
+fn text_of(r: &Raw) -> usize {
+    r.channel.len()
+        + match &r.what {
+            What::Msg {
+                id, from, reply_to, ..
+            } => id.len() + from.len() + reply_to.as_ref().map_or(0, String::len),
+            What::Claim { msg, agent, .. } => msg.len() + agent.len(),
+            What::Joined { agent } | What::Left { agent } => agent.len(),
+            What::Members { agents } => agents.iter().map(|a| a.len() + 24).sum(),
+        }
 }
 
 fn num(v: &Value, k: &str) -> Option<f64> {
@@ -331,7 +372,21 @@ impl<'p> State<'p> {
             conns: BTreeSet::new(),
             cut_last_line: false,
             trace_claims: BTreeSet::new(),
+            pending: BTreeMap::new(),
+            text_bytes: 0,
         }
+    }
+
+    /// What is held, in events: kept events, round trips, connections,
+    /// posts awaiting their relay.
+    fn held(&self) -> usize {
+        self.raw.len() + self.rtt_ms.len() + self.conns.len() + self.pending.len()
+    }
+
+    /// Keep a raw event, its text counted.
+    fn keep(&mut self, raw: Raw) {
+        self.text_bytes += text_of(&raw);
+        self.raw.push(raw);
     }
 
     fn line(&mut self, no: u64, v: &Value) -> Result<(), LogError> {
@@ -428,14 +483,24 @@ impl<'p> State<'p> {
             WireKind::Other => self.skipped.other += 1,
             WireKind::Floor if ty == "YIELD" => self.skipped.yields += 1,
             WireKind::Msg | WireKind::Floor | WireKind::Presence => {
-                // A recording holds the same broadcast once per member.
-                if format == Format::Recording && !self.seen.insert(frame.to_string()) {
+                // A recording holds the same broadcast once per member:
+                // a frame kept before is a copy.
+                let key = (format == Format::Recording).then(|| {
+                    let d = Sha256::digest(frame.as_bytes());
+                    let mut k = [0u8; 16];
+                    k.copy_from_slice(&d[..16]);
+                    k
+                });
+                if key.is_some_and(|k| self.seen.contains(&k)) {
                     self.skipped.copies += 1;
                     return Ok(());
                 }
-                self.remember_names(&f);
                 if let Some(raw) = self.event(kind, &f, ms) {
-                    self.raw.push(raw);
+                    if let Some(k) = key {
+                        self.seen.insert(k);
+                    }
+                    self.remember_names(&f);
+                    self.keep(raw);
                 }
             }
         }
@@ -450,7 +515,10 @@ impl<'p> State<'p> {
         ] {
             if let (Some(id), Some(name)) = (text(f, id_k), text(f, name_k)) {
                 let id = id.trim_start_matches('@').to_string();
-                self.names.entry(id).or_insert(name);
+                if !self.names.contains_key(&id) {
+                    self.text_bytes += id.len() + name.len();
+                    self.names.insert(id, name);
+                }
             }
         }
     }
@@ -562,16 +630,36 @@ impl<'p> State<'p> {
                     self.skipped.dms += 1;
                     return Ok(());
                 }
-                Raw {
+                let raw = Raw {
                     ts: None,
                     recv: t,
                     channel: to,
                     what: What::Msg {
-                        id,
+                        id: id.clone(),
                         from: text(v, "from").unwrap_or_else(|| "operator".into()),
                         reply_to: None,
                         mention: kind == "mention",
                     },
+                };
+                // A trace that says when a post was relayed: a question
+                // only once it was (a refused post reached nobody).
+                if v.get("relayed").is_some() {
+                    self.text_bytes += text_of(&raw) + id.len();
+                    self.pending.insert(id, raw);
+                    return Ok(());
+                }
+                raw
+            }
+            "relayed" => {
+                let Some(id) = text(v, "msg_id") else {
+                    return Err(bad(self.path, no, "a `relayed` line without `msg_id`"));
+                };
+                match self.pending.remove(&id) {
+                    Some(raw) => {
+                        self.text_bytes -= id.len() + text_of(&raw);
+                        raw
+                    }
+                    None => return Ok(()),
                 }
             }
             "recv" => {
@@ -591,12 +679,14 @@ impl<'p> State<'p> {
                     .get("started_at")
                     .map(Value::to_string)
                     .unwrap_or_default();
+                let held = ty.len() + id.len() + agent.len() + stamp.len();
                 if !self
                     .trace_claims
                     .insert((ty.to_string(), id.clone(), agent.clone(), stamp))
                 {
                     return Ok(());
                 }
+                self.text_bytes += held;
                 Raw {
                     ts: None,
                     recv: t,
@@ -633,7 +723,7 @@ impl<'p> State<'p> {
             }
             _ => return Ok(()),
         };
-        self.raw.push(raw);
+        self.keep(raw);
         Ok(())
     }
 
@@ -663,6 +753,7 @@ impl<'p> State<'p> {
             }
         };
         let mut skipped = self.skipped;
+        skipped.unrelayed = self.pending.len() as u64;
         let (mine, others): (Vec<Raw>, Vec<Raw>) =
             self.raw.into_iter().partition(|r| r.channel == channel);
         skipped.other_channels += others.len() as u64;
@@ -682,22 +773,6 @@ impl<'p> State<'p> {
             Clock::Server => r.ts.unwrap_or(r.recv),
             Clock::Receive | Clock::Scenario => r.recv,
         };
-        let mut events: Vec<(f64, usize, Event)> = mine
-            .iter()
-            .enumerate()
-            .map(|(i, r)| {
-                (
-                    time(r),
-                    i,
-                    Event {
-                        t: time(r),
-                        what: r.what.clone(),
-                    },
-                )
-            })
-            .collect();
-        // Time order; the order read among equal times (FIFO on one link).
-        events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         let first_recv = self.first_recv.unwrap_or(0.0);
         // The log's span in its own clock: a server-stamped log is mapped
         // through its last stamped event.
@@ -721,12 +796,22 @@ impl<'p> State<'p> {
             }
             Clock::Receive | Clock::Scenario => (first_recv, self.last_recv),
         };
+        // Time order; the order read among equal times (FIFO on one link):
+        // a stable sort, the events moved, not copied.
+        let mut events: Vec<Event> = mine
+            .into_iter()
+            .map(|r| Event {
+                t: time(&r),
+                what: r.what,
+            })
+            .collect();
+        events.sort_by(|a, b| a.t.total_cmp(&b.t));
         Ok(Log {
             path: path.to_path_buf(),
             format,
             clock,
             channel,
-            events: events.into_iter().map(|(_, _, e)| e).collect(),
+            events,
             names: self.names,
             observer: self.observer,
             url: self.url,
@@ -825,5 +910,71 @@ mod tests {
         assert_eq!(log.channel, "#c");
         assert_eq!(log.clock, Clock::Receive);
         assert_eq!(log.events.len(), 1);
+    }
+
+    /// A trace that marks relays: a post never relayed (the server
+    /// refused it) is no question; a trace without the mark (older) counts
+    /// every post.
+    #[test]
+    fn a_refused_post_in_a_trace_is_not_a_question() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let p = tmp.path().join("trace.jsonl");
+        let post = |t: u64, id: &str, mark: bool| {
+            let mut v = serde_json::json!({"t_us": t, "ev": "post", "msg_id": id,
+                "from": "operator", "to": "#general", "kind": "channel"});
+            if mark {
+                v["relayed"] = "line".into();
+            }
+            v.to_string() + "\n"
+        };
+        let relayed = |t: u64, id: &str| {
+            serde_json::json!({"t_us": t, "ev": "relayed", "msg_id": id}).to_string() + "\n"
+        };
+        let questions = |log: &Log| count(log, |w| matches!(w, What::Msg { reply_to: None, .. }));
+        let text = post(1000, "m1", true)
+            + &relayed(1500, "m1")
+            + &post(2000, "m2", true)
+            + &post(9000, "m3", true)
+            + &relayed(9100, "m3");
+        std::fs::write(&p, text).expect("write");
+        let log = read(&p, None).expect("reads");
+        assert_eq!(questions(&log), 2);
+        assert_eq!(log.skipped.unrelayed, 1);
+        // At the time of the post, not of its relay.
+        assert_eq!(log.events[0].t, 1.0);
+        let text = post(1000, "m1", false) + &post(2000, "m2", false);
+        std::fs::write(&p, text).expect("write");
+        let log = read(&p, None).expect("reads");
+        assert_eq!(questions(&log), 2);
+    }
+
+    /// A recording's copies are told by a hash of the frame: the frames
+    /// dropped (DMs here) are not remembered at all, and the kept ones'
+    /// copies are still skipped.
+    #[test]
+    fn only_kept_frames_are_remembered_to_skip_their_copies() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let p = tmp.path().join("rec.jsonl");
+        let line = |ms: u64, conn: u64, frame: serde_json::Value| {
+            serde_json::json!({"ms": ms, "conn": conn, "dir": "down", "frame": frame.to_string()})
+                .to_string()
+                + "\n"
+        };
+        let q = serde_json::json!({"type": "MSG", "id": "q1", "from": "@op", "to": "#c",
+            "content": "hi"});
+        let mut text = line(0, 0, q.clone()) + &line(1, 1, q);
+        for i in 0..50 {
+            let dm = serde_json::json!({"type": "MSG", "id": format!("d{i}"), "from": "@op",
+                "to": "@bob", "content": "x".repeat(1000)});
+            text += &line(2 + i, 0, dm);
+        }
+        std::fs::write(&p, text).expect("write");
+        let st = {
+            let log = read(&p, None).expect("reads");
+            assert_eq!(log.skipped.copies, 1);
+            assert_eq!(log.skipped.dms, 50);
+            log
+        };
+        assert_eq!(st.events.len(), 1);
     }
 }

@@ -161,6 +161,10 @@ pub fn text(
         (k.other_channels, "of other channels"),
         (k.copies, "copies"),
         (k.malformed, "malformed"),
+        (
+            k.unrelayed,
+            "posts the server refused (never relayed: not questions)",
+        ),
     ]
     .iter()
     .filter(|(n, _)| *n > 0)
@@ -182,13 +186,26 @@ pub fn text(
         log.clock.describe()
     );
     let st = &c.settings;
+    // The TTL is the server's, in its own (real) time: in scenario time
+    // it lasts --speed times longer, as every other duration here.
+    let ttl = if st.speed == 1.0 {
+        format!("{} (--ttl-ms)", t(st.ttl_ms))
+    } else {
+        format!(
+            "{} in scenario time (the server's --ttl-ms {} x speed {}: the log's durations are \
+             all scaled alike)",
+            t(st.ttl_ms * st.speed),
+            t(st.ttl_ms),
+            st.speed
+        )
+    };
     let _ = writeln!(
         s,
-        "  scenario time = the log's time x {}; link {} one way ({}); server TTL {} (--ttl-ms); policy {} ({})",
+        "  scenario time = the log's time x {}; link {} one way ({}); server TTL {}; policy {} ({})",
         st.speed,
         t(c.link_ms * st.speed),
         c.link_source,
-        t(st.ttl_ms * st.speed),
+        ttl,
         c.policy.name(),
         if c.policy_from_wire {
             match view.announce {
@@ -494,11 +511,15 @@ pub fn text(
     } else {
         String::new()
     };
+    // tune's results go beside the calibration (its --out is this folder).
+    let folder = scenario.parent().unwrap_or(Path::new("."));
     let _ = writeln!(
         s,
-        "Next: settings to try, at no more latency than observed:\n  herdsim tune {} --policy {}{budget}",
+        "Next: settings to try, at no more latency than observed (tune writes into {}):\n  herdsim tune {} --policy {}{budget} --out {}",
+        folder.display(),
         scenario.display(),
-        c.policy.name()
+        c.policy.name(),
+        folder.display()
     );
     fit_width(&s)
 }

@@ -4,10 +4,8 @@
 
 use super::{CliError, note};
 use crate::calibrate::{self, Options, fit::Settings};
-use crate::floor::PolicyKind;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::str::FromStr;
 
 /// How to read the log, and the fit's assumptions.
 #[derive(clap::Args, Debug, Clone)]
@@ -61,94 +59,23 @@ pub struct Args {
     pub quiet: bool,
 }
 
-/// A number flag: finite and within [lo, hi].
-fn number(flag: &str, x: f64, lo: f64, hi: f64) -> Result<f64, CliError> {
-    if x.is_finite() && x >= lo && x <= hi {
-        Ok(x)
-    } else {
-        Err(CliError::bad(format!(
-            "{flag} {x}: must be a number from {lo} to {hi}"
-        )))
-    }
-}
-
-/// `MIN..MAX` in ms.
-fn window(raw: &str) -> Result<(f64, f64), CliError> {
-    let bad = || {
-        CliError::bad(format!(
-            "--csma-ms {raw}: expected MIN..MAX in ms with 0 <= MIN <= MAX, e.g. 2000..8000"
-        ))
-    };
-    let (a, b) = raw.split_once("..").ok_or_else(bad)?;
-    let a: f64 = a.trim().parse().map_err(|_| bad())?;
-    let b: f64 = b.trim().parse().map_err(|_| bad())?;
-    if !(a.is_finite()
-        && b.is_finite()
-        && a >= 0.0
-        && a <= b
-        && b <= crate::limits::MAX_DURATION_MS)
-    {
-        return Err(bad());
-    }
-    Ok((a, b))
-}
-
 impl Fitting {
     /// The settings, every flag checked.
     pub fn settings(&self) -> Result<Settings, CliError> {
-        let max = crate::limits::MAX_DURATION_MS;
-        let speed = number(
-            "--speed",
-            self.speed,
-            crate::live::MIN_SPEED,
-            crate::live::MAX_SPEED,
-        )?;
-        let link_ms = self
-            .link_ms
-            .map(|l| number("--link-ms", l, 0.0, max))
-            .transpose()?;
-        let ttl_ms = number("--ttl-ms", self.ttl_ms, 1.0, max)?;
-        // Converted to scenario time, each must stay a duration.
-        for (flag, v) in [("--ttl-ms", ttl_ms), ("--link-ms", link_ms.unwrap_or(0.0))] {
-            if v * speed > max {
-                return Err(CliError::bad(format!(
-                    "{flag} {v} x --speed {speed} is beyond the longest duration a scenario holds ({max:e} ms)"
-                )));
-            }
-        }
-        let csma_ms = self.csma_ms.as_deref().map(window).transpose()?;
-        let policy = self
-            .policy
-            .as_deref()
-            .map(|p| {
-                PolicyKind::from_str(p).map_err(|e| CliError::bad(format!("--policy {p}: {e}")))
-            })
-            .transpose()?;
-        if self.reps > 10_000 {
-            return Err(CliError::bad(format!(
-                "--reps {}: at most 10000",
-                self.reps
-            )));
-        }
-        Ok(Settings {
-            speed,
-            link_ms,
-            ttl_ms,
-            csma_ms,
-            policy,
+        calibrate::flags::settings(&calibrate::flags::Flags {
+            speed: self.speed,
+            link_ms: self.link_ms,
+            ttl_ms: self.ttl_ms,
+            csma_ms: self.csma_ms.as_deref(),
+            policy: self.policy.as_deref(),
+            reps: self.reps,
             seed: self.seed,
         })
     }
 
     /// The prediction's threads, checked.
     pub fn jobs(&self) -> Result<usize, CliError> {
-        let j = self.jobs.unwrap_or_else(crate::sweep::default_threads);
-        if j == 0 || j > 1024 {
-            return Err(CliError::bad(format!(
-                "--jobs {j}: must be from 1 to 1024 worker threads"
-            )));
-        }
-        Ok(j)
+        calibrate::flags::jobs(self.jobs)
     }
 }
 
@@ -186,25 +113,7 @@ pub fn calibrate_into(
     Ok(done)
 }
 
-/// Lock the results folder `dir` and run `f` in it; when `f` fails and
-/// the folder was made for it, the (empty) folder is removed again: bad
-/// input leaves nothing behind.
-pub fn in_folder<T>(
-    dir: &Path,
-    quiet: bool,
-    f: impl FnOnce() -> Result<T, CliError>,
-) -> Result<T, CliError> {
-    let existed = dir.exists();
-    let lock = crate::sweep::outputs::lock_results(dir, &crate::term::Term::notes(quiet))?;
-    let result = f();
-    drop(lock);
-    if result.is_err() && !existed {
-        let _ = std::fs::remove_file(dir.join(crate::report::LOCK_FILE));
-        // Only an empty folder goes (what was written stays).
-        let _ = std::fs::remove_dir(dir);
-    }
-    result
-}
+pub use crate::calibrate::flags::in_folder;
 
 pub fn run(args: Args) -> Result<ExitCode, CliError> {
     args.fitting.settings()?;

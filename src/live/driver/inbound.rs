@@ -124,6 +124,8 @@ impl Driver<'_> {
                 }
                 if self.posts.contains(id) && self.accepted.insert(id.clone()) {
                     self.ledger.accepted += 1;
+                    let line = json!({"t_us": self.last_us, "ev": "relayed", "msg_id": id});
+                    self.trace(line);
                 }
                 true
             }

@@ -693,7 +693,10 @@ impl Driver<'_> {
         self.depth.insert(id.clone(), 0);
         self.posts.insert(id.clone());
         self.ledger.posts += 1;
-        self.trace(json!({"t_us": now, "ev": "post", "msg_id": id, "from": OPERATOR, "to": to, "kind": kind}));
+        // `relayed`: this trace writes a `relayed` line when the operator
+        // sees the post relayed; a post without one was refused or lost
+        // (calibrate counts only relayed posts as questions).
+        self.trace(json!({"t_us": now, "ev": "post", "msg_id": id, "from": OPERATOR, "to": to, "kind": kind, "relayed": "line"}));
         let msg = ClientMsg::Msg {
             id: Some(id),
             to,
