@@ -143,22 +143,18 @@ pub fn run(a: Args) -> Result<ExitCode, CliError> {
         log_max_bytes: a.log_max_bytes,
         ..Limits::default()
     };
-    let (listen, policy, ttl_ms, log, operator_name) =
-        (a.listen, a.policy, a.ttl_ms, a.log, a.operator_name);
-    let (claim_guard, claim_skew_ms) = (a.claim_guard, a.claim_skew_ms);
-    let (tls_cert, tls_key, quiet) = (a.tls_cert, a.tls_key, a.quiet);
     Command {
-        listen,
-        policy,
-        ttl_ms,
-        log,
-        operator_name,
+        listen: a.listen,
+        policy: a.policy,
+        ttl_ms: a.ttl_ms,
+        log: a.log,
+        operator_name: a.operator_name,
         limits,
-        claim_guard,
-        claim_skew_ms,
-        tls_cert,
-        tls_key,
-        quiet,
+        claim_guard: a.claim_guard,
+        claim_skew_ms: a.claim_skew_ms,
+        tls_cert: a.tls_cert,
+        tls_key: a.tls_key,
+        quiet: a.quiet,
     }
     .run()
     .map(|_| ExitCode::SUCCESS)
