@@ -12,6 +12,9 @@
 //! of them: with n senders, each keeps at least its last
 //! `RELAY_MEMORY_MAX / n`, whatever the others send.
 //!
+//! It also knows whether a relay's sender is still on the connection it
+//! relayed it from ([`RelayMemory::owner`]): a disconnect ends that.
+//!
 //! Sans-IO and deterministic: no wall clock, no hashing; ties between
 //! senders go by their order.
 
@@ -28,8 +31,12 @@ pub const RELAY_MEMORY_PER_SENDER: usize = 4096;
 /// See the module docs. `A`: a sender; `K`: a (channel, msg_id) key.
 #[derive(Debug, Clone)]
 pub struct RelayMemory<A, K> {
-    /// key -> (its sender, server time of its last relay).
-    by_key: BTreeMap<K, (A, u64)>,
+    /// key -> (its sender, server time of its last relay, the sender's
+    /// connection then: its epoch).
+    by_key: BTreeMap<K, (A, u64, u64)>,
+    /// sender -> its epoch: how many times it disconnected since it
+    /// first relayed something still remembered.
+    epochs: BTreeMap<A, u64>,
     /// sender -> its relays in time order; an entry whose (sender, time)
     /// is no longer `by_key`'s was relayed again since (skipped).
     by_sender: BTreeMap<A, VecDeque<(u64, K)>>,
@@ -55,6 +62,7 @@ impl<A: Ord + Clone, K: Ord + Clone> RelayMemory<A, K> {
     pub fn with_bounds(per_sender: usize, max: usize) -> Self {
         RelayMemory {
             by_key: BTreeMap::new(),
+            epochs: BTreeMap::new(),
             by_sender: BTreeMap::new(),
             counts: BTreeSet::new(),
             oldest: BTreeSet::new(),
@@ -70,8 +78,16 @@ impl<A: Ord + Clone, K: Ord + Clone> RelayMemory<A, K> {
     pub fn get(&self, now: u64, key: &K) -> Option<(&A, u64)> {
         self.by_key
             .get(key)
-            .filter(|(_, at)| now.saturating_sub(*at) <= RELAY_MEMORY_MS)
-            .map(|(a, at)| (a, *at))
+            .filter(|(_, at, _)| now.saturating_sub(*at) <= RELAY_MEMORY_MS)
+            .map(|(a, at, _)| (a, *at))
+    }
+
+    /// The sender of `key` (as [`RelayMemory::get`]) if it is still on the
+    /// connection it relayed it from (it has not disconnected since).
+    pub fn owner(&self, now: u64, key: &K) -> Option<&A> {
+        let (a, at, epoch) = self.by_key.get(key)?;
+        let fresh = now.saturating_sub(*at) <= RELAY_MEMORY_MS;
+        (fresh && self.epochs.get(a).copied().unwrap_or(0) == *epoch).then_some(a)
     }
 
     /// Keys remembered (fresh or not yet forgotten).
@@ -87,7 +103,9 @@ impl<A: Ord + Clone, K: Ord + Clone> RelayMemory<A, K> {
     /// `sender` relayed `key` at `now`: remember it, then forget what the
     /// bounds say.
     pub fn remember(&mut self, now: u64, sender: &A, key: K) {
-        self.by_key.insert(key.clone(), (sender.clone(), now));
+        let epoch = self.epochs.get(sender).copied().unwrap_or(0);
+        self.by_key
+            .insert(key.clone(), (sender.clone(), now, epoch));
         self.gone.remove(sender);
         let before = self
             .by_sender
@@ -129,6 +147,7 @@ impl<A: Ord + Clone, K: Ord + Clone> RelayMemory<A, K> {
     pub fn disconnect(&mut self, sender: &A) {
         if self.by_sender.contains_key(sender) {
             self.gone.insert(sender.clone());
+            *self.epochs.entry(sender.clone()).or_insert(0) += 1;
         }
     }
 
@@ -145,7 +164,7 @@ impl<A: Ord + Clone, K: Ord + Clone> RelayMemory<A, K> {
         if self
             .by_key
             .get(&key)
-            .is_some_and(|(a, t)| a == sender && *t == at)
+            .is_some_and(|(a, t, _)| a == sender && *t == at)
         {
             self.by_key.remove(&key);
         }
@@ -172,6 +191,7 @@ impl<A: Ord + Clone, K: Ord + Clone> RelayMemory<A, K> {
             _ => {
                 self.by_sender.remove(sender);
                 self.gone.remove(sender);
+                self.epochs.remove(sender);
             }
         }
     }
@@ -228,6 +248,9 @@ mod tests {
         m.disconnect(&"op");
         m.remember(2, &"a", 5000);
         assert!(m.get(2, &1000).is_none() && m.get(2, &1001).is_some());
+        // Its relays have no owner on a connection any more.
+        assert!(m.get(2, &1001).is_some() && m.owner(2, &1001).is_none());
+        assert_eq!(m.owner(2, &5000), Some(&"a"));
         // Relaying again makes it present again.
         m.remember(3, &"op", 1002);
         m.remember(3, &"b", 5001);

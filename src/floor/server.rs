@@ -134,7 +134,8 @@ pub struct Config {
 ///
 /// A claim names (channel, id), not the message's sender, so while the
 /// guard is on an id stands for one message: a channel MSG whose id the
-/// server remembers as another sender's in that channel, or whose id has
+/// server remembers as the message of another sender still connected (it
+/// has not disconnected since) in that channel, or whose id has
 /// the form of the server's own (`s1`, `s2`, ...), is refused (`id_taken`;
 /// `INVALID_MSG` under `agentchat-0.36`), so a client cannot post a message
 /// under the id the next real one will have and claim it in advance. A MSG
@@ -1929,7 +1930,8 @@ impl<N: Naming> Server<N> {
 
     /// Claim guard: why a channel MSG from `from` with the client's `id`
     /// to `channel` is refused, if it is: an id of the server's form, or
-    /// one the guard remembers as another sender's message in `channel`.
+    /// one the guard remembers as the message of another sender still on
+    /// the connection it posted it from, in `channel`.
     fn id_refusal(
         &self,
         now: u64,
@@ -1952,8 +1954,8 @@ impl<N: Naming> Server<N> {
             return Some((code, message));
         }
         let key = (channel.clone(), id.clone());
-        match self.relays.get(now.max(self.now), &key) {
-            Some((sender, _)) if sender != from => {
+        match self.relays.owner(now.max(self.now), &key) {
+            Some(sender) if sender != from => {
                 let message = format!(
                     "message id `{shown}` is taken in {} by another sender's message; send another id, or none",
                     clip(&self.names.show_dest(channel))

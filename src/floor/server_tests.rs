@@ -1613,6 +1613,22 @@ fn the_guard_keeps_a_clients_own_post_from_taking_anothers_id() {
         assert_eq!(h.s.holder(G, "s1").map(|(a, _)| a), Some("agent-b"));
         assert_eq!(h.s.stats().refused_msgs, 3);
     }
+    // Once the squatter has disconnected (its claims released), its ids
+    // are free: the operator's m1 is a new message.
+    let mut h = guarded(PolicyKind::Spec, ClaimGuard::Relayed);
+    h.post(1, "agent-c", "m1");
+    h.claim(2, "agent-c", "m1", 2);
+    h.claim(2, "agent-b", "m1", 3);
+    assert!(h.s.msg_guard_refusal(3, "agent-a", G, "m1").is_some());
+    h.run(
+        3,
+        Input::Disconnect {
+            agent: "agent-c".into(),
+        },
+    );
+    assert!(h.s.msg_guard_refusal(3, "agent-a", G, "m1").is_none());
+    assert_eq!(to(&h.post(4, "agent-a", "m1")).len(), 1);
+    assert_eq!(h.s.holder(G, "m1"), None);
     // Without the guard nothing changes: the same id is relayed twice.
     let mut off = H::abc(PolicyKind::Spec);
     assert_eq!(to(&off.post(1, "agent-c", "m1")).len(), 2);
