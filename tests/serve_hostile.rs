@@ -502,3 +502,206 @@ fn limits_that_do_not_fit_together_are_input_errors() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+/// Unix time in ms: what an honest agentchat client stamps `started_at`
+/// with (the `clock` guard reads claims on that clock).
+fn unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Send `claim`, then JOIN a channel to sync: every frame the claim
+/// brought comes before the JOINED (one connection's inputs are handled
+/// in order). Returns those frames.
+async fn claim_and_sync(ws: &mut hostile::Ws, claim: &Value, sync: &str) -> Vec<Value> {
+    send(ws, claim).await;
+    send(ws, &json!({"type": "JOIN", "channel": sync})).await;
+    let mut got = Vec::new();
+    loop {
+        let v = next(ws).await;
+        if v["type"] == "JOINED" && v["channel"] == sync {
+            return got;
+        }
+        got.push(v);
+    }
+}
+
+/// Issue 39, item 5, a client's own posts: under `relayed` and `clock`,
+/// a squatter posts a MSG under the id the operator will use next (`m1`)
+/// and claims it with an honest `started_at`. The operator's own `m1` is
+/// then refused (`id_taken`: an id stands for one message while the guard
+/// remembers it), so no honest claim can land on the squatter's floor; the
+/// server's ids (`s1`, ...) cannot be taken at all, and a message posted
+/// without an id is claimed by the honest agent with no YIELD.
+#[tokio::test]
+async fn the_claim_guard_holds_against_a_clients_own_posts() {
+    for guard in ["relayed", "clock"] {
+        let srv = Server::spawn(&["--policy", "spec", "--claim-guard", guard]);
+        let addr = srv.addr;
+        let mut op = named(addr, "operator").await;
+        join(&mut op, "#general").await;
+        let mut honest = named(addr, "honest").await;
+        join(&mut honest, "#general").await;
+        let mut sq = named(addr, "squatter").await;
+        join(&mut sq, "#general").await;
+        let decoy = json!({"type": "MSG", "to": "#general", "content": "decoy", "id": "m1"});
+        send(&mut sq, &decoy).await;
+        let m = until(&mut honest, "MSG").await;
+        assert_eq!(
+            (m["id"].as_str(), m["from"].as_str()),
+            (Some("m1"), Some("squatter"))
+        );
+        let squat = json!({"type": "RESPONDING_TO", "msg_id": "m1", "started_at": unix_ms(), "channel": "#general"});
+        let got = claim_and_sync(&mut sq, &squat, "#sync-sq").await;
+        assert!(got.iter().all(|v| v["type"] != "ERROR"), "{guard}: {got:?}");
+        // The operator's m1: refused, never relayed.
+        let real = json!({"type": "MSG", "to": "#general", "content": "the question", "id": "m1"});
+        send(&mut op, &real).await;
+        let e = until(&mut op, "ERROR").await;
+        assert_eq!(e["code"], "id_taken", "{guard}: {e}");
+        // The server's next id cannot be taken either.
+        let s1 = json!({"type": "MSG", "to": "#general", "content": "decoy", "id": "s1"});
+        send(&mut sq, &s1).await;
+        let e = until(&mut sq, "ERROR").await;
+        assert_eq!(e["code"], "id_taken", "{guard}: {e}");
+        // The operator sends it without an id: the honest agent claims the
+        // message it got and holds the floor (no YIELD, no ERROR).
+        send(
+            &mut op,
+            &json!({"type": "MSG", "to": "#general", "content": "the question"}),
+        )
+        .await;
+        let m = until(&mut honest, "MSG").await;
+        assert_eq!(
+            (m["id"].as_str(), m["from"].as_str()),
+            (Some("s1"), Some("operator")),
+            "{m}"
+        );
+        let claim = json!({"type": "RESPONDING_TO", "msg_id": "s1", "started_at": unix_ms(), "channel": "#general"});
+        let got = claim_and_sync(&mut honest, &claim, "#sync-h").await;
+        assert!(
+            got.iter()
+                .all(|v| v["type"] != "YIELD" && v["type"] != "ERROR"),
+            "{guard}: {got:?}"
+        );
+        let (code, stderr) = stop(srv);
+        stopped_ok(code, &stderr);
+    }
+}
+
+/// Issue 39, item 5, churn by other connections: 200 connections post
+/// 400 tiny MSGs each (80 000 relays, more than the guard remembers in
+/// all, each in a channel of its own, within a raised burst) after the
+/// operator's question. The guard forgets the flooders' oldest relays
+/// (a claim on the first one is `not_relayed`), never the operator's: the
+/// honest claim on it is granted.
+#[tokio::test]
+async fn the_claim_guard_holds_against_churn_by_other_connections() {
+    let srv = Server::spawn(&["--policy", "spec", "--rate-burst", "1000"]);
+    let addr = srv.addr;
+    let mut op = named(addr, "operator").await;
+    join(&mut op, "#general").await;
+    let mut honest = named(addr, "honest").await;
+    join(&mut honest, "#general").await;
+    let q = json!({"type": "MSG", "to": "#general", "content": "q", "id": "q1"});
+    send(&mut op, &q).await;
+    assert_eq!(until(&mut honest, "MSG").await["id"], "q1");
+    let flood = attack(async move {
+        let floods = (0..200).map(|i| async move {
+            let mut ws = named(addr, &format!("flood-{i}")).await;
+            let ch = format!("#f{i}");
+            join(&mut ws, &ch).await;
+            for k in 0..400 {
+                let m = json!({"type": "MSG", "to": ch, "content": "x", "id": format!("f{i}-{k}")});
+                ws.send(Message::text(m.to_string())).await.expect("sends");
+            }
+            // Every MSG handled before this JOIN is confirmed.
+            join(&mut ws, &format!("#done-{i}")).await;
+            let _ = ws.close(None).await;
+        });
+        futures_util::future::join_all(floods).await;
+    });
+    served_during(addr, flood).await;
+    let forgotten = json!({"type": "RESPONDING_TO", "msg_id": "f0-0", "started_at": unix_ms(), "channel": "#f0"});
+    let got = claim_and_sync(&mut honest, &forgotten, "#sync-1").await;
+    assert!(
+        got.iter().any(|v| v["code"] == "not_relayed"),
+        "the flood did not fill the memory: {got:?}"
+    );
+    let claim = json!({"type": "RESPONDING_TO", "msg_id": "q1", "started_at": unix_ms(), "channel": "#general"});
+    let got = claim_and_sync(&mut honest, &claim, "#sync-2").await;
+    assert!(
+        got.iter()
+            .all(|v| v["type"] != "ERROR" && v["type"] != "YIELD"),
+        "{got:?}"
+    );
+    let (code, stderr) = stop(srv);
+    stopped_ok(code, &stderr);
+}
+
+/// The close code and reason of the next close frame `ws` gets (other
+/// frames are skipped).
+async fn closed_with(ws: &mut hostile::Ws) -> Option<(u16, String)> {
+    loop {
+        let m = tokio::time::timeout(WAIT, ws.next())
+            .await
+            .expect("a frame in time");
+        match m {
+            Some(Ok(Message::Close(f))) => {
+                return f.map(|f| (u16::from(f.code), f.reason.to_string()));
+            }
+            Some(Ok(_)) => {}
+            _ => return None,
+        }
+    }
+}
+
+/// Issue 39, item 7: under `agentchat-0.36`, agentchat 0.36.19's flood
+/// limit. An identified connection's 61st frame within 10 s (PINGs count)
+/// closes it with 1008, and the close releases its claim: a later claim
+/// on the message takes the floor (FLOOR_CLAIMED) instead of a YIELD. A
+/// connection that has not identified is closed at its 11th frame.
+#[tokio::test]
+async fn agentchat_closes_a_flooding_connection_with_1008_and_releases_its_claims() {
+    let srv = Server::spawn(&["--policy", "agentchat-0.36"]);
+    let addr = srv.addr;
+    let mut watcher = named(addr, "watcher").await;
+    join(&mut watcher, "#general").await;
+    // IDENTIFY, JOIN, RESPONDING_TO: 3 frames.
+    let mut holder = named(addr, "holder").await;
+    join(&mut holder, "#general").await;
+    let c =
+        json!({"type": "RESPONDING_TO", "msg_id": "m1", "started_at": 1000, "channel": "#general"});
+    send(&mut holder, &c).await;
+    let f = until(&mut watcher, "FLOOR_CLAIMED").await;
+    assert_eq!(f["holder"], "holder");
+    // 57 PINGs: 60 frames, all answered.
+    for _ in 0..57 {
+        send(&mut holder, &json!({"type": "PING"})).await;
+        assert_eq!(until(&mut holder, "PONG").await["type"], "PONG");
+    }
+    send(&mut holder, &json!({"type": "PING"})).await;
+    assert_eq!(
+        closed_with(&mut holder).await,
+        Some((1008, "Rate limit exceeded".to_string()))
+    );
+    let mut late = named(addr, "late").await;
+    join(&mut late, "#general").await;
+    let c =
+        json!({"type": "RESPONDING_TO", "msg_id": "m1", "started_at": 2000, "channel": "#general"});
+    let got = claim_and_sync(&mut late, &c, "#sync").await;
+    assert!(got.iter().all(|v| v["type"] != "YIELD"), "{got:?}");
+    let f = until(&mut watcher, "FLOOR_CLAIMED").await;
+    assert_eq!(f["holder"], "late", "{f}");
+    // Before identifying: 10 frames pass, the 11th closes.
+    let mut anon = connect(addr).await;
+    for _ in 0..10 {
+        send(&mut anon, &json!({"type": "PING"})).await;
+        assert_eq!(until(&mut anon, "PONG").await["type"], "PONG");
+    }
+    send(&mut anon, &json!({"type": "PING"})).await;
+    assert_eq!(closed_with(&mut anon).await.map(|c| c.0), Some(1008));
+    let (code, stderr) = stop(srv);
+    stopped_ok(code, &stderr);
+}

@@ -3,31 +3,18 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-
 use std::time::Duration;
 
 use super::CliError;
+use crate::floor::PolicyKind;
 use crate::floor::server::DEFAULT_CLAIM_SKEW_MS;
-use crate::floor::{ClaimGuard, Config, PolicyKind};
-use crate::serve::{self, Limits, Options, ServeError};
+use crate::serve::{self, Command, Limits};
 
 /// Largest time flag, ms (about 31.7 years).
 const MAX_MS: u64 = 1_000_000_000_000;
 
 fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// The claim guard `herdsim serve` uses when --claim-guard is not given:
-/// `relayed`, except `off` under `agentchat-0.36` (a faithful model of the
-/// real server, which has no such check).
-pub fn default_claim_guard(policy: PolicyKind) -> &'static str {
-    match policy {
-        PolicyKind::Agentchat036 => "off",
-        PolicyKind::None | PolicyKind::Spec | PolicyKind::Tombstone | PolicyKind::ServerTime => {
-            "relayed"
-        }
-    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -58,9 +45,7 @@ pub struct Args {
     /// Open connections at most; more are closed before the handshake.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1_000_000), value_name = "N")]
     pub max_connections: u64,
-    /// Frames per second a connection may send, sustained (0: no limit);
-    /// over it a frame gets ERROR RATE_LIMITED and is dropped (a ping or
-    /// pong is read later instead).
+    /// Frames per second a connection may send, sustained (0: no limit).
     #[arg(long, default_value_t = Limits::default().rate_per_sec, value_name = "N")]
     pub rate_limit: u32,
     /// Burst size of the rate limit, in frames.
@@ -107,20 +92,14 @@ pub struct Args {
     /// Channels that may exist at once.
     #[arg(long, default_value_t = Limits::default().max_channels as u64, value_parser = clap::value_parser!(u64).range(1..=10_000_000), value_name = "N")]
     pub max_channels: u64,
-    /// Ceiling on the memory clients make the whole server hold (queued
-    /// messages, frames in flight), in MiB; over it the connection holding
-    /// the most is dropped.
+    /// Ceiling on the memory clients make the whole server hold, in MiB.
     #[arg(long, default_value_t = (Limits::default().max_memory_bytes >> 20) as u64, value_parser = clap::value_parser!(u64).range(1..=(1 << 20)), value_name = "MIB")]
     pub max_memory_mb: u64,
-    /// Largest --log file, in bytes; logging stops before the input that
-    /// would pass it (and serve exits 1 at the end).
+    /// Largest --log file, in bytes; logging stops before passing it.
     #[arg(long, default_value_t = Limits::default().log_max_bytes, value_parser = clap::value_parser!(u64).range(1..), value_name = "BYTES")]
     pub log_max_bytes: u64,
-    /// Floor-squatting defence: off, relayed (a claim for a message the
-    /// server has not relayed in that channel is refused) or clock (also a
-    /// claim dated more than --claim-skew-ms before the message reached
-    /// the server, by the server's Unix clock). Default: relayed, but off
-    /// under agentchat-0.36 (the real server's behaviour).
+    /// Floor-squatting defence: off, relayed or clock (docs/protocol.md).
+    /// Default: relayed, but off under agentchat-0.36 (the real server's).
     #[arg(long, value_name = "MODE", value_parser = ["off", "relayed", "clock"])]
     pub claim_guard: Option<String>,
     /// --claim-guard clock: the clock skew tolerated, in ms.
@@ -142,66 +121,43 @@ fn size(n: u64) -> usize {
     usize::try_from(n).unwrap_or(usize::MAX)
 }
 
-pub fn run(args: Args) -> Result<ExitCode, CliError> {
-    let mut floor = Config::from_env(args.policy).map_err(|e| CliError::bad(e.to_string()))?;
-    if let Some(ttl) = args.ttl_ms {
-        floor.ttl_ms = ttl;
+pub fn run(a: Args) -> Result<ExitCode, CliError> {
+    let limits = Limits {
+        max_frame_bytes: size(a.max_frame_bytes),
+        max_connections: size(a.max_connections),
+        rate_per_sec: a.rate_limit,
+        burst: a.rate_burst,
+        byte_rate: a.byte_rate_limit,
+        byte_burst: a.byte_burst,
+        send_queue: size(a.max_queued_messages),
+        max_queued_bytes: size(a.max_queued_bytes),
+        write_timeout: Duration::from_millis(a.write_timeout_ms),
+        identify_timeout: Duration::from_millis(a.identify_timeout_ms),
+        idle_timeout: Duration::from_millis(a.idle_timeout_ms),
+        max_channel_bytes: size(a.max_channel_bytes),
+        max_id_bytes: size(a.max_id_bytes),
+        max_channels_per_conn: size(a.max_channels_per_connection),
+        max_claims_per_conn: size(a.max_claims_per_connection),
+        max_channels: size(a.max_channels),
+        max_memory_bytes: size(a.max_memory_mb.saturating_mul(1 << 20)),
+        log_max_bytes: a.log_max_bytes,
+        ..Limits::default()
+    };
+    Command {
+        listen: a.listen,
+        policy: a.policy,
+        ttl_ms: a.ttl_ms,
+        log: a.log,
+        operator_name: a.operator_name,
+        limits,
+        claim_guard: a.claim_guard,
+        claim_skew_ms: a.claim_skew_ms,
+        tls_cert: a.tls_cert,
+        tls_key: a.tls_key,
+        quiet: a.quiet,
     }
-    let guard = args
-        .claim_guard
-        .as_deref()
-        .unwrap_or(default_claim_guard(args.policy));
-    floor.claim_guard = match guard {
-        "relayed" => ClaimGuard::Relayed,
-        // The epoch is set to the server's clock when it starts.
-        "clock" => ClaimGuard::Clock {
-            skew_ms: args.claim_skew_ms,
-            epoch_ms: 0,
-        },
-        _ => ClaimGuard::Off,
-    };
-    let tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(cert), Some(key)) => {
-            Some(crate::tls::server_config(cert, key).map_err(|e| CliError::bad(e.to_string()))?)
-        }
-        (None, None) => None,
-        _ => return Err(CliError::bad("--tls-cert and --tls-key go together")),
-    };
-    let opts = Options {
-        listen: args.listen,
-        tls,
-        floor,
-        limits: Limits {
-            max_frame_bytes: size(args.max_frame_bytes),
-            max_connections: size(args.max_connections),
-            rate_per_sec: args.rate_limit,
-            burst: args.rate_burst,
-            byte_rate: args.byte_rate_limit,
-            byte_burst: args.byte_burst,
-            send_queue: size(args.max_queued_messages),
-            max_queued_bytes: size(args.max_queued_bytes),
-            write_timeout: Duration::from_millis(args.write_timeout_ms),
-            identify_timeout: Duration::from_millis(args.identify_timeout_ms),
-            idle_timeout: Duration::from_millis(args.idle_timeout_ms),
-            max_channel_bytes: size(args.max_channel_bytes),
-            max_id_bytes: size(args.max_id_bytes),
-            max_channels_per_conn: size(args.max_channels_per_connection),
-            max_claims_per_conn: size(args.max_claims_per_connection),
-            max_channels: size(args.max_channels),
-            max_memory_bytes: size(args.max_memory_mb.saturating_mul(1 << 20)),
-            log_max_bytes: args.log_max_bytes,
-        },
-        log: args.log,
-        operator_name: args.operator_name,
-        ..Options::default()
-    };
-    match serve::run_foreground(opts, args.quiet) {
-        Ok(_) => Ok(ExitCode::SUCCESS),
-        Err(e @ (ServeError::Log { .. } | ServeError::Limits(_))) => {
-            Err(CliError::bad(e.to_string()))
-        }
-        Err(e) => Err(CliError::Failure(e.into())),
-    }
+    .run()
+    .map(|_| ExitCode::SUCCESS)
 }
 
 #[cfg(test)]
@@ -216,28 +172,16 @@ mod tests {
             #[command(flatten)]
             a: Args,
         }
-        let t = T::try_parse_from(["t"]);
-        let a = t.map(|t| t.a);
+        let a = T::try_parse_from(["t"]).map(|t| t.a);
         let d = Limits::default();
         assert!(matches!(a, Ok(ref a)
-            if a.max_frame_bytes == d.max_frame_bytes as u64
-                && a.max_connections == d.max_connections as u64
-                && a.rate_limit == d.rate_per_sec
-                && a.rate_burst == d.burst
-                && a.byte_rate_limit == d.byte_rate
-                && a.byte_burst == d.byte_burst
-                && a.max_queued_bytes == d.max_queued_bytes as u64
-                && a.max_queued_messages == d.send_queue as u64
-                && a.write_timeout_ms == ms(d.write_timeout)
-                && a.identify_timeout_ms == ms(d.identify_timeout)
-                && a.idle_timeout_ms == ms(d.idle_timeout)
-                && a.max_channel_bytes == d.max_channel_bytes as u64
-                && a.max_id_bytes == d.max_id_bytes as u64
-                && a.max_channels_per_connection == d.max_channels_per_conn as u64
-                && a.max_claims_per_connection == d.max_claims_per_conn as u64
-                && a.max_channels == d.max_channels as u64
-                && a.max_memory_mb << 20 == d.max_memory_bytes as u64
-                && a.log_max_bytes == d.log_max_bytes
+            if (a.max_frame_bytes, a.max_connections) == (d.max_frame_bytes as u64, d.max_connections as u64)
+                && (a.rate_limit, a.rate_burst, a.byte_rate_limit, a.byte_burst) == (d.rate_per_sec, d.burst, d.byte_rate, d.byte_burst)
+                && (a.max_queued_bytes, a.max_queued_messages) == (d.max_queued_bytes as u64, d.send_queue as u64)
+                && (a.write_timeout_ms, a.identify_timeout_ms, a.idle_timeout_ms) == (ms(d.write_timeout), ms(d.identify_timeout), ms(d.idle_timeout))
+                && (a.max_channel_bytes, a.max_id_bytes) == (d.max_channel_bytes as u64, d.max_id_bytes as u64)
+                && (a.max_channels_per_connection, a.max_claims_per_connection, a.max_channels) == (d.max_channels_per_conn as u64, d.max_claims_per_conn as u64, d.max_channels as u64)
+                && (a.max_memory_mb << 20, a.log_max_bytes) == (d.max_memory_bytes as u64, d.log_max_bytes)
                 && a.listen.to_string() == serve::DEFAULT_LISTEN));
     }
 }

@@ -29,6 +29,9 @@ use super::hub::{ConnId, Event, error_text};
 use super::identity;
 use super::{ENVELOPE_BYTES, Limits, Shared};
 use crate::floor::Role;
+use crate::floor::policy::{
+    AGENTCHAT_FRAMES_IDENTIFIED, AGENTCHAT_FRAMES_UNIDENTIFIED, FrameWindow,
+};
 
 /// Time allowed for the TLS (with `--tls-cert`) and WebSocket handshakes.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -253,6 +256,7 @@ pub(crate) async fn run(
         inflight: Arc::new(Semaphore::new(inflight_budget(limits))),
         admission,
         started: false,
+        frame_window: FrameWindow::default(),
         shared: Arc::clone(&shared),
     };
     let end = c.read_loop(&mut ws, &mut stop).await;
@@ -331,6 +335,8 @@ struct Conn {
     admission: Arc<Admission>,
     /// The hub registered this connection (it must hear of its end).
     started: bool,
+    /// `agentchat-0.36`: the frames of the flood limit's window.
+    frame_window: FrameWindow,
 }
 
 /// What wakes the read loop besides a frame.
@@ -490,6 +496,23 @@ impl Conn {
 
     /// One text or binary frame. `Some` ends the connection.
     async fn on_frame(&mut self, ws: &mut Ws, bytes: &[u8]) -> Option<End> {
+        if self.shared.flood_close {
+            // agentchat 0.36.19 counts every frame before anything else and
+            // closes, unhandled, at the one over its limit; the close is a
+            // disconnect (the floor releases the connection's claims).
+            let limit = if self.session.is_some() {
+                AGENTCHAT_FRAMES_IDENTIFIED
+            } else {
+                AGENTCHAT_FRAMES_UNIDENTIFIED
+            };
+            let now = u64::try_from(self.shared.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+            if self.frame_window.over(now, limit) {
+                return Some(End::Close(close_frame(
+                    CloseCode::Policy,
+                    "Rate limit exceeded",
+                )));
+            }
+        }
         if !self.frames.take() {
             let limits = &self.shared.limits;
             let msg = format!(

@@ -253,7 +253,8 @@ impl Hub {
     }
 
     /// Why the hub refuses `event` from `id` before the floor sees it, if
-    /// it does: the channel and claim bounds and the claim guard.
+    /// it does: the channel and claim bounds and the claim guard (its
+    /// claims, and its ids of MSGs).
     fn refusal(
         &self,
         now: u64,
@@ -285,6 +286,13 @@ impl Hub {
                     return Some(("TOO_MANY_CHANNELS", m));
                 }
                 None
+            }
+            // The claim guard's rule for ids: a MSG under an id of the
+            // server's form, or one remembered as another sender's.
+            Some("MSG") => {
+                let to = event.get("to").and_then(Value::as_str)?;
+                let msg_id = event.get("id").and_then(Value::as_str)?;
+                self.server.msg_guard_refusal(now, id, to, msg_id)
             }
             Some("RESPONDING_TO") => {
                 let Ok(ClientMsg::RespondingTo {

@@ -24,10 +24,12 @@
 pub mod identity;
 
 mod budget;
+mod command;
 mod conn;
 mod foreground;
 mod hub;
 
+pub use command::{Command, default_claim_guard};
 pub use foreground::run_foreground;
 
 use std::collections::BTreeMap;
@@ -121,6 +123,12 @@ pub struct Limits {
     /// written and logging stops there (stderr says so at once and
     /// `herdsim serve` exits 1 at the end). Default 1 GiB.
     pub log_max_bytes: u64,
+    /// Under `agentchat-0.36`: close a connection that sends more than 60
+    /// text or binary frames in 10 s (10 before it identifies) with close
+    /// code 1008, as agentchat 0.36.19 does; its claims are released like
+    /// on any disconnect. Default true; `herdsim live` turns it off (its
+    /// agents' frame rate scales with its speed).
+    pub agentchat_flood_close: bool,
 }
 
 /// Room for the envelope of a relayed message beyond its client frame.
@@ -147,6 +155,7 @@ impl Default for Limits {
             max_channels: 10_000,
             max_memory_bytes: 512 << 20,
             log_max_bytes: 1 << 30,
+            agentchat_flood_close: true,
         }
     }
 }
@@ -284,6 +293,9 @@ pub(crate) struct Shared {
     pub operator_name: String,
     pub server_name: String,
     pub policy_name: &'static str,
+    /// `agentchat-0.36`: close a connection over agentchat 0.36.19's flood
+    /// limit (60 frames in 10 s, 10 before identifying) with 1008.
+    pub flood_close: bool,
     /// Time zero of the server clock.
     pub start: Instant,
     /// TLS in front of the WebSocket handshake (`wss://`).
@@ -384,6 +396,8 @@ impl Bound {
             operator_name: opts.operator_name.clone(),
             server_name: opts.server_name.clone(),
             policy_name: opts.floor.policy.name(),
+            flood_close: opts.floor.policy == floor::PolicyKind::Agentchat036
+                && opts.limits.agentchat_flood_close,
             start: Instant::now(),
             tls: opts.tls.clone(),
             meter: Arc::new(budget::Meter::default()),
@@ -391,6 +405,9 @@ impl Bound {
         });
         let (events_tx, events_rx) = mpsc::channel::<hub::Event>(1024);
         let mut floor_cfg = opts.floor.clone();
+        // The flood limit counts the socket's frames here (conn), not the
+        // floor's inputs.
+        floor_cfg.frame_limit = false;
         if let floor::ClaimGuard::Clock { epoch_ms, .. } = &mut floor_cfg.claim_guard {
             // Server time 0 on the clients' (Unix) clock.
             *epoch_ms = SystemTime::now()

@@ -14,6 +14,7 @@
 //! - [`policy`]: the named arbitration policies (`none`, `spec`,
 //!   `agentchat-0.36`, `tombstone`, `server-time`).
 //! - [`server`]: the server side: channel membership, the claim table, relay.
+//! - [`relay_memory`]: what the claim guard remembers of the relays.
 //! - [`client`]: the agent side: CSMA wait, claim, infer, abort, reply.
 //! - [`ttl_audit`]: what a run's decisions asked of the claim TTL.
 //!
@@ -98,6 +99,7 @@
 pub mod client;
 pub mod naming;
 pub mod policy;
+pub mod relay_memory;
 pub mod server;
 pub mod ttl_audit;
 pub mod wire;

@@ -262,6 +262,44 @@ pub const AGENTCHAT_SWEEP_MS: u64 = 5_000;
 /// connection (`rateLimitMs`: `options.rateLimitMs || 1000` in the
 /// `AgentChatServer` constructor, `lib/server.ts`).
 pub const AGENTCHAT_RATE_LIMIT_MS: u64 = 1_000;
+/// agentchat 0.36.19's flood limit (`_handleMessage`, `lib/server.ts`):
+/// every text frame a connection sends is counted over a sliding window of
+/// this many ms, and the frame that makes the count pass the limit closes
+/// the connection (close code 1008, `Rate limit exceeded`) unhandled; the
+/// close is a disconnect, which releases all the connection's claims.
+pub const AGENTCHAT_FRAME_WINDOW_MS: u64 = 10_000;
+/// The flood limit of an identified connection: frames per window.
+pub const AGENTCHAT_FRAMES_IDENTIFIED: usize = 60;
+/// The flood limit of a connection that has not identified yet.
+pub const AGENTCHAT_FRAMES_UNIDENTIFIED: usize = 10;
+
+/// agentchat 0.36.19's sliding frame window (see
+/// [`AGENTCHAT_FRAME_WINDOW_MS`]): the times of the frames of the last
+/// window, at most one more than the limit.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FrameWindow(std::collections::VecDeque<u64>);
+
+impl FrameWindow {
+    /// A frame at `now_ms`: `true` when it takes the frames of the window
+    /// (those less than [`AGENTCHAT_FRAME_WINDOW_MS`] old, it included)
+    /// past `limit`, i.e. the connection is closed.
+    pub fn over(&mut self, now_ms: u64, limit: usize) -> bool {
+        while self
+            .0
+            .front()
+            .is_some_and(|&t| now_ms.saturating_sub(t) >= AGENTCHAT_FRAME_WINDOW_MS)
+        {
+            self.0.pop_front();
+        }
+        self.0.push_back(now_ms);
+        let over = self.0.len() > limit;
+        while self.0.len() > limit.saturating_add(1) {
+            self.0.pop_front();
+        }
+        over
+    }
+}
+
 /// The channels an agentchat server creates at start (`AgentChatServer`
 /// constructor, `lib/server.ts`; `#ops` is verified-only there, which
 /// herdsim does not model).
@@ -640,5 +678,33 @@ mod tests {
         assert_eq!(p.judge(held, "b", Stamp::Int(6)), Verdict::DenySelf);
         assert_eq!(p.judge(held, "a", Stamp::Int(5)), Verdict::Displace);
         assert_eq!(p.judge(held, "c", Stamp::Int(5)), Verdict::Deny);
+    }
+
+    #[test]
+    fn the_frame_window_closes_on_the_61st_frame_of_ten_seconds() {
+        let mut w = FrameWindow::default();
+        // 60 frames in 9.999 s pass; the 61st within 10 s of the first closes.
+        for i in 0..60 {
+            assert!(!w.over(i * 169, AGENTCHAT_FRAMES_IDENTIFIED), "{i}");
+        }
+        assert!(w.over(9_999, AGENTCHAT_FRAMES_IDENTIFIED));
+        // A frame exactly 10 s after another no longer counts it.
+        let mut w = FrameWindow::default();
+        for _ in 0..60 {
+            assert!(!w.over(0, AGENTCHAT_FRAMES_IDENTIFIED));
+        }
+        assert!(!w.over(AGENTCHAT_FRAME_WINDOW_MS, AGENTCHAT_FRAMES_IDENTIFIED));
+        // Before identifying: the 11th frame.
+        let mut w = FrameWindow::default();
+        let closed: Vec<bool> = (0..11)
+            .map(|_| w.over(5, AGENTCHAT_FRAMES_UNIDENTIFIED))
+            .collect();
+        assert_eq!(closed.iter().filter(|c| **c).count(), 1);
+        assert!(closed[10]);
+        // It never holds more than the limit and one.
+        for _ in 0..1000 {
+            w.over(6, AGENTCHAT_FRAMES_UNIDENTIFIED);
+        }
+        assert_eq!(w.0.len(), AGENTCHAT_FRAMES_UNIDENTIFIED + 1);
     }
 }

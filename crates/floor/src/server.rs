@@ -50,7 +50,7 @@
 //!   `Stats::refused_msgs` counts MSGs answered with an ERROR instead of
 //!   being relayed.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
@@ -58,10 +58,12 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use crate::naming::{Naming, Place, Text, is_channel};
 use crate::policy::{
-    AGENTCHAT_CHANNEL_MAX, AGENTCHAT_DEFAULT_CHANNELS, AGENTCHAT_RATE_LIMIT_MS, AGENTCHAT_SWEEP_MS,
-    Announce, Channels, ClaimOrder, DEFAULT_TTL_MS, ENABLED_VAR, ErrorStyle, Expiry, MsgGate,
-    PolicyKind, REASON_DENIED, REASON_DISPLACED, Release, Rules, Slot, Verdict, YieldForm,
+    AGENTCHAT_CHANNEL_MAX, AGENTCHAT_DEFAULT_CHANNELS, AGENTCHAT_FRAMES_IDENTIFIED,
+    AGENTCHAT_FRAMES_UNIDENTIFIED, AGENTCHAT_RATE_LIMIT_MS, AGENTCHAT_SWEEP_MS, Announce, Channels,
+    ClaimOrder, DEFAULT_TTL_MS, ENABLED_VAR, ErrorStyle, Expiry, FrameWindow, MsgGate, PolicyKind,
+    REASON_DENIED, REASON_DISPLACED, Release, Rules, Slot, Verdict, YieldForm,
 };
+use crate::relay_memory::RelayMemory;
 use crate::ttl_audit::TtlAudit;
 use crate::wire::{ClientMsg, DecodeError, ServerMsg, Stamp, YieldDetail, clip};
 
@@ -102,6 +104,14 @@ pub struct Config {
     /// Default [`ClaimGuard::Off`]: every policy as it is written (and
     /// `agentchat-0.36` as the real server, which has no such check).
     pub claim_guard: ClaimGuard,
+    /// `agentchat-0.36` only: apply agentchat 0.36.19's flood limit to
+    /// every agent's inputs (JOIN, LEAVE, MSG, RESPONDING_TO): the one that
+    /// makes more than 60 in 10 s (10 before `Input::Identify`) is dropped
+    /// and the agent disconnected ([`crate::policy::FrameWindow`]),
+    /// counted in [`Stats::frame_closed`]. The operator is exempt. Default
+    /// false (`arbitrate` and the library as before); the simulator sets
+    /// it; `serve` applies the limit to the socket's frames instead.
+    pub frame_limit: bool,
 }
 
 /// The floor-squatting defence: which claims the server refuses beyond
@@ -115,10 +125,23 @@ pub struct Config {
 /// [`Stats::claims_refused`].
 ///
 /// The server remembers the channel messages it relayed (the channel, the
-/// id and the server time of the relay; a message relayed again under the
-/// same id counts from its last relay) for [`RELAY_MEMORY_MS`], and at most
-/// the last [`RELAY_MEMORY_MAX`] of them. An honest agent learns of a
-/// message only from the server, so its claim never comes before the relay.
+/// id, the sender and the server time of the relay; a message relayed
+/// again by its sender under the same id counts from its last relay) for
+/// [`RELAY_MEMORY_MS`], each sender's last [`RELAY_MEMORY_PER_SENDER`] at
+/// most, [`RELAY_MEMORY_MAX`] in all (when full, the sender with the most
+/// remembered forgets first: see [`crate::relay_memory`]). An honest
+/// agent learns of a message only from the server, so its claim never comes
+/// before the relay.
+///
+/// A claim names (channel, id), not the message's sender, so while the
+/// guard is on an id stands for one message: a channel MSG whose id the
+/// server remembers as the message of another sender still connected (it
+/// has not disconnected since) in that channel, or whose id has
+/// the form of the server's own (`s1`, `s2`, ...), is refused (`id_taken`;
+/// `INVALID_MSG` under `agentchat-0.36`), so a client cannot post a message
+/// under the id the next real one will have and claim it in advance. A MSG
+/// relayed under an id the guard does not remember (a new message) drops
+/// any claim left on that id from an older message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ClaimGuard {
     /// No check (default).
@@ -142,11 +165,7 @@ pub enum ClaimGuard {
 /// scenario key `server.claim_skew_ms`, `serve --claim-skew-ms`).
 pub const DEFAULT_CLAIM_SKEW_MS: u64 = 1000;
 
-/// How long the claim guard remembers a relayed message (10 min).
-pub const RELAY_MEMORY_MS: u64 = 600_000;
-/// How many relayed messages the claim guard remembers at most (the
-/// oldest are forgotten first).
-pub const RELAY_MEMORY_MAX: usize = 65_536;
+pub use crate::relay_memory::{RELAY_MEMORY_MAX, RELAY_MEMORY_MS, RELAY_MEMORY_PER_SENDER};
 
 impl ClaimGuard {
     /// The name used by the scenario key and the flags: `off`, `relayed`,
@@ -158,6 +177,13 @@ impl ClaimGuard {
             ClaimGuard::Clock { .. } => "clock",
         }
     }
+}
+
+/// Whether `id` has the form of the ids the server gives MSGs sent
+/// without one: `s` and decimal digits.
+fn is_server_form(id: &str) -> bool {
+    id.strip_prefix('s')
+        .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// A TTL that never expires (what `agentchat-0.36` does with a TTL
@@ -178,6 +204,7 @@ impl Default for Config {
             sweep_every_ms: AGENTCHAT_SWEEP_MS,
             rate_limit_operator: false,
             claim_guard: ClaimGuard::Off,
+            frame_limit: false,
         }
     }
 }
@@ -499,6 +526,8 @@ pub struct Stats {
     pub rate_limited: u64,
     /// Claims refused by the claim guard ([`Config::claim_guard`]).
     pub claims_refused: u64,
+    /// Agents disconnected by the flood limit ([`Config::frame_limit`]).
+    pub frame_closed: u64,
 }
 
 /// A read-only view of one entry of the claim table. `A`: how agents are
@@ -661,16 +690,16 @@ pub struct Server<N: Naming = Text> {
     lurking: BTreeSet<N::Agent>,
     /// agent -> server time of its last MSG that passed the rate limit.
     last_msg: BTreeMap<N::Agent, u64>,
+    /// [`Config::frame_limit`]: agent -> its frames of the last window.
+    frames: BTreeMap<N::Agent, FrameWindow>,
     /// Sweep expiry: the number of the last sweep that ran.
     last_sweep: Option<u128>,
     /// Reused buffers of the owned- and shared-output entry points.
     shared: Vec<Delivery<N>>,
     sends: Sends<N>,
-    /// Claim guard: (channel, msg_id) -> server time of its last relay.
-    relayed: BTreeMap<Key<N>, u64>,
-    /// The same relays in time order (an entry whose time is no longer the
-    /// map's is a message relayed again since, skipped when forgotten).
-    relay_order: VecDeque<(u64, Key<N>)>,
+    /// Claim guard: (channel, msg_id) -> the sender and server time of its
+    /// last relay.
+    relays: RelayMemory<N::Agent, Key<N>>,
 }
 
 impl Server<Text> {
@@ -870,6 +899,32 @@ impl Server<Text> {
     }
 
     /// What the claim guard ([`Config::claim_guard`]) would answer, at
+    /// server time `now_ms`, to a channel MSG from `from` to `channel`
+    /// with the client's `id`: `None` when the guard lets it through (to
+    /// the policy's own checks), else the ERROR's code (`id_taken`, or
+    /// `INVALID_MSG` under `agentchat-0.36`) and message: an id of the
+    /// server's form (`s1`, `s2`, ...) or one remembered as another
+    /// sender's message in `channel`. Changes nothing; [`Server::handle`]
+    /// applies the same check.
+    pub fn msg_guard_refusal(
+        &self,
+        now_ms: u64,
+        from: &str,
+        channel: &str,
+        id: &str,
+    ) -> Option<(&'static str, String)> {
+        if !is_channel(&self.names, &channel.to_string()) {
+            return None;
+        }
+        self.id_refusal(
+            now_ms,
+            &from.to_string(),
+            &channel.to_string(),
+            &id.to_string(),
+        )
+    }
+
+    /// What the claim guard ([`Config::claim_guard`]) would answer, at
     /// server time `now_ms`, to a claim by `from` (in `role`) on
     /// `(channel, msg_id)` dated `started_at`: `None` when it lets the
     /// claim through (to the policy's own checks), else the ERROR's code
@@ -906,11 +961,11 @@ impl<N: Naming> Server<N> {
             unidentified: BTreeSet::new(),
             lurking: BTreeSet::new(),
             last_msg: BTreeMap::new(),
+            frames: BTreeMap::new(),
             last_sweep: None,
             shared: Vec::new(),
             sends: Sends::default(),
-            relayed: BTreeMap::new(),
-            relay_order: VecDeque::new(),
+            relays: RelayMemory::default(),
             rules,
             cfg,
             names,
@@ -972,6 +1027,24 @@ impl<N: Naming> Server<N> {
     /// same order.
     pub fn handle_sends(&mut self, now_ms: u64, input: Input<N>, out: &mut Sends<N>) {
         let now = self.advance(now_ms);
+        if self.cfg.frame_limit && self.rules.msg_gate == MsgGate::Agentchat {
+            let agent = match &input {
+                Input::Join { agent, .. } | Input::Leave { agent, .. } => Some(agent),
+                Input::Client {
+                    from,
+                    role: Role::Agent,
+                    ..
+                } => Some(from),
+                _ => None,
+            };
+            if let Some(agent) = agent
+                && self.flooded(now, agent)
+            {
+                let agent = agent.clone();
+                self.stats.frame_closed += 1;
+                return self.disconnect(&agent);
+            }
+        }
         match input {
             Input::Tick => {}
             Input::Connect { agent } => {
@@ -1172,7 +1245,7 @@ impl<N: Naming> Server<N> {
 
     /// The relayed messages the claim guard remembers (0 when it is off).
     pub fn relays_remembered(&self) -> usize {
-        self.relayed.len()
+        self.relays.len()
     }
 
     /// [`Server::claim_guard_refusal`] in this server's naming, for the
@@ -1189,11 +1262,7 @@ impl<N: Naming> Server<N> {
         }
         let now = now_ms.max(self.now);
         let agentchat = self.rules.errors == ErrorStyle::Agentchat;
-        let relayed_at = self
-            .relayed
-            .get(key)
-            .copied()
-            .filter(|&at| now.saturating_sub(at) <= RELAY_MEMORY_MS);
+        let relayed_at = self.relays.get(now, key).map(|(_, at)| at);
         let (channel, msg_id) = key;
         let Some(at) = relayed_at else {
             let code = if agentchat {
@@ -1406,7 +1475,28 @@ impl<N: Naming> Server<N> {
         }
     }
 
+    /// [`Config::frame_limit`]: count a frame of `agent` at `now`; `true`
+    /// when it passes agentchat's flood limit.
+    fn flooded(&mut self, now: u64, agent: &N::Agent) -> bool {
+        let limit = if self.unidentified.contains(agent) {
+            AGENTCHAT_FRAMES_UNIDENTIFIED
+        } else {
+            AGENTCHAT_FRAMES_IDENTIFIED
+        };
+        match self.frames.get_mut(agent) {
+            Some(w) => w.over(now, limit),
+            None => {
+                let mut w = FrameWindow::default();
+                let over = w.over(now, limit);
+                self.frames.insert(agent.clone(), w);
+                over
+            }
+        }
+    }
+
     fn disconnect(&mut self, agent: &N::Agent) {
+        self.relays.disconnect(agent);
+        self.frames.remove(agent);
         // The connection's state goes with it (`_handleDisconnect`,
         // `lib/server.ts`: `lastMessageTime.delete(ws)`).
         self.unidentified.remove(agent);
@@ -1664,6 +1754,12 @@ impl<N: Naming> Server<N> {
         if !self.msg_admitted(now, &msg, &dest, out) {
             return;
         }
+        if matches!(dest, Place::Channel)
+            && let Some(id) = &msg.id
+            && let Some((code, message)) = self.id_refusal(now, &msg.from, &msg.to, id)
+        {
+            return self.refuse(&msg.from, code, message, out);
+        }
         let MsgReq {
             from,
             id,
@@ -1680,7 +1776,7 @@ impl<N: Naming> Server<N> {
         }
         let id = self.msg_id_or_assign(id);
         if !dm && self.cfg.claim_guard != ClaimGuard::Off {
-            self.remember_relay(now, &to, &id);
+            self.remember_relay(now, &from, &to, &id);
         }
         let relayed = ServerMsg::Msg {
             id,
@@ -1857,24 +1953,54 @@ impl<N: Naming> Server<N> {
         }
     }
 
-    /// Claim guard: remember that `(channel, msg_id)` was relayed at
-    /// `now`, and forget what is older than [`RELAY_MEMORY_MS`] or beyond
-    /// [`RELAY_MEMORY_MAX`].
-    fn remember_relay(&mut self, now: u64, channel: &N::Dest, msg_id: &N::Msg) {
+    /// Claim guard: remember that `from` relayed `(channel, msg_id)` at
+    /// `now` (the memory forgets what its bounds say). A message new under
+    /// that id (not remembered as `from`'s) drops any claim or marker left
+    /// on the id by an older message.
+    fn remember_relay(&mut self, now: u64, from: &N::Agent, channel: &N::Dest, msg_id: &N::Msg) {
         let key = (channel.clone(), msg_id.clone());
-        self.relayed.insert(key.clone(), now);
-        self.relay_order.push_back((now, key));
-        while let Some((at, _)) = self.relay_order.front() {
-            let old = now.saturating_sub(*at) > RELAY_MEMORY_MS;
-            if !old && self.relay_order.len() <= RELAY_MEMORY_MAX {
-                break;
+        let same = self.relays.get(now, &key).is_some_and(|(a, _)| a == from);
+        if !same && self.claims.contains_key(&key) {
+            self.remove_claim(&key);
+        }
+        self.relays.remember(now, from, key);
+    }
+
+    /// Claim guard: why a channel MSG from `from` with the client's `id`
+    /// to `channel` is refused, if it is: an id of the server's form, or
+    /// one the guard remembers as the message of another sender still on
+    /// the connection it posted it from, in `channel`.
+    fn id_refusal(
+        &self,
+        now: u64,
+        from: &N::Agent,
+        channel: &N::Dest,
+        id: &N::Msg,
+    ) -> Option<(&'static str, String)> {
+        if self.cfg.claim_guard == ClaimGuard::Off || self.names.msg_is_empty(id) {
+            return None;
+        }
+        let code = match self.rules.errors {
+            ErrorStyle::Protocol => "id_taken",
+            ErrorStyle::Agentchat => "INVALID_MSG",
+        };
+        let shown = clip(&self.names.show_msg(id));
+        if is_server_form(&self.names.show_msg(id)) {
+            let message = format!(
+                "message id `{shown}` has the form of the ids the server gives (s1, s2, ...); send another id, or none"
+            );
+            return Some((code, message));
+        }
+        let key = (channel.clone(), id.clone());
+        match self.relays.owner(now.max(self.now), &key) {
+            Some(sender) if sender != from => {
+                let message = format!(
+                    "message id `{shown}` is taken in {} by another sender's message; send another id, or none",
+                    clip(&self.names.show_dest(channel))
+                );
+                Some((code, message))
             }
-            let Some((at, key)) = self.relay_order.pop_front() else {
-                break;
-            };
-            if self.relayed.get(&key) == Some(&at) {
-                self.relayed.remove(&key);
-            }
+            _ => None,
         }
     }
 

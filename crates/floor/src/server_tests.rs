@@ -1527,21 +1527,201 @@ fn the_guard_forgets_relays_after_ten_minutes_and_beyond_its_count() {
         h.s.claim_guard_refusal(2 * RELAY_MEMORY_MS, Role::Agent, G, "new", Stamp::Int(0))
             .is_none()
     );
-    // At most RELAY_MEMORY_MAX relays, the oldest forgotten first.
+    // At most RELAY_MEMORY_PER_SENDER relays of one sender, its oldest
+    // forgotten first (the whole memory's bound is the relay memory's own
+    // test, floor::relay_memory).
     let t = 2 * RELAY_MEMORY_MS;
-    for i in 0..RELAY_MEMORY_MAX + 10 {
+    for i in 0..RELAY_MEMORY_PER_SENDER + 10 {
         h.post(t, "agent-c", &format!("x{i}"));
     }
-    assert_eq!(h.s.relays_remembered(), RELAY_MEMORY_MAX);
+    assert_eq!(h.s.relays_remembered(), RELAY_MEMORY_PER_SENDER);
     assert!(
         h.s.claim_guard_refusal(t, Role::Agent, G, "x0", Stamp::Int(0))
             .is_some()
     );
-    let last = format!("x{}", RELAY_MEMORY_MAX + 9);
+    let last = format!("x{}", RELAY_MEMORY_PER_SENDER + 9);
     assert!(
         h.s.claim_guard_refusal(t, Role::Agent, G, &last, Stamp::Int(0))
             .is_none()
     );
+}
+
+/// Issue 39, item 5: a client posts a message under the id the next real
+/// one will have and claims it. Under the guard an id stands for one
+/// message: the real one is refused under a taken id (its sender is told
+/// and may send it under another), the server's own ids cannot be taken,
+/// and a claim on the squatter's message is not a claim on any other.
+#[test]
+fn the_guard_keeps_a_clients_own_post_from_taking_anothers_id() {
+    for guard in [
+        ClaimGuard::Relayed,
+        ClaimGuard::Clock {
+            skew_ms: 1000,
+            epoch_ms: 0,
+        },
+    ] {
+        let mut h = guarded(PolicyKind::Spec, guard);
+        h.join(0, "operator", G);
+        // The squatter posts "m1" and claims it, honestly dated.
+        assert_eq!(to(&h.post(1, "agent-c", "m1")).len(), 3);
+        assert!(error_code(&h.claim(2, "agent-c", "m1", 2)).is_none());
+        // The operator's "m1" is refused, not relayed.
+        let out = h.run(
+            3,
+            Input::Client {
+                from: "operator".into(),
+                role: Role::Operator,
+                msg: ClientMsg::Msg {
+                    id: Some("m1".into()),
+                    to: G.into(),
+                    content: "q".into(),
+                    in_reply_to: None,
+                },
+            },
+        );
+        assert_eq!(
+            error_code(&out),
+            Some(("operator", "id_taken")),
+            "{guard:?}"
+        );
+        assert!(
+            h.s.msg_guard_refusal(3, "operator", G, "m1").is_some()
+                && h.s.msg_guard_refusal(3, "agent-c", G, "m1").is_none()
+                && h.s
+                    .msg_guard_refusal(3, "agent-a", "@agent-b", "m1")
+                    .is_none()
+        );
+        // The server's ids cannot be taken: "s1" is refused, and a MSG
+        // without an id gets s1, which the honest agent claims and holds.
+        assert_eq!(
+            error_code(&h.post(4, "agent-c", "s1")),
+            Some(("agent-c", "id_taken"))
+        );
+        assert_eq!(
+            error_code(&h.post(4, "agent-c", "s12")),
+            Some(("agent-c", "id_taken"))
+        );
+        assert!(error_code(&h.post(4, "agent-c", "s")).is_none());
+        assert!(error_code(&h.post(4, "agent-c", "s1x")).is_none());
+        let out = h.msg(5, "agent-a", G, None);
+        assert!(
+            matches!(&out[0].msg, ServerMsg::Msg { id, .. } if id == "s1"),
+            "{out:?}"
+        );
+        let out = h.claim(6, "agent-b", "s1", 6);
+        assert!(!to(&out).contains(&("agent-b", "YIELD")), "{out:?}");
+        assert_eq!(h.s.holder(G, "s1").map(|(a, _)| a), Some("agent-b"));
+        assert_eq!(h.s.stats().refused_msgs, 3);
+    }
+    // Once the squatter has disconnected (its claims released), its ids
+    // are free: the operator's m1 is a new message.
+    let mut h = guarded(PolicyKind::Spec, ClaimGuard::Relayed);
+    h.post(1, "agent-c", "m1");
+    h.claim(2, "agent-c", "m1", 2);
+    h.claim(2, "agent-b", "m1", 3);
+    assert!(h.s.msg_guard_refusal(3, "agent-a", G, "m1").is_some());
+    h.run(
+        3,
+        Input::Disconnect {
+            agent: "agent-c".into(),
+        },
+    );
+    assert!(h.s.msg_guard_refusal(3, "agent-a", G, "m1").is_none());
+    assert_eq!(to(&h.post(4, "agent-a", "m1")).len(), 1);
+    assert_eq!(h.s.holder(G, "m1"), None);
+    // Without the guard nothing changes: the same id is relayed twice.
+    let mut off = H::abc(PolicyKind::Spec);
+    assert_eq!(to(&off.post(1, "agent-c", "m1")).len(), 2);
+    assert_eq!(to(&off.post(2, "agent-a", "m1")).len(), 2);
+    assert_eq!(to(&off.post(2, "agent-a", "s1")).len(), 2);
+}
+
+/// A message relayed under an id the guard no longer remembers (its
+/// sender's budget churned it out) is a new message: a claim left on that
+/// id by the old one does not hold its floor.
+#[test]
+fn a_new_message_under_a_forgotten_id_drops_the_old_claim() {
+    let mut h = guarded(PolicyKind::Spec, ClaimGuard::Relayed);
+    h.post(1, "agent-c", "x");
+    h.claim(2, "agent-c", "x", 2);
+    // Its churn in another channel (a MSG in #general would release x).
+    h.join(3, "agent-c", "#churn");
+    for i in 0..RELAY_MEMORY_PER_SENDER {
+        let msg = ClientMsg::Msg {
+            id: Some(format!("churn{i}")),
+            to: "#churn".into(),
+            content: "c".into(),
+            in_reply_to: None,
+        };
+        let from = "agent-c".into();
+        h.run(
+            3,
+            Input::Client {
+                from,
+                role: Role::Agent,
+                msg,
+            },
+        );
+    }
+    assert!(h.s.msg_guard_refusal(4, "agent-a", G, "x").is_none());
+    assert_eq!(h.s.holder(G, "x").map(|(a, _)| a), Some("agent-c"));
+    h.post(4, "agent-a", "x");
+    assert_eq!(h.s.holder(G, "x"), None);
+    let out = h.claim(5, "agent-b", "x", 5);
+    assert!(!to(&out).contains(&("agent-b", "YIELD")), "{out:?}");
+    assert_eq!(h.s.holder(G, "x").map(|(a, _)| a), Some("agent-b"));
+    // Its own message relayed again keeps its claims.
+    h.post(6, "agent-a", "x");
+    assert_eq!(h.s.holder(G, "x").map(|(a, _)| a), Some("agent-b"));
+}
+
+/// agentchat 0.36.19's flood limit, with [`Config::frame_limit`]: the 61st
+/// input of an agent within 10 s is dropped and the agent disconnected
+/// (its claims released, out of every channel); the operator is exempt;
+/// off by default.
+#[test]
+fn agentchat_frame_limit_disconnects_the_61st_frame_in_ten_seconds() {
+    let cfg = |frame_limit| Config {
+        policy: PolicyKind::Agentchat036,
+        frame_limit,
+        ..Config::default()
+    };
+    let mut h = H::with(cfg(true));
+    h.join(0, "agent-b", G); // agent-b: 1
+    h.join(0, "agent-a", G); // agent-a: 1
+    let out = h.claim(1, "agent-a", "m1", 1); // 2
+    assert!(to(&out).contains(&("agent-b", "FLOOR_CLAIMED")), "{out:?}");
+    for i in 0..58 {
+        h.join(2 + i, "agent-a", G); // 3..60
+    }
+    assert_eq!(h.s.holder(G, "m1").map(|(a, _)| a), Some("agent-a"));
+    assert_eq!(h.s.stats().frame_closed, 0);
+    // The 61st within 10 s of the first: dropped, agent-a disconnected.
+    assert!(h.claim(9_999, "agent-a", "m2", 1).is_empty());
+    assert_eq!(h.s.stats().frame_closed, 1);
+    assert_eq!(h.s.holder(G, "m1"), None);
+    assert_eq!(h.s.holder(G, "m2"), None);
+    assert!(!h.s.is_member("agent-a", G));
+    // agent-b takes the released floor; the operator is never counted.
+    let out = h.claim(10_000, "agent-b", "m1", 5);
+    assert!(!to(&out).contains(&("agent-b", "YIELD")), "{out:?}");
+    for i in 0..100 {
+        h.claim_as(10_000 + i, "operator", Role::Operator, G, "m1", 1);
+    }
+    assert_eq!(h.s.stats().frame_closed, 1);
+    // Off by default, and under every other policy.
+    for (p, on) in [(PolicyKind::Agentchat036, false), (PolicyKind::Spec, true)] {
+        let mut h = H::with(Config {
+            policy: p,
+            frame_limit: on,
+            ..Config::default()
+        });
+        for i in 0..200 {
+            h.join(i, "agent-a", G);
+        }
+        assert_eq!(h.s.stats().frame_closed, 0, "{p:?}");
+        assert!(h.s.is_member("agent-a", G));
+    }
 }
 
 #[test]

@@ -155,6 +155,7 @@ pub fn embedded_options(setup: &Setup, agents: usize) -> serve::Options {
             rate_limit_operator: s.server.rate_limit_operator,
             // The scenario's guard; serve sets the clock's epoch when it
             // starts (the agents stamp the wall clock).
+            frame_limit: false,
             claim_guard: match s.server.claim_guard {
                 ClaimGuardSpec::Off => floor::ClaimGuard::Off,
                 ClaimGuardSpec::Relayed => floor::ClaimGuard::Relayed,
@@ -165,8 +166,10 @@ pub fn embedded_options(setup: &Setup, agents: usize) -> serve::Options {
             },
         },
         limits: serve::Limits {
-            // The agents' frame rate scales with the speed: no limit.
+            // The agents' frame rate scales with the speed: no limit, and
+            // no agentchat flood close.
             rate_per_sec: 0,
+            agentchat_flood_close: false,
             max_connections: agents + 16,
             ..serve::Limits::default()
         },

@@ -302,6 +302,8 @@ fn simulate_audited(
         sweep_every_ms: p.sweep_every_ms,
         rate_limit_operator: p.rate_limit_operator,
         claim_guard: p.claim_guard,
+        // agentchat 0.36.19's flood limit (docs/agentchat.md).
+        frame_limit: true,
     };
     let server = floor::Server::with_naming(config, p.names.clone());
     let agents = (0..p.agents())
