@@ -9,7 +9,8 @@
 //!
 //! - a question in: [`Client::on_message`]; every frame the floor knows
 //!   (relayed claims, YIELD, answers): [`Client::on_server_msg`];
-//! - `StartCsma`: wait a delay drawn uniformly from `0..csma-max-ms`, then
+//! - `StartCsma`: wait a delay drawn uniformly from
+//!   `csma-min-ms..csma-max-ms`, then
 //!   [`Client::on_timer`]; `WakeAt`: the same at the time given;
 //! - `Send`: the frame goes to the server as JSON (a claim, an answer);
 //! - `StartInference`: the fake model "thinks" for a time drawn uniformly
@@ -26,7 +27,8 @@
 //!
 //! Flags (all optional but `--url` and `--name`): `--channel '#general'`,
 //! `--policy spec` (`none` claims nothing: the herd), `--ttl-ms 45000`,
-//! `--csma-max-ms 2000`, `--infer-min-ms 800`, `--infer-max-ms 1200`,
+//! `--csma-min-ms 0`, `--csma-max-ms 2000` (`herdsim tune` prints the
+//! three it recommends in these flags), `--infer-min-ms 800`, `--infer-max-ms 1200`,
 //! `--seed 1`, `--run-ms 60000` (then it leaves). It prints `ready` on
 //! stdout once it has joined, and at the end one line of counts:
 //! `questions=Q started=S aborted=A answered=N skipped=K`.
@@ -50,7 +52,7 @@ struct Args {
     channel: String,
     policy: PolicyKind,
     ttl_ms: u64,
-    csma_max_ms: u64,
+    csma_ms: (u64, u64),
     infer_ms: (u64, u64),
     seed: u64,
     run_ms: u64,
@@ -80,11 +82,14 @@ fn parse_args() -> Result<Args, String> {
             .parse()
             .map_err(|_| format!("--policy {policy}: not a policy"))?,
         ttl_ms: num("ttl-ms", 45_000)?,
-        csma_max_ms: num("csma-max-ms", 2_000)?,
+        csma_ms: (num("csma-min-ms", 0)?, num("csma-max-ms", 2_000)?),
         infer_ms: (num("infer-min-ms", 800)?, num("infer-max-ms", 1_200)?),
         seed: num("seed", 1)?,
         run_ms: num("run-ms", 60_000)?,
     };
+    if args.csma_ms.0 > args.csma_ms.1 {
+        return Err("--csma-min-ms is above --csma-max-ms".into());
+    }
     if args.infer_ms.0 > args.infer_ms.1 {
         return Err("--infer-min-ms is above --infer-max-ms".into());
     }
@@ -225,7 +230,7 @@ async fn run(a: Args) -> Result<Counts, String> {
             let now = now_ms();
             match act {
                 Action::StartCsma { msg_id } => {
-                    let wait = rng.random_range(0..=a.csma_max_ms);
+                    let wait = rng.random_range(a.csma_ms.0..=a.csma_ms.1);
                     timers.push((now + i64::try_from(wait).unwrap_or(0), msg_id));
                 }
                 Action::WakeAt { msg_id, at_ms } => timers.push((at_ms, msg_id)),

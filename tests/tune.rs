@@ -93,6 +93,15 @@ fn with_no_budget_the_widest_window_wins() {
     assert_eq!(env_line(&text, "AGENTCHAT_CSMA_MIN_MS"), "0");
     assert_eq!(env_line(&text, "AGENTCHAT_CSMA_MAX_MS"), "4000", "{text}");
     assert_eq!(env_line(&text, "AGENTCHAT_RESPOND_TTL_MS"), "60000");
+    // The same settings in the flags of the agent on herdsim-floor and of serve.
+    assert!(
+        text.contains("#   floor_agent --csma-min-ms 0 --csma-max-ms 4000 --ttl-ms 60000\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("#   herdsim serve --ttl-ms 60000\n"),
+        "{text}"
+    );
     assert!(flat(&text).contains("constraint: none"), "{text}");
     // It says plainly what it optimised, what that cost, and how not to pay.
     assert!(

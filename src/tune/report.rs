@@ -395,6 +395,7 @@ fn recommended_settings(t: &mut String, space: &Space, best: &Candidate, v: &[f6
             let _ = writeln!(t, "{var}={}", value_text(d, *x));
         }
     }
+    floor_agent_lines(t, space, v);
     for (d, x) in space
         .dims
         .iter()
@@ -407,6 +408,39 @@ fn recommended_settings(t: &mut String, space: &Space, best: &Candidate, v: &[f6
             d.key,
             value_text(d, *x)
         );
+    }
+}
+
+/// The same settings in the flags of the agent built on `herdsim-floor`
+/// (`examples/floor_agent.rs`: its CSMA window and the claim TTL its client
+/// believes) and of `herdsim serve` (the server's TTL), as comments: the
+/// output stays an env file.
+fn floor_agent_lines(t: &mut String, space: &Space, v: &[f64]) {
+    let flag = |role: Role| -> Option<(&'static str, String)> {
+        let name = match role {
+            Role::CsmaMin => "--csma-min-ms",
+            Role::CsmaMax => "--csma-max-ms",
+            Role::Ttl => "--ttl-ms",
+            Role::Extra => return None,
+        };
+        let (d, x) = space.dims.iter().zip(v).find(|(d, _)| d.role == role)?;
+        Some((name, value_text(d, *x)))
+    };
+    let agent: Vec<String> = [Role::CsmaMin, Role::CsmaMax, Role::Ttl]
+        .into_iter()
+        .filter_map(flag)
+        .map(|(f, x)| format!("{f} {x}"))
+        .collect();
+    if agent.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        t,
+        "# the same for an agent on herdsim-floor (examples/floor_agent.rs) and for herdsim serve:"
+    );
+    let _ = writeln!(t, "#   floor_agent {}", agent.join(" "));
+    if let Some((f, x)) = flag(Role::Ttl) {
+        let _ = writeln!(t, "#   herdsim serve {f} {x}");
     }
 }
 
