@@ -509,6 +509,51 @@ fn observe_args<'a>(url: &'a str, out: &'a str, more: &[&'a str]) -> Vec<&'a str
     a
 }
 
+/// observe (recording only, into a temporary folder, killed after 30 s)
+/// against a server behaving as `how`: what the run gave, the folder and
+/// the server's URL.
+fn observe_against(
+    how: Hostility,
+    more: &[&str],
+    sigint_after: Option<Duration>,
+) -> (Ran, tempfile::TempDir, String) {
+    let (url, stop, h) = hostile_server(how);
+    let tmp = tempfile::tempdir().expect("tmp");
+    let out = tmp.path().to_string_lossy().into_owned();
+    let r = run_bounded(
+        &observe_args(&url, &out, more),
+        Duration::from_secs(30),
+        sigint_after,
+    );
+    let _ = stop.send(());
+    let _ = h.join();
+    (r, tmp, url)
+}
+
+/// live of the six-agent scenario at `speed` against a server behaving as
+/// `how`, killed after `within`: what the run gave and the server's URL.
+fn live_against(
+    how: Hostility,
+    speed: &str,
+    within: Duration,
+    sigint_after: Option<Duration>,
+) -> (Ran, String) {
+    let (url, stop, h) = hostile_server(how);
+    let tmp = tempfile::tempdir().expect("tmp");
+    let sc = tmp.path().join("s.toml");
+    std::fs::write(&sc, SIX).expect("scenario");
+    let (sc, out) = (sc.to_string_lossy(), tmp.path().join("out"));
+    let out = out.to_string_lossy();
+    let r = run_bounded(
+        &["live", "--speed", speed, "--url", &url, "--out", &out, &sc],
+        within,
+        sigint_after,
+    );
+    let _ = stop.send(());
+    let _ = h.join();
+    (r, url)
+}
+
 /// A server that floods pings and never reads fills observe's socket with
 /// its pongs, so observe's own ping cannot be sent: `--duration 5s` still
 /// ends it at 5 s (exit 0). Bound: 15 s (5 s, 1 s for a polite close, the
@@ -516,16 +561,7 @@ fn observe_args<'a>(url: &'a str, out: &'a str, more: &[&'a str]) -> Vec<&'a str
 /// go away (here 60 s).
 #[test]
 fn observe_honours_its_duration_against_a_server_that_never_reads() {
-    let (url, stop, h) = hostile_server(Hostility::FloodPings);
-    let tmp = tempfile::tempdir().expect("tmp");
-    let out = tmp.path().to_string_lossy().into_owned();
-    let r = run_bounded(
-        &observe_args(&url, &out, &["--duration", "5s"]),
-        Duration::from_secs(30),
-        None,
-    );
-    let _ = stop.send(());
-    let _ = h.join();
+    let (r, tmp, _) = observe_against(Hostility::FloodPings, &["--duration", "5s"], None);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert!(r.took < Duration::from_secs(15), "took {:?}", r.took);
     let log = read(&tmp.path().join("observe-general/frames.jsonl"));
@@ -542,16 +578,7 @@ fn observe_honours_its_duration_against_a_server_that_never_reads() {
 /// ended "interrupted".
 #[test]
 fn observe_honours_ctrl_c_against_a_server_that_never_reads() {
-    let (url, stop, h) = hostile_server(Hostility::FloodPings);
-    let tmp = tempfile::tempdir().expect("tmp");
-    let out = tmp.path().to_string_lossy().into_owned();
-    let r = run_bounded(
-        &observe_args(&url, &out, &[]),
-        Duration::from_secs(30),
-        Some(Duration::from_secs(4)),
-    );
-    let _ = stop.send(());
-    let _ = h.join();
+    let (r, tmp, _) = observe_against(Hostility::FloodPings, &[], Some(Duration::from_secs(4)));
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert!(r.took < Duration::from_secs(7), "took {:?}", r.took);
     let log = read(&tmp.path().join("observe-general/frames.jsonl"));
@@ -563,16 +590,7 @@ fn observe_honours_ctrl_c_against_a_server_that_never_reads() {
 /// saying so. Bound: 30 s.
 #[test]
 fn observe_drops_a_server_that_never_reads() {
-    let (url, stop, h) = hostile_server(Hostility::FloodPings);
-    let tmp = tempfile::tempdir().expect("tmp");
-    let out = tmp.path().to_string_lossy().into_owned();
-    let r = run_bounded(
-        &observe_args(&url, &out, &[]),
-        Duration::from_secs(30),
-        None,
-    );
-    let _ = stop.send(());
-    let _ = h.join();
+    let (r, _, _) = observe_against(Hostility::FloodPings, &[], None);
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert!(
         r.stderr.contains("the observation ended early")
@@ -588,19 +606,14 @@ fn observe_drops_a_server_that_never_reads() {
 /// exit 1, having held at most that; no log is left.
 #[test]
 fn observe_refuses_a_server_that_sends_too_much_before_welcome() {
-    let (url, stop, h) = hostile_server(Hostility::JunkBeforeWelcome {
-        frames: 10,
-        bytes: 900_000,
-    });
-    let tmp = tempfile::tempdir().expect("tmp");
-    let out = tmp.path().to_string_lossy().into_owned();
-    let r = run_bounded(
-        &observe_args(&url, &out, &[]),
-        Duration::from_secs(30),
+    let (r, tmp, url) = observe_against(
+        Hostility::JunkBeforeWelcome {
+            frames: 10,
+            bytes: 900_000,
+        },
+        &[],
         None,
     );
-    let _ = stop.send(());
-    let _ = h.join();
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert!(
         r.stderr.contains(&format!("{url}: refused"))
@@ -621,16 +634,7 @@ fn observe_refuses_a_server_that_sends_too_much_before_welcome() {
 /// ends saying so (exit 1).
 #[test]
 fn observe_refuses_a_frame_over_its_limit() {
-    let (url, stop, h) = hostile_server(Hostility::HugeFrame);
-    let tmp = tempfile::tempdir().expect("tmp");
-    let out = tmp.path().to_string_lossy().into_owned();
-    let r = run_bounded(
-        &observe_args(&url, &out, &[]),
-        Duration::from_secs(30),
-        None,
-    );
-    let _ = stop.send(());
-    let _ = h.join();
+    let (r, _, _) = observe_against(Hostility::HugeFrame, &[], None);
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert!(
         r.stderr
@@ -647,19 +651,7 @@ fn observe_refuses_a_frame_over_its_limit() {
 /// 30 s; the rest for a loaded machine), in bounded memory.
 #[test]
 fn live_drops_a_server_that_never_reads() {
-    let (url, stop, h) = hostile_server(Hostility::FloodPings);
-    let tmp = tempfile::tempdir().expect("tmp");
-    let sc = tmp.path().join("s.toml");
-    std::fs::write(&sc, SIX).expect("scenario");
-    let (sc, out) = (sc.to_string_lossy(), tmp.path().join("out"));
-    let out = out.to_string_lossy();
-    let r = run_bounded(
-        &["live", "--speed", "0.2", "--url", &url, "--out", &out, &sc],
-        Duration::from_secs(60),
-        None,
-    );
-    let _ = stop.send(());
-    let _ = h.join();
+    let (r, _) = live_against(Hostility::FloodPings, "0.2", Duration::from_secs(60), None);
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert!(
         r.stderr.contains("the connection of operator ended: a frame could not be sent within 10 s (the server is not reading)"),
@@ -677,19 +669,12 @@ fn live_drops_a_server_that_never_reads() {
 /// 130 (interrupted).
 #[test]
 fn live_honours_ctrl_c_against_a_server_that_never_reads() {
-    let (url, stop, h) = hostile_server(Hostility::FloodPings);
-    let tmp = tempfile::tempdir().expect("tmp");
-    let sc = tmp.path().join("s.toml");
-    std::fs::write(&sc, SIX).expect("scenario");
-    let (sc, out) = (sc.to_string_lossy(), tmp.path().join("out"));
-    let out = out.to_string_lossy();
-    let r = run_bounded(
-        &["live", "--speed", "0.2", "--url", &url, "--out", &out, &sc],
+    let (r, _) = live_against(
+        Hostility::FloodPings,
+        "0.2",
         Duration::from_secs(30),
         Some(Duration::from_secs(3)),
     );
-    let _ = stop.send(());
-    let _ = h.join();
     assert_eq!(r.code, Some(130), "{}", r.stderr);
     assert!(r.took < Duration::from_secs(6), "took {:?}", r.took);
 }
@@ -699,22 +684,15 @@ fn live_honours_ctrl_c_against_a_server_that_never_reads() {
 /// naming the server and the bound.
 #[test]
 fn live_refuses_a_server_that_sends_too_much_before_welcome() {
-    let (url, stop, h) = hostile_server(Hostility::JunkBeforeWelcome {
-        frames: 5000,
-        bytes: 10,
-    });
-    let tmp = tempfile::tempdir().expect("tmp");
-    let sc = tmp.path().join("s.toml");
-    std::fs::write(&sc, SIX).expect("scenario");
-    let (sc, out) = (sc.to_string_lossy(), tmp.path().join("out"));
-    let out = out.to_string_lossy();
-    let r = run_bounded(
-        &["live", "--speed", "1", "--url", &url, "--out", &out, &sc],
+    let (r, url) = live_against(
+        Hostility::JunkBeforeWelcome {
+            frames: 5000,
+            bytes: 10,
+        },
+        "1",
         Duration::from_secs(30),
         None,
     );
-    let _ = stop.send(());
-    let _ = h.join();
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert!(
         r.stderr.contains(&format!("{url}: refused"))
@@ -730,19 +708,14 @@ fn live_refuses_a_server_that_sends_too_much_before_welcome() {
 /// saying nothing was recorded.
 #[test]
 fn observe_honours_ctrl_c_during_the_handshake() {
-    let (url, stop, h) = hostile_server(Hostility::JunkBeforeWelcome {
-        frames: 0,
-        bytes: 0,
-    });
-    let tmp = tempfile::tempdir().expect("tmp");
-    let out = tmp.path().to_string_lossy().into_owned();
-    let r = run_bounded(
-        &observe_args(&url, &out, &[]),
-        Duration::from_secs(30),
+    let (r, tmp, _) = observe_against(
+        Hostility::JunkBeforeWelcome {
+            frames: 0,
+            bytes: 0,
+        },
+        &[],
         Some(Duration::from_secs(2)),
     );
-    let _ = stop.send(());
-    let _ = h.join();
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert!(r.took < Duration::from_secs(4), "took {:?}", r.took);
     assert!(
