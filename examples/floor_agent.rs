@@ -39,11 +39,15 @@ use std::io::Write;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures_util::{SinkExt, StreamExt};
+use herdsim_floor::dialect::{self, Kind};
 use herdsim_floor::{Action, Client, ClientConfig, PolicyKind, ServerMsg};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
+
+/// The longest frame read (longer ones are ignored unparsed).
+const MAX_FRAME_BYTES: usize = 1 << 20;
 
 /// The flags, each `--name value`.
 struct Args {
@@ -116,8 +120,22 @@ struct Counts {
 type Ws =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
-/// The next text frame as JSON, within `limit`.
+/// The next text frame as JSON, within `limit`; an ERROR from the server
+/// (during the handshake: a name it refuses, a rate limit) is the error.
 async fn next_json(ws: &mut Ws, limit: Duration) -> Result<Value, String> {
+    let v = next_frame(ws, limit).await?;
+    if v["type"] == "ERROR" {
+        return Err(format!(
+            "the server refused: {} {}",
+            v["code"].as_str().unwrap_or("ERROR"),
+            v["message"].as_str().unwrap_or("")
+        ));
+    }
+    Ok(v)
+}
+
+/// The next text frame as JSON, within `limit`.
+async fn next_frame(ws: &mut Ws, limit: Duration) -> Result<Value, String> {
     loop {
         let frame = tokio::time::timeout(limit, ws.next())
             .await
@@ -139,17 +157,25 @@ async fn send(ws: &mut Ws, text: String) -> Result<(), String> {
 }
 
 /// IDENTIFY, then JOIN the channel; each answer awaited for at most 10 s.
-async fn handshake(ws: &mut Ws, a: &Args) -> Result<(), String> {
+/// Returns the id the server names this agent by (WELCOME's `agent_id`
+/// without its `@`): `from`, `holder` and `winner` carry it.
+async fn handshake(ws: &mut Ws, a: &Args) -> Result<String, String> {
     let limit = Duration::from_secs(10);
     send(ws, json!({"type": "IDENTIFY", "name": a.name}).to_string()).await?;
-    while next_json(ws, limit).await?["type"] != "WELCOME" {}
+    let me = loop {
+        let v = next_json(ws, limit).await?;
+        if v["type"] == "WELCOME" {
+            let id = v["agent_id"].as_str().unwrap_or(&a.name);
+            break id.strip_prefix('@').unwrap_or(id).to_string();
+        }
+    };
     send(
         ws,
         json!({"type": "JOIN", "channel": a.channel}).to_string(),
     )
     .await?;
     while next_json(ws, limit).await?["type"] != "JOINED" {}
-    Ok(())
+    Ok(me)
 }
 
 async fn run(a: Args) -> Result<Counts, String> {
@@ -160,12 +186,12 @@ async fn run(a: Args) -> Result<Counts, String> {
     .await
     .map_err(|_| format!("{}: no connection within 10 s", a.url))?
     .map_err(|e| format!("{}: {e}", a.url))?;
-    handshake(&mut ws, &a).await?;
+    let me = handshake(&mut ws, &a).await?;
     println!("ready");
     let _ = std::io::stdout().flush();
 
     let mut floor = Client::new(ClientConfig {
-        id: a.name.clone(),
+        id: me.clone(),
         policy: a.policy,
         ttl_ms: a.ttl_ms,
         recheck_on_expiry: false,
@@ -196,13 +222,20 @@ async fn run(a: Args) -> Result<Counts, String> {
                     Some(Err(e)) => return Err(e.to_string()),
                     None => return Err("the server closed the connection".into()),
                 };
-                let Ok(msg) = ServerMsg::decode_str(&text) else {
-                    continue; // presence, notices: not the floor's
+                // A real agentchat server's dialect read into the wire
+                // (herdsim serve's frames pass unchanged); replays of the
+                // channel's history, notices and presence are not the floor's.
+                let (kind, value) = dialect::read(&text, MAX_FRAME_BYTES);
+                if !matches!(kind, Kind::Msg | Kind::Floor) {
+                    continue;
+                }
+                let Ok(msg) = ServerMsg::from_value(&value) else {
+                    continue;
                 };
                 let now = now_ms();
                 // A question: a channel MSG that answers nothing, not ours.
                 if let ServerMsg::Msg { id, from, to, in_reply_to: None, .. } = &msg
-                    && *from != a.name
+                    && *from != me
                     && *to == a.channel
                 {
                     n.questions += 1;

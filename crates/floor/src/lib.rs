@@ -11,6 +11,8 @@
 //!   in the simulator); the state machines are generic over it.
 //! - [`wire`]: the JSON wire protocol (RESPONDING_TO, YIELD, MSG,
 //!   FLOOR_CLAIMED, ERROR) with strict, panic-free decoding.
+//! - [`dialect`]: a real agentchat server's frames (`msg_id`, `@` ids,
+//!   replays, notices) read into that wire, for an agent on a real server.
 //! - [`policy`]: the named arbitration policies (`none`, `spec`,
 //!   `agentchat-0.36`, `tombstone`, `server-time`).
 //! - [`server`]: the server side: channel membership, the claim table, relay.
@@ -97,6 +99,7 @@
 #![warn(missing_docs)]
 
 pub mod client;
+pub mod dialect;
 pub mod naming;
 pub mod policy;
 pub mod relay_memory;
