@@ -364,9 +364,9 @@ pub fn run(opts: &Options, stop: &AtomicBool) -> Result<Finished, Error> {
             Ok(p) => Some(p),
             // The scenario was read back above: a refusal here is a bug,
             // not the user's input.
-            Err(Error::Input(m)) => {
+            Err(e @ (Error::Input(_) | Error::Scenario(_))) => {
                 return Err(Error::Failure(anyhow::anyhow!(
-                    "internal: the fitted scenario is not valid: {m}"
+                    "internal: the fitted scenario is not valid: {e}"
                 )));
             }
             Err(e) => return Err(e),
