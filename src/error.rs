@@ -25,11 +25,14 @@ pub enum Error {
     /// A scenario that does not load or validate: bad input.
     #[error(transparent)]
     Scenario(#[from] crate::scenario::ScenarioError),
-    /// A file that could not be read or written: the path and the reason
-    /// (bad input when the path is refused, [`crate::files::Refused`]).
-    #[error("{}: {source}", path.display())]
+    /// A file or folder that could not be read, written, created, moved or
+    /// removed: what was being done, the path and the reason (bad input
+    /// when the path is refused, [`crate::files::Refused`]).
+    #[error("{action} {}: {source}", path.display())]
     Io {
-        /// The file.
+        /// What was being done: `writing`, `creating`, ...
+        action: &'static str,
+        /// The file or folder.
         path: PathBuf,
         /// What the system said.
         source: io::Error,
@@ -47,9 +50,10 @@ impl Error {
         Error::Input(msg.into())
     }
 
-    /// `path` could not be read or written.
-    pub fn io(path: impl Into<PathBuf>, source: io::Error) -> Error {
+    /// Doing `action` (`writing`) to `path` failed.
+    pub fn io(action: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Error {
         Error::Io {
+            action,
             path: path.into(),
             source,
         }
@@ -132,13 +136,14 @@ mod tests {
         let e = Error::from(bad_input("plot.csv:2:3: not a number").context("drawing"));
         assert_eq!(e.exit_code(), 2);
         let refused = io::Error::other(crate::files::Refused("a directory".into()));
-        assert_eq!(Error::io("out", refused).exit_code(), 2);
+        assert_eq!(Error::io("creating", "out", refused).exit_code(), 2);
         let e = Error::io(
+            "writing",
             "out/a.csv",
             io::Error::from(io::ErrorKind::PermissionDenied),
         );
         assert_eq!(e.exit_code(), 1);
-        assert!(e.to_string().starts_with("out/a.csv: "), "{e}");
+        assert!(e.to_string().starts_with("writing out/a.csv: "), "{e}");
         let pipe = Error::from(io::Error::from(io::ErrorKind::BrokenPipe));
         assert!(pipe.is_broken_pipe() && !Error::bad("x").is_broken_pipe());
     }
