@@ -47,10 +47,14 @@ impl From<Refused> for io::Error {
 pub fn is_refused(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
         c.downcast_ref::<Refused>().is_some()
-            || c.downcast_ref::<io::Error>()
-                .and_then(|io| io.get_ref())
-                .is_some_and(|inner| inner.downcast_ref::<Refused>().is_some())
+            || c.downcast_ref::<io::Error>().is_some_and(is_refused_io)
     })
+}
+
+/// Whether an [`io::Error`] carries a [`Refused`] file.
+pub fn is_refused_io(e: &io::Error) -> bool {
+    e.get_ref()
+        .is_some_and(|inner| inner.downcast_ref::<Refused>().is_some())
 }
 
 /// What a file of this type is, in words ("a FIFO (named pipe)").

@@ -147,9 +147,7 @@ fn remove_earlier(dir: &Path) -> Result<Vec<String>, Error> {
     names.sort();
     for n in names {
         let path = dir.join(&n);
-        std::fs::remove_file(&path).map_err(|e| {
-            Error::Failure(anyhow::Error::new(e).context(format!("removing {}", path.display())))
-        })?;
+        std::fs::remove_file(&path).map_err(|e| Error::io("removing", &path, e))?;
         removed.push(n);
     }
     Ok(removed)
@@ -190,9 +188,7 @@ pub fn input_is_output(log: &Path, dir: &Path) -> Option<PathBuf> {
 }
 
 fn write(path: &Path, text: &str, written: &mut Vec<PathBuf>) -> Result<(), Error> {
-    write_atomic(path, text.as_bytes()).map_err(|e| {
-        Error::Failure(anyhow::Error::new(e).context(format!("writing {}", path.display())))
-    })?;
+    write_atomic(path, text.as_bytes()).map_err(|e| Error::io("writing", path, e))?;
     written.push(path.to_path_buf());
     Ok(())
 }
@@ -207,9 +203,7 @@ impl Staging {
         let path = dir.join(format!(".calibrate-{}.tmp", std::process::id()));
         // One left by a process with this id that was killed: stale.
         let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).map_err(|e| {
-            Error::Failure(anyhow::Error::new(e).context(format!("creating {}", path.display())))
-        })?;
+        std::fs::create_dir_all(&path).map_err(|e| Error::io("creating", &path, e))?;
         Ok(Staging(path))
     }
 }
@@ -314,9 +308,7 @@ pub fn run(opts: &Options, stop: &AtomicBool) -> Result<Finished, Error> {
     let name = format!("{folder}-fitted");
     let (toml, files) = out::scenario(&cal, &log, &view, &name);
     let scenario = dir.join(SCENARIO_FILE);
-    std::fs::create_dir_all(dir).map_err(|e| {
-        Error::Failure(anyhow::Error::new(e).context(format!("creating {}", dir.display())))
-    })?;
+    std::fs::create_dir_all(dir).map_err(|e| Error::io("creating", dir, e))?;
     let staging = Staging::new(dir)?;
     let stage = staging.0.as_path();
     let mut written = Vec::new();
@@ -364,9 +356,9 @@ pub fn run(opts: &Options, stop: &AtomicBool) -> Result<Finished, Error> {
             Ok(p) => Some(p),
             // The scenario was read back above: a refusal here is a bug,
             // not the user's input.
-            Err(Error::Input(m)) => {
+            Err(e @ (Error::Input(_) | Error::Scenario(_))) => {
                 return Err(Error::Failure(anyhow::anyhow!(
-                    "internal: the fitted scenario is not valid: {m}"
+                    "internal: the fitted scenario is not valid: {e}"
                 )));
             }
             Err(e) => return Err(e),
@@ -422,9 +414,7 @@ pub fn run(opts: &Options, stop: &AtomicBool) -> Result<Finished, Error> {
     let mut placed = Vec::with_capacity(written.len());
     for from in &written {
         let to = dir.join(from.file_name().unwrap_or_default());
-        std::fs::rename(from, &to).map_err(|e| {
-            Error::Failure(anyhow::Error::new(e).context(format!("moving {}", to.display())))
-        })?;
+        std::fs::rename(from, &to).map_err(|e| Error::io("moving", &to, e))?;
         placed.push(to);
     }
     drop(staging);

@@ -6,7 +6,7 @@ use super::fit::{ArrivalModel, Calibration, Written};
 use super::read::Log;
 use super::view::View;
 use crate::floor::PolicyKind;
-use std::fmt::Write as _;
+use toml_edit::{Array, ArrayOfTables, DocumentMut, InlineTable, Item, Table, Value};
 
 /// A duration for a scenario file: ms, rounded to 0.1 ms, within the
 /// scenario's bounds.
@@ -56,11 +56,26 @@ fn ci(lo: f64, hi: f64, f: fn(f64) -> String) -> String {
 
 /// A CSV file of values (ms), one per line under a header.
 pub fn values_csv(column: &str, values: &[f64]) -> String {
-    let mut s = format!("{column}\n");
-    for v in values {
-        let _ = writeln!(s, "{}", ms(*v));
+    csv_text(&[column], values.iter().map(|v| [ms(*v)]))
+}
+
+/// CSV text: `header`, then `rows`, written by the csv crate (which quotes
+/// a cell holding a comma, a quote or a line break).
+fn csv_text<R, C>(header: &[&str], rows: impl IntoIterator<Item = R>) -> String
+where
+    R: IntoIterator<Item = C>,
+    C: AsRef<[u8]>,
+{
+    let mut w = csv::Writer::from_writer(Vec::new());
+    // Writing into memory cannot fail.
+    let _ = w.write_record(header);
+    for r in rows {
+        let _ = w.write_record(r);
     }
-    s
+    w.into_inner()
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
+        .unwrap_or_default()
 }
 
 /// A group's name in files: `group-0`.
@@ -68,37 +83,76 @@ pub fn group_name(i: usize) -> String {
     format!("group-{i}")
 }
 
+/// A number as [`ms`] or [`prob`] writes it, as a TOML value: an integer
+/// when it has no decimals (`2000`), else a float (`1234.6`).
+fn num(s: String) -> Value {
+    match s.parse::<i64>() {
+        Ok(i) => Value::from(i),
+        Err(_) => Value::from(s.parse::<f64>().unwrap_or(0.0)),
+    }
+}
+
+/// An inline table (`{ kind = "uniform", min_ms = 1, max_ms = 2 }`).
+fn inline(pairs: impl IntoIterator<Item = (&'static str, Value)>) -> Value {
+    let mut t = InlineTable::new();
+    for (k, v) in pairs {
+        t.insert(k, v);
+    }
+    Value::InlineTable(t)
+}
+
+/// `key = value` in `t`, with `    # note` after it unless `note` is empty.
+fn put(t: &mut Table, key: &str, v: impl Into<Value>, note: &str) {
+    let mut v = v.into();
+    if !note.is_empty() {
+        v.decor_mut().set_suffix(format!("    # {note}"));
+    }
+    t.insert(key, Item::Value(v));
+}
+
+/// A table under a blank line.
+fn section() -> Table {
+    let mut t = Table::new();
+    t.decor_mut().set_prefix("\n");
+    t
+}
+
 /// A distribution key's value for the scenario, and the CSV file it needs.
-fn dist(w: &Written, file: &str, column: &str) -> (String, Option<(String, String)>) {
+fn dist(w: &Written, file: &str, column: &str) -> (Value, Option<(String, String)>) {
     match w {
         Written::Uniform { min, max } => (
-            format!(
-                "{{ kind = \"uniform\", min_ms = {}, max_ms = {} }}",
-                ms(*min),
-                ms(max.max(*min))
-            ),
+            inline([
+                ("kind", "uniform".into()),
+                ("min_ms", num(ms(*min))),
+                ("max_ms", num(ms(max.max(*min)))),
+            ]),
             None,
         ),
         Written::Lognormal { p50, p99 } => {
             let p50 = p50.max(0.1);
             (
-                format!(
-                    "{{ kind = \"lognormal\", p50_ms = {}, p99_ms = {} }}",
-                    ms(p50),
-                    ms(p99.max(p50))
-                ),
+                inline([
+                    ("kind", "lognormal".into()),
+                    ("p50_ms", num(ms(p50))),
+                    ("p99_ms", num(ms(p99.max(p50)))),
+                ]),
                 None,
             )
         }
-        Written::Fixed { ms: x } => (format!("{{ kind = \"fixed\", ms = {} }}", ms(*x)), None),
+        Written::Fixed { ms: x } => (
+            inline([("kind", "fixed".into()), ("ms", num(ms(*x)))]),
+            None,
+        ),
         Written::Empirical { values } => (
-            format!("{{ kind = \"empirical\", path = \"{file}\" }}"),
+            inline([("kind", "empirical".into()), ("path", file.into())]),
             Some((file.to_string(), values_csv(column, values))),
         ),
     }
 }
 
-/// The fitted scenario's TOML and the data files it names (file, text).
+/// The fitted scenario's TOML and the data files it names (file, text):
+/// the header comment, then the document toml_edit writes, each estimate
+/// with its interval and samples in a comment after it.
 pub fn scenario(
     c: &Calibration,
     log: &Log,
@@ -107,86 +161,102 @@ pub fn scenario(
 ) -> (String, Vec<(String, String)>) {
     let speed = c.settings.speed;
     let mut files = Vec::new();
-    let mut t = String::new();
-    let _ = writeln!(
-        t,
-        "# Fitted by `herdsim calibrate` from {} ({}, channel {}, {} questions).",
+    let header = format!(
+        "# Fitted by `herdsim calibrate` from {} ({}, channel {}, {} questions).\n\
+         # Every value is an estimate: its 95% interval and the samples behind it are in\n\
+         # estimates.csv and report.txt beside this file. Durations are scenario ms\n\
+         # (the log's times x {speed}).\n",
         log.path.display(),
         log.format.name(),
         log.channel,
         view.questions.len()
     );
-    let _ = writeln!(
-        t,
-        "# Every value is an estimate: its 95% interval and the samples behind it are in\n\
-         # estimates.csv and report.txt beside this file. Durations are scenario ms\n\
-         # (the log's times x {speed})."
-    );
-    let _ = writeln!(t, "name = \"{name}\"");
-    let _ = writeln!(
-        t,
-        "description = \"Fitted from what a member of {} saw ({} questions)\"",
+    let mut doc = DocumentMut::new();
+    let root = doc.as_table_mut();
+    put(root, "name", name, "");
+    let description = format!(
+        "Fitted from what a member of {} saw ({} questions)",
         log.channel,
         view.questions.len()
     );
-    let _ = writeln!(t, "seed = {}", c.settings.seed);
-    let _ = writeln!(t, "reps = 20");
-    let _ = writeln!(t, "policies = [\"{}\"]", c.policy.name());
-    let _ = writeln!(t);
-    let _ = writeln!(t, "[server]");
-    let _ = writeln!(
-        t,
-        "ttl_ms = {}    # the server's TTL (--ttl-ms{}), not estimated",
-        ms(c.settings.ttl_ms * speed),
+    put(root, "description", description, "");
+    put(root, "seed", c.settings.seed as i64, "");
+    put(root, "reps", 20, "");
+    put(root, "policies", Array::from_iter([c.policy.name()]), "");
+    let mut server = section();
+    let ttl_note = format!(
+        "the server's TTL (--ttl-ms{}), not estimated",
         if speed != 1.0 { " x --speed" } else { "" }
     );
+    put(
+        &mut server,
+        "ttl_ms",
+        num(ms(c.settings.ttl_ms * speed)),
+        &ttl_note,
+    );
     if c.policy == PolicyKind::Agentchat036 {
-        let _ = writeln!(
-            t,
-            "rate_limit_ms = {}    # agentchat's one MSG per second per connection, in scenario time",
-            ms(1000.0 * speed)
+        put(
+            &mut server,
+            "rate_limit_ms",
+            num(ms(1000.0 * speed)),
+            "agentchat's one MSG per second per connection, in scenario time",
         );
-        let _ = writeln!(
-            t,
-            "sweep_every_ms = {}    # its 5 s expiry sweep, in scenario time",
-            ms(5000.0 * speed)
+        put(
+            &mut server,
+            "sweep_every_ms",
+            num(ms(5000.0 * speed)),
+            "its 5 s expiry sweep, in scenario time",
         );
     }
-    let _ = writeln!(t);
-    let _ = writeln!(t, "[network]");
-    let _ = writeln!(
-        t,
-        "base_ms = {}    # one-way delay: {}",
-        ms(c.link_ms * speed),
-        c.link_source
+    root.insert("server", Item::Table(server));
+    let mut network = section();
+    let base_note = format!("one-way delay: {}", c.link_source);
+    put(
+        &mut network,
+        "base_ms",
+        num(ms(c.link_ms * speed)),
+        &base_note,
     );
     if c.jitter_ms > 0.0 {
-        let _ = writeln!(
-            t,
-            "jitter = {{ kind = \"exponential\", mean_ms = {} }}    # from the spread of the round trips",
-            ms(c.jitter_ms * speed)
+        let jitter = inline([
+            ("kind", "exponential".into()),
+            ("mean_ms", num(ms(c.jitter_ms * speed))),
+        ]);
+        put(
+            &mut network,
+            "jitter",
+            jitter,
+            "from the spread of the round trips",
         );
     } else {
-        let _ = writeln!(t, "jitter = {{ kind = \"fixed\", ms = 0 }}");
+        let jitter = inline([("kind", "fixed".into()), ("ms", 0.into())]);
+        put(&mut network, "jitter", jitter, "");
     }
+    root.insert("network", Item::Table(network));
+    let mut agents = ArrayOfTables::new();
     for (i, g) in c.groups.iter().enumerate() {
         let gname = group_name(i);
         let names: Vec<&str> = g.agents.iter().map(|&a| view.names[a].as_str()).collect();
-        let _ = writeln!(t);
-        let _ = writeln!(t, "[[agents]]    # {}", names.join(", "));
-        let _ = writeln!(t, "name = \"{gname}\"");
-        let _ = writeln!(t, "count = {}", g.agents.len());
+        let mut t = section();
+        t.decor_mut()
+            .set_suffix(format!("    # {}", names.join(", ")));
+        put(&mut t, "name", gname.as_str(), "");
+        put(&mut t, "count", g.agents.len() as i64, "");
         if valid_channel(&log.channel) && log.channel != "#general" {
-            let _ = writeln!(t, "channels = [\"{}\"]", log.channel);
+            put(
+                &mut t,
+                "channels",
+                Array::from_iter([log.channel.as_str()]),
+                "",
+            );
         }
         let opps: usize = g.wait.opps.len();
-        let _ = writeln!(
-            t,
-            "respond_p = {}    # {}, {} opportunities",
-            prob(g.respond_p),
+        let respond_note = format!(
+            "{}, {} opportunities",
             ci(g.respond_ci.0, g.respond_ci.1, prob),
             opps
         );
+        put(&mut t, "respond_p", num(prob(g.respond_p)), &respond_note);
         let (csma, file) = dist(&g.wait.written, &format!("{gname}-csma.csv"), "wait_ms");
         files.extend(file);
         let csma_note = match (&g.wait.fit, &g.wait.written) {
@@ -204,7 +274,7 @@ pub fn scenario(
             ),
             (None, _) => "no claims: not observable".to_string(),
         };
-        let _ = writeln!(t, "csma = {csma}    # {csma_note}");
+        put(&mut t, "csma", csma, &csma_note);
         let (inf, file) = dist(
             &g.inference.written,
             &format!("{gname}-inference.csv"),
@@ -230,100 +300,96 @@ pub fn scenario(
                 }
             ),
         };
-        let _ = writeln!(t, "inference = {inf}    # {inf_note}");
+        put(&mut t, "inference", inf, &inf_note);
         match &c.skew {
             Some(s) => {
-                let _ = writeln!(
-                    t,
-                    "clock_skew = {{ kind = \"normal\", mean_ms = 0, sd_ms = {} }}    # {}, {} offsets",
-                    ms(s.sd),
-                    ci(s.ci.0, s.ci.1, ms),
-                    s.n
-                );
+                let skew = inline([
+                    ("kind", "normal".into()),
+                    ("mean_ms", 0.into()),
+                    ("sd_ms", num(ms(s.sd))),
+                ]);
+                let note = format!("{}, {} offsets", ci(s.ci.0, s.ci.1, ms), s.n);
+                put(&mut t, "clock_skew", skew, &note);
             }
             None => {
-                let _ = writeln!(
-                    t,
-                    "clock_skew = {{ kind = \"fixed\", ms = 0 }}    # not observable from this log"
-                );
+                let skew = inline([("kind", "fixed".into()), ("ms", 0.into())]);
+                put(&mut t, "clock_skew", skew, "not observable from this log");
             }
         }
         if g.hangs > 0 {
             let (lo, hi) = super::stats::wilson(g.hangs, g.held);
-            let _ = writeln!(
-                t,
-                "hang_p = {}    # claims never answered: {} of {}, {}",
-                prob(g.hangs as f64 / g.held as f64),
+            let note = format!(
+                "claims never answered: {} of {}, {}",
                 g.hangs,
                 g.held,
                 ci(lo, hi, prob)
             );
+            put(
+                &mut t,
+                "hang_p",
+                num(prob(g.hangs as f64 / g.held as f64)),
+                &note,
+            );
         }
+        agents.push(t);
     }
-    let _ = writeln!(t);
-    let _ = writeln!(t, "[workload]");
+    if !agents.is_empty() {
+        root.insert("agents", Item::ArrayOfTables(agents));
+    }
+    let mut w = section();
     let count = c
         .arrivals
         .as_ref()
         .map_or(view.questions.len(), |a| a.questions);
-    match &c.arrivals {
-        Some(a) => {
-            let note = format!(
-                "{} gaps, {}; Lilliefors p = {:.3}",
-                a.gaps.len(),
-                ci(a.mean_gap_ci.0, a.mean_gap_ci.1, ms),
-                a.ks_p
-            );
-            match a.model {
-                ArrivalModel::Poisson => {
-                    let _ = writeln!(t, "arrivals = \"poisson\"");
-                    let _ = writeln!(t, "mean_gap_ms = {}    # {note}", ms(a.mean_gap));
-                }
-                ArrivalModel::Fixed => {
-                    let _ = writeln!(
-                        t,
-                        "arrivals = \"fixed\"    # the gaps vary by {:.1}% of their mean",
-                        100.0 * a.cv
-                    );
-                    let _ = writeln!(t, "mean_gap_ms = {}    # {note}", ms(a.mean_gap));
-                }
-                ArrivalModel::Empirical => {
-                    // The mean of the file's values as they are written.
-                    let rounded: Vec<f64> = a
-                        .gaps
-                        .iter()
-                        .map(|g| ms(*g).parse().unwrap_or(*g))
-                        .collect();
-                    let mean = rounded.iter().sum::<f64>() / rounded.len().max(1) as f64;
-                    let _ = writeln!(
-                        t,
-                        "gap = {{ kind = \"empirical\", path = \"gaps.csv\" }}    # not Poisson: the measured gaps"
-                    );
-                    let _ = writeln!(t, "mean_gap_ms = {}    # their mean; {note}", ms(mean));
-                    files.push(("gaps.csv".into(), values_csv("gap_ms", &a.gaps)));
-                }
+    if let Some(a) = &c.arrivals {
+        let note = format!(
+            "{} gaps, {}; Lilliefors p = {:.3}",
+            a.gaps.len(),
+            ci(a.mean_gap_ci.0, a.mean_gap_ci.1, ms),
+            a.ks_p
+        );
+        match a.model {
+            ArrivalModel::Poisson => {
+                put(&mut w, "arrivals", "poisson", "");
+                put(&mut w, "mean_gap_ms", num(ms(a.mean_gap)), &note);
+            }
+            ArrivalModel::Fixed => {
+                let vary = format!("the gaps vary by {:.1}% of their mean", 100.0 * a.cv);
+                put(&mut w, "arrivals", "fixed", &vary);
+                put(&mut w, "mean_gap_ms", num(ms(a.mean_gap)), &note);
+            }
+            ArrivalModel::Empirical => {
+                // The mean of the file's values as they are written.
+                let rounded: Vec<f64> = a
+                    .gaps
+                    .iter()
+                    .map(|g| ms(*g).parse().unwrap_or(*g))
+                    .collect();
+                let mean = rounded.iter().sum::<f64>() / rounded.len().max(1) as f64;
+                let gap = inline([("kind", "empirical".into()), ("path", "gaps.csv".into())]);
+                put(&mut w, "gap", gap, "not Poisson: the measured gaps");
+                let their = format!("their mean; {note}");
+                put(&mut w, "mean_gap_ms", num(ms(mean)), &their);
+                files.push(("gaps.csv".into(), values_csv("gap_ms", &a.gaps)));
             }
         }
-        None => {
-            let _ = writeln!(
-                t,
-                "# too few questions to fit their arrivals: the default kept"
-            );
-        }
     }
-    let _ = writeln!(t, "count = {}", count.max(1));
+    put(&mut w, "count", count.max(1) as i64, "");
+    if c.arrivals.is_none()
+        && let Some(mut k) = w.key_mut("count")
+    {
+        k.leaf_decor_mut()
+            .set_prefix("# too few questions to fit their arrivals: the default kept\n");
+    }
     if valid_channel(&log.channel) {
-        let _ = writeln!(t, "channel = \"{}\"", log.channel);
+        put(&mut w, "channel", log.channel.as_str(), "");
     }
     if c.mention_p > 0.0 {
-        let _ = writeln!(
-            t,
-            "mention_p = {}    # {}",
-            prob(c.mention_p),
-            ci(c.mention_ci.0, c.mention_ci.1, prob)
-        );
+        let note = ci(c.mention_ci.0, c.mention_ci.1, prob);
+        put(&mut w, "mention_p", num(prob(c.mention_p)), &note);
     }
-    (t, files)
+    root.insert("workload", Item::Table(w));
+    (format!("{header}{doc}"), files)
 }
 
 /// A channel name the scenario accepts (`#` then letters, digits, `-`, `_`).
@@ -526,74 +592,85 @@ pub fn estimates_csv(c: &Calibration) -> String {
         o.ttfr.len(),
         "order statistics",
     );
-    let mut s = String::from("group,parameter,estimate,ci_low,ci_high,samples,method,note\n");
-    for r in rows {
-        let cells: Vec<String> = r.iter().map(|x| csv_cell(x)).collect();
-        let _ = writeln!(s, "{}", cells.join(","));
-    }
-    s
-}
-
-fn csv_cell(x: &str) -> String {
-    if x.contains([',', '"', '\n']) {
-        format!("\"{}\"", x.replace('"', "\"\""))
-    } else {
-        x.to_string()
-    }
+    csv_text(
+        &[
+            "group",
+            "parameter",
+            "estimate",
+            "ci_low",
+            "ci_high",
+            "samples",
+            "method",
+            "note",
+        ],
+        rows,
+    )
 }
 
 /// `questions.csv`: each question as the member saw it.
 pub fn questions_csv(view: &View, speed: f64) -> String {
     let t0 = view.questions.first().map_or(0.0, |q| q.t);
-    let mut s = String::from("question,t_ms,claims,answers,ttfr_ms,mention,open\n");
-    for q in &view.questions {
-        let _ = writeln!(
-            s,
-            "{},{},{},{},{},{},{}",
-            csv_cell(&q.id),
-            ms((q.t - t0) * speed),
-            q.claims.len(),
-            q.answers.len(),
-            q.ttfr().map_or(String::new(), |t| ms(t * speed)),
-            q.mention,
-            q.open
-        );
-    }
-    s
+    csv_text(
+        &[
+            "question", "t_ms", "claims", "answers", "ttfr_ms", "mention", "open",
+        ],
+        view.questions.iter().map(|q| {
+            [
+                q.id.clone(),
+                ms((q.t - t0) * speed),
+                q.claims.len().to_string(),
+                q.answers.len().to_string(),
+                q.ttfr().map_or(String::new(), |t| ms(t * speed)),
+                q.mention.to_string(),
+                q.open.to_string(),
+            ]
+        }),
+    )
 }
 
 /// `agents.csv`: each agent's counts and how its starts were read.
 pub fn agents_csv(c: &Calibration, view: &View) -> String {
-    let mut s = String::from(
-        "agent,id,group,opportunities,claims,answers,first_claims,inference_samples,clock_pieces,clock_spread_ms,start_from\n",
-    );
-    for (a, st) in c.agents.iter().enumerate() {
+    let rows = c.agents.iter().enumerate().map(|(a, st)| {
         let group = c
             .groups
             .iter()
             .position(|g| g.agents.contains(&a))
             .map_or(String::new(), group_name);
         let clock = view.clocks.get(a).and_then(Option::as_ref);
-        let _ = writeln!(
-            s,
-            "{},{},{},{},{},{},{},{},{},{},{}",
-            csv_cell(&view.names[a]),
-            csv_cell(&view.agents[a]),
+        [
+            view.names[a].clone(),
+            view.agents[a].clone(),
             group,
-            st.opps,
-            st.claims,
-            st.answers,
-            st.first_claims,
-            st.inference.len(),
-            clock.map_or(0, |k| k.pieces.len()),
+            st.opps.to_string(),
+            st.claims.to_string(),
+            st.answers.to_string(),
+            st.first_claims.to_string(),
+            st.inference.len().to_string(),
+            clock.map_or(0, |k| k.pieces.len()).to_string(),
             clock.map_or(String::new(), |k| ms(k.spread)),
             match clock {
                 Some(k) if k.use_stamp => "started_at",
                 _ => "arrival",
             }
-        );
-    }
-    s
+            .to_string(),
+        ]
+    });
+    csv_text(
+        &[
+            "agent",
+            "id",
+            "group",
+            "opportunities",
+            "claims",
+            "answers",
+            "first_claims",
+            "inference_samples",
+            "clock_pieces",
+            "clock_spread_ms",
+            "start_from",
+        ],
+        rows,
+    )
 }
 
 #[cfg(test)]
@@ -611,5 +688,46 @@ mod tests {
         assert_eq!(prob(0.0), "0");
         assert_eq!(ci(1.0, f64::INFINITY, ms), "95% CI 1..inf");
         assert!(valid_channel("#general") && !valid_channel("general") && !valid_channel("#a b"));
+    }
+
+    #[test]
+    fn csv_cells_are_quoted_by_the_csv_crate() {
+        let text = csv_text(&["a", "b"], [["x,y", "say \"hi\""], ["1", "two\nlines"]]);
+        assert_eq!(text, "a,b\n\"x,y\",\"say \"\"hi\"\"\"\n1,\"two\nlines\"\n");
+        assert_eq!(values_csv("gap_ms", &[1.25, 2000.0]), "gap_ms\n1.3\n2000\n");
+    }
+
+    #[test]
+    fn scenario_values_keep_their_comments_and_read_back() {
+        let mut doc = DocumentMut::new();
+        let root = doc.as_table_mut();
+        put(root, "name", "a \"quoted\" name", "");
+        let mut t = section();
+        t.decor_mut().set_suffix("    # alice, bob");
+        put(
+            &mut t,
+            "respond_p",
+            num(prob(0.61234)),
+            "95% CI 0.5..0.7, 12 opportunities",
+        );
+        let csma = inline([
+            ("kind", "uniform".into()),
+            ("min_ms", num(ms(0.0))),
+            ("max_ms", num(ms(1234.56))),
+        ]);
+        put(&mut t, "csma", csma, "min 95% CI 0..1");
+        let mut agents = ArrayOfTables::new();
+        agents.push(t);
+        root.insert("agents", Item::ArrayOfTables(agents));
+        let text = doc.to_string();
+        assert_eq!(
+            text,
+            "name = 'a \"quoted\" name'\n\n[[agents]]    # alice, bob\n\
+             respond_p = 0.6123    # 95% CI 0.5..0.7, 12 opportunities\n\
+             csma = { kind = \"uniform\", min_ms = 0, max_ms = 1234.6 }    # min 95% CI 0..1\n"
+        );
+        let back: toml::Table = toml::from_str(&text).expect("reads back");
+        assert_eq!(back["name"].as_str(), Some("a \"quoted\" name"));
+        assert_eq!(back["agents"][0]["csma"]["max_ms"].as_float(), Some(1234.6));
     }
 }

@@ -1,7 +1,6 @@
 //! `herdsim live`: flags -> [`crate::live::session`] -> exit status.
 
 use super::CliError;
-use crate::live::LiveError;
 use crate::live::session::{self, Options};
 use crate::term::interrupt;
 use std::path::PathBuf;
@@ -55,13 +54,6 @@ pub struct Args {
     pub quiet: bool,
 }
 
-fn map(e: LiveError) -> CliError {
-    match e {
-        LiveError::BadInput(m) => CliError::Input(m),
-        LiveError::Failure(m) => CliError::Failure(anyhow::anyhow!(m)),
-    }
-}
-
 pub fn run(args: Args) -> Result<ExitCode, CliError> {
     let opts = Options {
         scenario: args.scenario,
@@ -80,7 +72,7 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         quiet: args.quiet,
         server_log: args.server_log,
     };
-    let checked = session::check(opts).map_err(map)?;
+    let checked = session::check(opts).map_err(CliError::from)?;
     if !args.quiet {
         for n in &checked.notes {
             super::note(format_args!("herdsim: note: {n}"));
@@ -91,7 +83,7 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         "herdsim: stopped at once; nothing written".into(),
     );
     let hook = |b: &indicatif::ProgressBar| interrupt::show(b.clone());
-    let done = checked.run(stop, &hook).map_err(map)?;
+    let done = checked.run(stop, &hook).map_err(CliError::from)?;
     super::print_out(&done.stdout)?;
     if !args.quiet {
         for w in &done.warnings {
@@ -99,7 +91,7 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         }
     }
     if let Some(e) = done.failed {
-        return Err(map(e));
+        return Err(e.into());
     }
     if done.interrupted {
         super::note(format_args!(

@@ -17,13 +17,10 @@ pub mod validate;
 
 pub use crate::term::{note, plural, print_out};
 
-/// Exit status 2: bad input (a file, a field, an argument).
-pub const EXIT_BAD_INPUT: u8 = 2;
-/// Exit status 1: any other failure.
-pub const EXIT_FAILURE: u8 = 1;
+pub use crate::error::{EXIT_BAD_INPUT, EXIT_FAILURE};
 
 /// An error that ends a subcommand: [`crate::error::Error`], whose
-/// `Input` maps to exit status 2 and `Failure` to 1.
+/// [`exit_code`](crate::error::Error::exit_code) is the exit status.
 pub use crate::error::Error as CliError;
 
 #[derive(Parser, Debug)]
@@ -75,6 +72,13 @@ fn subcommands() -> Vec<String> {
 /// An argument-parser error as the one line every other error is: clap's
 /// message without its `error: ` prefix, usage block and colours, plus where
 /// to look (`herdsim run --help`).
+///
+/// This reads clap's rendered text: its kind and context items
+/// (`ContextKind::InvalidArg`, `InvalidValue`, `Suggested`, ...) are the
+/// pieces of the message, not the message, whose wording per kind (and a
+/// value parser's own text) only clap's formatter puts together; building
+/// it again from them would copy that formatter. The kind is used where it
+/// decides (no subcommand).
 fn parse_error_line(e: &clap::Error) -> String {
     if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
         return format!(
@@ -135,14 +139,6 @@ fn parse() -> Result<Cli, clap::Error> {
     Cli::from_arg_matches(&matches)
 }
 
-/// Whether an error is a write to a closed pipe (the reader went away).
-fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-    })
-}
-
 /// Parse arguments, run the subcommand, map errors to exit codes.
 pub fn main() -> ExitCode {
     let cli = match parse() {
@@ -176,20 +172,11 @@ pub fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
-        Err(CliError::Input(msg)) => {
-            note(format_args!("herdsim: error: {msg}"));
-            ExitCode::from(EXIT_BAD_INPUT)
-        }
         // The reader of stdout went away (`| head`): it has what it wanted.
-        Err(CliError::Failure(e)) if is_broken_pipe(&e) => ExitCode::SUCCESS,
-        // An output or input that is not a regular file (files.rs): bad input.
-        Err(CliError::Failure(e)) if crate::files::is_refused(&e) => {
-            note(format_args!("herdsim: error: {e:#}"));
-            ExitCode::from(EXIT_BAD_INPUT)
-        }
-        Err(CliError::Failure(e)) => {
-            note(format_args!("herdsim: error: {e:#}"));
-            ExitCode::from(EXIT_FAILURE)
+        Err(e) if e.is_broken_pipe() => ExitCode::SUCCESS,
+        Err(e) => {
+            note(format_args!("herdsim: error: {e}"));
+            ExitCode::from(e.exit_code())
         }
     }
 }

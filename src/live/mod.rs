@@ -42,6 +42,16 @@ pub enum LiveError {
     Failure(String),
 }
 
+/// The one taxonomy's error: the same message and exit status.
+impl From<LiveError> for crate::error::Error {
+    fn from(e: LiveError) -> Self {
+        match e {
+            LiveError::BadInput(m) => crate::error::Error::Input(m),
+            LiveError::Failure(m) => crate::error::Error::Failure(anyhow::Error::msg(m)),
+        }
+    }
+}
+
 impl From<ScenarioError> for LiveError {
     fn from(e: ScenarioError) -> Self {
         LiveError::BadInput(e.to_string())

@@ -2,7 +2,7 @@
 //! one call, [`run`], that records into a locked results folder and
 //! calibrates what was recorded with [`crate::calibrate::run`].
 
-use super::{Counts, End, ObserveError, Options, Recorded};
+use super::{Counts, End, Options, Recorded};
 use crate::calibrate::{self, fit::Settings};
 use crate::error::Error;
 use crate::live::conn::Identity;
@@ -170,10 +170,7 @@ fn observe_then_calibrate(
     recorded: &mut dyn FnMut(&Recorded),
 ) -> Result<Done, Error> {
     let opts = &job.opts;
-    let rec = super::record(opts, stop, progress).map_err(|e| match e {
-        ObserveError::BadInput(m) => Error::Input(m),
-        ObserveError::Failure(m) => Error::Failure(anyhow::anyhow!(m)),
-    })?;
+    let rec = super::record(opts, stop, progress)?;
     recorded(&rec);
     let Some(cal) = &job.calibrate else {
         return Ok(Done {

@@ -121,10 +121,22 @@ pub struct Recorded {
 /// Why an observation could not start (bad input: exit 2; else 1).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ObserveError {
+    /// Bad input (exit 2).
     #[error("{0}")]
     BadInput(String),
+    /// Anything else: the server, the network, the disk (exit 1).
     #[error("{0}")]
     Failure(String),
+}
+
+/// The one taxonomy's error: the same message and exit status.
+impl From<ObserveError> for crate::error::Error {
+    fn from(e: ObserveError) -> Self {
+        match e {
+            ObserveError::BadInput(m) => crate::error::Error::Input(m),
+            ObserveError::Failure(m) => crate::error::Error::Failure(anyhow::Error::msg(m)),
+        }
+    }
 }
 
 /// The log, written line by line with its size counted; created at its

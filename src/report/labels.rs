@@ -4,7 +4,7 @@
 //! file, by `run` or later by `herdsim plot`, names the axes and values as
 //! the scenario does. The CSVs themselves carry only keys and values.
 
-use super::plot::bad;
+use crate::error::bad_input as bad;
 use crate::scenario::AxisLabels;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -87,7 +87,7 @@ mod tests {
         assert_eq!(read_beside(&csv).expect("reads"), axes);
         std::fs::write(beside(&csv), "[[axis]]\nkey = 3\n").expect("write");
         let e = read_beside(&csv).expect_err("bad");
-        assert!(super::super::plot::is_input_error(&e));
+        assert!(crate::error::is_input_error(&e));
         assert!(e.to_string().contains("labels.toml:2:"), "{e}");
     }
 }

@@ -16,6 +16,7 @@ pub use schema::{
     ScriptPost, ServerSpec, SweepPhase, WorkloadSpec,
 };
 
+use crate::floor::PolicyKind;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use toml::Value;
@@ -832,6 +833,61 @@ fn set_segs(node: &mut Value, segs: &[&str], value: Value, path: &str) -> Result
     }
 }
 
+/// A scenario duration (ms) as the floor's whole milliseconds on a clock
+/// that runs `speed` times faster than scenario time (1: the simulator;
+/// `live`'s `--speed`): `ms / speed` rounded to the nearest millisecond.
+/// Scaling never turns a duration on or off (0 means "off" for the rate
+/// limit and the sweep period): one that rounds to 0 ms unscaled is 0, one
+/// that rounds to at least 1 ms stays at least 1 ms however fast the clock.
+/// At speed 1 this is `ms.round()`, the simulator's rounding. (Until issue
+/// 40, `live` rounded `ms / speed` up instead; it now rounds to the nearest,
+/// and a duration under 0.5 ms is 0 there as in the simulator.)
+pub fn floor_ms(ms: f64, speed: f64) -> u64 {
+    if ms.round() < 1.0 {
+        0
+    } else {
+        ((ms / speed).round() as u64).max(1)
+    }
+}
+
+impl Scenario {
+    /// The floor server this scenario's `[server]` describes, under
+    /// `policy`, on a clock `speed` times faster than scenario time: every
+    /// duration through [`floor_ms`]; the sweep's drift in µs rounded to
+    /// the nearest; a `sweep_phase_ms` given in ms rounded down (a word,
+    /// `random`, is 0 here: the simulator draws it per replication); the
+    /// claim guard's epoch is the scenario's `epoch_ms`. The flood limit
+    /// is off (the simulator turns it on). The one place the scenario
+    /// becomes a floor configuration: the simulator ([`crate::model`]) and
+    /// `live`'s embedded server both call it.
+    pub fn floor_config(&self, policy: PolicyKind, speed: f64) -> crate::floor::Config {
+        use crate::floor::ClaimGuard;
+        let s = &self.server;
+        crate::floor::Config {
+            policy,
+            ttl_ms: floor_ms(s.ttl_ms, speed),
+            enabled: s.enabled,
+            rate_limit_ms: floor_ms(s.rate_limit_ms, speed),
+            sweep_phase_ms: match s.sweep_phase_ms {
+                SweepPhase::Ms(ms) => (ms / speed).floor() as u64,
+                SweepPhase::Word(_) => 0,
+            },
+            sweep_drift_us: (s.sweep_drift_ms * 1000.0 / speed).round() as u64,
+            sweep_every_ms: floor_ms(s.sweep_every_ms, speed),
+            rate_limit_operator: s.rate_limit_operator,
+            claim_guard: match s.claim_guard {
+                ClaimGuardSpec::Off => ClaimGuard::Off,
+                ClaimGuardSpec::Relayed => ClaimGuard::Relayed,
+                ClaimGuardSpec::Clock => ClaimGuard::Clock {
+                    skew_ms: floor_ms(s.claim_skew_ms, speed),
+                    epoch_ms: self.epoch_ms as i64,
+                },
+            },
+            frame_limit: false,
+        }
+    }
+}
+
 /// The largest char boundary at or before byte `i` (clamped to the text).
 pub fn floor_boundary(text: &str, i: usize) -> usize {
     let mut i = i.min(text.len());
@@ -853,6 +909,43 @@ pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn floor_ms_is_the_simulators_rounding_at_speed_one() {
+        // The simulator rounded every server duration with `round()`.
+        for ms in [0.0, 0.3, 0.5, 1.0, 1.49, 999.5, 45_000.0, 1e10] {
+            assert_eq!(floor_ms(ms, 1.0), ms.round() as u64, "{ms}");
+        }
+        // Faster clocks: to the nearest ms, never on or off by scaling.
+        assert_eq!(floor_ms(1400.0, 1000.0), 1); // live rounded up to 2 before
+        assert_eq!(floor_ms(1500.0, 1000.0), 2);
+        assert_eq!(floor_ms(1000.0, 1e6), 1);
+        assert_eq!(floor_ms(0.3, 0.001), 0);
+    }
+
+    #[test]
+    fn floor_config_scales_the_servers_durations() {
+        let mut s = Scenario::default();
+        s.server.ttl_ms = 30_000.0;
+        s.server.claim_guard = ClaimGuardSpec::Clock;
+        s.server.claim_skew_ms = 250.0;
+        s.server.sweep_drift_ms = 0.5;
+        s.epoch_ms = 7;
+        let c = s.floor_config(PolicyKind::Spec, 1.0);
+        assert_eq!(
+            (c.ttl_ms, c.sweep_drift_us, c.frame_limit),
+            (30_000, 500, false)
+        );
+        assert_eq!(
+            c.claim_guard,
+            crate::floor::ClaimGuard::Clock {
+                skew_ms: 250,
+                epoch_ms: 7
+            }
+        );
+        let c = s.floor_config(PolicyKind::Spec, 100.0);
+        assert_eq!((c.ttl_ms, c.sweep_drift_us, c.sweep_every_ms), (300, 5, 50));
+    }
 
     #[test]
     fn builtin_default_resolves() {

@@ -997,6 +997,12 @@ fn walk_value<'a, 'i>(
 /// table's span): for `unknown field `x`` or `invalid type/value: ...`,
 /// find the offending entry in the table at `key`. Returns the entry's
 /// dotted key and byte offset.
+///
+/// This reads serde's message text: serde reports `unknown field` and
+/// `invalid type` only as text (`de::Error::unknown_field` and
+/// `invalid_type` build a message), and toml's error carries that message
+/// and the table's span, no field or value; the field's own span is then
+/// found in the document, parsed with spans.
 pub fn refine(text: &str, key: &str, message: &str) -> Option<(String, usize)> {
     let doc = DeTable::parse(text).ok()?;
     let mut best = None;

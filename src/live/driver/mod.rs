@@ -42,7 +42,6 @@ use crate::metrics::RunResult;
 use crate::metrics::run::ServerCounts;
 use crate::model::Prepared;
 use crate::names as ids;
-use crate::scenario::ClaimGuardSpec;
 use crate::serve;
 use connect::{Wiring, connect_all, identities, wire_names};
 use names::Names;
@@ -131,40 +130,21 @@ pub struct Outcome {
     pub elapsed_us: u64,
 }
 
-/// The embedded server's options: the scenario's policy; its TTL and
-/// rate limit divided by the speed (they are scenario durations).
+/// The embedded server's options: the scenario's policy; its TTL, rate
+/// limit, sweep period and claim skew divided by the speed (they are
+/// scenario durations), rounded as [`crate::scenario::floor_ms`] says.
 pub fn embedded_options(setup: &Setup, agents: usize) -> serve::Options {
-    let s = &setup.scenario;
-    let scale = |ms: f64| -> u64 {
-        if ms <= 0.0 {
-            0
-        } else {
-            ((ms / setup.speed).ceil() as u64).max(1)
-        }
-    };
+    let mut floor = setup.scenario.floor_config(setup.policy, setup.speed);
+    // The real timer has a phase and a drift of its own; serve sets the
+    // clock guard's epoch when it starts (the agents stamp the wall clock).
+    floor.sweep_phase_ms = 0;
+    floor.sweep_drift_us = 0;
+    if let floor::ClaimGuard::Clock { epoch_ms, .. } = &mut floor.claim_guard {
+        *epoch_ms = 0;
+    }
     serve::Options {
         listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
-        floor: floor::Config {
-            policy: setup.policy,
-            ttl_ms: scale(s.server.ttl_ms),
-            enabled: s.server.enabled,
-            rate_limit_ms: scale(s.server.rate_limit_ms),
-            sweep_phase_ms: 0,
-            sweep_drift_us: 0,
-            sweep_every_ms: scale(s.server.sweep_every_ms),
-            rate_limit_operator: s.server.rate_limit_operator,
-            // The scenario's guard; serve sets the clock's epoch when it
-            // starts (the agents stamp the wall clock).
-            frame_limit: false,
-            claim_guard: match s.server.claim_guard {
-                ClaimGuardSpec::Off => floor::ClaimGuard::Off,
-                ClaimGuardSpec::Relayed => floor::ClaimGuard::Relayed,
-                ClaimGuardSpec::Clock => floor::ClaimGuard::Clock {
-                    skew_ms: scale(s.server.claim_skew_ms),
-                    epoch_ms: 0,
-                },
-            },
-        },
+        floor,
         limits: serve::Limits {
             // The agents' frame rate scales with the speed: no limit, and
             // no agentchat flood close.

@@ -10,7 +10,7 @@ use crate::floor::Text;
 use crate::floor::{ClaimGuard, PolicyKind};
 use crate::model::dense::{AgentId, Dense, DenseBuilder, DestId};
 use crate::names;
-use crate::scenario::{Arrivals, ClaimGuardSpec, Scenario, ScriptEvent, SweepPhase};
+use crate::scenario::{Arrivals, Scenario, ScriptEvent, SweepPhase};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -144,6 +144,8 @@ impl Prepared {
         for g in &mut groups {
             g.channel_dests = g.channels.iter().map(|c| dest_of(&dense, c)).collect();
         }
+        // The server's settings at speed 1 (the policy is each run's own).
+        let floor = s.floor_config(PolicyKind::Spec, 1.0);
         Ok(Prepared {
             groups,
             operator: agent_of(&dense, super::OPERATOR),
@@ -158,25 +160,18 @@ impl Prepared {
             processing: prep(&s.server.processing)?,
             fifo: s.network.fifo,
             loss_p: s.network.loss_p,
-            ttl_ms: s.server.ttl_ms.round() as u64,
-            enabled: s.server.enabled,
-            rate_limit_ms: s.server.rate_limit_ms.round() as u64,
+            ttl_ms: floor.ttl_ms,
+            enabled: floor.enabled,
+            rate_limit_ms: floor.rate_limit_ms,
             sweep_phase_ms: match s.server.sweep_phase_ms {
-                SweepPhase::Ms(ms) => Some(ms.floor() as u64),
+                SweepPhase::Ms(_) => Some(floor.sweep_phase_ms),
                 SweepPhase::Word(_) => None,
             },
-            sweep_drift_us: us(s.server.sweep_drift_ms),
-            sweep_every_ms: s.server.sweep_every_ms.round() as u64,
-            rate_limit_operator: s.server.rate_limit_operator,
-            claim_guard: match s.server.claim_guard {
-                ClaimGuardSpec::Off => ClaimGuard::Off,
-                ClaimGuardSpec::Relayed => ClaimGuard::Relayed,
-                // The agents' clocks read epoch + skew + virtual time.
-                ClaimGuardSpec::Clock => ClaimGuard::Clock {
-                    skew_ms: s.server.claim_skew_ms.round() as u64,
-                    epoch_ms: s.epoch_ms as i64,
-                },
-            },
+            sweep_drift_us: floor.sweep_drift_us,
+            sweep_every_ms: floor.sweep_every_ms,
+            rate_limit_operator: floor.rate_limit_operator,
+            // The agents' clocks read epoch + skew + virtual time.
+            claim_guard: floor.claim_guard,
             detect: prep(&s.server.disconnect_detect)?,
             restart: prep(&s.server.restart)?,
             epoch_us: (s.epoch_ms as i64).saturating_mul(1000),

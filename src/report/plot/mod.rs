@@ -39,22 +39,11 @@ pub use summary::Summary;
 pub use timeline::{MAX_AGENT_LANES, TIMELINE_WIDTH, most_contested, timeline_height};
 pub use versus::versus_figure;
 
-/// A problem with the input of a figure: the message names the file and the
-/// line or field at fault.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct InputError(pub String);
-
-/// Wrap an input problem into an `anyhow::Error` that `herdsim plot` can tell
-/// apart from other failures.
-pub(crate) fn bad(msg: impl Into<String>) -> anyhow::Error {
-    anyhow::Error::new(InputError(msg.into()))
-}
-
-/// True when `e` is (or wraps) an [`InputError`].
-pub fn is_input_error(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| c.is::<InputError>())
-}
+// A problem with the input of a figure: the message names the file and the
+// line or field at fault (crate::error, below the reports, so that
+// labels.rs and this module share it without importing each other).
+pub(crate) use crate::error::bad_input as bad;
+pub use crate::error::{InputError, is_input_error};
 
 /// The standard comparison figure of a sweep: a 2x2 grid of duplicate rate,
 /// wasted-inference rate, p95 time to first response and unanswered rate
