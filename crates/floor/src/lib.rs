@@ -15,7 +15,7 @@
 //!   `agentchat-0.36`, `tombstone`, `server-time`).
 //! - [`server`]: the server side: channel membership, the claim table, relay.
 //! - [`edge`]: the server's edge: wire frames to [`Input`]s, and the texts
-//!   of the refusals of frames that do not decode.
+//!   of its typed refusals ([`edge::Refusal`]; agentchat's, under its policy).
 //! - [`relay_memory`]: what the claim guard remembers of the relays.
 //! - [`client`]: the agent side: CSMA wait, claim, infer, abort, reply.
 //! - [`ttl_audit`]: what a run's decisions asked of the claim TTL.

@@ -57,6 +57,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
 
+use crate::edge::Refusal;
 use crate::naming::{Naming, Place, Text, is_channel};
 use crate::policy::{
     AGENTCHAT_CHANNEL_MAX, AGENTCHAT_DEFAULT_CHANNELS, AGENTCHAT_FRAMES_IDENTIFIED,
@@ -820,8 +821,7 @@ impl<N: Naming> Server<N> {
                 if claim {
                     self.stats.claims_received += 1;
                 }
-                let (code, message) = crate::edge::refusal(self.rules.errors, &error, claim);
-                self.error(&from, code, message, out);
+                self.error(&from, Refusal::Undecodable { error, claim }, out);
             }
             Input::Client { from, role, msg } => match msg {
                 ClientMsg::RespondingTo {
@@ -1056,7 +1056,8 @@ impl<N: Naming> Server<N> {
         M: ToOwned<Owned = N::Msg> + ?Sized,
     {
         let key = (channel.to_owned(), msg_id.to_owned());
-        self.guard_refusal(now_ms, role, &key, started_at)
+        let refusal = self.guard_refusal(now_ms, role, &key, started_at)?;
+        Some(refusal.render(self.rules.errors))
     }
 
     /// What the claim guard ([`Config::claim_guard`]) would answer, at
@@ -1083,7 +1084,8 @@ impl<N: Naming> Server<N> {
         if !is_channel(&self.names, &channel) {
             return None;
         }
-        self.id_refusal(now_ms, &from.to_owned(), &channel, &id.to_owned())
+        let refusal = self.id_refusal(now_ms, &from.to_owned(), &channel, &id.to_owned())?;
+        Some(refusal.render(self.rules.errors))
     }
 
     /// [`Server::claim_guard_refusal`] for the claim on `key`.
@@ -1093,26 +1095,18 @@ impl<N: Naming> Server<N> {
         role: Role,
         key: &Key<N>,
         started_at: Stamp,
-    ) -> Option<(&'static str, String)> {
+    ) -> Option<Refusal> {
         if self.cfg.claim_guard == ClaimGuard::Off || role == Role::Operator {
             return None;
         }
         let now = now_ms.max(self.now);
-        let agentchat = self.rules.errors == ErrorStyle::Agentchat;
         let relayed_at = self.relays.get(now, key).map(|(_, at)| at);
         let (channel, msg_id) = key;
         let Some(at) = relayed_at else {
-            let code = if agentchat {
-                "INVALID_MSG"
-            } else {
-                "not_relayed"
-            };
-            let message = format!(
-                "no message `{}` was relayed in {} (a claim must follow the message)",
-                clip(&self.names.show_msg(msg_id)),
-                clip(&self.names.show_dest(channel))
-            );
-            return Some((code, message));
+            return Some(Refusal::NotRelayed {
+                msg_id: clip(&self.names.show_msg(msg_id)),
+                channel: clip(&self.names.show_dest(channel)),
+            });
         };
         if let ClaimGuard::Clock { skew_ms, epoch_ms } = self.cfg.claim_guard {
             // The relay on the clients' wall clock, less the tolerance.
@@ -1122,17 +1116,12 @@ impl<N: Naming> Server<N> {
                 Stamp::Float(f) => f < floor as f64,
             };
             if early {
-                let code = if agentchat {
-                    "INVALID_MSG"
-                } else {
-                    "bad_started_at"
-                };
-                let message = format!(
-                    "started_at {started_at} is more than {skew_ms} ms before message `{}` reached the server (at {})",
-                    clip(&self.names.show_msg(msg_id)),
-                    i128::from(epoch_ms) + i128::from(at)
-                );
-                return Some((code, message));
+                return Some(Refusal::EarlyClaim {
+                    started_at,
+                    skew_ms,
+                    msg_id: clip(&self.names.show_msg(msg_id)),
+                    relayed_at: i128::from(epoch_ms) + i128::from(at),
+                });
             }
         }
         None
@@ -1186,7 +1175,9 @@ impl<N: Naming> Server<N> {
         now
     }
 
-    fn error(&mut self, to: &N::Agent, code: &str, message: String, out: &mut Sends<N>) {
+    /// Answer `to` with the ERROR that `refusal` is, worded at the edge.
+    fn error(&mut self, to: &N::Agent, refusal: Refusal, out: &mut Sends<N>) {
+        let (code, message) = refusal.render(self.rules.errors);
         self.stats.relayed += 1;
         out.push(
             to.clone(),
@@ -1261,9 +1252,9 @@ impl<N: Naming> Server<N> {
     }
 
     /// Refuse a MSG with an ERROR.
-    fn refuse(&mut self, to: &N::Agent, code: &str, message: String, out: &mut Sends<N>) {
+    fn refuse(&mut self, to: &N::Agent, refusal: Refusal, out: &mut Sends<N>) {
         self.stats.refused_msgs += 1;
-        self.error(to, code, message, out);
+        self.error(to, refusal, out);
     }
 
     fn join(&mut self, agent: N::Agent, channel: N::Dest, out: &mut Sends<N>) {
@@ -1273,18 +1264,15 @@ impl<N: Naming> Server<N> {
             // exist creates it (herdsim's JOIN stands for CREATE_CHANNEL +
             // JOIN there); channels are never deleted.
             if !self.agentchat_channel_ok(&channel) {
-                return self.error(&agent, "INVALID_MSG", "Invalid channel name".into(), out);
+                return self.error(&agent, Refusal::InvalidChannelName, out);
             }
             if self.unidentified.contains(&agent) {
-                return self.error(&agent, "AUTH_REQUIRED", "Must IDENTIFY first".into(), out);
+                return self.error(&agent, Refusal::AuthRequired, out);
             }
             self.channels.insert(channel.clone());
         } else if !is_channel(&self.names, &channel) {
-            let message = format!(
-                "bad channel name `{}`",
-                clip(&self.names.show_dest(&channel))
-            );
-            self.error(&agent, "bad_channel", message, out);
+            let channel = clip(&self.names.show_dest(&channel));
+            self.error(&agent, Refusal::BadChannel { channel }, out);
             return;
         }
         self.joined
@@ -1362,11 +1350,9 @@ impl<N: Naming> Server<N> {
         }
         if self.cfg.claim_guard != ClaimGuard::Off {
             let key = (claim.channel.clone(), claim.msg_id.clone());
-            if let Some((code, message)) =
-                self.guard_refusal(now, claim.role, &key, claim.started_at)
-            {
+            if let Some(refusal) = self.guard_refusal(now, claim.role, &key, claim.started_at) {
                 self.stats.claims_refused += 1;
-                return self.error(&claim.from, code, message, out);
+                return self.error(&claim.from, refusal, out);
             }
         }
         if self.rules.order == ClaimOrder::StartedAtDouble {
@@ -1388,11 +1374,11 @@ impl<N: Naming> Server<N> {
         let from = &claim.from;
         if self.names.msg_is_empty(&claim.msg_id) {
             if self.rules.errors == ErrorStyle::Agentchat {
-                let m = "Missing or invalid msg_id".to_string();
-                self.error(from, "INVALID_MSG", m, out);
+                self.error(from, Refusal::InvalidClaimField("msg_id"), out);
             } else {
-                let e = DecodeError::Empty("msg_id");
-                self.error(from, "bad_message", e.to_string(), out);
+                let error = DecodeError::Empty("msg_id");
+                let claim = false; // worded as any undecodable frame
+                self.error(from, Refusal::Undecodable { error, claim }, out);
             }
             return false;
         }
@@ -1400,7 +1386,7 @@ impl<N: Naming> Server<N> {
             return false;
         }
         if let Err((code, reason)) = self.rules.started_at.check(claim.started_at) {
-            self.error(from, code, reason.to_string(), out);
+            self.error(from, Refusal::BadStartedAt { code, reason }, out);
             return false;
         }
         true
@@ -1415,20 +1401,20 @@ impl<N: Naming> Server<N> {
             // `validateClientMessage` (`lib/protocol.ts`): `isValidChannel`,
             // so a DM target or a long name is an error there.
             if !self.agentchat_channel_ok(channel) {
-                let m = "Missing or invalid channel".to_string();
-                self.error(from, "INVALID_MSG", m, out);
+                self.error(from, Refusal::InvalidClaimField("channel"), out);
                 return false;
             }
             return true;
         }
         match self.names.place(channel) {
             Place::Invalid => {
-                let e = DecodeError::BadChannel {
+                let error = DecodeError::BadChannel {
                     field: "channel",
                     value: clip(&self.names.show_dest(channel)),
                     dm_allowed: true,
                 };
-                self.error(from, "bad_message", e.to_string(), out);
+                let claim = false; // worded as any undecodable frame
+                self.error(from, Refusal::Undecodable { error, claim }, out);
                 false
             }
             // The protocol does not apply to DMs: no claim, nothing sent.
@@ -1450,8 +1436,8 @@ impl<N: Naming> Server<N> {
             return false;
         }
         if self.rules.membership_required && !self.is_member(from, channel) {
-            let message = format!("not a member of {}", self.names.show_dest(channel));
-            self.error(from, "not_member", message, out);
+            let channel = self.names.show_dest(channel).to_string();
+            self.error(from, Refusal::NotMember { channel }, out);
             return false;
         }
         // `if (!channel) break;` (`lib/server.ts`): dropped silently.
@@ -1593,9 +1579,9 @@ impl<N: Naming> Server<N> {
         }
         if matches!(dest, Place::Channel)
             && let Some(id) = &msg.id
-            && let Some((code, message)) = self.id_refusal(now, &msg.from, &msg.to, id)
+            && let Some(refusal) = self.id_refusal(now, &msg.from, &msg.to, id)
         {
-            return self.refuse(&msg.from, code, message, out);
+            return self.refuse(&msg.from, refusal, out);
         }
         let MsgReq {
             from,
@@ -1640,16 +1626,13 @@ impl<N: Naming> Server<N> {
     ) -> Option<Place<N::Agent>> {
         let place = self.names.place(to);
         if place == Place::Invalid {
-            let e = DecodeError::BadChannel {
+            let error = DecodeError::BadChannel {
                 field: "to",
                 value: clip(&self.names.show_dest(to)),
                 dm_allowed: true,
             };
-            let code = match self.rules.errors {
-                ErrorStyle::Protocol => "bad_message",
-                ErrorStyle::Agentchat => "INVALID_MSG",
-            };
-            self.refuse(from, code, e.to_string(), out);
+            let claim = false;
+            self.refuse(from, Refusal::Undecodable { error, claim }, out);
             return None;
         }
         Some(place)
@@ -1680,8 +1663,8 @@ impl<N: Naming> Server<N> {
             return self.agentchat_msg_target_ok(from, to, dest, out);
         }
         if matches!(dest, Place::Channel) && !self.is_member(from, to) {
-            let message = format!("not a member of {}", self.names.show_dest(to));
-            self.refuse(from, "not_member", message, out);
+            let channel = self.names.show_dest(to).to_string();
+            self.refuse(from, Refusal::NotMember { channel }, out);
             return false;
         }
         true
@@ -1692,13 +1675,11 @@ impl<N: Naming> Server<N> {
     /// passes counts for the rate limit even if refused later.
     fn agentchat_sender_ok(&mut self, now: u64, from: &N::Agent, out: &mut Sends<N>) -> bool {
         if self.unidentified.contains(from) {
-            let m = "Must IDENTIFY first".to_string();
-            self.refuse(from, "AUTH_REQUIRED", m, out);
+            self.refuse(from, Refusal::AuthRequired, out);
             return false;
         }
         if self.lurking.contains(from) {
-            let m = "New identity: sending unlocks after the lurk window".to_string();
-            self.refuse(from, "LURK_MODE", m, out);
+            self.refuse(from, Refusal::LurkMode, out);
             return false;
         }
         self.agentchat_rate_ok(now, from, out)
@@ -1713,8 +1694,7 @@ impl<N: Naming> Server<N> {
             && now - last < self.cfg.rate_limit_ms
         {
             self.stats.rate_limited += 1;
-            let m = "Rate limit exceeded (max 1 message per second)".to_string();
-            self.refuse(from, "RATE_LIMITED", m, out);
+            self.refuse(from, Refusal::RateLimited, out);
             return false;
         }
         // Set before the channel checks: a MSG refused below still counts
@@ -1740,18 +1720,17 @@ impl<N: Naming> Server<N> {
         if matches!(dest, Place::Dm(_)) {
             // Observed on the real server (the differential test); the
             // snapshot of `handleMsg` read for this still relays DMs.
-            let m = "Direct messages are disabled".to_string();
-            self.refuse(from, "INVALID_MSG", m, out);
+            self.refuse(from, Refusal::DirectMessage, out);
             return false;
         }
         if !self.channels.contains(to) {
-            let m = format!("Channel {} not found", self.names.show_dest(to));
-            self.refuse(from, "CHANNEL_NOT_FOUND", m, out);
+            let channel = self.names.show_dest(to).to_string();
+            self.refuse(from, Refusal::ChannelNotFound { channel }, out);
             return false;
         }
         if !self.is_member(from, to) {
-            let m = format!("Not a member of {}", self.names.show_dest(to));
-            self.refuse(from, "NOT_INVITED", m, out);
+            let channel = self.names.show_dest(to).to_string();
+            self.refuse(from, Refusal::NotMember { channel }, out);
             return false;
         }
         true
@@ -1813,30 +1792,20 @@ impl<N: Naming> Server<N> {
         from: &N::Agent,
         channel: &N::Dest,
         id: &N::Msg,
-    ) -> Option<(&'static str, String)> {
+    ) -> Option<Refusal> {
         if self.cfg.claim_guard == ClaimGuard::Off || self.names.msg_is_empty(id) {
             return None;
         }
-        let code = match self.rules.errors {
-            ErrorStyle::Protocol => "id_taken",
-            ErrorStyle::Agentchat => "INVALID_MSG",
-        };
         let shown = clip(&self.names.show_msg(id));
         if is_server_form(&self.names.show_msg(id)) {
-            let message = format!(
-                "message id `{shown}` has the form of the ids the server gives (s1, s2, ...); send another id, or none"
-            );
-            return Some((code, message));
+            return Some(Refusal::ServerFormId { id: shown });
         }
         let key = (channel.clone(), id.clone());
         match self.relays.owner(now.max(self.now), &key) {
-            Some(sender) if sender != from => {
-                let message = format!(
-                    "message id `{shown}` is taken in {} by another sender's message; send another id, or none",
-                    clip(&self.names.show_dest(channel))
-                );
-                Some((code, message))
-            }
+            Some(sender) if sender != from => Some(Refusal::IdTaken {
+                id: shown,
+                channel: clip(&self.names.show_dest(channel)),
+            }),
             _ => None,
         }
     }
