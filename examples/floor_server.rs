@@ -67,9 +67,10 @@ async fn floor(mut server: Server, mut events: mpsc::Receiver<Event>) {
     let mut conns: BTreeMap<String, (u64, mpsc::Sender<Arc<str>>)> = BTreeMap::new();
     let mut sends = Sends::new();
     loop {
+        // A deadline past what `Instant` holds is never.
         let wake = server
             .poll_timeout()
-            .map(|t| start + Duration::from_millis(t));
+            .and_then(|t| start.checked_add(Duration::from_millis(t)));
         let sleep = tokio::time::sleep_until(wake.unwrap_or(start).into());
         let input = tokio::select! {
             () = sleep, if wake.is_some() => Input::Tick,
@@ -109,7 +110,7 @@ async fn floor(mut server: Server, mut events: mpsc::Receiver<Event>) {
         let mut writes: Vec<(&String, Arc<str>)> = sends
             .sends()
             .iter()
-            .map(|(to, i)| (to, Arc::clone(&texts[*i as usize])))
+            .filter_map(|(to, i)| Some((to, Arc::clone(texts.get(*i as usize)?))))
             .collect();
         if let Some((agent, channel)) = &join
             && server.is_member(agent, channel)
