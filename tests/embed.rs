@@ -233,3 +233,52 @@ fn without_the_floor_the_same_agents_answer_at_once() {
         assert!(answers.iter().all(|&n| n >= 1), "{answers:?}");
     }
 }
+
+/// The example server's edge and bounds: a frame that is not JSON gets
+/// the floor's ERROR (the connection lives on), a frame over 64 KiB
+/// ends the connection.
+#[test]
+fn the_example_server_answers_bad_frames_and_bounds_their_size() {
+    let mut procs = Procs(Vec::new());
+    let url = serve(Srv::Example, "spec", &mut procs);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let (mut ws, _) = tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(&url))
+            .await
+            .expect("connects in time")
+            .expect("connects");
+        let hello = json!({"type": "IDENTIFY", "name": "agent-x"}).to_string();
+        ws.send(Message::text(hello)).await.expect("sends");
+        let welcome = read_text(&mut ws).await.expect("WELCOME");
+        assert!(welcome.contains("WELCOME"), "{welcome}");
+        ws.send(Message::text("{not json")).await.expect("sends");
+        let error = read_text(&mut ws).await.expect("an ERROR");
+        assert!(
+            error.starts_with(r#"{"type":"ERROR","code":"bad_message""#),
+            "{error}"
+        );
+        let big = format!("\"{}\"", "x".repeat(70 * 1024));
+        let _ = ws.send(Message::text(big)).await;
+        assert_eq!(read_text(&mut ws).await, None, "the connection ends");
+    });
+}
+
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// The next text frame, or `None` when the connection ends; within `WAIT`.
+async fn read_text(ws: &mut Ws) -> Option<String> {
+    loop {
+        let frame = tokio::time::timeout(WAIT, ws.next())
+            .await
+            .expect("in time");
+        match frame {
+            Some(Ok(Message::Text(t))) => return Some(t.to_string()),
+            Some(Ok(Message::Close(_)) | Err(_)) | None => return None,
+            Some(Ok(_)) => {}
+        }
+    }
+}
