@@ -10,7 +10,9 @@
 //! started before any answer can arrive; with claims the first claim
 //! reaches the others in milliseconds, far inside the 1.5 s an aborted
 //! inference would need to post. Every wait is bounded; the processes are
-//! killed when the test ends, pass or fail.
+//! killed when the test ends, pass or fail. The same agents against
+//! `examples/floor_server.rs` (the floor behind a minimal transport) show
+//! that the server half embeds too.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -29,9 +31,9 @@ const GAP: Duration = Duration::from_millis(2500);
 const TAIL: Duration = Duration::from_secs(5);
 const WAIT: Duration = Duration::from_secs(20);
 
-/// The example agent, built by `cargo test` beside the test binaries
+/// An example, built by `cargo test` beside the test binaries
 /// (`target/<profile>/examples/`).
-fn agent_bin() -> PathBuf {
+fn example_bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
     let profile = exe
         .parent()
@@ -39,7 +41,7 @@ fn agent_bin() -> PathBuf {
         .expect("target/<profile>/deps/");
     let bin = profile
         .join("examples")
-        .join(format!("floor_agent{}", std::env::consts::EXE_SUFFIX));
+        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
     assert!(
         bin.is_file(),
         "{} is missing: `cargo test` without a target filter builds the examples; \
@@ -79,10 +81,33 @@ fn line_where(
     rx.recv_timeout(WAIT).expect("the line in time")
 }
 
-/// `herdsim serve` on a free loopback port, and its `ws://` address.
-fn serve(policy: &str, procs: &mut Procs) -> String {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_herdsim"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--policy", policy])
+/// Which server the agents talk to.
+#[derive(Clone, Copy)]
+enum Srv {
+    /// `herdsim serve`.
+    Herdsim,
+    /// `examples/floor_server.rs`: the floor behind a minimal transport.
+    Example,
+}
+
+/// The server on a free loopback port, and its `ws://` address.
+fn serve(srv: Srv, policy: &str, procs: &mut Procs) -> String {
+    let listen = ["--listen", "127.0.0.1:0", "--policy", policy];
+    let mut cmd = match srv {
+        Srv::Herdsim => {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_herdsim"));
+            c.arg("serve").args(listen);
+            c
+        }
+        Srv::Example => {
+            let mut c = Command::new(example_bin("floor_server"));
+            // It stops by itself, after the longest run (and is killed at the end).
+            let run_ms = (GAP * QUESTIONS as u32 + TAIL + WAIT * 2).as_millis();
+            c.args(listen).args(["--run-ms", &run_ms.to_string()]);
+            c
+        }
+    };
+    let mut child = cmd
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -97,15 +122,15 @@ fn serve(policy: &str, procs: &mut Procs) -> String {
 }
 
 /// Answers per question, from what the operator saw relayed.
-fn run(policy: &str) -> Vec<usize> {
+fn run(srv: Srv, policy: &str) -> Vec<usize> {
     let mut procs = Procs(Vec::new());
-    let url = serve(policy, &mut procs);
+    let url = serve(srv, policy, &mut procs);
     let run_ms = (GAP * QUESTIONS as u32 + TAIL + WAIT)
         .as_millis()
         .to_string();
     let mut outs = Vec::new();
     for i in 0..AGENTS {
-        let mut child = Command::new(agent_bin())
+        let mut child = Command::new(example_bin("floor_agent"))
             .args([
                 "--url",
                 &url,
@@ -187,15 +212,73 @@ async fn operate(url: &str) -> Vec<usize> {
 
 #[test]
 fn with_the_floor_every_question_gets_one_answer() {
-    assert_eq!(run("spec"), vec![1; QUESTIONS]);
+    assert_eq!(run(Srv::Herdsim, "spec"), vec![1; QUESTIONS]);
+}
+
+/// The same agents against `examples/floor_server.rs`: the floor embedded
+/// behind a minimal WebSocket transport arbitrates as `herdsim serve` does.
+#[test]
+fn through_the_example_server_every_question_gets_one_answer() {
+    assert_eq!(run(Srv::Example, "spec"), vec![1; QUESTIONS]);
 }
 
 #[test]
 fn without_the_floor_the_same_agents_answer_at_once() {
-    let answers = run("none");
-    assert!(
-        answers.iter().any(|&n| n >= 2),
-        "no question got two answers: {answers:?}"
-    );
-    assert!(answers.iter().all(|&n| n >= 1), "{answers:?}");
+    for srv in [Srv::Herdsim, Srv::Example] {
+        let answers = run(srv, "none");
+        assert!(
+            answers.iter().any(|&n| n >= 2),
+            "no question got two answers: {answers:?}"
+        );
+        assert!(answers.iter().all(|&n| n >= 1), "{answers:?}");
+    }
+}
+
+/// The example server's edge and bounds: a frame that is not JSON gets
+/// the floor's ERROR (the connection lives on), a frame over 64 KiB
+/// ends the connection.
+#[test]
+fn the_example_server_answers_bad_frames_and_bounds_their_size() {
+    let mut procs = Procs(Vec::new());
+    let url = serve(Srv::Example, "spec", &mut procs);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let (mut ws, _) = tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(&url))
+            .await
+            .expect("connects in time")
+            .expect("connects");
+        let hello = json!({"type": "IDENTIFY", "name": "agent-x"}).to_string();
+        ws.send(Message::text(hello)).await.expect("sends");
+        let welcome = read_text(&mut ws).await.expect("WELCOME");
+        assert!(welcome.contains("WELCOME"), "{welcome}");
+        ws.send(Message::text("{not json")).await.expect("sends");
+        let error = read_text(&mut ws).await.expect("an ERROR");
+        assert!(
+            error.starts_with(r#"{"type":"ERROR","code":"bad_message""#),
+            "{error}"
+        );
+        let big = format!("\"{}\"", "x".repeat(70 * 1024));
+        let _ = ws.send(Message::text(big)).await;
+        assert_eq!(read_text(&mut ws).await, None, "the connection ends");
+    });
+}
+
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// The next text frame, or `None` when the connection ends; within `WAIT`.
+async fn read_text(ws: &mut Ws) -> Option<String> {
+    loop {
+        let frame = tokio::time::timeout(WAIT, ws.next())
+            .await
+            .expect("in time");
+        match frame {
+            Some(Ok(Message::Text(t))) => return Some(t.to_string()),
+            Some(Ok(Message::Close(_)) | Err(_)) | None => return None,
+            Some(Ok(_)) => {}
+        }
+    }
 }

@@ -19,74 +19,21 @@ use std::io::{self, Write};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::floor::wire::DecodeError;
-use crate::floor::{Delivery, Input, Outgoing, Role, Server};
+use crate::floor::{self, Role, Sends, Server};
 
 /// Feed one event to the server at `at_ms`: JOIN / LEAVE / DISCONNECT, or
-/// a client message (decoded by the server; a bad one gets an ERROR). A
-/// JOIN or LEAVE without a string `channel` is rejected by the server with
-/// an ERROR, like any bad message.
+/// a client message, decoded at the floor's edge ([`floor::edge::decode`]:
+/// a bad one, or a JOIN or LEAVE without a string `channel`, gets an
+/// ERROR), appending the sends to `out`.
 pub fn apply(
     server: &mut Server,
     at_ms: u64,
     agent: &str,
     role: Role,
     event: &Value,
-    out: &mut Vec<Outgoing>,
+    out: &mut Sends,
 ) {
-    let mut shared = Vec::new();
-    apply_shared(server, at_ms, agent, role, event, &mut shared);
-    out.extend(shared.into_iter().map(Delivery::into_outgoing));
-}
-
-/// [`apply`] with the sends in the floor's shared form (the recipients of
-/// one relay share one payload): what `serve` uses, so that it encodes a
-/// relayed message once, not once per recipient.
-pub fn apply_shared(
-    server: &mut Server,
-    at_ms: u64,
-    agent: &str,
-    role: Role,
-    event: &Value,
-    out: &mut Vec<Delivery>,
-) {
-    let ty = event.get("type").and_then(Value::as_str);
-    let join = match ty {
-        Some("JOIN") => true,
-        Some("LEAVE") => false,
-        Some("DISCONNECT") => {
-            let agent = agent.to_string();
-            return server.handle_shared(at_ms, Input::Disconnect { agent }, out);
-        }
-        Some("CONNECT") => {
-            let agent = agent.to_string();
-            return server.handle_shared(at_ms, Input::Connect { agent }, out);
-        }
-        Some("IDENTIFY") => {
-            let lurk = match event.get("lurk") {
-                None | Some(Value::Null) => Ok(false),
-                Some(Value::Bool(b)) => Ok(*b),
-                Some(_) => Err(DecodeError::NotBool("lurk")),
-            };
-            let agent = agent.to_string();
-            return match lurk {
-                Ok(lurk) => server.handle_shared(at_ms, Input::Identify { agent, lurk }, out),
-                Err(e) => server.reject_shared(at_ms, &agent, &e, false, out),
-            };
-        }
-        _ => return server.handle_value_shared(at_ms, agent, role, event, out),
-    };
-    let channel = match event.get("channel") {
-        None | Some(Value::Null) => Err(DecodeError::MissingField("channel")),
-        Some(Value::String(c)) => Ok(c.clone()),
-        Some(_) => Err(DecodeError::NotString("channel")),
-    };
-    let agent = agent.to_string();
-    match channel {
-        Err(e) => server.reject_shared(at_ms, &agent, &e, false, out),
-        Ok(channel) if join => server.handle_shared(at_ms, Input::Join { agent, channel }, out),
-        Ok(channel) => server.handle_shared(at_ms, Input::Leave { agent, channel }, out),
-    }
+    server.handle(at_ms, floor::edge::decode(agent, role, event), out);
 }
 
 /// The `{"type":"DISCONNECT"}` event.
@@ -150,7 +97,7 @@ mod tests {
     #[test]
     fn apply_join_leave_disconnect_and_bad_events() {
         let mut s = Server::new(Config::default());
-        let mut out = Vec::new();
+        let mut out = Sends::new();
         apply(
             &mut s,
             0,
@@ -179,7 +126,7 @@ mod tests {
         );
         apply(&mut s, 3, "a", Role::Agent, &json!([1]), &mut out);
         apply(&mut s, 4, "a", Role::Agent, &disconnect_event(), &mut out);
-        let codes: Vec<String> = out.iter().map(|o| o.msg.to_json_string()).collect();
+        let codes: Vec<String> = out.iter().map(|(_, m)| m.to_json_string()).collect();
         assert_eq!(
             codes,
             [

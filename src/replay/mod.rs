@@ -33,7 +33,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::floor::wire::is_agent_id;
-use crate::floor::{Config, Input, Outgoing, Role, Server, ServerMsg, Stats};
+use crate::floor::{Config, Input, Role, Sends, Server, ServerMsg, Stats};
 
 /// What a replay did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,7 +105,7 @@ pub fn replay_bounded<R: BufRead, W: Write, E: Write>(
 ) -> io::Result<Summary> {
     let mut server = Server::new(cfg);
     let mut buf = Vec::new();
-    let mut sends: Vec<Outgoing> = Vec::new();
+    let mut sends = Sends::new();
     let mut lines = 0u64;
     let mut bad_lines = 0u64;
     let mut last_at: Option<u64> = None;
@@ -161,8 +161,8 @@ pub fn replay_bounded<R: BufRead, W: Write, E: Write>(
         }
         sends.clear();
         dispatch(&mut server, line, &mut sends);
-        for o in sends.drain(..) {
-            write_line(out, last_at.unwrap_or(0), &o)?;
+        for (to, msg) in sends.iter() {
+            write_line(out, last_at.unwrap_or(0), to, msg)?;
         }
     }
     Ok(Summary {
@@ -227,7 +227,7 @@ pub fn parse_line(bytes: &[u8]) -> Result<Line, String> {
 }
 
 /// Feed one line to the server (the same code path `herdsim serve` uses).
-fn dispatch(server: &mut Server, line: Line, sends: &mut Vec<Outgoing>) {
+fn dispatch(server: &mut Server, line: Line, sends: &mut Sends) {
     events::apply(
         server,
         line.at_ms,
@@ -245,12 +245,8 @@ struct OutLine<'a> {
     msg: &'a ServerMsg,
 }
 
-fn write_line<W: Write>(out: &mut W, at_ms: u64, o: &Outgoing) -> io::Result<()> {
-    let line = OutLine {
-        at_ms,
-        to: &o.to,
-        msg: &o.msg,
-    };
+fn write_line<W: Write>(out: &mut W, at_ms: u64, to: &str, msg: &ServerMsg) -> io::Result<()> {
+    let line = OutLine { at_ms, to, msg };
     serde_json::to_writer(&mut *out, &line).map_err(io::Error::other)?;
     out.write_all(b"\n")
 }

@@ -22,7 +22,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::Shared;
 use super::budget::{Inbound, Payload, Queued, Usage};
-use crate::floor::{ClientMsg, Delivery, Input, Role, Server, ServerMsg, Stats};
+use crate::floor::{ClientMsg, Input, Role, Sends, Server, Stats};
 use crate::replay::events;
 use crate::term::note;
 
@@ -97,7 +97,9 @@ pub(crate) struct Hub {
     sessions: BTreeMap<String, Session>,
     /// connection -> agent id.
     ids: BTreeMap<ConnId, String>,
-    sends: Vec<Delivery>,
+    sends: Sends,
+    /// Each payload of `sends` encoded, once.
+    encoded: Vec<Option<Arc<Payload>>>,
     inputs: u64,
     /// Connections dropped by the ceiling whose memory is not freed yet.
     shedding: Vec<Arc<Usage>>,
@@ -122,7 +124,8 @@ impl Hub {
             line: Vec::new(),
             sessions: BTreeMap::new(),
             ids: BTreeMap::new(),
-            sends: Vec::new(),
+            sends: Sends::new(),
+            encoded: Vec::new(),
             inputs: 0,
             shedding: Vec::new(),
             slow: 0,
@@ -149,7 +152,7 @@ impl Hub {
                 },
                 () = sleep_until(timer), if timer.is_some() => {
                     let now = self.now_ms();
-                    self.server.handle_shared(now, Input::Tick, &mut self.sends);
+                    self.server.handle(now, Input::Tick, &mut self.sends);
                     self.route();
                 }
             }
@@ -269,7 +272,7 @@ impl Hub {
                 if self.server.is_member(id, channel) {
                     return None;
                 }
-                if self.server.channels_of_count(id) >= limits.max_channels_per_conn {
+                if self.server.channels_of(id) >= limits.max_channels_per_conn {
                     let m = format!(
                         "a connection may be in at most {} channels (--max-channels-per-connection)",
                         limits.max_channels_per_conn
@@ -313,7 +316,7 @@ impl Hub {
                     .server
                     .holder(&channel, &msg_id)
                     .is_some_and(|(h, _)| h == id);
-                if !holds && self.server.claims_held_count(id) >= limits.max_claims_per_conn {
+                if !holds && self.server.claims_held(id) >= limits.max_claims_per_conn {
                     let m = format!(
                         "a connection may hold at most {} claims (--max-claims-per-connection)",
                         limits.max_claims_per_conn
@@ -332,7 +335,7 @@ impl Hub {
         let now = self.now_ms();
         self.inputs += 1;
         self.log_line(now, id, role, event);
-        events::apply_shared(&mut self.server, now, id, role, event, &mut self.sends);
+        events::apply(&mut self.server, now, id, role, event, &mut self.sends);
         self.route();
         // JOINED / LEFT: agentchat's confirmations, not floor sends. JOINED
         // only when the floor made the agent a member.
@@ -383,23 +386,26 @@ impl Hub {
     /// Deliver the floor's sends: each payload encoded once, however many
     /// recipients share it; a recipient that is not connected is skipped.
     fn route(&mut self) {
-        let sends = std::mem::take(&mut self.sends);
-        let mut last: Option<(*const ServerMsg, Arc<Payload>)> = None;
-        for d in &sends {
-            let p = Arc::as_ptr(&d.msg);
-            let payload = match &last {
-                Some((q, payload)) if *q == p => Arc::clone(payload),
-                _ => {
-                    let payload = Payload::new(d.msg.to_json_string(), &self.shared.meter);
-                    last = Some((p, Arc::clone(&payload)));
-                    payload
-                }
+        let mut sends = std::mem::take(&mut self.sends);
+        let mut encoded = std::mem::take(&mut self.encoded);
+        encoded.clear();
+        encoded.resize(sends.payloads().len(), None);
+        for &(ref to, i) in sends.sends() {
+            let (Some(msg), Some(slot)) = (
+                sends.payloads().get(i as usize),
+                encoded.get_mut(i as usize),
+            ) else {
+                continue;
             };
-            self.send_payload(&d.to, payload);
+            let payload =
+                slot.get_or_insert_with(|| Payload::new(msg.to_json_string(), &self.shared.meter));
+            let payload = Arc::clone(payload);
+            self.send_payload(to, payload);
         }
-        drop(last);
+        encoded.clear();
+        sends.clear();
+        self.encoded = encoded;
         self.sends = sends;
-        self.sends.clear();
     }
 
     fn send_text(&mut self, id: &str, text: String) {

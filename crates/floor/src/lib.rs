@@ -16,6 +16,8 @@
 //! - [`policy`]: the named arbitration policies (`none`, `spec`,
 //!   `agentchat-0.36`, `tombstone`, `server-time`).
 //! - [`server`]: the server side: channel membership, the claim table, relay.
+//! - [`edge`]: the server's edge: wire frames to [`Input`]s, and the texts
+//!   of its typed refusals ([`edge::Refusal`]; agentchat's, under its policy).
 //! - [`relay_memory`]: what the claim guard remembers of the relays.
 //! - [`client`]: the agent side: CSMA wait, claim, infer, abort, reply.
 //! - [`ttl_audit`]: what a run's decisions asked of the claim TTL.
@@ -23,10 +25,37 @@
 //! # The loop
 //!
 //! Both halves take an input and the time and append what to do; the
-//! embedder owns the clock, the timers, the randomness and the sockets. A
-//! server feeds every frame it receives to [`Server::handle`] and writes
-//! each [`Outgoing`] to its recipient, calling it with [`Input::Tick`] when
-//! [`Server::poll_timeout`] is due (claim expiry). An agent feeds every
+//! embedder owns the clock, the timers, the randomness and the sockets.
+//!
+//! The server has one way in and one way out: [`Server::handle`] takes the
+//! time and one [`Input`] (a client frame, decoded at the edge by
+//! [`edge::decode`]; a join, a leave, a disconnect; or [`Input::Tick`] when
+//! [`Server::poll_timeout`] is due, for claim expiry) and appends to a
+//! [`Sends`]: each payload once, and who gets it. A transport's loop:
+//!
+//! ```
+//! use herdsim_floor::{Config, Input, Role, Sends, Server, edge};
+//!
+//! let mut server = Server::new(Config::default());
+//! let mut sends = Sends::new();
+//! // A frame arrives from a connection: decode it at the edge, handle it.
+//! let mut on_frame = |now_ms, from: &str, frame: &[u8], sends: &mut Sends| {
+//!     server.handle(now_ms, edge::decode_bytes(from, Role::Agent, frame), sends);
+//! };
+//! on_frame(0, "alice", br##"{"type":"JOIN","channel":"#general"}"##, &mut sends);
+//! on_frame(5, "alice", b"{not json", &mut sends);
+//! // Write each send to its recipient, encoding each payload once.
+//! let written: Vec<(String, String)> =
+//!     sends.iter().map(|(to, msg)| (to.clone(), msg.to_json_string())).collect();
+//! assert_eq!(written.len(), 1);
+//! assert!(written[0].1.starts_with(r#"{"type":"ERROR","code":"bad_message""#));
+//! sends.clear();
+//! // When no frame comes before `server.poll_timeout()`, the transport
+//! // hands the server `Input::Tick` at that time (claims expire).
+//! ```
+//!
+//! `examples/floor_server.rs` in the repository puts that loop behind a
+//! WebSocket. An agent feeds every
 //! question it wants to answer to [`Client::on_message`], every frame from
 //! the server to [`Client::on_server_msg`] and every timer to
 //! [`Client::on_timer`], and carries out the [`Action`]s: wait a CSMA delay
@@ -38,12 +67,12 @@
 //!
 //! ```
 //! use herdsim_floor::{
-//!     Action, Client, ClientConfig, ClientMsg, Config, Input, PolicyKind, Role, Server,
+//!     Action, Client, ClientConfig, ClientMsg, Config, Input, PolicyKind, Role, Sends, Server,
 //!     ServerMsg, SkipReason,
 //! };
 //!
 //! let mut server = Server::new(Config::default()); // spec, claims live 45 s
-//! let mut out = Vec::new();
+//! let mut out = Sends::new();
 //! for who in ["operator", "alice", "bob"] {
 //!     let join = Input::Join { agent: who.into(), channel: "#general".into() };
 //!     server.handle(0, join, &mut out);
@@ -67,7 +96,7 @@
 //!     in_reply_to: None,
 //! };
 //! server.handle(10, Input::Client { from: "operator".into(), role: Role::Operator, msg: ask }, &mut out);
-//! assert!(out.iter().any(|o| o.to == "bob" && matches!(o.msg, ServerMsg::Msg { .. })));
+//! assert!(out.iter().any(|(to, msg)| to == "bob" && matches!(msg, ServerMsg::Msg { .. })));
 //!
 //! // Both want to answer: each waits a CSMA delay of its own drawing.
 //! let (mut a, mut b) = (Vec::new(), Vec::new());
@@ -84,15 +113,15 @@
 //! // The server takes the claim and relays it to the channel.
 //! out.clear();
 //! server.handle(1_002, Input::Client { from: "alice".into(), role: Role::Agent, msg: claim }, &mut out);
-//! for o in out.iter().filter(|o| o.to == "bob") {
-//!     bob.on_server_msg(1_004, &o.msg, &mut b);
+//! for (_, msg) in out.iter().filter(|(to, _)| *to == "bob") {
+//!     bob.on_server_msg(1_004, msg, &mut b);
 //! }
 //!
 //! // t = 2.5 s: bob's wait ends; the claim is live, so he skips.
 //! b.clear();
 //! bob.on_timer(2_500, "q1", &mut b);
 //! assert_eq!(b, [Action::Skip { msg_id: "q1".into(), reason: SkipReason::SeenClaim }]);
-//! assert_eq!(server.holder("#general", "q1").map(|(h, _)| h), Some("alice"));
+//! assert_eq!(server.holder("#general", "q1").map(|(h, _)| h.as_str()), Some("alice"));
 //! ```
 
 #![forbid(unsafe_code)]
@@ -100,6 +129,7 @@
 
 pub mod client;
 pub mod dialect;
+pub mod edge;
 pub mod naming;
 pub mod policy;
 pub mod relay_memory;
@@ -110,10 +140,7 @@ pub mod wire;
 pub use client::{Action, Client, ClientConfig, SkipReason};
 pub use naming::{Naming, Place, Text};
 pub use policy::PolicyKind;
-pub use server::{
-    ClaimGuard, ClaimInfo, Config, ConfigError, Delivery, Input, Outgoing, Role, Sends, Server,
-    Stats,
-};
+pub use server::{ClaimGuard, ClaimInfo, Config, ConfigError, Input, Role, Sends, Server, Stats};
 pub use ttl_audit::TtlAudit;
 pub use wire::{ClientMsg, DecodeError, ServerMsg, YieldDetail};
 

@@ -201,7 +201,7 @@ proptest! {
             now += dt;
             m.claims.retain(|_, c| c.deadline > now);
             let mut out = Vec::new();
-            s.handle(now, to_input(&op), &mut out);
+            s.run_owned(now, to_input(&op), &mut out);
             match op {
                 Op::Join(a, c) => { m.members.insert((c, a)); prop_assert!(out.is_empty()); }
                 Op::Leave(a, c) => {
@@ -317,10 +317,10 @@ proptest! {
         for (dt, op) in script {
             now += dt;
             let mut out = Vec::new();
-            s.handle(now, Input::Tick, &mut out);
+            s.run_owned(now, Input::Tick, &mut out);
             let before = table(&s);
             let refused_before = s.stats().refused_msgs;
-            s.handle(now, to_input(&op), &mut out);
+            s.run_owned(now, to_input(&op), &mut out);
             match op {
                 Op::Join(_, c) => {
                     created.insert(c);
@@ -369,9 +369,9 @@ proptest! {
                     let before = (s.claim_count(), s.marker_count());
                     let mut probe = s.clone();
                     let mut out = Vec::new();
-                    probe.handle(t - 1, Input::Tick, &mut out);
+                    probe.run_owned(t - 1, Input::Tick, &mut out);
                     prop_assert_eq!((probe.claim_count(), probe.marker_count()), before);
-                    probe.handle(t, Input::Tick, &mut out);
+                    probe.run_owned(t, Input::Tick, &mut out);
                     prop_assert!((probe.claim_count(), probe.marker_count()) != before);
                     prop_assert!(out.is_empty());
                 }
@@ -379,10 +379,10 @@ proptest! {
             // Run the timers due now first (they send nothing), so the
             // table can be compared before and after the op itself.
             let mut out = Vec::new();
-            s.handle(now, Input::Tick, &mut out);
+            s.run_owned(now, Input::Tick, &mut out);
             prop_assert!(out.is_empty());
             let before_claims = s.claim_count() + s.marker_count();
-            s.handle(now, to_input(&op), &mut out);
+            s.run_owned(now, to_input(&op), &mut out);
             let sender = match &op {
                 Op::Claim { who, .. } | Op::Msg { who, .. } => Some(agent(*who)),
                 _ => None,
@@ -710,7 +710,7 @@ proptest! {
         let _ = ServerMsg::decode(&bytes);
         let mut s = Server::new(Config::default());
         let mut out = Vec::new();
-        s.handle_bytes(1, "agent-a", Role::Agent, &bytes, &mut out);
+        s.run_frame(1, "agent-a", Role::Agent, &bytes, &mut out);
     }
 
     #[test]
@@ -724,8 +724,8 @@ proptest! {
         for p in PolicyKind::ALL {
             let mut s = Server::new(Config { policy: p, ..Config::default() });
             let mut out = Vec::new();
-            s.handle(0, Input::Join { agent: "agent-a".into(), channel: "#general".into() }, &mut out);
-            s.handle_value(1, "agent-a", Role::Agent, &v, &mut out);
+            s.run_owned(0, Input::Join { agent: "agent-a".into(), channel: "#general".into() }, &mut out);
+            s.run_value(1, "agent-a", Role::Agent, &v, &mut out);
         }
     }
 
@@ -745,7 +745,7 @@ proptest! {
             let _ = ServerMsg::decode(b);
             let mut s = Server::new(Config::default());
             let mut out = Vec::new();
-            s.handle_bytes(1, "agent-a", Role::Agent, b, &mut out);
+            s.run_frame(1, "agent-a", Role::Agent, b, &mut out);
         }
     }
 }

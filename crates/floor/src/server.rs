@@ -50,12 +50,14 @@
 //!   `Stats::refused_msgs` counts MSGs answered with an ERROR instead of
 //!   being relayed.
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
 
+use crate::edge::Refusal;
 use crate::naming::{Naming, Place, Text, is_channel};
 use crate::policy::{
     AGENTCHAT_CHANNEL_MAX, AGENTCHAT_DEFAULT_CHANNELS, AGENTCHAT_FRAMES_IDENTIFIED,
@@ -368,6 +370,18 @@ pub enum Input<N: Naming = Text> {
         /// The agent id the connection will identify as.
         agent: N::Agent,
     },
+    /// A frame from `from` that did not decode ([`crate::edge::decode`]):
+    /// answered with an ERROR as the policy words it
+    /// ([`crate::edge::refusal`]); `claim`: it was meant as a RESPONDING_TO
+    /// (counted in [`Stats::claims_received`]).
+    Undecodable {
+        /// The sender.
+        from: N::Agent,
+        /// Why it did not decode.
+        error: DecodeError,
+        /// It was a RESPONDING_TO.
+        claim: bool,
+    },
     /// The agent identifies; `lurk`: as a new identity in agentchat's lurk
     /// window (it may claim, but its MSGs get `LURK_MODE`). Under other
     /// policies it changes nothing.
@@ -379,45 +393,62 @@ pub enum Input<N: Naming = Text> {
     },
 }
 
-/// One message to send.
+/// One send in owned form: what the tests compare.
+#[cfg(test)]
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Outgoing<N: Naming = Text> {
+pub(crate) struct Outgoing<N: Naming = Text> {
     /// The recipient.
     pub to: N::Agent,
     /// The message.
     pub msg: ServerMsg<N>,
 }
 
-/// One message to send, from [`Server::handle_shared`]: the recipients of
-/// one relay share one payload, so a relay to N members costs N reference
-/// counts instead of N copies of the message. A server that encodes each
-/// payload once and writes the bytes to N sockets wants exactly this.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Delivery<N: Naming = Text> {
-    /// The recipient.
-    pub to: N::Agent,
-    /// The message, shared with the relay's other recipients.
-    pub msg: Arc<ServerMsg<N>>,
-}
-
-impl<N: Naming> Delivery<N> {
-    /// The owned form; the payload is moved out, not copied, when this is
-    /// its last recipient.
-    pub fn into_outgoing(self) -> Outgoing<N> {
-        Outgoing {
-            to: self.to,
-            msg: Arc::unwrap_or_clone(self.msg),
-        }
+#[cfg(test)]
+impl<N: Naming> Server<N> {
+    /// Tests: [`Server::handle`], appending the sends to `out` owned.
+    pub(crate) fn run_owned(&mut self, now_ms: u64, input: Input<N>, out: &mut Vec<Outgoing<N>>) {
+        let mut sends = Sends::new();
+        self.handle(now_ms, input, &mut sends);
+        out.extend(sends.iter().map(|(to, msg)| Outgoing {
+            to: to.clone(),
+            msg: msg.clone(),
+        }));
     }
 }
 
-/// What [`Server::handle_sends`] sends: each payload once, and each send
-/// as its recipient and the index of its payload. A relay to N members is
-/// one payload and N pairs, with no reference count per recipient: the
-/// form for a caller that encodes each payload once (a server writing the
-/// same bytes to N sockets) or that routes sends by number (the
-/// simulator). [`Sends::drain_into`] gives [`Server::handle_shared`]'s
-/// form, in the same order.
+#[cfg(test)]
+impl Server<Text> {
+    /// Tests: a raw frame through the edge ([`crate::edge::decode_bytes`]).
+    pub(crate) fn run_frame(
+        &mut self,
+        now_ms: u64,
+        from: &str,
+        role: Role,
+        bytes: &[u8],
+        out: &mut Vec<Outgoing>,
+    ) {
+        self.run_owned(now_ms, crate::edge::decode_bytes(from, role, bytes), out);
+    }
+
+    /// Tests: a JSON frame through the edge ([`crate::edge::decode`]).
+    pub(crate) fn run_value(
+        &mut self,
+        now_ms: u64,
+        from: &str,
+        role: Role,
+        value: &serde_json::Value,
+        out: &mut Vec<Outgoing>,
+    ) {
+        self.run_owned(now_ms, crate::edge::decode(from, role, value), out);
+    }
+}
+
+/// What [`Server::handle`] sends, the server's one way out: each payload
+/// once, and each send as its recipient and the index of its payload. A
+/// relay to N members is one payload and N pairs, with no copy and no
+/// reference count per recipient: a server encodes each payload once and
+/// writes the bytes to N sockets; the simulator routes sends by number.
+/// [`Sends::iter`] walks the sends in order as (recipient, message).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sends<N: Naming = Text> {
     payloads: Vec<Arc<ServerMsg<N>>>,
@@ -466,19 +497,11 @@ impl<N: Naming> Sends<N> {
         &self.sends
     }
 
-    /// Move every send to `out` in the shared form (one reference to its
-    /// payload each), in order; `self` is left empty, with its room.
-    pub fn drain_into(&mut self, out: &mut Vec<Delivery<N>>) {
-        out.reserve(self.sends.len());
-        for (to, i) in self.sends.drain(..) {
-            if let Some(msg) = self.payloads.get(i as usize) {
-                out.push(Delivery {
-                    to,
-                    msg: Arc::clone(msg),
-                });
-            }
-        }
-        self.payloads.clear();
+    /// The sends in order, each as its recipient and its message.
+    pub fn iter(&self) -> impl Iterator<Item = (&N::Agent, &ServerMsg<N>)> {
+        self.sends
+            .iter()
+            .filter_map(|(to, i)| Some((to, &**self.payloads.get(*i as usize)?)))
     }
 
     /// Add payload `msg`; its index. (A caller that never clears would
@@ -624,12 +647,15 @@ impl<A: Clone> Clone for Members<A> {
 
 impl<A: Ord> Members<A> {
     /// `Ok(position)` of `agent`, or `Err(where it would go)`.
-    fn find(&self, agent: &A) -> Result<usize, usize> {
+    fn find<Q: Ord + ?Sized>(&self, agent: &Q) -> Result<usize, usize>
+    where
+        A: Borrow<Q>,
+    {
         let hint = self.1.load(Relaxed);
-        if self.0.get(hint).is_some_and(|m| m == agent) {
+        if self.0.get(hint).is_some_and(|m| m.borrow() == agent) {
             return Ok(hint);
         }
-        let found = self.0.binary_search(agent);
+        let found = self.0.binary_search_by(|m| m.borrow().cmp(agent));
         if let Ok(i) = found {
             self.1.store(i, Relaxed);
         }
@@ -694,9 +720,6 @@ pub struct Server<N: Naming = Text> {
     frames: BTreeMap<N::Agent, FrameWindow>,
     /// Sweep expiry: the number of the last sweep that ran.
     last_sweep: Option<u128>,
-    /// Reused buffers of the owned- and shared-output entry points.
-    shared: Vec<Delivery<N>>,
-    sends: Sends<N>,
     /// Claim guard: (channel, msg_id) -> the sender and server time of its
     /// last relay.
     relays: RelayMemory<N::Agent, Key<N>>,
@@ -706,241 +729,6 @@ impl Server<Text> {
     /// A server naming everything by its wire text.
     pub fn new(cfg: Config) -> Server {
         Server::with_naming(cfg, Text)
-    }
-
-    /// Handle one input at server time `now_ms`, appending the messages to
-    /// send, in order, to `out`. Due timers run first.
-    pub fn handle(&mut self, now_ms: u64, input: Input, out: &mut Vec<Outgoing>) {
-        self.owned(out, |s, d| s.handle_shared(now_ms, input, d));
-    }
-
-    /// Handle a raw client message (what a production server reads from a
-    /// socket): decoded strictly; an undecodable one is answered with
-    /// `ERROR {code: "bad_message", message: <reason>}`.
-    pub fn handle_bytes(
-        &mut self,
-        now_ms: u64,
-        from: &str,
-        role: Role,
-        bytes: &[u8],
-        out: &mut Vec<Outgoing>,
-    ) {
-        self.owned(out, |s, d| s.bytes_shared(now_ms, from, role, bytes, d));
-    }
-
-    fn bytes_shared(
-        &mut self,
-        now_ms: u64,
-        from: &str,
-        role: Role,
-        bytes: &[u8],
-        out: &mut Vec<Delivery>,
-    ) {
-        match serde_json::from_slice::<serde_json::Value>(bytes) {
-            Ok(v) => self.handle_value_shared(now_ms, from, role, &v, out),
-            Err(e) => self.reject_shared(
-                now_ms,
-                from,
-                &DecodeError::NotJson(e.to_string()),
-                false,
-                out,
-            ),
-        }
-    }
-
-    /// Like [`Server::handle_bytes`], for an already parsed JSON value.
-    pub fn handle_value(
-        &mut self,
-        now_ms: u64,
-        from: &str,
-        role: Role,
-        value: &serde_json::Value,
-        out: &mut Vec<Outgoing>,
-    ) {
-        self.owned(out, |s, d| {
-            s.handle_value_shared(now_ms, from, role, value, d)
-        });
-    }
-
-    /// [`Server::handle_value`] with the sends in the shared form (see
-    /// [`Server::handle_shared`]).
-    pub fn handle_value_shared(
-        &mut self,
-        now_ms: u64,
-        from: &str,
-        role: Role,
-        value: &serde_json::Value,
-        out: &mut Vec<Delivery>,
-    ) {
-        match ClientMsg::from_value(value) {
-            Ok(msg) => self.handle_shared(
-                now_ms,
-                Input::Client {
-                    from: from.to_string(),
-                    role,
-                    msg,
-                },
-                out,
-            ),
-            Err(e) => {
-                let claim = value.get("type").and_then(|t| t.as_str()) == Some("RESPONDING_TO");
-                if claim && self.rules.errors == ErrorStyle::Agentchat {
-                    // `validateClientMessage` (`lib/protocol.ts`) names the field.
-                    let message = match &e {
-                        DecodeError::MissingField(f)
-                        | DecodeError::NotString(f)
-                        | DecodeError::Empty(f)
-                        | DecodeError::NotInteger(f)
-                        | DecodeError::BadChannel { field: f, .. } => match *f {
-                            "msg_id" => Some("Missing or invalid msg_id"),
-                            "channel" => Some("Missing or invalid channel"),
-                            "started_at" => Some("Missing or invalid started_at timestamp"),
-                            _ => None,
-                        },
-                        _ => None,
-                    };
-                    if let Some(message) = message {
-                        self.advance(now_ms);
-                        self.stats.claims_received += 1;
-                        let from = from.to_string();
-                        let message = message.to_string();
-                        return self
-                            .via_sends(out, |s, d| s.error(&from, "INVALID_MSG", message, d));
-                    }
-                }
-                self.reject_shared(now_ms, from, &e, claim, out)
-            }
-        }
-    }
-
-    /// Answer an undecodable message from `from` with an ERROR
-    /// (`bad_message`), after running due timers. `was_claim`: it was meant
-    /// as a RESPONDING_TO (counted in `claims_received`).
-    pub fn reject(
-        &mut self,
-        now_ms: u64,
-        from: &str,
-        reason: &DecodeError,
-        was_claim: bool,
-        out: &mut Vec<Outgoing>,
-    ) {
-        self.owned(out, |s, d| {
-            s.reject_shared(now_ms, from, reason, was_claim, d)
-        });
-    }
-
-    /// [`Server::reject`] with the sends in the shared form.
-    pub fn reject_shared(
-        &mut self,
-        now_ms: u64,
-        from: &str,
-        reason: &DecodeError,
-        was_claim: bool,
-        out: &mut Vec<Delivery>,
-    ) {
-        self.advance(now_ms);
-        if was_claim {
-            self.stats.claims_received += 1;
-        }
-        let code = match self.rules.errors {
-            ErrorStyle::Protocol => "bad_message",
-            ErrorStyle::Agentchat => "INVALID_MSG",
-        };
-        let (from, message) = (from.to_string(), reason.to_string());
-        self.via_sends(out, |s, d| s.error(&from, code, message, d));
-    }
-
-    /// The current holder of (channel, msg_id) and its `started_at`, if a
-    /// live claim exists as of the last handled time (a tombstone marker is
-    /// not a live claim; under `agentchat-0.36` an expired claim not yet
-    /// swept still is, as it still wins).
-    pub fn holder(&self, channel: &str, msg_id: &str) -> Option<(&str, Stamp)> {
-        self.holder_of(&channel.to_string(), &msg_id.to_string())
-            .map(|(h, s)| (h.as_str(), s))
-    }
-
-    /// The claim table entry of (channel, msg_id), live claim or marker.
-    pub fn claim_info(&self, channel: &str, msg_id: &str) -> Option<ClaimInfo<'_>> {
-        self.claim_info_of(&channel.to_string(), &msg_id.to_string())
-            .map(|c| ClaimInfo {
-                holder: c.holder.as_str(),
-                started_at: c.started_at,
-                granted_at: c.granted_at,
-                deadline: c.deadline,
-                answered: c.answered,
-            })
-    }
-
-    /// Whether `agent` is a member of `channel`.
-    pub fn is_member(&self, agent: &str, channel: &str) -> bool {
-        self.is_member_of(&agent.to_string(), &channel.to_string())
-    }
-
-    /// The members of a channel, in id order.
-    pub fn members(&self, channel: &str) -> impl Iterator<Item = &str> {
-        self.members_of(&channel.to_string()).map(String::as_str)
-    }
-
-    /// The number of channels `agent` is a member of.
-    pub fn channels_of_count(&self, agent: &str) -> usize {
-        self.channels_of(&agent.to_string())
-    }
-
-    /// The number of live claims `agent` holds (in every channel).
-    pub fn claims_held_count(&self, agent: &str) -> usize {
-        self.claims_held(&agent.to_string())
-    }
-
-    /// Whether `channel` exists: under the policies whose channels exist
-    /// while they have members, whether it has one; under `agentchat-0.36`,
-    /// whether it is a default channel or was ever joined.
-    pub fn channel_exists(&self, channel: &str) -> bool {
-        self.dest_exists(&channel.to_string())
-    }
-
-    /// What the claim guard ([`Config::claim_guard`]) would answer, at
-    /// server time `now_ms`, to a channel MSG from `from` to `channel`
-    /// with the client's `id`: `None` when the guard lets it through (to
-    /// the policy's own checks), else the ERROR's code (`id_taken`, or
-    /// `INVALID_MSG` under `agentchat-0.36`) and message: an id of the
-    /// server's form (`s1`, `s2`, ...) or one remembered as another
-    /// sender's message in `channel`. Changes nothing; [`Server::handle`]
-    /// applies the same check.
-    pub fn msg_guard_refusal(
-        &self,
-        now_ms: u64,
-        from: &str,
-        channel: &str,
-        id: &str,
-    ) -> Option<(&'static str, String)> {
-        if !is_channel(&self.names, &channel.to_string()) {
-            return None;
-        }
-        self.id_refusal(
-            now_ms,
-            &from.to_string(),
-            &channel.to_string(),
-            &id.to_string(),
-        )
-    }
-
-    /// What the claim guard ([`Config::claim_guard`]) would answer, at
-    /// server time `now_ms`, to a claim by `from` (in `role`) on
-    /// `(channel, msg_id)` dated `started_at`: `None` when it lets the
-    /// claim through (to the policy's own checks), else the ERROR's code
-    /// and message. Changes nothing: a server that wants to refuse such a
-    /// claim before it reaches the floor (and its log) asks this first;
-    /// [`Server::handle`] applies the same check.
-    pub fn claim_guard_refusal(
-        &self,
-        now_ms: u64,
-        role: Role,
-        channel: &str,
-        msg_id: &str,
-        started_at: Stamp,
-    ) -> Option<(&'static str, String)> {
-        let key = (channel.to_string(), msg_id.to_string());
-        self.guard_refusal(now_ms, role, &key, started_at)
     }
 }
 
@@ -963,8 +751,6 @@ impl<N: Naming> Server<N> {
             last_msg: BTreeMap::new(),
             frames: BTreeMap::new(),
             last_sweep: None,
-            shared: Vec::new(),
-            sends: Sends::default(),
             relays: RelayMemory::default(),
             rules,
             cfg,
@@ -989,43 +775,12 @@ impl<N: Naming> Server<N> {
         &self.names
     }
 
-    /// Run `f` on the shared-output form and append its sends to `out`
-    /// in the owned form.
-    fn owned(
-        &mut self,
-        out: &mut Vec<Outgoing<N>>,
-        f: impl FnOnce(&mut Server<N>, &mut Vec<Delivery<N>>),
-    ) {
-        let mut buf = std::mem::take(&mut self.shared);
-        f(self, &mut buf);
-        out.extend(buf.drain(..).map(Delivery::into_outgoing));
-        self.shared = buf;
-    }
-
-    /// [`Server::handle`] with the sends in the shared form: the same
-    /// messages to the same recipients in the same order.
-    pub fn handle_shared(&mut self, now_ms: u64, input: Input<N>, out: &mut Vec<Delivery<N>>) {
-        self.via_sends(out, |s, sends| s.handle_sends(now_ms, input, sends));
-    }
-
-    /// Run `f` on the grouped form and append its sends to `out` in the
-    /// shared form.
-    fn via_sends(
-        &mut self,
-        out: &mut Vec<Delivery<N>>,
-        f: impl FnOnce(&mut Server<N>, &mut Sends<N>),
-    ) {
-        let mut sends = std::mem::take(&mut self.sends);
-        sends.clear();
-        f(self, &mut sends);
-        sends.drain_into(out);
-        self.sends = sends;
-    }
-
-    /// [`Server::handle`] with the sends grouped by payload ([`Sends`],
-    /// appended to `out`): the same messages to the same recipients in the
-    /// same order.
-    pub fn handle_sends(&mut self, now_ms: u64, input: Input<N>, out: &mut Sends<N>) {
+    /// The one way in: handle `input` at server time `now_ms` (due timers
+    /// first), appending what to send, in order, to `out` (which it does
+    /// not clear). A frame from a transport becomes an input at the edge
+    /// ([`crate::edge::decode`]); [`Input::Tick`] at [`Server::poll_timeout`]
+    /// runs the timers.
+    pub fn handle(&mut self, now_ms: u64, input: Input<N>, out: &mut Sends<N>) {
         let now = self.advance(now_ms);
         if self.cfg.frame_limit && self.rules.msg_gate == MsgGate::Agentchat {
             let agent = match &input {
@@ -1062,6 +817,12 @@ impl<N: Naming> Server<N> {
             Input::Join { agent, channel } => self.join(agent, channel, out),
             Input::Leave { agent, channel } => self.leave(&agent, &channel),
             Input::Disconnect { agent } => self.disconnect(&agent),
+            Input::Undecodable { from, error, claim } => {
+                if claim {
+                    self.stats.claims_received += 1;
+                }
+                self.error(&from, Refusal::Undecodable { error, claim }, out);
+            }
             Input::Client { from, role, msg } => match msg {
                 ClientMsg::RespondingTo {
                     msg_id,
@@ -1095,11 +856,6 @@ impl<N: Naming> Server<N> {
                 }
             },
         }
-    }
-
-    /// [`Server::handle_shared`] with the sends in the owned form.
-    pub fn handle_owned(&mut self, now_ms: u64, input: Input<N>, out: &mut Vec<Outgoing<N>>) {
-        self.owned(out, |s, d| s.handle_shared(now_ms, input, d));
     }
 
     /// The next server time (ms) at which `handle(_, Input::Tick, _)` would
@@ -1164,22 +920,30 @@ impl<N: Naming> Server<N> {
         self.now
     }
 
-    /// [`Server::holder`] in this server's naming.
-    pub fn holder_of(&self, channel: &N::Dest, msg_id: &N::Msg) -> Option<(&N::Agent, Stamp)> {
+    /// The current holder of (channel, msg_id) and its `started_at`, if a
+    /// live claim exists as of the last handled time (a tombstone marker is
+    /// not a live claim; under `agentchat-0.36` an expired claim not yet
+    /// swept still is, as it still wins). Names as the server's or their
+    /// borrowed form (`&str` for [`Text`]).
+    pub fn holder<D, M>(&self, channel: &D, msg_id: &M) -> Option<(&N::Agent, Stamp)>
+    where
+        D: ToOwned<Owned = N::Dest> + ?Sized,
+        M: ToOwned<Owned = N::Msg> + ?Sized,
+    {
         // Handling an input runs the due expiries first, so every entry
         // the table holds is live as of the last handled time (a claim
         // that never expires, too, even at `u64::MAX`).
-        let c = self.claims.get(&(channel.clone(), msg_id.clone()))?;
+        let c = self.claims.get(&(channel.to_owned(), msg_id.to_owned()))?;
         (!c.answered).then_some((&c.holder, c.started_at))
     }
 
-    /// [`Server::claim_info`] in this server's naming.
-    pub fn claim_info_of(
-        &self,
-        channel: &N::Dest,
-        msg_id: &N::Msg,
-    ) -> Option<ClaimInfo<'_, N::Agent>> {
-        let c = self.claims.get(&(channel.clone(), msg_id.clone()))?;
+    /// The claim table entry of (channel, msg_id), live claim or marker.
+    pub fn claim_info<D, M>(&self, channel: &D, msg_id: &M) -> Option<ClaimInfo<'_, N::Agent>>
+    where
+        D: ToOwned<Owned = N::Dest> + ?Sized,
+        M: ToOwned<Owned = N::Msg> + ?Sized,
+    {
+        let c = self.claims.get(&(channel.to_owned(), msg_id.to_owned()))?;
         Some(ClaimInfo {
             holder: &c.holder,
             started_at: c.started_at,
@@ -1189,18 +953,28 @@ impl<N: Naming> Server<N> {
         })
     }
 
-    /// [`Server::is_member`] in this server's naming.
-    pub fn is_member_of(&self, agent: &N::Agent, channel: &N::Dest) -> bool {
+    /// Whether `agent` is a member of `channel`.
+    pub fn is_member<A, D>(&self, agent: &A, channel: &D) -> bool
+    where
+        N::Agent: Borrow<A>,
+        N::Dest: Borrow<D>,
+        A: Ord + ?Sized,
+        D: Ord + ?Sized,
+    {
         self.members
             .get(channel)
             .is_some_and(|m| m.find(agent).is_ok())
     }
 
-    /// [`Server::members`] in this server's naming.
-    pub fn members_of<'a>(
+    /// The members of a channel, in id order.
+    pub fn members<'a, D>(
         &'a self,
-        channel: &N::Dest,
-    ) -> impl Iterator<Item = &'a N::Agent> + use<'a, N> {
+        channel: &D,
+    ) -> impl Iterator<Item = &'a N::Agent> + use<'a, N, D>
+    where
+        N::Dest: Borrow<D>,
+        D: Ord + ?Sized,
+    {
         self.members
             .get(channel)
             .into_iter()
@@ -1217,18 +991,32 @@ impl<N: Naming> Server<N> {
         self.markers
     }
 
-    /// [`Server::channels_of_count`] in this server's naming.
-    pub fn channels_of(&self, agent: &N::Agent) -> usize {
+    /// The number of channels `agent` is a member of.
+    pub fn channels_of<A>(&self, agent: &A) -> usize
+    where
+        N::Agent: Borrow<A>,
+        A: Ord + ?Sized,
+    {
         self.joined.get(agent).map_or(0, BTreeSet::len)
     }
 
-    /// [`Server::claims_held_count`] in this server's naming.
-    pub fn claims_held(&self, agent: &N::Agent) -> usize {
+    /// The number of live claims `agent` holds (in every channel).
+    pub fn claims_held<A>(&self, agent: &A) -> usize
+    where
+        N::Agent: Borrow<A>,
+        A: Ord + ?Sized,
+    {
         self.held_by.get(agent).map_or(0, Vec::len)
     }
 
-    /// [`Server::channel_exists`] in this server's naming.
-    pub fn dest_exists(&self, channel: &N::Dest) -> bool {
+    /// Whether `channel` exists: under the policies whose channels exist
+    /// while they have members, whether it has one; under `agentchat-0.36`,
+    /// whether it is a default channel or was ever joined.
+    pub fn channel_exists<D>(&self, channel: &D) -> bool
+    where
+        N::Dest: Borrow<D>,
+        D: Ord + ?Sized,
+    {
         match self.rules.channels {
             Channels::Membership => self.members.contains_key(channel),
             Channels::Registry => self.channels.contains(channel),
@@ -1248,34 +1036,77 @@ impl<N: Naming> Server<N> {
         self.relays.len()
     }
 
-    /// [`Server::claim_guard_refusal`] in this server's naming, for the
-    /// claim on `key` = (channel, msg_id).
-    pub fn guard_refusal(
+    /// What the claim guard ([`Config::claim_guard`]) would answer, at
+    /// server time `now_ms`, to a claim by `from` (in `role`) on
+    /// `(channel, msg_id)` dated `started_at`: `None` when it lets the
+    /// claim through (to the policy's own checks), else the ERROR's code
+    /// and message. Changes nothing: a server that wants to refuse such a
+    /// claim before it reaches the floor (and its log) asks this first;
+    /// [`Server::handle`] applies the same check.
+    pub fn claim_guard_refusal<D, M>(
+        &self,
+        now_ms: u64,
+        role: Role,
+        channel: &D,
+        msg_id: &M,
+        started_at: Stamp,
+    ) -> Option<(&'static str, String)>
+    where
+        D: ToOwned<Owned = N::Dest> + ?Sized,
+        M: ToOwned<Owned = N::Msg> + ?Sized,
+    {
+        let key = (channel.to_owned(), msg_id.to_owned());
+        let refusal = self.guard_refusal(now_ms, role, &key, started_at)?;
+        Some(refusal.render(self.rules.errors))
+    }
+
+    /// What the claim guard ([`Config::claim_guard`]) would answer, at
+    /// server time `now_ms`, to a channel MSG from `from` to `channel`
+    /// with the client's `id`: `None` when the guard lets it through (to
+    /// the policy's own checks), else the ERROR's code (`id_taken`, or
+    /// `INVALID_MSG` under `agentchat-0.36`) and message: an id of the
+    /// server's form (`s1`, `s2`, ...) or one remembered as another
+    /// sender's message in `channel`. Changes nothing; [`Server::handle`]
+    /// applies the same check.
+    pub fn msg_guard_refusal<A, D, M>(
+        &self,
+        now_ms: u64,
+        from: &A,
+        channel: &D,
+        id: &M,
+    ) -> Option<(&'static str, String)>
+    where
+        A: ToOwned<Owned = N::Agent> + ?Sized,
+        D: ToOwned<Owned = N::Dest> + ?Sized,
+        M: ToOwned<Owned = N::Msg> + ?Sized,
+    {
+        let channel = channel.to_owned();
+        if !is_channel(&self.names, &channel) {
+            return None;
+        }
+        let refusal = self.id_refusal(now_ms, &from.to_owned(), &channel, &id.to_owned())?;
+        Some(refusal.render(self.rules.errors))
+    }
+
+    /// [`Server::claim_guard_refusal`] for the claim on `key`.
+    fn guard_refusal(
         &self,
         now_ms: u64,
         role: Role,
         key: &Key<N>,
         started_at: Stamp,
-    ) -> Option<(&'static str, String)> {
+    ) -> Option<Refusal> {
         if self.cfg.claim_guard == ClaimGuard::Off || role == Role::Operator {
             return None;
         }
         let now = now_ms.max(self.now);
-        let agentchat = self.rules.errors == ErrorStyle::Agentchat;
         let relayed_at = self.relays.get(now, key).map(|(_, at)| at);
         let (channel, msg_id) = key;
         let Some(at) = relayed_at else {
-            let code = if agentchat {
-                "INVALID_MSG"
-            } else {
-                "not_relayed"
-            };
-            let message = format!(
-                "no message `{}` was relayed in {} (a claim must follow the message)",
-                clip(&self.names.show_msg(msg_id)),
-                clip(&self.names.show_dest(channel))
-            );
-            return Some((code, message));
+            return Some(Refusal::NotRelayed {
+                msg_id: clip(&self.names.show_msg(msg_id)),
+                channel: clip(&self.names.show_dest(channel)),
+            });
         };
         if let ClaimGuard::Clock { skew_ms, epoch_ms } = self.cfg.claim_guard {
             // The relay on the clients' wall clock, less the tolerance.
@@ -1285,17 +1116,12 @@ impl<N: Naming> Server<N> {
                 Stamp::Float(f) => f < floor as f64,
             };
             if early {
-                let code = if agentchat {
-                    "INVALID_MSG"
-                } else {
-                    "bad_started_at"
-                };
-                let message = format!(
-                    "started_at {started_at} is more than {skew_ms} ms before message `{}` reached the server (at {})",
-                    clip(&self.names.show_msg(msg_id)),
-                    i128::from(epoch_ms) + i128::from(at)
-                );
-                return Some((code, message));
+                return Some(Refusal::EarlyClaim {
+                    started_at,
+                    skew_ms,
+                    msg_id: clip(&self.names.show_msg(msg_id)),
+                    relayed_at: i128::from(epoch_ms) + i128::from(at),
+                });
             }
         }
         None
@@ -1349,7 +1175,9 @@ impl<N: Naming> Server<N> {
         now
     }
 
-    fn error(&mut self, to: &N::Agent, code: &str, message: String, out: &mut Sends<N>) {
+    /// Answer `to` with the ERROR that `refusal` is, worded at the edge.
+    fn error(&mut self, to: &N::Agent, refusal: Refusal, out: &mut Sends<N>) {
+        let (code, message) = refusal.render(self.rules.errors);
         self.stats.relayed += 1;
         out.push(
             to.clone(),
@@ -1424,9 +1252,9 @@ impl<N: Naming> Server<N> {
     }
 
     /// Refuse a MSG with an ERROR.
-    fn refuse(&mut self, to: &N::Agent, code: &str, message: String, out: &mut Sends<N>) {
+    fn refuse(&mut self, to: &N::Agent, refusal: Refusal, out: &mut Sends<N>) {
         self.stats.refused_msgs += 1;
-        self.error(to, code, message, out);
+        self.error(to, refusal, out);
     }
 
     fn join(&mut self, agent: N::Agent, channel: N::Dest, out: &mut Sends<N>) {
@@ -1436,18 +1264,15 @@ impl<N: Naming> Server<N> {
             // exist creates it (herdsim's JOIN stands for CREATE_CHANNEL +
             // JOIN there); channels are never deleted.
             if !self.agentchat_channel_ok(&channel) {
-                return self.error(&agent, "INVALID_MSG", "Invalid channel name".into(), out);
+                return self.error(&agent, Refusal::InvalidChannelName, out);
             }
             if self.unidentified.contains(&agent) {
-                return self.error(&agent, "AUTH_REQUIRED", "Must IDENTIFY first".into(), out);
+                return self.error(&agent, Refusal::AuthRequired, out);
             }
             self.channels.insert(channel.clone());
         } else if !is_channel(&self.names, &channel) {
-            let message = format!(
-                "bad channel name `{}`",
-                clip(&self.names.show_dest(&channel))
-            );
-            self.error(&agent, "bad_channel", message, out);
+            let channel = clip(&self.names.show_dest(&channel));
+            self.error(&agent, Refusal::BadChannel { channel }, out);
             return;
         }
         self.joined
@@ -1525,11 +1350,9 @@ impl<N: Naming> Server<N> {
         }
         if self.cfg.claim_guard != ClaimGuard::Off {
             let key = (claim.channel.clone(), claim.msg_id.clone());
-            if let Some((code, message)) =
-                self.guard_refusal(now, claim.role, &key, claim.started_at)
-            {
+            if let Some(refusal) = self.guard_refusal(now, claim.role, &key, claim.started_at) {
                 self.stats.claims_refused += 1;
-                return self.error(&claim.from, code, message, out);
+                return self.error(&claim.from, refusal, out);
             }
         }
         if self.rules.order == ClaimOrder::StartedAtDouble {
@@ -1551,11 +1374,11 @@ impl<N: Naming> Server<N> {
         let from = &claim.from;
         if self.names.msg_is_empty(&claim.msg_id) {
             if self.rules.errors == ErrorStyle::Agentchat {
-                let m = "Missing or invalid msg_id".to_string();
-                self.error(from, "INVALID_MSG", m, out);
+                self.error(from, Refusal::InvalidClaimField("msg_id"), out);
             } else {
-                let e = DecodeError::Empty("msg_id");
-                self.error(from, "bad_message", e.to_string(), out);
+                let error = DecodeError::Empty("msg_id");
+                let claim = false; // worded as any undecodable frame
+                self.error(from, Refusal::Undecodable { error, claim }, out);
             }
             return false;
         }
@@ -1563,7 +1386,7 @@ impl<N: Naming> Server<N> {
             return false;
         }
         if let Err((code, reason)) = self.rules.started_at.check(claim.started_at) {
-            self.error(from, code, reason.to_string(), out);
+            self.error(from, Refusal::BadStartedAt { code, reason }, out);
             return false;
         }
         true
@@ -1578,20 +1401,20 @@ impl<N: Naming> Server<N> {
             // `validateClientMessage` (`lib/protocol.ts`): `isValidChannel`,
             // so a DM target or a long name is an error there.
             if !self.agentchat_channel_ok(channel) {
-                let m = "Missing or invalid channel".to_string();
-                self.error(from, "INVALID_MSG", m, out);
+                self.error(from, Refusal::InvalidClaimField("channel"), out);
                 return false;
             }
             return true;
         }
         match self.names.place(channel) {
             Place::Invalid => {
-                let e = DecodeError::BadChannel {
+                let error = DecodeError::BadChannel {
                     field: "channel",
                     value: clip(&self.names.show_dest(channel)),
                     dm_allowed: true,
                 };
-                self.error(from, "bad_message", e.to_string(), out);
+                let claim = false; // worded as any undecodable frame
+                self.error(from, Refusal::Undecodable { error, claim }, out);
                 false
             }
             // The protocol does not apply to DMs: no claim, nothing sent.
@@ -1612,13 +1435,13 @@ impl<N: Naming> Server<N> {
             // `if (!rtAgent || ...) break;` (`lib/server.ts`): dropped silently.
             return false;
         }
-        if self.rules.membership_required && !self.is_member_of(from, channel) {
-            let message = format!("not a member of {}", self.names.show_dest(channel));
-            self.error(from, "not_member", message, out);
+        if self.rules.membership_required && !self.is_member(from, channel) {
+            let channel = self.names.show_dest(channel).to_string();
+            self.error(from, Refusal::NotMember { channel }, out);
             return false;
         }
         // `if (!channel) break;` (`lib/server.ts`): dropped silently.
-        self.dest_exists(channel)
+        self.channel_exists(channel)
     }
 
     /// A claim that is not arbitrated (tracking off, or the operator's):
@@ -1756,9 +1579,9 @@ impl<N: Naming> Server<N> {
         }
         if matches!(dest, Place::Channel)
             && let Some(id) = &msg.id
-            && let Some((code, message)) = self.id_refusal(now, &msg.from, &msg.to, id)
+            && let Some(refusal) = self.id_refusal(now, &msg.from, &msg.to, id)
         {
-            return self.refuse(&msg.from, code, message, out);
+            return self.refuse(&msg.from, refusal, out);
         }
         let MsgReq {
             from,
@@ -1803,16 +1626,13 @@ impl<N: Naming> Server<N> {
     ) -> Option<Place<N::Agent>> {
         let place = self.names.place(to);
         if place == Place::Invalid {
-            let e = DecodeError::BadChannel {
+            let error = DecodeError::BadChannel {
                 field: "to",
                 value: clip(&self.names.show_dest(to)),
                 dm_allowed: true,
             };
-            let code = match self.rules.errors {
-                ErrorStyle::Protocol => "bad_message",
-                ErrorStyle::Agentchat => "INVALID_MSG",
-            };
-            self.refuse(from, code, e.to_string(), out);
+            let claim = false;
+            self.refuse(from, Refusal::Undecodable { error, claim }, out);
             return None;
         }
         Some(place)
@@ -1842,9 +1662,9 @@ impl<N: Naming> Server<N> {
             }
             return self.agentchat_msg_target_ok(from, to, dest, out);
         }
-        if matches!(dest, Place::Channel) && !self.is_member_of(from, to) {
-            let message = format!("not a member of {}", self.names.show_dest(to));
-            self.refuse(from, "not_member", message, out);
+        if matches!(dest, Place::Channel) && !self.is_member(from, to) {
+            let channel = self.names.show_dest(to).to_string();
+            self.refuse(from, Refusal::NotMember { channel }, out);
             return false;
         }
         true
@@ -1855,13 +1675,11 @@ impl<N: Naming> Server<N> {
     /// passes counts for the rate limit even if refused later.
     fn agentchat_sender_ok(&mut self, now: u64, from: &N::Agent, out: &mut Sends<N>) -> bool {
         if self.unidentified.contains(from) {
-            let m = "Must IDENTIFY first".to_string();
-            self.refuse(from, "AUTH_REQUIRED", m, out);
+            self.refuse(from, Refusal::AuthRequired, out);
             return false;
         }
         if self.lurking.contains(from) {
-            let m = "New identity: sending unlocks after the lurk window".to_string();
-            self.refuse(from, "LURK_MODE", m, out);
+            self.refuse(from, Refusal::LurkMode, out);
             return false;
         }
         self.agentchat_rate_ok(now, from, out)
@@ -1876,8 +1694,7 @@ impl<N: Naming> Server<N> {
             && now - last < self.cfg.rate_limit_ms
         {
             self.stats.rate_limited += 1;
-            let m = "Rate limit exceeded (max 1 message per second)".to_string();
-            self.refuse(from, "RATE_LIMITED", m, out);
+            self.refuse(from, Refusal::RateLimited, out);
             return false;
         }
         // Set before the channel checks: a MSG refused below still counts
@@ -1903,18 +1720,17 @@ impl<N: Naming> Server<N> {
         if matches!(dest, Place::Dm(_)) {
             // Observed on the real server (the differential test); the
             // snapshot of `handleMsg` read for this still relays DMs.
-            let m = "Direct messages are disabled".to_string();
-            self.refuse(from, "INVALID_MSG", m, out);
+            self.refuse(from, Refusal::DirectMessage, out);
             return false;
         }
         if !self.channels.contains(to) {
-            let m = format!("Channel {} not found", self.names.show_dest(to));
-            self.refuse(from, "CHANNEL_NOT_FOUND", m, out);
+            let channel = self.names.show_dest(to).to_string();
+            self.refuse(from, Refusal::ChannelNotFound { channel }, out);
             return false;
         }
-        if !self.is_member_of(from, to) {
-            let m = format!("Not a member of {}", self.names.show_dest(to));
-            self.refuse(from, "NOT_INVITED", m, out);
+        if !self.is_member(from, to) {
+            let channel = self.names.show_dest(to).to_string();
+            self.refuse(from, Refusal::NotMember { channel }, out);
             return false;
         }
         true
@@ -1976,30 +1792,20 @@ impl<N: Naming> Server<N> {
         from: &N::Agent,
         channel: &N::Dest,
         id: &N::Msg,
-    ) -> Option<(&'static str, String)> {
+    ) -> Option<Refusal> {
         if self.cfg.claim_guard == ClaimGuard::Off || self.names.msg_is_empty(id) {
             return None;
         }
-        let code = match self.rules.errors {
-            ErrorStyle::Protocol => "id_taken",
-            ErrorStyle::Agentchat => "INVALID_MSG",
-        };
         let shown = clip(&self.names.show_msg(id));
         if is_server_form(&self.names.show_msg(id)) {
-            let message = format!(
-                "message id `{shown}` has the form of the ids the server gives (s1, s2, ...); send another id, or none"
-            );
-            return Some((code, message));
+            return Some(Refusal::ServerFormId { id: shown });
         }
         let key = (channel.clone(), id.clone());
         match self.relays.owner(now.max(self.now), &key) {
-            Some(sender) if sender != from => {
-                let message = format!(
-                    "message id `{shown}` is taken in {} by another sender's message; send another id, or none",
-                    clip(&self.names.show_dest(channel))
-                );
-                Some((code, message))
-            }
+            Some(sender) if sender != from => Some(Refusal::IdTaken {
+                id: shown,
+                channel: clip(&self.names.show_dest(channel)),
+            }),
             _ => None,
         }
     }

@@ -32,7 +32,7 @@ impl H {
     }
     fn run(&mut self, t: u64, input: Input) -> Vec<Outgoing> {
         let mut out = Vec::new();
-        self.s.handle(t, input, &mut out);
+        self.s.run_owned(t, input, &mut out);
         out
     }
     fn join(&mut self, t: u64, a: &str, ch: &str) -> Vec<Outgoing> {
@@ -83,6 +83,10 @@ impl H {
                 },
             },
         )
+    }
+    /// [`Server::holder`] with the holder as `&str`.
+    fn holder(&self, ch: &str, m: &str) -> Option<(&str, Stamp)> {
+        self.s.holder(ch, m).map(|(h, st)| (h.as_str(), st))
     }
     fn tick(&mut self, t: u64) {
         assert!(self.run(t, Input::Tick).is_empty());
@@ -241,7 +245,7 @@ fn spec_first_claim_is_granted_and_relayed_to_other_members_only() {
         [("agent-b", "RESPONDING_TO"), ("agent-c", "RESPONDING_TO")]
     );
     assert_eq!(out[0].msg, relayed_claim("m1", "agent-a", 500));
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", Stamp::Int(500))));
+    assert_eq!(h.holder(G, "m1"), Some(("agent-a", Stamp::Int(500))));
     assert_eq!(h.s.claim_count(), 1);
     let info = h.s.claim_info(G, "m1");
     assert_eq!(
@@ -266,7 +270,7 @@ fn spec_later_claim_gets_yield_after_the_relay() {
         ]
     );
     assert_eq!(out[2].msg, yield_spec("m1", "agent-a"));
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", Stamp::Int(500))));
+    assert_eq!(h.holder(G, "m1"), Some(("agent-a", Stamp::Int(500))));
     assert_eq!(h.s.stats().yields, 1);
     assert_eq!(h.s.stats().overruled, 0);
     assert_eq!(h.s.stats().relayed, 4);
@@ -286,7 +290,7 @@ fn spec_earlier_claim_displaces_holder_with_fresh_deadline() {
         ]
     );
     assert_eq!(out[2].msg, yield_spec("m1", "agent-c"));
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-c", Stamp::Int(500))));
+    assert_eq!(h.holder(G, "m1"), Some(("agent-c", Stamp::Int(500))));
     assert_eq!(h.s.claim_info(G, "m1").map(|i| i.deadline), Some(46_200));
     assert_eq!(h.s.stats().overruled, 1);
     assert_eq!(h.s.claim_count(), 1);
@@ -306,7 +310,7 @@ fn spec_ties_go_to_the_smaller_agent_id() {
         out.last().map(|o| (&*o.to, &o.msg)),
         Some(("agent-c", &yield_spec("m1", "agent-a")))
     );
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", Stamp::Int(500))));
+    assert_eq!(h.holder(G, "m1"), Some(("agent-a", Stamp::Int(500))));
 }
 
 #[test]
@@ -315,7 +319,7 @@ fn spec_repeated_claim_by_holder_changes_nothing() {
     h.claim(1000, "agent-a", "m1", 500);
     assert!(h.claim(2000, "agent-a", "m1", 400).is_empty());
     assert!(h.claim(2000, "agent-a", "m1", 900).is_empty());
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", Stamp::Int(500))));
+    assert_eq!(h.holder(G, "m1"), Some(("agent-a", Stamp::Int(500))));
     assert_eq!(h.s.claim_info(G, "m1").map(|i| i.deadline), Some(46_000));
     assert_eq!(h.s.stats().claims_received, 3);
 }
@@ -347,10 +351,10 @@ fn spec_expiry_exactly_at_deadline() {
     h.claim(1000, "agent-a", "m1", 500);
     assert_eq!(h.s.poll_timeout(), Some(4000));
     h.tick(3999);
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", Stamp::Int(500))));
+    assert_eq!(h.holder(G, "m1"), Some(("agent-a", Stamp::Int(500))));
     assert_eq!(h.s.stats().expired, 0);
     h.tick(4000);
-    assert_eq!(h.s.holder(G, "m1"), None);
+    assert_eq!(h.holder(G, "m1"), None);
     assert_eq!(h.s.stats().expired, 1);
     assert_eq!(h.s.poll_timeout(), None);
     // Expired: a later claim is granted, no YIELD.
@@ -369,7 +373,7 @@ fn expiry_runs_before_the_input_at_the_same_instant() {
     h.claim(1000, "agent-a", "m1", 500);
     let out = h.claim(4000, "agent-b", "m1", 900);
     assert_eq!(to(&out), [("agent-a", "RESPONDING_TO")]);
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-b", Stamp::Int(900))));
+    assert_eq!(h.holder(G, "m1"), Some(("agent-b", Stamp::Int(900))));
     assert_eq!(h.s.stats().expired, 1);
 }
 
@@ -390,12 +394,12 @@ fn spec_msg_from_holder_clears_its_claim_and_is_relayed() {
             in_reply_to: Some("m1".into())
         }
     );
-    assert_eq!(h.s.holder(G, "m1"), None);
-    assert_eq!(h.s.holder(G, "m2"), Some(("agent-a", Stamp::Int(500))));
+    assert_eq!(h.holder(G, "m1"), None);
+    assert_eq!(h.holder(G, "m2"), Some(("agent-a", Stamp::Int(500))));
     assert_eq!(h.s.poll_timeout(), Some(46_000));
     // A MSG from a non-holder clears nothing.
     h.msg(2000, "agent-b", G, Some("m2"));
-    assert_eq!(h.s.holder(G, "m2"), Some(("agent-a", Stamp::Int(500))));
+    assert_eq!(h.holder(G, "m2"), Some(("agent-a", Stamp::Int(500))));
     // Ids are assigned in order.
     let out = h.msg(2000, "agent-b", G, None);
     assert!(matches!(&out[0].msg, ServerMsg::Msg { id, .. } if id == "s3"));
@@ -410,13 +414,10 @@ fn spec_msg_without_in_reply_to_clears_all_claims_of_sender_in_that_channel() {
     h.claim(1000, "agent-b", "m3", 500);
     h.claim_as(1000, "agent-a", Role::Agent, "#other", "m4", 500);
     h.msg(2000, "agent-a", G, None);
-    assert_eq!(h.s.holder(G, "m1"), None);
-    assert_eq!(h.s.holder(G, "m2"), None);
-    assert_eq!(h.s.holder(G, "m3"), Some(("agent-b", Stamp::Int(500))));
-    assert_eq!(
-        h.s.holder("#other", "m4"),
-        Some(("agent-a", Stamp::Int(500)))
-    );
+    assert_eq!(h.holder(G, "m1"), None);
+    assert_eq!(h.holder(G, "m2"), None);
+    assert_eq!(h.holder(G, "m3"), Some(("agent-b", Stamp::Int(500))));
+    assert_eq!(h.holder("#other", "m4"), Some(("agent-a", Stamp::Int(500))));
     assert_eq!(h.s.claim_count(), 2);
 }
 
@@ -455,9 +456,9 @@ fn disconnect_clears_all_claims_and_memberships() {
         )
         .is_empty()
     );
-    assert_eq!(h.s.holder(G, "m1"), None);
-    assert_eq!(h.s.holder("#other", "m2"), None);
-    assert_eq!(h.s.holder(G, "m3"), Some(("agent-b", Stamp::Int(500))));
+    assert_eq!(h.holder(G, "m1"), None);
+    assert_eq!(h.holder("#other", "m2"), None);
+    assert_eq!(h.holder(G, "m3"), Some(("agent-b", Stamp::Int(500))));
     assert_eq!(h.s.claim_count(), 1);
     assert!(!h.s.is_member("agent-a", G) && !h.s.is_member("agent-a", "#other"));
     assert_eq!(h.s.stats().expired, 0);
@@ -477,7 +478,7 @@ fn leave_releases_claims_in_that_channel_under_spec() {
             channel: G.into(),
         },
     );
-    assert_eq!(h.s.holder(G, "m1"), None);
+    assert_eq!(h.holder(G, "m1"), None);
     assert!(!h.s.is_member("agent-a", G));
     assert_eq!(h.s.members(G).collect::<Vec<_>>(), ["agent-b", "agent-c"]);
 }
@@ -505,7 +506,7 @@ fn dm_msg_goes_to_the_target_only_and_clears_nothing() {
     h.claim(1000, "agent-a", "m1", 500);
     let out = h.msg(1100, "agent-a", "@agent-d", Some("m1"));
     assert_eq!(to(&out), [("agent-d", "MSG")]);
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", Stamp::Int(500))));
+    assert_eq!(h.holder(G, "m1"), Some(("agent-a", Stamp::Int(500))));
 }
 
 #[test]
@@ -521,7 +522,7 @@ fn operator_never_claims_and_is_never_yielded() {
     assert!(out.iter().all(|o| o.msg.type_name() == "RESPONDING_TO"));
     let out = h.claim_as(1200, "operator", Role::Operator, G, "m1", 1);
     assert!(out.iter().all(|o| o.msg.type_name() == "RESPONDING_TO"));
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", Stamp::Int(500))));
+    assert_eq!(h.holder(G, "m1"), Some(("agent-a", Stamp::Int(500))));
     assert_eq!(h.s.stats().yields, 0);
     // agentchat-0.36 never relays raw claims: the operator's is dropped.
     let mut h = H::abc(PolicyKind::Agentchat036);
@@ -555,7 +556,7 @@ fn disabled_tracking_still_relays_claims() {
         let out = h.claim(1000, "agent-b", "m1", 400);
         assert_eq!(to(&out), [("agent-a", "RESPONDING_TO")]);
         assert_eq!(h.s.claim_count(), 0);
-        assert_eq!(h.s.holder(G, "m1"), None);
+        assert_eq!(h.holder(G, "m1"), None);
         assert_eq!(h.s.stats().yields, 0);
         assert_eq!(h.s.poll_timeout(), None);
     }
@@ -604,7 +605,7 @@ fn started_at_rules_per_policy() {
     assert_eq!(error_code(&out), Some(("agent-a", "INVALID_MSG")));
     assert_eq!(h.s.stats().claims_received, 1);
     assert_eq!(h.claim(1000, "agent-a", "m1", -7).len(), 2);
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", Stamp::Int(-7))));
+    assert_eq!(h.holder(G, "m1"), Some(("agent-a", Stamp::Int(-7))));
 }
 
 #[test]
@@ -625,10 +626,10 @@ fn bad_channel_or_join_gets_error() {
 fn raw_input_is_decoded_strictly() {
     let mut h = H::abc(PolicyKind::Spec);
     let mut out = Vec::new();
-    h.s.handle_bytes(10, "agent-a", Role::Agent, b"{not json", &mut out);
+    h.s.run_frame(10, "agent-a", Role::Agent, b"{not json", &mut out);
     assert_eq!(error_code(&out), Some(("agent-a", "bad_message")));
     out.clear();
-    h.s.handle_bytes(
+    h.s.run_frame(
         10,
         "agent-a",
         Role::Agent,
@@ -644,7 +645,7 @@ fn raw_input_is_decoded_strictly() {
     );
     assert_eq!(h.s.stats().claims_received, 1);
     out.clear();
-    h.s.handle_bytes(
+    h.s.run_frame(
         10,
         "agent-a",
         Role::Agent,
@@ -706,7 +707,7 @@ fn error_codes_follow_the_policys_error_style() {
             let out = match bytes {
                 Some(bytes) => {
                     let mut out = Vec::new();
-                    h.s.handle_bytes(10, "agent-a", Role::Agent, bytes, &mut out);
+                    h.s.run_frame(10, "agent-a", Role::Agent, bytes, &mut out);
                     out
                 }
                 None => h.claim(10, "agent-a", "", 5),
@@ -851,7 +852,7 @@ fn agentchat_repeated_claim_by_holder() {
         out[2].msg,
         yield_ac("m1", "agent-a", 400, "Earlier started_at timestamp")
     );
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", Stamp::Int(400))));
+    assert_eq!(h.holder(G, "m1"), Some(("agent-a", Stamp::Int(400))));
     assert_eq!(h.s.claim_info(G, "m1").map(|i| i.deadline), Some(47_000));
     assert_eq!(h.s.stats().overruled, 0);
     assert_eq!(h.s.stats().yields, 3);
@@ -869,7 +870,7 @@ fn agentchat_non_members_may_claim_unknown_channels_are_ignored() {
             ("agent-c", "FLOOR_CLAIMED")
         ]
     );
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-d", Stamp::Int(500))));
+    assert_eq!(h.holder(G, "m1"), Some(("agent-d", Stamp::Int(500))));
     let out = h.claim_as(1000, "agent-a", Role::Agent, "#nowhere", "m1", 500);
     assert!(out.is_empty());
     assert_eq!(h.s.claim_count(), 1);
@@ -889,14 +890,14 @@ fn agentchat_expired_claim_wins_until_the_sweep() {
     assert_eq!(h.s.poll_timeout(), Some(5000));
     h.tick(4500);
     // Past its deadline, not swept yet: still holds, and still wins.
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", Stamp::Int(500))));
+    assert_eq!(h.holder(G, "m1"), Some(("agent-a", Stamp::Int(500))));
     let out = h.claim(4500, "agent-b", "m1", 900);
     assert_eq!(to(&out), [("agent-b", "YIELD")]);
     assert_eq!(h.s.stats().expired, 0);
     h.tick(4999);
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", Stamp::Int(500))));
+    assert_eq!(h.holder(G, "m1"), Some(("agent-a", Stamp::Int(500))));
     h.tick(5000);
-    assert_eq!(h.s.holder(G, "m1"), None);
+    assert_eq!(h.holder(G, "m1"), None);
     assert_eq!(h.s.stats().expired, 1);
     assert_eq!(h.s.poll_timeout(), None);
 }
@@ -914,7 +915,7 @@ fn agentchat_sweep_due_with_a_claim_runs_first() {
     h.claim(1000, "agent-a", "m1", 500);
     let out = h.claim(5000, "agent-b", "m1", 900);
     assert_eq!(to(&out), [("agent-a", "FLOOR_CLAIMED")]);
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-b", Stamp::Int(900))));
+    assert_eq!(h.holder(G, "m1"), Some(("agent-b", Stamp::Int(900))));
     // A claim whose deadline is exactly a sweep time goes at that sweep.
     assert_eq!(h.s.poll_timeout(), Some(10_000));
 }
@@ -927,12 +928,9 @@ fn agentchat_msg_releases_all_claims_in_channel_whatever_in_reply_to() {
     h.claim(1000, "agent-a", "m2", 500);
     h.claim_as(1000, "agent-a", Role::Agent, "#other", "m3", 500);
     h.msg(2000, "agent-a", G, Some("unrelated"));
-    assert_eq!(h.s.holder(G, "m1"), None);
-    assert_eq!(h.s.holder(G, "m2"), None);
-    assert_eq!(
-        h.s.holder("#other", "m3"),
-        Some(("agent-a", Stamp::Int(500)))
-    );
+    assert_eq!(h.holder(G, "m1"), None);
+    assert_eq!(h.holder(G, "m2"), None);
+    assert_eq!(h.holder("#other", "m3"), Some(("agent-a", Stamp::Int(500))));
     // Leaving releases nothing under agentchat-0.36.
     h.run(
         2100,
@@ -941,10 +939,7 @@ fn agentchat_msg_releases_all_claims_in_channel_whatever_in_reply_to() {
             channel: "#other".into(),
         },
     );
-    assert_eq!(
-        h.s.holder("#other", "m3"),
-        Some(("agent-a", Stamp::Int(500)))
-    );
+    assert_eq!(h.holder("#other", "m3"), Some(("agent-a", Stamp::Int(500))));
 }
 
 // ------------------------------------------------------------ tombstone
@@ -962,7 +957,7 @@ fn tombstone_marker_denies_later_claims_until_the_deadline() {
     }
     h.claim(1000, "agent-b", "m1", 500); // deadline 11000
     h.msg(3000, "agent-b", G, Some("m1"));
-    assert_eq!(h.s.holder(G, "m1"), None);
+    assert_eq!(h.holder(G, "m1"), None);
     assert_eq!((h.s.claim_count(), h.s.marker_count()), (0, 1));
     // Even an earlier started_at is denied; the claim is still relayed.
     let out = h.claim(3100, "agent-a", "m1", 1);
@@ -981,7 +976,7 @@ fn tombstone_marker_denies_later_claims_until_the_deadline() {
     assert_eq!(h.s.stats().expired, 0);
     let out = h.claim(11_000, "agent-a", "m1", 1);
     assert_eq!(out.len(), 2);
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", Stamp::Int(1))));
+    assert_eq!(h.holder(G, "m1"), Some(("agent-a", Stamp::Int(1))));
 }
 
 #[test]
@@ -1009,7 +1004,7 @@ fn spec_grants_a_claim_arriving_just_after_the_winners_msg() {
     h.msg(3000, "agent-b", G, Some("m1"));
     let out = h.claim(3001, "agent-a", "m1", 1);
     assert!(out.iter().all(|o| o.msg.type_name() == "RESPONDING_TO"));
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", Stamp::Int(1))));
+    assert_eq!(h.holder(G, "m1"), Some(("agent-a", Stamp::Int(1))));
 }
 
 // ------------------------------------------------------------ server-time
@@ -1023,7 +1018,7 @@ fn server_time_orders_by_receive_time() {
         out.last().map(|o| (&*o.to, &o.msg)),
         Some(("agent-a", &yield_spec("m1", "agent-b")))
     );
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-b", Stamp::Int(9_999))));
+    assert_eq!(h.holder(G, "m1"), Some(("agent-b", Stamp::Int(9_999))));
     // Same receive millisecond: the smaller id wins.
     h.claim(2000, "agent-c", "m2", 5);
     let out = h.claim(2000, "agent-a", "m2", 50);
@@ -1086,7 +1081,7 @@ fn agentchat_ttl_is_parsed_like_parse_int() {
     h.join(0, "agent-a", G);
     h.claim(1000, "agent-a", "m1", 5);
     assert_eq!(h.s.poll_timeout(), None);
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", Stamp::Int(5))));
+    assert_eq!(h.holder(G, "m1"), Some(("agent-a", Stamp::Int(5))));
 }
 
 /// Sweeps at a phase and with drift: poll_timeout names the first sweep at
@@ -1106,18 +1101,18 @@ fn agentchat_sweeps_follow_phase_and_drift() {
     // is at 6200.7 ms, so due at 6201.
     assert_eq!(h.s.poll_timeout(), Some(6201));
     let mut out = Vec::new();
-    h.s.handle(6200, Input::Tick, &mut out);
+    h.s.run_owned(6200, Input::Tick, &mut out);
     assert_eq!(h.s.claim_count(), 1);
-    h.s.handle(6201, Input::Tick, &mut out);
+    h.s.run_owned(6201, Input::Tick, &mut out);
     assert_eq!(h.s.claim_count(), 0);
     assert_eq!(h.s.stats().expired, 1);
 }
 
-/// `handle_shared` and `handle_sends` send what `handle` sends, to the
-/// same recipients in the same order, under every policy; a relay's
-/// recipients share one payload (one entry of `Sends::payloads`).
+/// Frames decoded at the edge send what the typed inputs send, and
+/// [`Sends`] appends, with one payload per relay (its recipients share
+/// it), under every policy.
 #[test]
-fn shared_form_matches_owned_form() {
+fn frames_and_sends_match_typed_inputs() {
     let inputs = |m: &str| -> Vec<(u64, Input)> {
         let claim = |a: &str, s: i64| Input::Client {
             from: a.into(),
@@ -1150,30 +1145,24 @@ fn shared_form_matches_owned_form() {
         ]
     };
     for p in PolicyKind::ALL {
-        let (mut owned, mut shared) = (H::abc(p), H::abc(p));
-        // The generic owned form, and client messages as JSON values.
-        let (mut generic, mut values) = (H::abc(p), H::abc(p));
-        let mut grouped = H::abc(p);
+        let (mut owned, mut values, mut grouped) = (H::abc(p), H::abc(p), H::abc(p));
         for (t, input) in inputs("m1") {
             let want = owned.run(t, input.clone());
             let mut got = Vec::new();
-            generic.s.handle_owned(t, input.clone(), &mut got);
-            assert_eq!(got, want, "{p} at {t}: handle_owned");
-            got.clear();
             match &input {
                 Input::Client { from, role, msg } => {
                     let value: serde_json::Value =
                         serde_json::from_str(&msg.to_string()).expect("a client message is JSON");
-                    values.s.handle_value(t, from, *role, &value, &mut got);
+                    values.s.run_value(t, from, *role, &value, &mut got);
                 }
-                _ => values.s.handle(t, input.clone(), &mut got),
+                _ => values.s.run_owned(t, input.clone(), &mut got),
             }
-            assert_eq!(got, want, "{p} at {t}: handle_value");
-            // The grouped form, appended to what is there, then expanded.
+            assert_eq!(got, want, "{p} at {t}: decoded frame");
+            // Appended to what is there.
             let mut sends = Sends::new();
-            grouped.s.handle_sends(t, Input::Tick, &mut sends);
+            grouped.s.handle(t, Input::Tick, &mut sends);
             let before = sends.len();
-            grouped.s.handle_sends(t, input.clone(), &mut sends);
+            grouped.s.handle(t, input.clone(), &mut sends);
             assert_eq!(sends.len(), before + want.len(), "{p} at {t}: appended");
             assert_eq!(sends.is_empty(), sends.sends().is_empty(), "{p} at {t}");
             assert_eq!(sends.len(), sends.sends().len());
@@ -1184,27 +1173,18 @@ fn shared_form_matches_owned_form() {
                     assert_eq!(pair[0].1, pair[1].1, "{p}: one payload");
                 }
             }
-            let mut expanded = Vec::new();
-            sends.drain_into(&mut expanded);
-            assert!(sends.is_empty() && sends.payloads().is_empty());
-            let expanded: Vec<Outgoing> = expanded
-                .into_iter()
+            let expanded: Vec<Outgoing> = sends
+                .iter()
                 .skip(before)
-                .map(Delivery::into_outgoing)
+                .map(|(to, msg)| Outgoing {
+                    to: to.clone(),
+                    msg: msg.clone(),
+                })
                 .collect();
-            assert_eq!(expanded, want, "{p} at {t}: handle_sends");
-            let mut got = Vec::new();
-            shared.s.handle_shared(t, input, &mut got);
-            for pair in got.windows(2) {
-                if pair[0].msg == pair[1].msg {
-                    assert!(Arc::ptr_eq(&pair[0].msg, &pair[1].msg), "{p}: one payload");
-                }
-            }
-            let got: Vec<Outgoing> = got.into_iter().map(Delivery::into_outgoing).collect();
-            assert_eq!(got, want, "{p} at {t}");
+            assert_eq!(expanded, want, "{p} at {t}: sends");
+            sends.clear();
+            assert!(sends.is_empty() && sends.payloads().is_empty());
         }
-        assert_eq!(owned.s.stats(), shared.s.stats(), "{p}");
-        assert_eq!(owned.s.stats(), generic.s.stats(), "{p}");
         assert_eq!(owned.s.stats(), values.s.stats(), "{p}");
         assert_eq!(owned.s.stats(), grouped.s.stats(), "{p}");
     }
@@ -1325,7 +1305,7 @@ fn releases_touch_only_that_agents_claims_in_that_channel() {
     let held = |h: &H| -> Vec<(&str, &str)> {
         claims
             .iter()
-            .filter(|(_, ch, m)| h.s.holder(ch, m).is_some())
+            .filter(|(_, ch, m)| h.holder(ch, m).is_some())
             .map(|&(a, ch, _)| (a, ch))
             .collect()
     };
@@ -1411,7 +1391,7 @@ fn relayed_guard_refuses_a_claim_before_its_message() {
         let mut h = guarded(p, ClaimGuard::Relayed);
         let out = h.claim(1, "agent-a", "m1", 5);
         assert_eq!(error_code(&out), Some(("agent-a", "not_relayed")), "{p:?}");
-        assert_eq!(h.s.holder(G, "m1"), None);
+        assert_eq!(h.holder(G, "m1"), None);
         // Relayed in another channel does not count.
         h.join(2, "agent-a", "#other");
         h.run(
@@ -1434,7 +1414,7 @@ fn relayed_guard_refuses_a_claim_before_its_message() {
         h.post(4, "agent-c", "m1");
         let out = h.claim(5, "agent-a", "m1", 5);
         assert!(error_code(&out).is_none(), "{out:?}");
-        assert_eq!(h.s.holder(G, "m1").map(|(a, _)| a), Some("agent-a"));
+        assert_eq!(h.holder(G, "m1").map(|(a, _)| a), Some("agent-a"));
         assert_eq!(h.s.stats().claims_refused, 2);
         assert_eq!(h.s.stats().claims_received, 3);
     }
@@ -1610,7 +1590,7 @@ fn the_guard_keeps_a_clients_own_post_from_taking_anothers_id() {
         );
         let out = h.claim(6, "agent-b", "s1", 6);
         assert!(!to(&out).contains(&("agent-b", "YIELD")), "{out:?}");
-        assert_eq!(h.s.holder(G, "s1").map(|(a, _)| a), Some("agent-b"));
+        assert_eq!(h.holder(G, "s1").map(|(a, _)| a), Some("agent-b"));
         assert_eq!(h.s.stats().refused_msgs, 3);
     }
     // Once the squatter has disconnected (its claims released), its ids
@@ -1628,7 +1608,7 @@ fn the_guard_keeps_a_clients_own_post_from_taking_anothers_id() {
     );
     assert!(h.s.msg_guard_refusal(3, "agent-a", G, "m1").is_none());
     assert_eq!(to(&h.post(4, "agent-a", "m1")).len(), 1);
-    assert_eq!(h.s.holder(G, "m1"), None);
+    assert_eq!(h.holder(G, "m1"), None);
     // Without the guard nothing changes: the same id is relayed twice.
     let mut off = H::abc(PolicyKind::Spec);
     assert_eq!(to(&off.post(1, "agent-c", "m1")).len(), 2);
@@ -1664,15 +1644,15 @@ fn a_new_message_under_a_forgotten_id_drops_the_old_claim() {
         );
     }
     assert!(h.s.msg_guard_refusal(4, "agent-a", G, "x").is_none());
-    assert_eq!(h.s.holder(G, "x").map(|(a, _)| a), Some("agent-c"));
+    assert_eq!(h.holder(G, "x").map(|(a, _)| a), Some("agent-c"));
     h.post(4, "agent-a", "x");
-    assert_eq!(h.s.holder(G, "x"), None);
+    assert_eq!(h.holder(G, "x"), None);
     let out = h.claim(5, "agent-b", "x", 5);
     assert!(!to(&out).contains(&("agent-b", "YIELD")), "{out:?}");
-    assert_eq!(h.s.holder(G, "x").map(|(a, _)| a), Some("agent-b"));
+    assert_eq!(h.holder(G, "x").map(|(a, _)| a), Some("agent-b"));
     // Its own message relayed again keeps its claims.
     h.post(6, "agent-a", "x");
-    assert_eq!(h.s.holder(G, "x").map(|(a, _)| a), Some("agent-b"));
+    assert_eq!(h.holder(G, "x").map(|(a, _)| a), Some("agent-b"));
 }
 
 /// agentchat 0.36.19's flood limit, with [`Config::frame_limit`]: the 61st
@@ -1694,13 +1674,13 @@ fn agentchat_frame_limit_disconnects_the_61st_frame_in_ten_seconds() {
     for i in 0..58 {
         h.join(2 + i, "agent-a", G); // 3..60
     }
-    assert_eq!(h.s.holder(G, "m1").map(|(a, _)| a), Some("agent-a"));
+    assert_eq!(h.holder(G, "m1").map(|(a, _)| a), Some("agent-a"));
     assert_eq!(h.s.stats().frame_closed, 0);
     // The 61st within 10 s of the first: dropped, agent-a disconnected.
     assert!(h.claim(9_999, "agent-a", "m2", 1).is_empty());
     assert_eq!(h.s.stats().frame_closed, 1);
-    assert_eq!(h.s.holder(G, "m1"), None);
-    assert_eq!(h.s.holder(G, "m2"), None);
+    assert_eq!(h.holder(G, "m1"), None);
+    assert_eq!(h.holder(G, "m2"), None);
     assert!(!h.s.is_member("agent-a", G));
     // agent-b takes the released floor; the operator is never counted.
     let out = h.claim(10_000, "agent-b", "m1", 5);
@@ -1727,18 +1707,18 @@ fn agentchat_frame_limit_disconnects_the_61st_frame_in_ten_seconds() {
 #[test]
 fn counts_for_the_serve_bounds() {
     let mut h = H::abc(PolicyKind::Agentchat036);
-    assert_eq!(h.s.channels_of_count("agent-a"), 1);
+    assert_eq!(h.s.channels_of("agent-a"), 1);
     assert!(h.s.channel_exists("#general") && !h.s.channel_exists("#nope"));
     let defaults = h.s.channel_count();
     h.join(1, "agent-a", "#new");
-    assert_eq!(h.s.channels_of_count("agent-a"), 2);
+    assert_eq!(h.s.channels_of("agent-a"), 2);
     assert_eq!(h.s.channel_count(), defaults + 1);
     h.claim(2, "agent-a", "m1", 5);
     h.claim(2, "agent-a", "m2", 5);
     h.claim(2, "agent-b", "m3", 5);
-    assert_eq!(h.s.claims_held_count("agent-a"), 2);
-    assert_eq!(h.s.claims_held_count("agent-b"), 1);
-    assert_eq!(h.s.claims_held_count("agent-c"), 0);
+    assert_eq!(h.s.claims_held("agent-a"), 2);
+    assert_eq!(h.s.claims_held("agent-b"), 1);
+    assert_eq!(h.s.claims_held("agent-c"), 0);
     let mut spec = H::abc(PolicyKind::Spec);
     // Under spec a channel exists while it has members.
     assert_eq!(spec.s.channel_count(), 2);
@@ -1852,9 +1832,9 @@ fn agentchat_sweep_period_is_configurable() {
         h.claim(1000, "agent-a", "m1", 5);
         assert_eq!(h.s.poll_timeout(), Some(swept_at), "every {every}");
         let mut out = Vec::new();
-        h.s.handle(swept_at - 1, Input::Tick, &mut out);
+        h.s.run_owned(swept_at - 1, Input::Tick, &mut out);
         assert_eq!(h.s.claim_count(), 1, "every {every}");
-        h.s.handle(swept_at, Input::Tick, &mut out);
+        h.s.run_owned(swept_at, Input::Tick, &mut out);
         assert_eq!(h.s.claim_count(), 0, "every {every}");
     }
 }
@@ -1919,26 +1899,36 @@ fn reject_answers_with_the_reason_and_counts_a_claim() {
         h.claim(0, "agent-a", "m1", 5);
         assert_eq!(h.s.claim_count(), 1);
         let reason = DecodeError::MissingField("msg_id");
+        let bad = |error: &DecodeError, claim| Input::Undecodable {
+            from: "agent-b".into(),
+            error: error.clone(),
+            claim,
+        };
         let mut out = Vec::new();
-        h.s.reject(7, "agent-b", &reason, true, &mut out);
+        h.s.run_owned(7, bad(&reason, true), &mut out);
+        // agentchat names the field of a claim (`validateClientMessage`).
+        let message = match p {
+            PolicyKind::Agentchat036 => "Missing or invalid msg_id",
+            _ => "missing field `msg_id`",
+        };
         assert_eq!(
             out,
             [Outgoing {
                 to: "agent-b".into(),
                 msg: ServerMsg::Error {
                     code: code.into(),
-                    message: "missing field `msg_id`".into()
+                    message: message.into()
                 }
             }],
             "{p}"
         );
         assert_eq!(h.s.now(), 7);
         assert_eq!(h.s.stats().claims_received, 2, "{p}");
-        h.s.reject(8, "agent-b", &DecodeError::NotObject, false, &mut out);
+        h.s.run_owned(8, bad(&DecodeError::NotObject, false), &mut out);
         assert_eq!(h.s.stats().claims_received, 2, "{p}");
         assert_eq!(out.len(), 2);
         // The timers due run first: the claim expires at its deadline.
-        h.s.reject(DEFAULT_TTL_MS + 10_000, "agent-b", &reason, false, &mut out);
+        h.s.run_owned(DEFAULT_TTL_MS + 10_000, bad(&reason, false), &mut out);
         assert_eq!(h.s.claim_count(), 0, "{p}");
     }
 }
@@ -1986,7 +1976,7 @@ fn a_claim_that_never_expires_is_held_even_at_the_last_instant() {
     }
     h.claim(1000, "agent-a", "m1", 5);
     h.tick(u64::MAX);
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", Stamp::Int(5))));
+    assert_eq!(h.holder(G, "m1"), Some(("agent-a", Stamp::Int(5))));
     let out = h.claim(u64::MAX, "agent-b", "m1", 9);
     assert_eq!(
         out.last().map(|o| &o.msg),
@@ -2034,14 +2024,14 @@ fn agentchat_a_sweep_runs_once_even_for_a_claim_granted_at_its_instant() {
     h.join(0, "agent-b", G);
     h.tick(5000); // the sweep of 5000 runs, with nothing to expire
     h.claim(5000, "agent-a", "m1", 1); // deadline 5000: already past
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", Stamp::Int(1))));
+    assert_eq!(h.holder(G, "m1"), Some(("agent-a", Stamp::Int(1))));
     assert_eq!(h.s.poll_timeout(), Some(10_000));
     h.tick(5000);
     h.tick(9999);
-    assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", Stamp::Int(1))));
+    assert_eq!(h.holder(G, "m1"), Some(("agent-a", Stamp::Int(1))));
     assert_eq!(h.s.stats().expired, 0);
     h.tick(10_000);
-    assert_eq!(h.s.holder(G, "m1"), None);
+    assert_eq!(h.holder(G, "m1"), None);
     assert_eq!(h.s.stats().expired, 1);
 }
 
@@ -2072,7 +2062,7 @@ fn agentchat_drops_the_claims_of_unidentified_agents() {
         } else {
             assert!(!out.is_empty(), "{p}");
         }
-        assert_eq!(h.s.holder(G, "m1"), Some(("agent-a", Stamp::Int(5))), "{p}");
+        assert_eq!(h.holder(G, "m1"), Some(("agent-a", Stamp::Int(5))), "{p}");
     }
 }
 

@@ -17,7 +17,7 @@ impl World<'_> {
         let now_ms = self.server_now_ms();
         let mut out = std::mem::take(&mut self.out);
         out.clear();
-        self.server.handle_sends(now_ms, input, &mut out);
+        self.server.handle(now_ms, input, &mut out);
         let (payloads, sends) = (out.payloads(), out.sends());
         self.batching = sends.len() >= CURSOR_MIN;
         if self.batching {
