@@ -1,5 +1,5 @@
 //! Property test over scenario inputs generated from the schema
-//! (src/scenario/schema.rs and validate.rs): random assignments to every
+//! (crates/model/src/scenario/schema.rs and validate.rs): random assignments to every
 //! key, with values inside, at and beyond each documented bound, of the
 //! wrong type, or non-finite, given both as a scenario file and as
 //! `--set`. Whatever the input:

@@ -455,7 +455,7 @@ count = 200
 }
 
 /// A channel of 100 agents and one post: the relay is one cursor of 100
-/// arrivals (src/model/world/relays.rs).
+/// arrivals (crates/model/src/model/world/relays.rs).
 const LARGE_RELAY: &str = r#"
 reps = 1
 [network]

@@ -26,7 +26,7 @@ pub use crate::error::Error as CliError;
 #[derive(Parser, Debug)]
 #[command(
     name = "herdsim",
-    version = concat!(env!("CARGO_PKG_VERSION"), " (build ", env!("HERDSIM_BUILD"), ")"),
+    version = herdsim_lab::VERSION,
     about = "Deterministic simulator of RESPONDING_TO floor control for LLM agents in one chat channel",
     after_help = "Start with `herdsim run scenarios/default.toml` in the source tree. Documentation: \
                   README.md and docs/ in the repository."

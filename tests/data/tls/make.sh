@@ -1,5 +1,5 @@
 #!/bin/sh
-# Regenerates the TLS test files (tests/serve.rs, tests/live.rs, src/tls.rs).
+# Regenerates the TLS test files (tests/serve.rs, tests/live.rs, crates/net/src/tls.rs).
 # FOR TESTS ONLY: these keys are public; never trust ca.pem anywhere else.
 #   ca.pem      a self-signed test CA (its key is thrown away)
 #   server.pem  a server certificate for DNS name `localhost` only (not the

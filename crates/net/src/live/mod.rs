@@ -19,7 +19,9 @@ pub mod keys;
 pub mod ledger;
 pub mod observe;
 pub mod session;
-pub mod wire;
+/// The server's frames as `live` reads them: `herdsim_model::agentchat`
+/// (in the model crate, so that `calibrate` reads a recording the same way).
+pub use crate::agentchat as wire;
 
 use crate::dist::DataCache;
 use crate::floor::PolicyKind;
@@ -85,11 +87,7 @@ pub struct Setup {
     pub server_log: Option<PathBuf>,
 }
 
-/// Highest `--speed`.
-pub const MAX_SPEED: f64 = 100_000.0;
-
-/// Lowest `--speed` (a thousand times slower than real time).
-pub const MIN_SPEED: f64 = 0.001;
+pub use crate::limits::{MAX_SPEED, MIN_SPEED};
 
 /// Check that a scenario can run live. Scripted events and link loss
 /// cannot (the link is real; a script drives agents by hand): refused with

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use toml::Value;
 
 /// The scenario built into the binary (`scenarios/default.toml`).
-pub const DEFAULT_SCENARIO: &str = include_str!("../../scenarios/default.toml");
+pub const DEFAULT_SCENARIO: &str = include_str!("../../../../scenarios/default.toml");
 
 /// A bad scenario: names the file, the key and the line:column where known.
 #[derive(Debug, Clone, PartialEq, Eq)]

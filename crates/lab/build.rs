@@ -1,6 +1,7 @@
 //! Build identity: a hash of everything that decides what a simulation
-//! computes (the simulation source under `src/` and `crates/`, `Cargo.lock`, the
-//! compiler and the target), as `HERDSIM_BUILD`. Journals and shard
+//! computes (the simulation source under the workspace's `src/` and
+//! `crates/`, `Cargo.lock`, the compiler and the target), as
+//! `HERDSIM_BUILD`, for `sweep` (this crate) and `herdsim::BUILD`. Journals and shard
 //! results record it, and `run --resume` and `merge` refuse results of
 //! another build, so two builds' replications never mix in one table.
 //!
@@ -11,12 +12,13 @@
 
 use std::path::{Path, PathBuf};
 
-/// Paths under `src/` and `crates/` (prefixes, `/`-separated) that cannot change a run's numbers.
+/// Paths under `src/` and `crates/` (prefixes, `/`-separated, from the
+/// workspace root) that cannot change a run's numbers.
 const NOT_SIMULATION: [&str; 10] = [
-    "src/report/plot/",
-    "src/tune/",
-    "src/calibrate/",
-    "src/observe/",
+    "crates/report/src/report/plot/",
+    "crates/lab/src/tune/",
+    "crates/lab/src/calibrate/",
+    "crates/net/src/observe/",
     "src/cli/plot.rs",
     "src/cli/tune.rs",
     "src/cli/arbitrate.rs",
@@ -56,14 +58,16 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 fn main() {
-    println!("cargo:rerun-if-changed=src");
-    println!("cargo:rerun-if-changed=crates");
-    println!("cargo:rerun-if-changed=Cargo.lock");
+    // This crate is crates/lab: the workspace root is two folders up.
+    println!("cargo:rerun-if-changed=../../src");
+    println!("cargo:rerun-if-changed=../../crates");
+    println!("cargo:rerun-if-changed=../../Cargo.lock");
     println!("cargo:rerun-if-changed=build.rs");
-    let root = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| ".".into()));
+    let here = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| ".".into()));
+    let root = here.join("../..");
     let mut files = Vec::new();
     rust_files(&root.join("src"), &mut files);
-    // The workspace's own crates (the floor, the engine) decide results too.
+    // The workspace's crates (the model, the floor, the engine, ...).
     rust_files(&root.join("crates"), &mut files);
     let mut named: Vec<(String, PathBuf)> = files
         .into_iter()

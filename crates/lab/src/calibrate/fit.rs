@@ -636,7 +636,7 @@ fn group(agents: &[AgentStats], _seed: u64) -> Vec<Vec<usize>> {
         let mine = acted(me);
         let fits = |i: &usize| -> bool {
             let (x, m) = totals[*i];
-            let (_, p) = crate::live::compare::two_proportion(
+            let (_, p) = crate::metrics::stats::two_proportion(
                 mine as f64,
                 me.opps as f64,
                 x as f64,

@@ -2,6 +2,7 @@
 //! interval) and per-run percentiles of microsecond durations.
 
 use hdrhistogram::Histogram;
+use statrs::distribution::{ContinuousCDF, Normal};
 
 /// Arithmetic mean; NaN for an empty slice.
 pub fn mean(xs: &[f64]) -> f64 {
@@ -70,6 +71,30 @@ const T975: [f64; 30] = [
 
 /// The standard normal 97.5% quantile.
 const Z975: f64 = 1.959_963_984_540_054_3;
+
+/// Two-sided two-proportion z test: (z, p). Used by `live --compare` and
+/// by `calibrate`'s fit.
+pub fn two_proportion(x1: f64, n1: f64, x2: f64, n2: f64) -> (f64, f64) {
+    if n1 <= 0.0 || n2 <= 0.0 {
+        return (f64::NAN, f64::NAN);
+    }
+    let p = (x1 + x2) / (n1 + n2);
+    let se = (p * (1.0 - p) * (1.0 / n1 + 1.0 / n2)).sqrt();
+    let d = x1 / n1 - x2 / n2;
+    if se == 0.0 {
+        return if d == 0.0 {
+            (0.0, 1.0)
+        } else {
+            (f64::INFINITY, 0.0)
+        };
+    }
+    let z = d / se;
+    let p = match Normal::new(0.0, 1.0) {
+        Ok(nd) => 2.0 * (1.0 - nd.cdf(z.abs())),
+        Err(_) => f64::NAN,
+    };
+    (z, p)
+}
 
 /// `t_{0.975, dof}`, the 97.5% quantile of Student's t with `dof` degrees
 /// of freedom. Exact table for dof <= 30; above, the Cornish-Fisher

@@ -12,7 +12,7 @@ pub(super) fn t(ms: f64) -> String {
     if !ms.is_finite() {
         return if ms > 0.0 { "inf".into() } else { "-".into() };
     }
-    // Times in s, as every table of herdsim's (src/report/table.rs).
+    // Times in s, as every table of herdsim's (crates/report/src/report/table.rs).
     if ms.abs() >= 10_000.0 {
         format!("{:.1} s", ms / 1000.0)
     } else if ms.abs() >= 1000.0 {

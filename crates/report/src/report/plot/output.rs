@@ -13,8 +13,8 @@ use plotters::style::{FontStyle, register_font};
 use std::path::Path;
 use std::sync::OnceLock;
 
-static REGULAR: &[u8] = include_bytes!("../../../assets/fonts/LiberationSans-Regular.ttf");
-static BOLD: &[u8] = include_bytes!("../../../assets/fonts/LiberationSans-Bold.ttf");
+static REGULAR: &[u8] = include_bytes!("../../../../../assets/fonts/LiberationSans-Regular.ttf");
+static BOLD: &[u8] = include_bytes!("../../../../../assets/fonts/LiberationSans-Bold.ttf");
 
 /// The family every figure uses, registered from the embedded font. The
 /// name is also what an SVG asks its viewer for, so it lists Liberation Sans

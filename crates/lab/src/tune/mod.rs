@@ -797,7 +797,7 @@ mod tests {
     #[test]
     fn every_result_is_the_candidates_own_and_some_were_not_simulated() {
         let text = std::fs::read_to_string(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/default.toml"),
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/default.toml"),
         )
         .expect("default scenario");
         let text = text.replace("count = 1000", "count = 150");

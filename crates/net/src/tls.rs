@@ -128,7 +128,7 @@ mod tests {
 
     fn data(name: &str) -> std::path::PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/data/tls")
+            .join("../../tests/data/tls")
             .join(name)
     }
 

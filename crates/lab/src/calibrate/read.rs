@@ -23,14 +23,14 @@
 //!   field) count every channel post.
 //!
 //! Either plain or gzipped (by content, whatever the name). Every frame is
-//! read as `live` reads a real server's (`crate::live::wire`): `msg_id` for
+//! read as `live` reads a real server's (`crate::agentchat`): `msg_id` for
 //! `id`, the `@` of ids dropped, replays and `@server` notices skipped.
 //!
 //! Times: a server that stamps its frames (agentchat's `ts`, ms) gives the
 //! clock of every event; without stamps (herdsim serve) the time a frame
 //! was received is used. Either way only differences are used.
 
-use crate::live::wire::{self, Kind as WireKind};
+use crate::agentchat::{self as wire, Kind as WireKind};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
@@ -833,7 +833,7 @@ mod tests {
 
     fn data(name: &str) -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/data/agentchat-wire")
+            .join("../../tests/data/agentchat-wire")
             .join(name)
     }
 

@@ -47,6 +47,12 @@ pub const MAX_SCENARIO_BYTES: u64 = 16 << 20;
 /// Largest empirical CSV file, in bytes (64 MiB).
 pub const MAX_EMPIRICAL_BYTES: u64 = 64 * 1024 * 1024;
 
+/// Highest `--speed` of `live` (and of `calibrate`'s prediction).
+pub const MAX_SPEED: f64 = 100_000.0;
+
+/// Lowest `--speed` (a thousand times slower than real time).
+pub const MIN_SPEED: f64 = 0.001;
+
 const _: () = {
     // The largest wall clock an agent can read, in µs, fits an i64.
     assert!(

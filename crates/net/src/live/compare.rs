@@ -13,7 +13,7 @@ use crate::metrics::RunResult;
 use crate::metrics::stats::Summary;
 use crate::report::num;
 pub use crate::report::plot::versus::{Line, Test};
-use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
+use statrs::distribution::{ContinuousCDF, StudentsT};
 
 /// Significance level of the agreement tests.
 pub const ALPHA: f64 = 0.01;
@@ -55,28 +55,7 @@ fn pooled(rs: &[RunResult], metric: &str) -> (f64, f64) {
     (x, n)
 }
 
-/// Two-sided two-proportion z test: (z, p).
-pub fn two_proportion(x1: f64, n1: f64, x2: f64, n2: f64) -> (f64, f64) {
-    if n1 <= 0.0 || n2 <= 0.0 {
-        return (f64::NAN, f64::NAN);
-    }
-    let p = (x1 + x2) / (n1 + n2);
-    let se = (p * (1.0 - p) * (1.0 / n1 + 1.0 / n2)).sqrt();
-    let d = x1 / n1 - x2 / n2;
-    if se == 0.0 {
-        return if d == 0.0 {
-            (0.0, 1.0)
-        } else {
-            (f64::INFINITY, 0.0)
-        };
-    }
-    let z = d / se;
-    let p = match Normal::new(0.0, 1.0) {
-        Ok(nd) => 2.0 * (1.0 - nd.cdf(z.abs())),
-        Err(_) => f64::NAN,
-    };
-    (z, p)
-}
+pub use crate::metrics::stats::two_proportion;
 
 /// Two-sided Welch t test on two samples: (t, p). NaN with fewer than
 /// two values on a side.

@@ -60,8 +60,8 @@ pub fn settings(f: &Flags) -> Result<Settings, Error> {
     let speed = number(
         "--speed",
         f.speed,
-        crate::live::MIN_SPEED,
-        crate::live::MAX_SPEED,
+        crate::limits::MIN_SPEED,
+        crate::limits::MAX_SPEED,
     )?;
     let link_ms = f
         .link_ms

@@ -453,7 +453,7 @@ mod tests {
 
     fn view(name: &str) -> (Log, View) {
         let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/data/agentchat-wire")
+            .join("../../tests/data/agentchat-wire")
             .join(name);
         let log = read::read(&p, None).expect("reads");
         let v = View::of(&log);
