@@ -1,8 +1,8 @@
 //! The error of herdsim's library entry points: one taxonomy, and the exit
 //! status a failure ends the command line with ([`Error::exit_code`]).
 //!
-//! `live` and `observe` keep enums of their own ([`crate::live::LiveError`],
-//! [`crate::observe::ObserveError`]) that convert into [`Error`] keeping
+//! `live` and `observe` (in herdsim-net) keep enums of their own
+//! (`LiveError`, `ObserveError`) that convert into [`Error`] keeping
 //! their message and their exit status; a figure's bad input travels inside
 //! an `anyhow::Error` as an [`InputError`] ([`bad_input`]).
 
