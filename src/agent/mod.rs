@@ -1,9 +1,10 @@
 //! The agent and the operator as sans-IO actors.
 //!
 //! An [`Agent`] is everything one agent decides: whether it answers a
-//! message (`respond_p`, DMs, @mentions), its CSMA wait, the duration of an
-//! inference, its faults (hang, crash, ignore-yield) and the RESPONDING_TO
-//! client rules of [`floor::Client`], which it wraps. It has no clock, no
+//! message (`respond_p`, DMs, @mentions), the distribution of its CSMA
+//! wait (the client draws each wait from it and times it), the duration of
+//! an inference, its faults (hang, crash, ignore-yield) and the
+//! RESPONDING_TO client rules of [`floor::Client`], which it wraps. It has no clock, no
 //! socket and no event queue: the driver feeds it [`Input`]s with the time
 //! ([`Agent::handle`]) and carries out the [`Output`]s it returns (send
 //! this, call me back at, an inference runs until, cancel that). Its
