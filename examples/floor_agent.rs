@@ -9,10 +9,12 @@
 //!
 //! - a question in: [`Client::on_message`]; every frame the floor knows
 //!   (relayed claims, YIELD, answers): [`Client::on_server_msg`];
-//! - `StartCsma`: wait a delay drawn uniformly from
-//!   `csma-min-ms..csma-max-ms`, then
-//!   [`Client::on_timer`]; `WakeAt`: the same at the time given;
-//! - `Send`: the frame goes to the server as JSON (a claim, an answer);
+//! - `Wait`: the CSMA delay the client drew in its window
+//!   (`--csma-min-ms`..`--csma-max-ms`, from this process's random
+//!   numbers), then [`Client::on_timer`]; `WakeAt`: the same at the time
+//!   given;
+//! - `Send` (a claim) and `Post` (an answer): the frame goes to the server
+//!   as JSON;
 //! - `StartInference`: the fake model "thinks" for a time drawn uniformly
 //!   from `infer-min-ms..infer-max-ms`, then [`Client::on_inference_done`];
 //!   `Abort`: that inference is dropped (its bill counted as wasted).
@@ -40,7 +42,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures_util::{SinkExt, StreamExt};
 use herdsim_floor::dialect::{self, Kind};
-use herdsim_floor::{Action, Client, ClientConfig, PolicyKind, ServerMsg};
+use herdsim_floor::{Action, Client, ClientConfig, CsmaWindow, PolicyKind, ServerMsg};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Value, json};
@@ -56,7 +58,7 @@ struct Args {
     channel: String,
     policy: PolicyKind,
     ttl_ms: u64,
-    csma_ms: (u64, u64),
+    csma: CsmaWindow,
     infer_ms: (u64, u64),
     seed: u64,
     run_ms: u64,
@@ -86,12 +88,15 @@ fn parse_args() -> Result<Args, String> {
             .parse()
             .map_err(|_| format!("--policy {policy}: not a policy"))?,
         ttl_ms: num("ttl-ms", 45_000)?,
-        csma_ms: (num("csma-min-ms", 0)?, num("csma-max-ms", 2_000)?),
+        csma: CsmaWindow {
+            min_ms: num("csma-min-ms", 0)?,
+            max_ms: num("csma-max-ms", 2_000)?,
+        },
         infer_ms: (num("infer-min-ms", 800)?, num("infer-max-ms", 1_200)?),
         seed: num("seed", 1)?,
         run_ms: num("run-ms", 60_000)?,
     };
-    if args.csma_ms.0 > args.csma_ms.1 {
+    if args.csma.min_ms > args.csma.max_ms {
         return Err("--csma-min-ms is above --csma-max-ms".into());
     }
     if args.infer_ms.0 > args.infer_ms.1 {
@@ -196,7 +201,10 @@ async fn run(a: Args) -> Result<Counts, String> {
         ttl_ms: a.ttl_ms,
         recheck_on_expiry: false,
         max_rechecks: 0,
+        csma: a.csma,
     });
+    // The agent's randomness: the CSMA draws the client asks for (once per
+    // wait, as a uniform number in [0, 1)) and the fake model's latency.
     let mut rng = ChaCha8Rng::seed_from_u64(a.seed);
     // Timers the floor asked for (CSMA ends, wakes) and inferences under
     // way, each by message id: (local time due, message id).
@@ -239,7 +247,8 @@ async fn run(a: Args) -> Result<Counts, String> {
                     && *to == a.channel
                 {
                     n.questions += 1;
-                    floor.on_message(now, id.clone(), to.clone(), false, &mut actions);
+                    let mut u = || rng.random::<f64>();
+                    floor.on_message(now, id.clone(), to.clone(), false, &mut u, &mut actions);
                 }
                 floor.on_server_msg(now, &msg, &mut actions);
             }
@@ -249,7 +258,7 @@ async fn run(a: Args) -> Result<Counts, String> {
                     break;
                 }
                 for (_, id) in take_due(&mut timers, now) {
-                    floor.on_timer(now, id.as_str(), &mut actions);
+                    floor.on_timer(now, id.as_str(), &mut || rng.random::<f64>(), &mut actions);
                 }
                 for (_, id) in take_due(&mut thinking, now) {
                     let answer = format!("{}'s answer to {id}", a.name);
@@ -262,12 +271,12 @@ async fn run(a: Args) -> Result<Counts, String> {
         for act in actions.drain(..) {
             let now = now_ms();
             match act {
-                Action::StartCsma { msg_id } => {
-                    let wait = rng.random_range(a.csma_ms.0..=a.csma_ms.1);
-                    timers.push((now + i64::try_from(wait).unwrap_or(0), msg_id));
+                Action::Wait { msg_id, delay_us } => {
+                    let wait = i64::try_from(delay_us / 1000).unwrap_or(i64::MAX);
+                    timers.push((now.saturating_add(wait), msg_id));
                 }
                 Action::WakeAt { msg_id, at_ms } => timers.push((at_ms, msg_id)),
-                Action::Send(m) => send(&mut ws, m.to_json_string()).await?,
+                Action::Send(m) | Action::Post(m) => send(&mut ws, m.to_json_string()).await?,
                 Action::StartInference { msg_id, .. } => {
                     n.started += 1;
                     let took = rng.random_range(a.infer_ms.0..=a.infer_ms.1);

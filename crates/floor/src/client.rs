@@ -3,14 +3,21 @@
 //! agent does with one channel message" steps 3-7, modelling choices 4 and
 //! 16) and tells the caller
 //! what to do through [`Action`]s; the caller owns the clock, the timers,
-//! the randomness (CSMA delay, inference duration, ignore-yield draws) and
-//! the network.
+//! the randomness and the network. The client owns the CSMA wait: it knows
+//! the window ([`ClientConfig::csma`]) and says how long to wait
+//! ([`Action::Wait`]); the one random number that takes comes from the
+//! caller, through a [`CsmaDraw`] passed to the calls that may start a wait
+//! ([`Client::on_message`], [`Client::on_timer`]) and asked only when one
+//! starts, once per wait. A closure returning uniform draws in `[0, 1)` is
+//! a [`CsmaDraw`] (a delay uniform over the window); an embedder with
+//! another distribution implements the trait. The inference (its duration,
+//! its faults) stays the caller's.
 //!
 //! For one message `m`:
 //! 1. [`Client::on_message`]: an exempt message (DM, @mention, `@server`;
 //!    and any `reply_to` that is a DM peer `@id`) starts inference at once,
 //!    with no CSMA and no claim, and is never aborted. Otherwise
-//!    [`Action::StartCsma`].
+//!    [`Action::Wait`] for a CSMA delay drawn in the window.
 //! 2. Meanwhile [`Client::on_server_msg`] records every claim seen for `m`
 //!    from another agent (relayed RESPONDING_TO or FLOOR_CLAIMED, granted
 //!    or not) with the local time it was seen, and any response to `m`
@@ -30,7 +37,7 @@
 //!    [`Rules::client_aborts_on_relayed_claim`]) so does a relayed
 //!    RESPONDING_TO for `m` with (`started_at`, from) earlier than its own
 //!    (`started_at`, id). [`Client::set_ignore_yield`] disables both.
-//! 5. [`Client::on_inference_done`]: send the reply MSG.
+//! 5. [`Client::on_inference_done`]: post the reply MSG ([`Action::Post`]).
 //!
 //! A message is dropped from the client's state when it is finished: done,
 //! aborted, or skipped with no recheck pending. Calls about a message that is
@@ -59,6 +66,49 @@ pub struct ClientConfig<N: Naming = Text> {
     pub recheck_on_expiry: bool,
     /// At most this many rechecks per message.
     pub max_rechecks: u32,
+    /// The CSMA window: how long to wait before claiming (handed to the
+    /// [`CsmaDraw`] at each wait).
+    pub csma: CsmaWindow,
+}
+
+/// The CSMA window: a wait before claiming of `min_ms` to `max_ms` (ms),
+/// agentchat's `AGENTCHAT_CSMA_MIN_MS` and `AGENTCHAT_CSMA_MAX_MS` (what
+/// `herdsim tune` recommends).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CsmaWindow {
+    /// The shortest wait (ms).
+    pub min_ms: u64,
+    /// The longest wait (ms).
+    pub max_ms: u64,
+}
+
+impl CsmaWindow {
+    /// The wait (µs) at the uniform draw `u` in `[0, 1)`: `min + u * (max -
+    /// min)`, rounded to the µs (a `u` outside `[0, 1]`, or a window with
+    /// `max_ms < min_ms`, gives a wait within the window's two ends).
+    pub fn delay_us(self, u: f64) -> u64 {
+        let (lo, hi) = (self.min_ms.min(self.max_ms), self.min_ms.max(self.max_ms));
+        let (lo_us, hi_us) = (lo.saturating_mul(1000), hi.saturating_mul(1000));
+        let u = if u.is_nan() { 0.0 } else { u.clamp(0.0, 1.0) };
+        let span = (hi_us - lo_us) as f64 * u;
+        lo_us.saturating_add(span.round() as u64).min(hi_us)
+    }
+}
+
+/// The randomness of the CSMA wait, which stays the caller's (the floor has
+/// none). The client asks for one delay each time a wait starts, and only
+/// then, so a caller drawing everything from one stream keeps its order.
+pub trait CsmaDraw {
+    /// One CSMA delay (µs) for a wait in `window`.
+    fn csma_delay_us(&mut self, window: CsmaWindow) -> u64;
+}
+
+/// A closure returning uniform draws in `[0, 1)` (`|| rng.random()`): the
+/// delay is uniform over the window ([`CsmaWindow::delay_us`]).
+impl<F: FnMut() -> f64> CsmaDraw for F {
+    fn csma_delay_us(&mut self, window: CsmaWindow) -> u64 {
+        window.delay_us(self())
+    }
 }
 
 /// Why the client decided not to infer.
@@ -73,10 +123,14 @@ pub enum SkipReason {
 /// What the caller must do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action<N: Naming = Text> {
-    /// Wait a CSMA delay (the caller samples it), then call `on_timer`.
-    StartCsma {
+    /// Wait `delay_us` (the CSMA delay, drawn through the [`CsmaDraw`]),
+    /// then call `on_timer`. A delay, not a time: µs from now, so that a
+    /// caller's finer clock keeps its precision.
+    Wait {
         /// The message waited on.
         msg_id: N::Msg,
+        /// How long to wait (µs).
+        delay_us: u64,
     },
     /// Call `on_timer` when the LOCAL clock reaches `at_ms` (recheck: seen + TTL).
     WakeAt {
@@ -85,8 +139,11 @@ pub enum Action<N: Naming = Text> {
         /// The local time (ms) to call `on_timer` at.
         at_ms: i64,
     },
-    /// Send to the server.
+    /// Send this claim (RESPONDING_TO) to the server.
     Send(ClientMsg<N>),
+    /// Post this reply (a MSG answering the message, `in_reply_to` set):
+    /// the inference completed.
+    Post(ClientMsg<N>),
     /// Start inference (the caller samples its duration), later call
     /// `on_inference_done`.
     StartInference {
@@ -192,6 +249,7 @@ impl<N: Naming> Client<N> {
         msg_id: impl Into<N::Msg>,
         reply_to: impl Into<N::Dest>,
         exempt: bool,
+        draw: &mut (impl CsmaDraw + ?Sized),
         out: &mut Vec<Action<N>>,
     ) {
         let msg_id = msg_id.into();
@@ -211,8 +269,9 @@ impl<N: Naming> Client<N> {
                 ignore_yield: false,
             }
         } else {
-            out.push(Action::StartCsma {
+            out.push(Action::Wait {
                 msg_id: msg_id.clone(),
+                delay_us: draw.csma_delay_us(self.cfg.csma),
             });
             Phase::Csma
         };
@@ -231,8 +290,13 @@ impl<N: Naming> Client<N> {
 
     /// The CSMA timer fired, or a `WakeAt` was reached (`now_ms >= at_ms`
     /// expected; an earlier call re-arms the same wake).
-    pub fn on_timer<Q>(&mut self, now_ms: i64, msg_id: &Q, out: &mut Vec<Action<N>>)
-    where
+    pub fn on_timer<Q>(
+        &mut self,
+        now_ms: i64,
+        msg_id: &Q,
+        draw: &mut (impl CsmaDraw + ?Sized),
+        out: &mut Vec<Action<N>>,
+    ) where
         Q: Ord + ?Sized,
         N::Msg: Borrow<Q>,
     {
@@ -259,8 +323,9 @@ impl<N: Naming> Client<N> {
                 } else {
                     t.rechecks += 1;
                     t.phase = Phase::Csma;
-                    out.push(Action::StartCsma {
+                    out.push(Action::Wait {
                         msg_id: t.id.clone(),
+                        delay_us: draw.csma_delay_us(self.cfg.csma),
                     });
                 }
             }
@@ -502,7 +567,7 @@ impl<N: Naming> Client<N> {
         }
     }
 
-    /// The inference for `msg_id` completed: send the reply (`Send(Msg {id:
+    /// The inference for `msg_id` completed: post the reply (`Post(Msg {id:
     /// reply_id, to: reply_to, content, in_reply_to: msg_id})`) and forget
     /// the message. Nothing if it is not inferring (aborted, unknown).
     pub fn on_inference_done<Q>(
@@ -524,7 +589,7 @@ impl<N: Naming> Client<N> {
             return;
         }
         if let Some(t) = self.msgs.remove(msg_id) {
-            out.push(Action::Send(ClientMsg::Msg {
+            out.push(Action::Post(ClientMsg::Msg {
                 id: reply_id,
                 to: t.reply_to,
                 content,

@@ -5,6 +5,17 @@ use crate::wire::YieldDetail;
 
 const G: &str = "#general";
 
+/// A CSMA window of 0-2 s; [`half`] draws the middle of it (1 s).
+const WINDOW: CsmaWindow = CsmaWindow {
+    min_ms: 0,
+    max_ms: 2_000,
+};
+
+/// A uniform draw that is always 0.5.
+fn half() -> f64 {
+    0.5
+}
+
 fn client(policy: PolicyKind) -> Client {
     Client::new(ClientConfig {
         id: "agent-b".into(),
@@ -12,6 +23,7 @@ fn client(policy: PolicyKind) -> Client {
         ttl_ms: 45_000,
         recheck_on_expiry: false,
         max_rechecks: 1,
+        csma: WINDOW,
     })
 }
 
@@ -22,6 +34,7 @@ fn rechecking(max: u32) -> Client {
         ttl_ms: 10_000,
         recheck_on_expiry: true,
         max_rechecks: max,
+        csma: WINDOW,
     })
 }
 
@@ -60,9 +73,15 @@ fn step(c: &mut Client, f: impl FnOnce(&mut Client, &mut Vec<Action>)) -> Vec<Ac
 }
 
 fn start(c: &mut Client, t: i64, m: &str) -> Vec<Action> {
-    let out = step(c, |c, o| c.on_message(t, m, G, false, o));
-    assert_eq!(out, [Action::StartCsma { msg_id: m.into() }]);
-    step(c, |c, o| c.on_timer(t + 3000, m, o))
+    let out = step(c, |c, o| c.on_message(t, m, G, false, &mut half, o));
+    assert_eq!(
+        out,
+        [Action::Wait {
+            msg_id: m.into(),
+            delay_us: 1_000_000
+        }]
+    );
+    step(c, |c, o| c.on_timer(t + 3000, m, &mut half, o))
 }
 
 fn started(m: &str, s: i64) -> Vec<Action> {
@@ -89,7 +108,7 @@ fn no_claim_seen_claims_and_infers_then_replies() {
     });
     assert_eq!(
         out,
-        [Action::Send(ClientMsg::Msg {
+        [Action::Post(ClientMsg::Msg {
             id: Some("r1".into()),
             to: G.into(),
             content: "answer".into(),
@@ -102,7 +121,9 @@ fn no_claim_seen_claims_and_infers_then_replies() {
 #[test]
 fn seen_claim_during_csma_skips() {
     let mut c = client(PolicyKind::Spec);
-    step(&mut c, |c, o| c.on_message(1000, "m1", G, false, o));
+    step(&mut c, |c, o| {
+        c.on_message(1000, "m1", G, false, &mut half, o)
+    });
     assert!(
         step(&mut c, |c, o| c.on_server_msg(
             2000,
@@ -111,7 +132,7 @@ fn seen_claim_during_csma_skips() {
         ))
         .is_empty()
     );
-    let out = step(&mut c, |c, o| c.on_timer(4000, "m1", o));
+    let out = step(&mut c, |c, o| c.on_timer(4000, "m1", &mut half, o));
     assert_eq!(
         out,
         [Action::Skip {
@@ -138,7 +159,9 @@ fn floor_claimed(m: &str, holder: &str) -> ServerMsg {
 fn floor_claimed_counts_as_a_seen_claim_and_own_claims_do_not() {
     // Its own claims only: it still claims and infers.
     let mut c = client(PolicyKind::Agentchat036);
-    step(&mut c, |c, o| c.on_message(1000, "m1", G, false, o));
+    step(&mut c, |c, o| {
+        c.on_message(1000, "m1", G, false, &mut half, o)
+    });
     let out = step(&mut c, |c, o| {
         c.on_server_msg(1500, &floor_claimed("m1", "agent-b"), o)
     });
@@ -146,16 +169,18 @@ fn floor_claimed_counts_as_a_seen_claim_and_own_claims_do_not() {
     step(&mut c, |c, o| {
         c.on_server_msg(1500, &claim_from("agent-b", "m1", 1), o)
     });
-    let out = step(&mut c, |c, o| c.on_timer(4000, "m1", o));
+    let out = step(&mut c, |c, o| c.on_timer(4000, "m1", &mut half, o));
     assert_eq!(out, started("m1", 4000));
     // Another agent's FLOOR_CLAIMED alone: a seen claim, so it skips.
     let mut c = client(PolicyKind::Agentchat036);
-    step(&mut c, |c, o| c.on_message(1000, "m1", G, false, o));
+    step(&mut c, |c, o| {
+        c.on_message(1000, "m1", G, false, &mut half, o)
+    });
     let out = step(&mut c, |c, o| {
         c.on_server_msg(2000, &floor_claimed("m1", "agent-a"), o)
     });
     assert!(out.is_empty(), "{out:?}");
-    let out = step(&mut c, |c, o| c.on_timer(4000, "m1", o));
+    let out = step(&mut c, |c, o| c.on_timer(4000, "m1", &mut half, o));
     assert_eq!(
         out,
         [Action::Skip {
@@ -166,11 +191,13 @@ fn floor_claimed_counts_as_a_seen_claim_and_own_claims_do_not() {
     // It is believed live for the TTL from when it was seen, like a
     // relayed claim: seen at 2000, expired at 47000.
     let mut c = client(PolicyKind::Agentchat036);
-    step(&mut c, |c, o| c.on_message(1000, "m1", G, false, o));
+    step(&mut c, |c, o| {
+        c.on_message(1000, "m1", G, false, &mut half, o)
+    });
     step(&mut c, |c, o| {
         c.on_server_msg(2000, &floor_claimed("m1", "agent-a"), o)
     });
-    let out = step(&mut c, |c, o| c.on_timer(47_000, "m1", o));
+    let out = step(&mut c, |c, o| c.on_timer(47_000, "m1", &mut half, o));
     assert_eq!(out, started("m1", 47_000));
 }
 
@@ -200,12 +227,14 @@ fn claims_for_other_channels_or_messages_are_not_counted() {
         (PolicyKind::Agentchat036, announced),
     ] {
         let mut c = client(p);
-        step(&mut c, |c, o| c.on_message(1000, "m1", G, false, o));
+        step(&mut c, |c, o| {
+            c.on_message(1000, "m1", G, false, &mut half, o)
+        });
         step(&mut c, |c, o| {
             c.on_server_msg(2000, &claim("m1", "#other"), o)
         });
         step(&mut c, |c, o| c.on_server_msg(2000, &claim("m2", G), o));
-        let out = step(&mut c, |c, o| c.on_timer(4000, "m1", o));
+        let out = step(&mut c, |c, o| c.on_timer(4000, "m1", &mut half, o));
         assert_eq!(out, started("m1", 4000), "{p}");
     }
 }
@@ -213,13 +242,13 @@ fn claims_for_other_channels_or_messages_are_not_counted() {
 #[test]
 fn a_claim_seen_longer_than_ttl_ago_is_believed_expired() {
     let mut c = client(PolicyKind::Spec);
-    step(&mut c, |c, o| c.on_message(0, "m1", G, false, o));
+    step(&mut c, |c, o| c.on_message(0, "m1", G, false, &mut half, o));
     step(&mut c, |c, o| {
         c.on_server_msg(1000, &claim_from("agent-a", "m1", 1), o)
     });
     // seen 1000 + 45000 = 46000: live at 45999, expired at 46000.
     let mut c2 = c.clone();
-    let out = step(&mut c2, |c, o| c.on_timer(45_999, "m1", o));
+    let out = step(&mut c2, |c, o| c.on_timer(45_999, "m1", &mut half, o));
     assert!(matches!(
         &out[..],
         [Action::Skip {
@@ -227,7 +256,7 @@ fn a_claim_seen_longer_than_ttl_ago_is_believed_expired() {
             ..
         }]
     ));
-    let out = step(&mut c, |c, o| c.on_timer(46_000, "m1", o));
+    let out = step(&mut c, |c, o| c.on_timer(46_000, "m1", &mut half, o));
     assert_eq!(out, started("m1", 46_000));
 }
 
@@ -235,11 +264,13 @@ fn a_claim_seen_longer_than_ttl_ago_is_believed_expired() {
 fn seen_response_skips_even_without_claims_and_under_none() {
     for p in PolicyKind::ALL {
         let mut c = client(p);
-        step(&mut c, |c, o| c.on_message(1000, "m1", G, false, o));
+        step(&mut c, |c, o| {
+            c.on_message(1000, "m1", G, false, &mut half, o)
+        });
         step(&mut c, |c, o| {
             c.on_server_msg(2000, &reply_from("agent-a", "m1"), o)
         });
-        let out = step(&mut c, |c, o| c.on_timer(4000, "m1", o));
+        let out = step(&mut c, |c, o| c.on_timer(4000, "m1", &mut half, o));
         assert_eq!(
             out,
             [Action::Skip {
@@ -267,7 +298,9 @@ fn none_policy_sends_no_claim() {
 #[test]
 fn exempt_messages_infer_at_once_and_never_abort() {
     let mut c = client(PolicyKind::Spec);
-    let out = step(&mut c, |c, o| c.on_message(1000, "m1", G, true, o));
+    let out = step(&mut c, |c, o| {
+        c.on_message(1000, "m1", G, true, &mut half, o)
+    });
     assert_eq!(
         out,
         [Action::StartInference {
@@ -293,13 +326,13 @@ fn exempt_messages_infer_at_once_and_never_abort() {
     );
     // A DM peer is always exempt.
     let out = step(&mut c, |c, o| {
-        c.on_message(1000, "m2", "@operator", false, o)
+        c.on_message(1000, "m2", "@operator", false, &mut half, o)
     });
     assert!(matches!(&out[..], [Action::StartInference { .. }]));
     let out = step(&mut c, |c, o| {
         c.on_inference_done(2000, "m2", None, "hi".into(), o)
     });
-    assert!(matches!(&out[..], [Action::Send(ClientMsg::Msg { to, .. })] if to == "@operator"));
+    assert!(matches!(&out[..], [Action::Post(ClientMsg::Msg { to, .. })] if to == "@operator"));
 }
 
 #[test]
@@ -451,23 +484,25 @@ fn ignore_yield_disables_both_abort_paths_but_not_the_skip() {
     });
     assert_eq!(out.len(), 1);
     // set_ignore_yield before inference has no effect.
-    step(&mut c, |c, o| c.on_message(1000, "m2", G, false, o));
+    step(&mut c, |c, o| {
+        c.on_message(1000, "m2", G, false, &mut half, o)
+    });
     c.set_ignore_yield("m2", true);
     step(&mut c, |c, o| {
         c.on_server_msg(2000, &claim_from("agent-a", "m2", 1), o)
     });
-    let out = step(&mut c, |c, o| c.on_timer(4000, "m2", o));
+    let out = step(&mut c, |c, o| c.on_timer(4000, "m2", &mut half, o));
     assert!(matches!(&out[..], [Action::Skip { .. }]));
 }
 
 #[test]
 fn recheck_after_the_claim_is_believed_expired() {
     let mut c = rechecking(1);
-    step(&mut c, |c, o| c.on_message(0, "m1", G, false, o));
+    step(&mut c, |c, o| c.on_message(0, "m1", G, false, &mut half, o));
     step(&mut c, |c, o| {
         c.on_server_msg(1000, &claim_from("agent-a", "m1", 1), o)
     });
-    let out = step(&mut c, |c, o| c.on_timer(3000, "m1", o));
+    let out = step(&mut c, |c, o| c.on_timer(3000, "m1", &mut half, o));
     assert_eq!(
         out,
         [
@@ -482,30 +517,31 @@ fn recheck_after_the_claim_is_believed_expired() {
         ]
     );
     assert_eq!(c.tracked(), 1);
-    let out = step(&mut c, |c, o| c.on_timer(11_000, "m1", o));
+    let out = step(&mut c, |c, o| c.on_timer(11_000, "m1", &mut half, o));
     assert_eq!(
         out,
-        [Action::StartCsma {
-            msg_id: "m1".into()
+        [Action::Wait {
+            msg_id: "m1".into(),
+            delay_us: 1_000_000
         }]
     );
-    let out = step(&mut c, |c, o| c.on_timer(14_000, "m1", o));
+    let out = step(&mut c, |c, o| c.on_timer(14_000, "m1", &mut half, o));
     assert_eq!(out, started("m1", 14_000));
 }
 
 #[test]
 fn recheck_limit_and_newer_claims() {
     let mut c = rechecking(1);
-    step(&mut c, |c, o| c.on_message(0, "m1", G, false, o));
+    step(&mut c, |c, o| c.on_message(0, "m1", G, false, &mut half, o));
     step(&mut c, |c, o| {
         c.on_server_msg(1000, &claim_from("agent-a", "m1", 1), o)
     });
-    step(&mut c, |c, o| c.on_timer(3000, "m1", o));
+    step(&mut c, |c, o| c.on_timer(3000, "m1", &mut half, o));
     // A newer claim seen while waiting: wait for it too.
     step(&mut c, |c, o| {
         c.on_server_msg(5000, &claim_from("agent-c", "m1", 2), o)
     });
-    let out = step(&mut c, |c, o| c.on_timer(11_000, "m1", o));
+    let out = step(&mut c, |c, o| c.on_timer(11_000, "m1", &mut half, o));
     assert_eq!(
         out,
         [Action::WakeAt {
@@ -513,18 +549,19 @@ fn recheck_limit_and_newer_claims() {
             at_ms: 15_000
         }]
     );
-    let out = step(&mut c, |c, o| c.on_timer(15_000, "m1", o));
+    let out = step(&mut c, |c, o| c.on_timer(15_000, "m1", &mut half, o));
     assert_eq!(
         out,
-        [Action::StartCsma {
-            msg_id: "m1".into()
+        [Action::Wait {
+            msg_id: "m1".into(),
+            delay_us: 1_000_000
         }]
     );
     // Second decision: a claim again, but the recheck budget (1) is spent.
     step(&mut c, |c, o| {
         c.on_server_msg(16_000, &claim_from("agent-a", "m1", 3), o)
     });
-    let out = step(&mut c, |c, o| c.on_timer(18_000, "m1", o));
+    let out = step(&mut c, |c, o| c.on_timer(18_000, "m1", &mut half, o));
     assert_eq!(
         out,
         [Action::Skip {
@@ -538,35 +575,41 @@ fn recheck_limit_and_newer_claims() {
 #[test]
 fn response_during_recheck_wait_finishes_the_message() {
     let mut c = rechecking(3);
-    step(&mut c, |c, o| c.on_message(0, "m1", G, false, o));
+    step(&mut c, |c, o| c.on_message(0, "m1", G, false, &mut half, o));
     step(&mut c, |c, o| {
         c.on_server_msg(1000, &claim_from("agent-a", "m1", 1), o)
     });
-    step(&mut c, |c, o| c.on_timer(3000, "m1", o));
+    step(&mut c, |c, o| c.on_timer(3000, "m1", &mut half, o));
     step(&mut c, |c, o| {
         c.on_server_msg(6000, &reply_from("agent-a", "m1"), o)
     });
     assert_eq!(c.tracked(), 0);
-    assert!(step(&mut c, |c, o| c.on_timer(11_000, "m1", o)).is_empty());
+    assert!(step(&mut c, |c, o| c.on_timer(11_000, "m1", &mut half, o)).is_empty());
 }
 
 #[test]
 fn no_recheck_without_the_flag_or_for_a_response_skip() {
     let mut c = client(PolicyKind::Spec);
-    step(&mut c, |c, o| c.on_message(0, "m1", G, false, o));
+    step(&mut c, |c, o| c.on_message(0, "m1", G, false, &mut half, o));
     step(&mut c, |c, o| {
         c.on_server_msg(1000, &claim_from("agent-a", "m1", 1), o)
     });
-    assert_eq!(step(&mut c, |c, o| c.on_timer(3000, "m1", o)).len(), 1);
+    assert_eq!(
+        step(&mut c, |c, o| c.on_timer(3000, "m1", &mut half, o)).len(),
+        1
+    );
     let mut c = rechecking(1);
-    step(&mut c, |c, o| c.on_message(0, "m1", G, false, o));
+    step(&mut c, |c, o| c.on_message(0, "m1", G, false, &mut half, o));
     step(&mut c, |c, o| {
         c.on_server_msg(1000, &claim_from("agent-a", "m1", 1), o)
     });
     step(&mut c, |c, o| {
         c.on_server_msg(1000, &reply_from("agent-a", "m1"), o)
     });
-    assert_eq!(step(&mut c, |c, o| c.on_timer(3000, "m1", o)).len(), 1);
+    assert_eq!(
+        step(&mut c, |c, o| c.on_timer(3000, "m1", &mut half, o)).len(),
+        1
+    );
     assert_eq!(c.tracked(), 0);
 }
 
@@ -575,12 +618,12 @@ fn messages_are_independent_and_state_self_cleans() {
     let mut c = client(PolicyKind::Spec);
     for i in 0..100 {
         let m = format!("m{i}");
-        step(&mut c, |c, o| c.on_message(i, &m, G, false, o));
+        step(&mut c, |c, o| c.on_message(i, &m, G, false, &mut half, o));
     }
     assert_eq!(c.tracked(), 100);
     for i in 0..100 {
         let m = format!("m{i}");
-        step(&mut c, |c, o| c.on_timer(5000 + i, &m, o));
+        step(&mut c, |c, o| c.on_timer(5000 + i, &m, &mut half, o));
         if i % 2 == 0 {
             step(&mut c, |c, o| {
                 c.on_server_msg(6000, &yield_to_me(&m, "agent-a"), o)
@@ -593,9 +636,9 @@ fn messages_are_independent_and_state_self_cleans() {
     }
     assert_eq!(c.tracked(), 0);
     // Duplicates and stale calls are ignored.
-    step(&mut c, |c, o| c.on_message(0, "x", G, false, o));
-    assert!(step(&mut c, |c, o| c.on_message(0, "x", G, false, o)).is_empty());
-    assert!(step(&mut c, |c, o| c.on_timer(0, "nope", o)).is_empty());
+    step(&mut c, |c, o| c.on_message(0, "x", G, false, &mut half, o));
+    assert!(step(&mut c, |c, o| c.on_message(0, "x", G, false, &mut half, o)).is_empty());
+    assert!(step(&mut c, |c, o| c.on_timer(0, "nope", &mut half, o)).is_empty());
     c.forget("x");
     assert_eq!(c.tracked(), 0);
 }
@@ -605,14 +648,14 @@ fn messages_are_independent_and_state_self_cleans() {
 #[test]
 fn forget_drops_one_message_and_reset_every_one() {
     let mut c = client(PolicyKind::Spec);
-    step(&mut c, |c, o| c.on_message(0, "m1", G, false, o));
-    step(&mut c, |c, o| c.on_message(0, "m2", G, false, o));
-    step(&mut c, |c, o| c.on_timer(3000, "m2", o));
+    step(&mut c, |c, o| c.on_message(0, "m1", G, false, &mut half, o));
+    step(&mut c, |c, o| c.on_message(0, "m2", G, false, &mut half, o));
+    step(&mut c, |c, o| c.on_timer(3000, "m2", &mut half, o));
     assert!(c.is_tracking("m1") && c.is_tracking("m2") && !c.is_tracking("m3"));
     assert!(!c.is_inferring("m1") && c.is_inferring("m2"));
     c.forget("m1");
     assert!(!c.is_tracking("m1") && c.is_tracking("m2"));
-    assert!(step(&mut c, |c, o| c.on_timer(3000, "m1", o)).is_empty());
+    assert!(step(&mut c, |c, o| c.on_timer(3000, "m1", &mut half, o)).is_empty());
     c.reset();
     assert_eq!(c.tracked(), 0);
     assert!(!c.is_tracking("m2") && !c.is_inferring("m2"));
@@ -627,9 +670,11 @@ fn forget_drops_one_message_and_reset_every_one() {
         .is_empty()
     );
     assert_eq!(
-        step(&mut c, |c, o| c.on_message(9000, "m2", G, false, o)),
-        [Action::StartCsma {
-            msg_id: "m2".into()
+        step(&mut c, |c, o| c
+            .on_message(9000, "m2", G, false, &mut half, o)),
+        [Action::Wait {
+            msg_id: "m2".into(),
+            delay_us: 1_000_000
         }]
     );
 }
@@ -637,12 +682,12 @@ fn forget_drops_one_message_and_reset_every_one() {
 #[test]
 fn my_own_reply_is_not_a_seen_response() {
     let mut c = client(PolicyKind::Spec);
-    step(&mut c, |c, o| c.on_message(0, "m1", G, false, o));
+    step(&mut c, |c, o| c.on_message(0, "m1", G, false, &mut half, o));
     step(&mut c, |c, o| {
         c.on_server_msg(10, &reply_from("agent-b", "m1"), o)
     });
     assert_eq!(
-        step(&mut c, |c, o| c.on_timer(3000, "m1", o)),
+        step(&mut c, |c, o| c.on_timer(3000, "m1", &mut half, o)),
         started("m1", 3000)
     );
 }
@@ -655,9 +700,10 @@ fn start_now_claims_with_the_given_started_at_even_after_a_seen_claim() {
         ttl_ms: 45_000,
         recheck_on_expiry: false,
         max_rechecks: 1,
+        csma: WINDOW,
     });
     let mut out = Vec::new();
-    c.on_message(0, "m1", "#general", false, &mut out);
+    c.on_message(0, "m1", "#general", false, &mut half, &mut out);
     out.clear();
     c.start_now("m1", "#general", 1234, &mut out);
     assert_eq!(
@@ -677,7 +723,7 @@ fn start_now_claims_with_the_given_started_at_even_after_a_seen_claim() {
     assert!(c.is_inferring("m1"));
     // The CSMA timer that was pending now does nothing.
     out.clear();
-    c.on_timer(5000, "m1", &mut out);
+    c.on_timer(5000, "m1", &mut half, &mut out);
     assert!(out.is_empty());
     // Starting again while inferring changes nothing.
     c.start_now("m1", "#general", 99, &mut out);
@@ -724,29 +770,92 @@ fn ttl_audit_of_a_client_the_ttl_did_and_did_not_touch() {
     start(&mut c, 0, "m0");
     assert_eq!(c.ttl_audit().same_from(), Some(0));
     // Skipping for a claim seen 44 999 ms before holds for any TTL above that.
-    step(&mut c, |c, o| c.on_message(0, "m1", G, false, o));
+    step(&mut c, |c, o| c.on_message(0, "m1", G, false, &mut half, o));
     step(&mut c, |c, o| {
         c.on_server_msg(1000, &claim_from("agent-a", "m1", 1), o)
     });
     let mut live = c.clone();
-    step(&mut live, |c, o| c.on_timer(45_999, "m1", o));
+    step(&mut live, |c, o| c.on_timer(45_999, "m1", &mut half, o));
     assert_eq!(live.ttl_audit().same_from(), Some(45_000));
     // Kept across a crash.
     live.reset();
     assert_eq!(live.ttl_audit().same_from(), Some(45_000));
     // Believing the claim over depends on the TTL's exact value.
-    step(&mut c, |c, o| c.on_timer(46_000, "m1", o));
+    step(&mut c, |c, o| c.on_timer(46_000, "m1", &mut half, o));
     assert_eq!(c.ttl_audit().same_from(), None);
     // So does waiting for a claim's TTL to recheck.
     let mut r = rechecking(1);
-    step(&mut r, |c, o| c.on_message(0, "m1", G, false, o));
+    step(&mut r, |c, o| c.on_message(0, "m1", G, false, &mut half, o));
     step(&mut r, |c, o| {
         c.on_server_msg(1000, &claim_from("agent-a", "m1", 1), o)
     });
-    let out = step(&mut r, |c, o| c.on_timer(2000, "m1", o));
+    let out = step(&mut r, |c, o| c.on_timer(2000, "m1", &mut half, o));
     assert!(out.contains(&Action::WakeAt {
         msg_id: "m1".into(),
         at_ms: 11_000
     }));
     assert_eq!(r.ttl_audit().same_from(), None);
+}
+
+/// The client owns the CSMA wait: the delay is the window's at the
+/// caller's draw, and the draw is asked once per wait and never otherwise
+/// (an exempt message, a claim, a skip draw nothing), so a caller drawing
+/// everything from one stream keeps its order.
+#[test]
+fn csma_wait_is_drawn_in_the_window_once_per_wait() {
+    let mut c = rechecking(1);
+    let mut draws = 0;
+    let mut counting = || {
+        draws += 1;
+        0.25
+    };
+    let out = step(&mut c, |c, o| {
+        c.on_message(0, "m1", G, false, &mut counting, o)
+    });
+    assert_eq!(
+        out,
+        [Action::Wait {
+            msg_id: "m1".into(),
+            delay_us: 500_000
+        }]
+    );
+    // Exempt: inference at once, no draw.
+    step(&mut c, |c, o| {
+        c.on_message(0, "m2", G, true, &mut counting, o)
+    });
+    // A claim seen, the wait ends: skip, and a recheck wake (no draw).
+    step(&mut c, |c, o| {
+        c.on_server_msg(100, &claim_from("agent-a", "m1", 50), o)
+    });
+    let out = step(&mut c, |c, o| c.on_timer(500, "m1", &mut counting, o));
+    assert!(matches!(
+        &out[..],
+        [Action::Skip { .. }, Action::WakeAt { .. }]
+    ));
+    // The claim believed over: a new wait, drawn again.
+    let out = step(&mut c, |c, o| c.on_timer(10_100, "m1", &mut counting, o));
+    assert_eq!(
+        out,
+        [Action::Wait {
+            msg_id: "m1".into(),
+            delay_us: 500_000
+        }]
+    );
+    // That wait ends: claim and start, no draw.
+    let out = step(&mut c, |c, o| c.on_timer(10_600, "m1", &mut counting, o));
+    assert_eq!(out, started("m1", 10_600));
+    assert_eq!(draws, 2);
+    // The window's ends, and draws out of range kept inside it.
+    let w = CsmaWindow {
+        min_ms: 100,
+        max_ms: 300,
+    };
+    assert_eq!(w.delay_us(0.0), 100_000);
+    assert_eq!(w.delay_us(0.999_999_9), 300_000);
+    assert_eq!(w.delay_us(0.5), 200_000);
+    assert_eq!(w.delay_us(-1.0), 100_000);
+    assert_eq!(w.delay_us(7.0), 300_000);
+    assert_eq!(w.delay_us(f64::NAN), 100_000);
+    let mut fixed = || 1.0;
+    assert_eq!(fixed.csma_delay_us(w), 300_000);
 }

@@ -57,9 +57,12 @@
 //! `examples/floor_server.rs` in the repository puts that loop behind a
 //! WebSocket. An agent feeds every
 //! question it wants to answer to [`Client::on_message`], every frame from
-//! the server to [`Client::on_server_msg`] and every timer to
-//! [`Client::on_timer`], and carries out the [`Action`]s: wait a CSMA delay
-//! it draws, send a frame, start or abort its inference.
+//! the server to [`Client::on_server_msg`], every timer to
+//! [`Client::on_timer`] and every finished inference to
+//! [`Client::on_inference_done`], and carries out the [`Action`]s: wait
+//! (the CSMA delay the client drew in its window, from the caller's
+//! randomness: a [`CsmaDraw`]), send this claim, start or abort the
+//! inference, post the reply.
 //!
 //! Two agents and a question under `spec` (the earliest starter keeps the
 //! floor): alice's CSMA wait ends first, so she claims and starts; the
@@ -67,8 +70,8 @@
 //!
 //! ```
 //! use herdsim_floor::{
-//!     Action, Client, ClientConfig, ClientMsg, Config, Input, PolicyKind, Role, Sends, Server,
-//!     ServerMsg, SkipReason,
+//!     Action, Client, ClientConfig, ClientMsg, Config, CsmaWindow, Input, PolicyKind, Role,
+//!     Sends, Server, ServerMsg, SkipReason,
 //! };
 //!
 //! let mut server = Server::new(Config::default()); // spec, claims live 45 s
@@ -84,6 +87,7 @@
 //!         ttl_ms: 45_000,
 //!         recheck_on_expiry: false,
 //!         max_rechecks: 0,
+//!         csma: CsmaWindow { min_ms: 0, max_ms: 2_000 },
 //!     })
 //! };
 //! let (mut alice, mut bob) = (client("alice"), client("bob"));
@@ -98,15 +102,19 @@
 //! server.handle(10, Input::Client { from: "operator".into(), role: Role::Operator, msg: ask }, &mut out);
 //! assert!(out.iter().any(|(to, msg)| to == "bob" && matches!(msg, ServerMsg::Msg { .. })));
 //!
-//! // Both want to answer: each waits a CSMA delay of its own drawing.
+//! // Both want to answer: each client draws a CSMA wait in its window from
+//! // its agent's randomness (here fixed uniform draws: 0.495 and 1.0).
 //! let (mut a, mut b) = (Vec::new(), Vec::new());
-//! alice.on_message(10, "q1", "#general", false, &mut a);
-//! bob.on_message(10, "q1", "#general", false, &mut b);
-//! assert_eq!(a, [Action::StartCsma { msg_id: "q1".into() }]);
+//! alice.on_message(10, "q1", "#general", false, &mut || 0.495, &mut a);
+//! bob.on_message(10, "q1", "#general", false, &mut || 1.0, &mut b);
+//! assert_eq!(a, [Action::Wait { msg_id: "q1".into(), delay_us: 990_000 }]);
+//! assert_eq!(b, [Action::Wait { msg_id: "q1".into(), delay_us: 2_000_000 }]);
 //!
 //! // t = 1 s: alice's wait ends; she claims the floor and starts inferring.
+//! // (A call that may start a new wait takes the draw too.)
+//! let mut draw = || 0.5;
 //! a.clear();
-//! alice.on_timer(1_000, "q1", &mut a);
+//! alice.on_timer(1_000, "q1", &mut draw, &mut a);
 //! let Action::Send(claim) = a[0].clone() else { panic!("a claim first") };
 //! assert_eq!(a[1], Action::StartInference { msg_id: "q1".into(), started_at: 1_000 });
 //!
@@ -117,11 +125,17 @@
 //!     bob.on_server_msg(1_004, msg, &mut b);
 //! }
 //!
-//! // t = 2.5 s: bob's wait ends; the claim is live, so he skips.
+//! // t = 2.01 s: bob's wait ends; the claim is live, so he skips.
 //! b.clear();
-//! bob.on_timer(2_500, "q1", &mut b);
+//! bob.on_timer(2_010, "q1", &mut draw, &mut b);
 //! assert_eq!(b, [Action::Skip { msg_id: "q1".into(), reason: SkipReason::SeenClaim }]);
 //! assert_eq!(server.holder("#general", "q1").map(|(h, _)| h.as_str()), Some("alice"));
+//!
+//! // t = 2.2 s: alice's inference is done; she posts her answer.
+//! a.clear();
+//! alice.on_inference_done(2_200, "q1", Some("a1".into()), "45 s".into(), &mut a);
+//! let [Action::Post(ClientMsg::Msg { in_reply_to, .. })] = &a[..] else { panic!("a reply") };
+//! assert_eq!(in_reply_to.as_deref(), Some("q1"));
 //! ```
 
 #![forbid(unsafe_code)]
@@ -137,7 +151,7 @@ pub mod server;
 pub mod ttl_audit;
 pub mod wire;
 
-pub use client::{Action, Client, ClientConfig, SkipReason};
+pub use client::{Action, Client, ClientConfig, CsmaDraw, CsmaWindow, SkipReason};
 pub use naming::{Naming, Place, Text};
 pub use policy::PolicyKind;
 pub use server::{ClaimGuard, ClaimInfo, Config, ConfigError, Input, Role, Sends, Server, Stats};

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use proptest::prelude::*;
 use serde_json::Value;
 
-use super::client::{Action, Client, ClientConfig};
+use super::client::{Action, Client, ClientConfig, CsmaWindow};
 use super::policy::{Channels, Expiry, PolicyKind};
 use super::server::{Config, Input, Outgoing, Role, Server};
 use super::wire::{ClientMsg, ServerMsg, Stamp, YieldDetail};
@@ -476,7 +476,7 @@ proptest! {
         max_rechecks in 0u32..3,
         events in proptest::collection::vec((0usize..4, 0u8..6, 0i64..20_000), 1..60),
     ) {
-        let mut c = Client::new(ClientConfig { id: "agent-1".into(), policy, ttl_ms: 5_000, recheck_on_expiry: recheck, max_rechecks });
+        let mut c = Client::new(ClientConfig { id: "agent-1".into(), policy, ttl_ms: 5_000, recheck_on_expiry: recheck, max_rechecks, csma: CsmaWindow { min_ms: 0, max_ms: 2_000 } });
         let mut now = 0i64;
         let mut timers: BTreeMap<String, ()> = BTreeMap::new();
         let mut inferring: BTreeSet<String> = BTreeSet::new();
@@ -486,8 +486,8 @@ proptest! {
             let id = msg_id(m);
             out.clear();
             match kind {
-                0 => c.on_message(now, &id, "#c0", dt % 7 == 0, &mut out),
-                1 => c.on_timer(now, &id, &mut out),
+                0 => c.on_message(now, &id, "#c0", dt % 7 == 0, &mut || 0.5, &mut out),
+                1 => c.on_timer(now, &id, &mut || 0.5, &mut out),
                 2 => c.on_server_msg(now, &ServerMsg::RespondingTo { msg_id: id.clone(), from: "agent-0".into(), started_at: dt.into(), channel: "#c0".into() }, &mut out),
                 3 => c.on_server_msg(now, &ServerMsg::Yield { msg_id: id.clone(), winner: "agent-0".into(), channel: "#c0".into(), detail: None }, &mut out),
                 4 => c.on_server_msg(now, &ServerMsg::Msg { id: "s".into(), from: "agent-2".into(), to: "#c0".into(), content: String::new(), in_reply_to: Some(id.clone()) }, &mut out),
@@ -495,10 +495,10 @@ proptest! {
             }
             for a in &out {
                 match a {
-                    Action::StartCsma { msg_id } | Action::WakeAt { msg_id, .. } => { timers.insert(msg_id.to_string(), ()); }
+                    Action::Wait { msg_id, .. } | Action::WakeAt { msg_id, .. } => { timers.insert(msg_id.to_string(), ()); }
                     Action::StartInference { msg_id, .. } => { inferring.insert(msg_id.to_string()); }
                     Action::Abort { msg_id, .. } => { prop_assert!(inferring.remove(&**msg_id)); }
-                    Action::Send(ClientMsg::Msg { in_reply_to: Some(r), .. }) => { prop_assert!(inferring.remove(r)); }
+                    Action::Post(ClientMsg::Msg { in_reply_to: Some(r), .. }) => { prop_assert!(inferring.remove(r)); }
                     Action::Send(ClientMsg::RespondingTo { .. }) => prop_assert!(policy != PolicyKind::None),
                     _ => {}
                 }
@@ -510,7 +510,7 @@ proptest! {
             now += 1_000_000;
             for id in timers.keys().cloned().collect::<Vec<_>>() {
                 out.clear();
-                c.on_timer(now, &id, &mut out);
+                c.on_timer(now, &id, &mut || 0.5, &mut out);
                 for a in &out {
                     if let Action::StartInference { msg_id, .. } = a { inferring.insert(msg_id.to_string()); }
                 }

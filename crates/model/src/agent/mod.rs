@@ -1,9 +1,10 @@
 //! The agent and the operator as sans-IO actors.
 //!
 //! An [`Agent`] is everything one agent decides: whether it answers a
-//! message (`respond_p`, DMs, @mentions), its CSMA wait, the duration of an
-//! inference, its faults (hang, crash, ignore-yield) and the RESPONDING_TO
-//! client rules of [`floor::Client`], which it wraps. It has no clock, no
+//! message (`respond_p`, DMs, @mentions), the distribution of its CSMA
+//! wait (the client draws each wait from it and times it), the duration of
+//! an inference, its faults (hang, crash, ignore-yield) and the
+//! RESPONDING_TO client rules of [`floor::Client`], which it wraps. It has no clock, no
 //! socket and no event queue: the driver feeds it [`Input`]s with the time
 //! ([`Agent::handle`]) and carries out the [`Output`]s it returns (send
 //! this, call me back at, an inference runs until, cancel that). Its
@@ -35,7 +36,8 @@ pub use workload::{Pick, Post, PostKind, Workload, WorkloadParams};
 use crate::dist::Dist;
 use crate::dist::Stream;
 use crate::floor::{
-    self, Action, ClientConfig, ClientMsg, Naming, PolicyKind, ServerMsg, SkipReason, Text,
+    self, Action, ClientConfig, ClientMsg, CsmaDraw, CsmaWindow, Naming, PolicyKind, ServerMsg,
+    SkipReason, Text,
 };
 use litemap::LiteMap;
 use rand::RngExt;
@@ -387,6 +389,9 @@ impl<N: AgentNaming> Agent<N> {
             ttl_ms: clock.local_ms_of(behaviour.ttl_ms),
             recheck_on_expiry: behaviour.recheck,
             max_rechecks: behaviour.max_rechecks,
+            // The agent's draw ([`ScenarioCsma`]) is the scenario's
+            // distribution, which need not be a window: it reads none.
+            csma: CsmaWindow::default(),
         };
         let client = floor::Client::with_naming(cfg, names.clone());
         Agent {
@@ -442,7 +447,7 @@ impl<N: AgentNaming> Agent<N> {
         match input {
             Input::Server { msg, depth } => self.on_server(now_us, msg, depth, out),
             Input::Timer { msg_id } => {
-                self.call_client(now_us, out, |c, t, a| c.on_timer(t, msg_id, a));
+                self.call_client_drawing(now_us, out, |c, t, d, a| c.on_timer(t, msg_id, d, a));
                 self.settle(msg_id, out);
             }
             Input::InferenceDone { msg_id, reply_id } => {
@@ -517,6 +522,29 @@ impl<N: AgentNaming> Agent<N> {
     ) {
         let t = self.local_ms(now);
         f(&mut self.client, t, &mut self.actions);
+        self.carry_out_actions(now, out);
+    }
+
+    /// [`Agent::call_client`] for a call that may start a CSMA wait: it
+    /// gets the agent's draw.
+    fn call_client_drawing(
+        &mut self,
+        now: u64,
+        out: &mut Vec<Output<N>>,
+        f: impl FnOnce(&mut floor::Client<N>, i64, &mut ScenarioCsma<'_>, &mut Vec<Action<N>>),
+    ) {
+        let t = self.local_ms(now);
+        let mut draw = ScenarioCsma {
+            dist: &self.behaviour.csma,
+            rng: &mut self.rng,
+        };
+        f(&mut self.client, t, &mut draw, &mut self.actions);
+        self.carry_out_actions(now, out);
+    }
+
+    /// Carry out the client's actions of the last call.
+    #[inline(always)]
+    fn carry_out_actions(&mut self, now: u64, out: &mut Vec<Output<N>>) {
         // Most server messages change nothing: skip the empty carry-out.
         if !self.actions.is_empty() {
             let mut actions = std::mem::take(&mut self.actions);
@@ -602,21 +630,28 @@ impl<N: AgentNaming> Agent<N> {
             msg_id: msg_id.clone(),
         });
         self.slots.entry(msg_id.clone()).or_default().busy = true;
-        self.call_client(now, out, |c, t, a| {
-            c.on_message(t, msg_id.clone(), reply_to, exempt, a)
+        self.call_client_drawing(now, out, |c, t, d, a| {
+            c.on_message(t, msg_id.clone(), reply_to, exempt, d, a)
         });
         self.settle(msg_id, out);
     }
 
-    /// Carry out the client's actions: sample what it leaves to the caller.
+    /// Carry out the client's actions: sample what it leaves to the caller
+    /// (the inference), time its waits on the driver's clock.
     fn apply(&mut self, now: u64, actions: &mut Vec<Action<N>>, out: &mut Vec<Output<N>>) {
-        for action in actions.drain(..) {
+        // Taken from the back of the reversed list: in order, without a
+        // `Drain` to drop (these lists hold one or two actions).
+        if actions.len() > 1 {
+            actions.reverse();
+        }
+        while let Some(action) = actions.pop() {
             match action {
-                Action::StartCsma { msg_id } => {
-                    let b = &self.behaviour;
-                    let mut due = now + b.csma.sample_us(&mut self.rng);
-                    if b.tick_us > 0 {
-                        due = due.div_ceil(b.tick_us) * b.tick_us;
+                Action::Wait { msg_id, delay_us } => {
+                    // The CSMA timer fires on the driver's tick.
+                    let tick = self.behaviour.tick_us;
+                    let mut due = now + delay_us;
+                    if tick > 0 {
+                        due = due.div_ceil(tick) * tick;
                     }
                     out.push(Output::SetTimer {
                         msg_id,
@@ -634,6 +669,9 @@ impl<N: AgentNaming> Agent<N> {
                     });
                 }
                 Action::Send(msg) => out.push(Output::Send(msg)),
+                // Posted only by `on_inference_done`, which
+                // `inference_done` carries out itself.
+                Action::Post(msg) => out.push(Output::Send(msg)),
                 Action::StartInference { msg_id, started_at } => {
                     self.start_inference(now, msg_id, started_at, out);
                 }
@@ -742,18 +780,14 @@ impl<N: AgentNaming> Agent<N> {
         let mut actions = self.take_actions();
         self.client
             .on_inference_done(t, msg_id, reply_id, content, &mut actions);
-        let mut rest = Vec::new();
-        for action in actions.drain(..) {
-            match action {
-                Action::Send(msg @ ClientMsg::Msg { .. }) => out.push(Output::Reply {
+        // The one action: the reply to post.
+        while let Some(action) = actions.pop() {
+            if let Action::Post(msg) = action {
+                out.push(Output::Reply {
                     msg,
                     parent: msg_id.clone(),
                     infer_us: r.dur_us,
-                }),
-                other => {
-                    rest.push(other);
-                    self.apply(now, &mut rest, out);
-                }
+                });
             }
         }
         self.actions = actions;
@@ -809,6 +843,20 @@ impl<N: AgentNaming> Agent<N> {
         out.push(Output::Idle {
             msg_id: msg_id.clone(),
         });
+    }
+}
+
+/// The agent's CSMA draw: the scenario's distribution (any kind, in driver
+/// µs), from the agent's one stream, asked by the client once per wait.
+struct ScenarioCsma<'a> {
+    dist: &'a Dist,
+    rng: &'a mut Stream,
+}
+
+impl CsmaDraw for ScenarioCsma<'_> {
+    #[inline]
+    fn csma_delay_us(&mut self, _window: CsmaWindow) -> u64 {
+        self.dist.sample_us(self.rng)
     }
 }
 

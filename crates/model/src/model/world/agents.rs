@@ -53,10 +53,15 @@ impl World<'_> {
     #[inline(never)]
     fn carry_out_all(&mut self, a: u32) {
         let mut outputs = std::mem::take(&mut self.outputs);
-        for o in outputs.drain(..) {
+        // In order from the back of the reversed list: no `Drain` to drop
+        // (most lists hold one to three outputs).
+        if outputs.len() > 1 {
+            outputs.reverse();
+        }
+        while let Some(o) = outputs.pop() {
             self.carry_out(a, o);
         }
-        self.outputs = outputs; // drained, its room kept
+        self.outputs = outputs; // emptied, its room kept
     }
 
     /// A server message reaches agent `a` (of incarnation `inc`), with the
