@@ -583,3 +583,90 @@ pub fn run(opts: &Options, s: &Settings, stop: &AtomicBool) -> Result<Finished, 
     };
     super::run_log(opts, log, extra, stop)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Role::*;
+    use super::*;
+
+    /// A reading of (id, µs, author, bot, replies to).
+    fn reading(msgs: &[(&str, i64, &str, bool, Option<&str>)]) -> Reading {
+        let mut r = Reading::new(Some(Platform::Discord));
+        for (id, t, who, bot, parent) in msgs {
+            r.message(
+                id.to_string(),
+                *t,
+                who,
+                None,
+                *bot,
+                false,
+                parent.map(str::to_string),
+            )
+            .expect("a message");
+        }
+        r
+    }
+
+    const CHANNEL: [(&str, i64, &str, bool, Option<&str>); 7] = [
+        ("q1", 0, "h", false, None),
+        ("a1", 1, "b1", true, None),
+        ("a2", 2, "b2", true, Some("a1")),
+        ("r1", 3, "h", false, Some("a1")),
+        ("a3", 4, "b1", true, None),
+        ("a4", 5, "b2", true, Some("gone")),
+        ("a5", 6, "b1", true, Some("r1")),
+    ];
+
+    #[test]
+    fn every_message_gets_its_role() {
+        let m = map(reading(&CHANNEL), &Settings::default());
+        // a1 answers q1 (no human spoke since), a2 replies to a bot, the
+        // human's reply ends q1's turn so a3 answers nothing.
+        assert_eq!(
+            m.roles,
+            [
+                Question,
+                Answer(0),
+                BotReply(1),
+                HumanReply,
+                BotPost,
+                Orphan,
+                ToHumanReply
+            ]
+        );
+        let ignore = Settings {
+            unthreaded: Unthreaded::Ignore,
+            ..Settings::default()
+        };
+        let m = map(reading(&CHANNEL), &ignore);
+        assert_eq!(&m.roles[..3], [Question, BotPost, BotReply(1)]);
+        // b2 read as a human: its reply to a bot is a human's reply.
+        let humans = Settings {
+            humans: vec!["b2".into()],
+            ..Settings::default()
+        };
+        let m = map(reading(&CHANNEL), &humans);
+        assert_eq!(&m.roles[..3], [Question, Answer(0), HumanReply]);
+        assert_eq!(m.bot, [false, true, false]);
+    }
+
+    #[test]
+    fn a_redacted_message_is_left_out_and_its_replies_are_orphans() {
+        let mut r = reading(&CHANNEL);
+        r.redact("a1".into());
+        let m = map(r, &Settings::default());
+        assert_eq!(m.counts.deleted, 1);
+        assert_eq!(m.msgs.len(), 6);
+        assert_eq!(&m.roles[..3], [Question, Orphan, HumanReply]);
+    }
+
+    #[test]
+    fn hashed_authors_are_stable_and_short() {
+        assert_eq!(author_id("U0ALICE", false), "U0ALICE");
+        let h = author_id("U0ALICE", true);
+        assert_eq!(h, author_id("U0ALICE", true));
+        assert_ne!(h, author_id("U0BOB", true));
+        assert_eq!(h.len(), 13);
+        assert!(h.starts_with('a'));
+    }
+}
