@@ -161,6 +161,11 @@ pub fn input(path: &Path, format: Option<&str>) -> Result<Input, Error> {
     if text.starts_with('[') {
         return Ok(Input::Export(None));
     }
+    // observe's header line, whose keys may come in name order
+    // (`channel` first).
+    if text.contains("\"herdsim_observe\"") {
+        return Ok(Input::Log);
+    }
     let first_key = text
         .strip_prefix('{')
         .map(str::trim_start)
@@ -168,8 +173,8 @@ pub fn input(path: &Path, format: Option<&str>) -> Result<Input, Error> {
         .and_then(|t| t.split('"').next());
     Ok(match first_key {
         Some(
-            "guild" | "channel" | "messages" | "chunk" | "events" | "room_name" | "room_id"
-            | "room_creator" | "topic" | "export_date" | "exported_by" | "start" | "end",
+            "guild" | "messages" | "chunk" | "events" | "room_name" | "room_id" | "room_creator"
+            | "export_date" | "exported_by" | "start" | "end",
         ) => Input::Export(None),
         _ => Input::Log,
     })
@@ -658,6 +663,40 @@ mod tests {
         assert_eq!(m.counts.deleted, 1);
         assert_eq!(m.msgs.len(), 6);
         assert_eq!(&m.roles[..3], [Question, Orphan, HumanReply]);
+    }
+
+    #[test]
+    fn frame_logs_are_not_taken_for_exports() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let is = |text: &str| {
+            let p = tmp.path().join("x");
+            std::fs::write(&p, text).expect("write");
+            input(&p, None).expect("input")
+        };
+        // observe's header with its keys in name order, a recording, a trace.
+        for log in [
+            "{\"channel\":\"#general\",\"herdsim_observe\":1,\"id\":\"x\"}\n",
+            "{\"ms\": 0.0, \"conn\": 0, \"dir\": \"up\", \"frame\": \"{}\"}\n",
+            "{\"ev\":\"post\",\"from\":\"operator\",\"t_us\":1}\n",
+        ] {
+            assert_eq!(is(log), Input::Log, "{log}");
+        }
+        for export in [
+            "{\"guild\": {}, \"messages\": []}",
+            "[{\"ts\": \"1.0\"}]",
+            "{\"chunk\": []}",
+            "{\"room_name\": \"x\", \"messages\": []}",
+        ] {
+            assert_eq!(is(export), Input::Export(None), "{export}");
+        }
+        assert_eq!(is("[]"), Input::Export(None));
+        let dir = tmp.path().join("d");
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        assert_eq!(
+            input(&dir, None).ok(),
+            Some(Input::Export(Some(Platform::Slack)))
+        );
+        assert_eq!(input(&dir, Some("log")).ok(), Some(Input::Log));
     }
 
     #[test]
