@@ -150,7 +150,7 @@ pub fn input(path: &Path, format: Option<&str>) -> Result<Input, Error> {
     if path.is_dir() {
         return Ok(Input::Export(Some(Platform::Slack)));
     }
-    let mut head = [0u8; 512];
+    let mut head = [0u8; 4096];
     let n = match crate::files::open_input(path) {
         Ok(mut f) => std::io::Read::read(&mut f, &mut head).unwrap_or(0),
         // The frame log reader says what is wrong with it.
@@ -163,7 +163,12 @@ pub fn input(path: &Path, format: Option<&str>) -> Result<Input, Error> {
     }
     // observe's header line, whose keys may come in name order
     // (`channel` first).
-    if text.contains("\"herdsim_observe\"") {
+    if text
+        .lines()
+        .next()
+        .unwrap_or("")
+        .contains("\"herdsim_observe\"")
+    {
         return Ok(Input::Log);
     }
     let first_key = text
@@ -173,8 +178,8 @@ pub fn input(path: &Path, format: Option<&str>) -> Result<Input, Error> {
         .and_then(|t| t.split('"').next());
     Ok(match first_key {
         Some(
-            "guild" | "messages" | "chunk" | "events" | "room_name" | "room_id" | "room_creator"
-            | "export_date" | "exported_by" | "start" | "end",
+            "guild" | "channel" | "messages" | "chunk" | "events" | "room_name" | "room_id"
+            | "room_creator" | "export_date" | "exported_by" | "start" | "end",
         ) => Input::Export(None),
         _ => Input::Log,
     })
@@ -686,6 +691,8 @@ mod tests {
             "[{\"ts\": \"1.0\"}]",
             "{\"chunk\": []}",
             "{\"room_name\": \"x\", \"messages\": []}",
+            // DiscordChatExporter's keys in name order.
+            "{\"channel\": {}, \"guild\": {}, \"messages\": []}",
         ] {
             assert_eq!(is(export), Input::Export(None), "{export}");
         }
