@@ -49,9 +49,24 @@ pub struct Args {
     /// The results folder's name (default: the log's file name without .gz and .jsonl; for observe's frames.jsonl, its folder's).
     #[arg(long)]
     pub name: Option<String>,
-    /// The channel to read (default: observe's, else the one with the most messages).
+    /// The channel to read (default: observe's, else the one with the most messages; a Slack export: the channel folder with the most bytes).
     #[arg(long)]
     pub channel: Option<String>,
+    /// What LOG is: log (a frame log), slack (an export's folder or day file), discord (DiscordChatExporter JSON), matrix (room events) (default: told from it; docs/exports.md).
+    #[arg(long, value_name = "FORMAT")]
+    pub format: Option<String>,
+    /// An export's authors (ids or names, comma-separated) read as humans (askers), whatever the platform says.
+    #[arg(long, value_delimiter = ',', value_name = "A,B")]
+    pub humans: Vec<String>,
+    /// An export's authors (ids or names) read as bots (agents), whatever the platform says.
+    #[arg(long, value_delimiter = ',', value_name = "A,B")]
+    pub bots: Vec<String>,
+    /// An export: what a bot's message outside threads and replies answers: next-human (the question before it, if no human spoke since) or ignore.
+    #[arg(long, default_value = "next-human", value_name = "RULE")]
+    pub unthreaded: String,
+    /// An export: write author ids hashed (SHA-256) and no display names.
+    #[arg(long)]
+    pub hash_authors: bool,
     #[command(flatten)]
     pub fitting: Fitting,
     /// No notes on stderr.
@@ -87,6 +102,7 @@ pub fn calibrate_into(
     channel: Option<String>,
     f: &Fitting,
     quiet: bool,
+    export: Option<&calibrate::export::Settings>,
 ) -> Result<calibrate::Finished, CliError> {
     let opts = Options {
         log: log.to_path_buf(),
@@ -98,7 +114,10 @@ pub fn calibrate_into(
         plots: !f.no_plot,
     };
     let never = std::sync::atomic::AtomicBool::new(false);
-    let done = calibrate::run(&opts, &never)?;
+    let done = match export {
+        Some(x) => calibrate::export::run(&opts, x, &never)?,
+        None => calibrate::run(&opts, &never)?,
+    };
     super::print_out(&done.report)?;
     if !quiet {
         for w in &done.warnings {
@@ -124,9 +143,24 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     if let Err(m) = crate::scenario::validate::check_name(&name) {
         return Err(CliError::bad(format!("--name {name}: {m}")));
     }
+    let export = calibrate::export::settings(
+        &args.log,
+        args.format.as_deref(),
+        &args.humans,
+        &args.bots,
+        &args.unthreaded,
+        args.hash_authors,
+    )?;
     let dir = args.out.join(&name);
     in_folder(&dir, args.quiet, || {
-        calibrate_into(&args.log, &dir, args.channel, &args.fitting, args.quiet)
+        calibrate_into(
+            &args.log,
+            &dir,
+            args.channel,
+            &args.fitting,
+            args.quiet,
+            export.as_ref(),
+        )
     })?;
     Ok(ExitCode::SUCCESS)
 }

@@ -11,11 +11,13 @@
 //! - [`fit`]: every estimate (arrivals, groups, inference, skew, outcome);
 //! - [`stats`]: the statistics behind them;
 //! - [`out`], [`report`], [`figures`]: what is written;
-//! - [`predict`]: the fitted scenario through the simulator.
+//! - [`predict`]: the fitted scenario through the simulator;
+//! - [`export`]: Slack, Discord and Matrix exports into the same view.
 //!
 //! Nothing here changes a simulated result: it reads logs and writes
 //! scenarios (build.rs leaves it out of the build's identity).
 
+pub mod export;
 pub mod figures;
 pub mod fit;
 pub mod flags;
@@ -116,7 +118,7 @@ pub fn default_name(log: &Path) -> String {
 /// into a folder replaces an earlier one's files, never leaving a figure
 /// or CSV of the last one beside the new).
 pub fn is_output(name: &str) -> bool {
-    const FIXED: [&str; 7] = [
+    const FIXED: [&str; 8] = [
         SCENARIO_FILE,
         "estimates.csv",
         "questions.csv",
@@ -124,6 +126,7 @@ pub fn is_output(name: &str) -> bool {
         "prediction.csv",
         "report.txt",
         "gaps.csv",
+        export::channel::FILE,
     ];
     FIXED.contains(&name)
         || (name.starts_with("fit-") && name.ends_with(".png"))
@@ -248,6 +251,13 @@ fn check_span(opts: &Options, log: &read::Log) -> Result<(), Error> {
 /// Every file is written into a staging folder first and put in place
 /// only when all are: bad input or a failure leaves the folder as it was.
 pub fn run(opts: &Options, stop: &AtomicBool) -> Result<Finished, Error> {
+    refuse_own_output(opts)?;
+    let log = read::read(&opts.log, opts.channel.as_deref()).map_err(|e| Error::bad(e.0))?;
+    run_log(opts, log, Extra::default(), stop)
+}
+
+/// The input must not be one of the outputs.
+fn refuse_own_output(opts: &Options) -> Result<(), Error> {
     if let Some(out) = input_is_output(&opts.log, &opts.dir) {
         return Err(Error::bad(format!(
             "{}: is {}, a file this calibration writes (and would replace): calibrate it into \
@@ -256,7 +266,24 @@ pub fn run(opts: &Options, stop: &AtomicBool) -> Result<Finished, Error> {
             out.display()
         )));
     }
-    let log = read::read(&opts.log, opts.channel.as_deref()).map_err(|e| Error::bad(e.0))?;
+    Ok(())
+}
+
+/// What a reader adds to a calibration: text before the report, and
+/// files (name, text) written beside the outputs.
+#[derive(Debug, Default)]
+pub struct Extra {
+    pub preface: String,
+    pub files: Vec<(String, String)>,
+}
+
+/// [`run`] on a log already read.
+pub fn run_log(
+    opts: &Options,
+    log: read::Log,
+    extra: Extra,
+    stop: &AtomicBool,
+) -> Result<Finished, Error> {
     if log.format == read::Format::LiveTrace && opts.settings.speed != 1.0 {
         return Err(Error::bad(format!(
             "--speed {}: {} is a live trace, already in scenario time; leave --speed out",
@@ -312,7 +339,7 @@ pub fn run(opts: &Options, stop: &AtomicBool) -> Result<Finished, Error> {
     let staging = Staging::new(dir)?;
     let stage = staging.0.as_path();
     let mut written = Vec::new();
-    for (file, text) in &files {
+    for (file, text) in files.iter().chain(&extra.files) {
         write(&stage.join(file), text, &mut written)?;
     }
     // The fitted scenario must be one herdsim runs (tune, run): read back
@@ -397,7 +424,7 @@ pub fn run(opts: &Options, stop: &AtomicBool) -> Result<Finished, Error> {
             ));
         }
     }
-    let report = report::text(&cal, &log, &view, prediction.as_ref(), &scenario);
+    let report = extra.preface + &report::text(&cal, &log, &view, prediction.as_ref(), &scenario);
     write(&stage.join("report.txt"), &report, &mut written)?;
     if opts.plots {
         written.extend(figures::draw(&cal, &folder, stage)?);

@@ -60,6 +60,8 @@ pub enum Format {
     Observe,
     Recording,
     LiveTrace,
+    /// A chat platform's export (super::export).
+    Export,
 }
 
 impl Format {
@@ -68,6 +70,7 @@ impl Format {
             Format::Observe => "an observe log",
             Format::Recording => "a recorded session",
             Format::LiveTrace => "a live trace",
+            Format::Export => "a chat export",
         }
     }
 }
@@ -417,7 +420,8 @@ impl<'p> State<'p> {
         };
         match format {
             Format::LiveTrace => self.trace_line(no, v),
-            Format::Observe | Format::Recording => self.frame_line(no, v, format),
+            // Never told from a line (exports are read by super::export).
+            Format::Observe | Format::Recording | Format::Export => self.frame_line(no, v, format),
         }
     }
 

@@ -1,0 +1,168 @@
+//! `herdsim calibrate` on a large chat export (docs/exports.md, "How long
+//! and how much memory"): 10^6 messages of a DiscordChatExporter export,
+//! 250 000 questions and 6 bots, written to a temporary file once, then
+//! calibrated as `herdsim calibrate --reps 0 --no-plot` does (stream,
+//! map, measure the channel, fit, write).
+//!
+//!   cargo bench --bench calibrate_export
+//!
+//! The export: a question every 30 s on average (Poisson), each bot
+//! answering with p 0.5 after a lognormal 4 s (p50), about one in ten
+//! answers replied to by another bot; texts of 40 to 200 bytes (skipped
+//! by the reader, but parsed past).
+//!
+//! One sample is one whole calibration (several seconds): 10 samples.
+
+use criterion::{Criterion, Throughput, criterion_group};
+use herdsim::calibrate::{self, Options, export, fit::Settings};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, Exp, LogNormal};
+use serde_json::json;
+use std::io::Write;
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+/// The same allocator as the `herdsim` binary, so the figures match it.
+#[global_allocator]
+static GLOBAL: herdsim::allocator::Mimalloc = herdsim::allocator::Mimalloc;
+
+const QUESTIONS: usize = 250_000;
+const BOTS: usize = 6;
+
+/// An ISO 8601 time from ms since 2024-01-01T00:00:00Z (within 400 days).
+fn iso(ms: f64) -> String {
+    let ms = ms as i64;
+    let (day, rest) = (ms / 86_400_000, ms % 86_400_000);
+    let (month, dom) = if day < 31 {
+        (1, day + 1)
+    } else if day < 60 {
+        (2, day - 30)
+    } else {
+        (3 + (day - 60) / 31, (day - 60) % 31 + 1)
+    };
+    format!(
+        "2024-{month:02}-{dom:02}T{:02}:{:02}:{:02}.{:03}+00:00",
+        rest / 3_600_000,
+        rest / 60_000 % 60,
+        rest / 1000 % 60,
+        rest % 1000
+    )
+}
+
+/// Write the export to `path`; returns its messages.
+pub fn write_export(path: &Path, questions: usize, bots: usize) -> u64 {
+    let file = std::fs::File::create(path).expect("create export");
+    let mut out = std::io::BufWriter::new(file);
+    let mut r = ChaCha8Rng::seed_from_u64(1);
+    let gap = Exp::new(1.0 / 30_000.0).expect("rate");
+    let inference = LogNormal::new(4000f64.ln(), 0.6).expect("lognormal");
+    let text = |r: &mut ChaCha8Rng| "lorem ipsum ".repeat(r.random_range(4..17));
+    write!(
+        out,
+        "{{\"guild\": {{\"id\": \"1\", \"name\": \"bench\"}}, \"channel\": {{\"id\": \"2\", \
+         \"name\": \"general\"}}, \"messages\": ["
+    )
+    .expect("write");
+    let mut n = 0u64;
+    let mut msg = |out: &mut std::io::BufWriter<std::fs::File>, m: serde_json::Value| {
+        if n > 0 {
+            out.write_all(b",\n").expect("write");
+        }
+        serde_json::to_writer(&mut *out, &m).expect("write");
+        n += 1;
+    };
+    let mut t = 0.0;
+    for q in 0..questions {
+        t += gap.sample(&mut r);
+        let content = text(&mut r);
+        msg(
+            &mut out,
+            json!({"id": format!("q{q}"), "type": "Default", "timestamp": iso(t),
+                   "timestampEdited": null, "content": content,
+                   "author": {"id": format!("u{}", q % 50), "name": "someone", "isBot": false}}),
+        );
+        let mut answers: Vec<(f64, usize)> = Vec::new();
+        for b in 0..bots {
+            if r.random::<f64>() < 0.5 {
+                answers.push((t + inference.sample(&mut r), b));
+            }
+        }
+        answers.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for (at, b) in answers {
+            let content = text(&mut r);
+            msg(
+                &mut out,
+                json!({"id": format!("a{q}-{b}"), "type": "Reply", "timestamp": iso(at),
+                       "timestampEdited": null, "content": content,
+                       "author": {"id": format!("bot{b}"), "name": format!("bot{b}"), "isBot": true},
+                       "reference": {"messageId": format!("q{q}")}}),
+            );
+            if r.random::<f64>() < 0.1 {
+                let other = (b + 1) % bots;
+                let content = text(&mut r);
+                msg(
+                    &mut out,
+                    json!({"id": format!("c{q}-{b}"), "type": "Reply",
+                           "timestamp": iso(at + 1500.0), "timestampEdited": null,
+                           "content": content,
+                           "author": {"id": format!("bot{other}"), "name": format!("bot{other}"),
+                                      "isBot": true},
+                           "reference": {"messageId": format!("a{q}-{b}")}}),
+                );
+            }
+        }
+    }
+    write!(out, "]}}").expect("write");
+    out.flush().expect("flush export");
+    n
+}
+
+fn calibrate_big_export(c: &mut Criterion) {
+    let tmp = tempfile::tempdir().expect("temporary folder");
+    let path = tmp.path().join("big.json");
+    let messages = write_export(&path, QUESTIONS, BOTS);
+    let mut g = c.benchmark_group("calibrate_export");
+    g.sample_size(10)
+        .warm_up_time(Duration::from_millis(1))
+        .measurement_time(Duration::from_secs(60))
+        .throughput(Throughput::Elements(messages));
+    let opts = Options {
+        log: path.clone(),
+        dir: tmp.path().join("out"),
+        channel: None,
+        settings: Settings::default(),
+        reps: 0,
+        jobs: 1,
+        plots: false,
+    };
+    let settings = export::Settings::default();
+    let never = AtomicBool::new(false);
+    g.bench_function(format!("messages_{messages}"), |b| {
+        b.iter(|| export::run(&opts, &settings, &never).expect("calibrates"))
+    });
+    g.finish();
+    let _ = calibrate::default_name(&path);
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().without_plots();
+    targets = calibrate_big_export
+}
+
+/// With HERDSIM_EXPORT_LOG=PATH, only write the export there (to measure
+/// the command line on it: docs/exports.md); else the benchmark.
+fn main() {
+    if let Some(path) = std::env::var_os("HERDSIM_EXPORT_LOG") {
+        let n = write_export(Path::new(&path), QUESTIONS, BOTS);
+        eprintln!("wrote {} ({n} messages)", Path::new(&path).display());
+        return;
+    }
+    benches();
+    Criterion::default()
+        .without_plots()
+        .configure_from_args()
+        .final_summary();
+}
