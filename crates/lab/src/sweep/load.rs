@@ -106,13 +106,16 @@ mod tests {
         assert!(p.source.is_none());
         assert_eq!(p.results_dir(Path::new("r")), Path::new("r").join(&p.name));
         match Plan::load(None, &[], None, None, 1) {
-            Err(Error::Input(m)) => assert!(m.contains("--max-memory"), "{m}"),
+            Err(e) if e.exit_code() == 2 => {
+                let m = e.to_string();
+                assert!(m.contains("--max-memory"), "{m}");
+            }
             _ => panic!("a 1-byte budget must be refused as bad input"),
         }
         let bad = ["nonsense=1".to_string()];
         assert!(matches!(
             Plan::load(None, &bad, None, None, u64::MAX),
-            Err(Error::Input(_))
+            Err(e) if e.exit_code() == 2
         ));
     }
 }

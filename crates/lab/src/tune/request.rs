@@ -413,7 +413,8 @@ mod tests {
             ..request()
         };
         match r.check() {
-            Err(TuneError::Input(m)) => {
+            Err(e) if e.exit_code() == 2 => {
+                let m = e.to_string();
                 assert!(m.contains("key `agents.0.count`"), "{m}");
                 assert!(m.contains("--max-memory"), "{m}");
             }
