@@ -42,6 +42,21 @@ pub fn stream(seed: u64, s: u64) -> Stream {
     Stream::from_rng(&mut r)
 }
 
+/// SplitMix64 finalizer: a bijective mix of 64 bits.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The seed of replication `rep` of grid point `point` under `master`:
+/// what a sweep, `tune` and `live` run replication `rep` with (its
+/// components' streams are then [`stream`]s of this seed).
+pub fn rep_seed(master: u64, point: usize, rep: u32) -> u64 {
+    mix(mix(mix(master) ^ point as u64) ^ u64::from(rep))
+}
+
 /// The 99% quantile of the standard normal distribution.
 pub const Z_99: f64 = 2.326_347_874_040_840_8;
 

@@ -1,11 +1,17 @@
 //! The error of herdsim's library entry points: one taxonomy, and the exit
 //! status a failure ends the command line with ([`Error::exit_code`]).
 //!
-//! `live` and `observe` (in herdsim-net) keep enums of their own
-//! (`LiveError`, `ObserveError`) that convert into [`Error`] keeping
-//! their message and their exit status; a figure's bad input travels inside
-//! an `anyhow::Error` as an [`InputError`] ([`bad_input`]).
+//! The exit status comes from the variant ([`Error::exit_code`] looks into
+//! no message and no chain). `live` and `observe` (in herdsim-net) keep
+//! enums of their own (`LiveError`, `ObserveError`, with their io sources)
+//! that convert into [`Error`] by kind: bad input into [`Error::Input`] or
+//! [`Error::Scenario`], failures into [`Error::Other`] with their sources.
+//! A refused path is [`Error::Refused`]; a figure's bad input travels
+//! inside an `anyhow::Error` as an [`InputError`] ([`bad_input`]) and is
+//! sorted into [`Error::BadInput`] where the `anyhow::Error` enters this
+//! taxonomy (`From<anyhow::Error>`).
 
+use crate::files::Refused;
 use std::io;
 use std::path::PathBuf;
 
@@ -25,9 +31,21 @@ pub enum Error {
     /// A scenario that does not load or validate: bad input.
     #[error(transparent)]
     Scenario(#[from] crate::scenario::ScenarioError),
+    /// A path refused as an input or an output (a folder, a link, a
+    /// device, a file too large: [`Refused`]): bad input, shown as
+    /// [`Error::Io`] is.
+    #[error("{action} {}: {source}", path.display())]
+    Refused {
+        /// What was being done: `writing`, `creating`, ...
+        action: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// What the path is, in words.
+        source: Refused,
+    },
     /// A file or folder that could not be read, written, created, moved or
-    /// removed: what was being done, the path and the reason (bad input
-    /// when the path is refused, [`crate::files::Refused`]).
+    /// removed: what was being done, the path and the reason (a refused
+    /// path is [`Error::Refused`]).
     #[error("{action} {}: {source}", path.display())]
     Io {
         /// What was being done: `writing`, `creating`, ...
@@ -37,9 +55,17 @@ pub enum Error {
         /// What the system said.
         source: io::Error,
     },
+    /// Bad input that a layer below reported inside an `anyhow::Error` (a
+    /// figure's [`InputError`], a [`Refused`] path under a context), shown
+    /// with its causes.
+    #[error("{0:#}")]
+    BadInput(anyhow::Error),
+    /// A failure that a layer above types itself (`live`'s and `observe`'s
+    /// errors, with their io sources): shown as it shows itself.
+    #[error("{0}")]
+    Other(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
     /// Anything else (a write that failed, a thread that did not start),
-    /// shown with its causes; bad input when one of them is a
-    /// [`crate::files::Refused`] path or an [`InputError`].
+    /// shown with its causes.
     #[error("{0:#}")]
     Failure(anyhow::Error),
 }
@@ -50,24 +76,50 @@ impl Error {
         Error::Input(msg.into())
     }
 
-    /// Doing `action` (`writing`) to `path` failed.
+    /// Doing `action` (`writing`) to `path` failed: [`Error::Refused`] when
+    /// the io error carries a [`Refused`] path (the files module hands
+    /// refusals up as io errors, the type std's writers return), else
+    /// [`Error::Io`].
     pub fn io(action: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Error {
-        Error::Io {
-            action,
-            path: path.into(),
-            source,
+        let path = path.into();
+        if !crate::files::is_refused_io(&source) {
+            return Error::Io {
+                action,
+                path,
+                source,
+            };
+        }
+        let kind = source.kind();
+        match source.into_inner().map(|inner| inner.downcast::<Refused>()) {
+            Some(Ok(refused)) => Error::Refused {
+                action,
+                path,
+                source: *refused,
+            },
+            // Not reached (is_refused_io said it holds a Refused).
+            Some(Err(inner)) => Error::Io {
+                action,
+                path,
+                source: io::Error::new(kind, inner),
+            },
+            None => Error::Io {
+                action,
+                path,
+                source: kind.into(),
+            },
         }
     }
 
     /// The exit status the command line ends with: [`EXIT_BAD_INPUT`] (2)
-    /// for bad input, [`EXIT_FAILURE`] (1) for anything else.
+    /// for bad input, [`EXIT_FAILURE`] (1) for anything else; from the
+    /// variant alone.
     pub fn exit_code(&self) -> u8 {
-        let bad = match self {
-            Error::Input(_) | Error::Scenario(_) => true,
-            Error::Io { source, .. } => crate::files::is_refused_io(source),
-            Error::Failure(e) => crate::files::is_refused(e) || is_input_error(e),
-        };
-        if bad { EXIT_BAD_INPUT } else { EXIT_FAILURE }
+        match self {
+            Error::Input(_) | Error::Scenario(_) | Error::Refused { .. } | Error::BadInput(_) => {
+                EXIT_BAD_INPUT
+            }
+            Error::Io { .. } | Error::Other(_) | Error::Failure(_) => EXIT_FAILURE,
+        }
     }
 
     /// A write to a closed pipe (the reader of stdout went away, `| head`):
@@ -79,26 +131,40 @@ impl Error {
                 c.downcast_ref::<io::Error>()
                     .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
             }),
-            Error::Input(_) | Error::Scenario(_) => false,
+            Error::Input(_)
+            | Error::Scenario(_)
+            | Error::Refused { .. }
+            | Error::BadInput(_)
+            | Error::Other(_) => false,
         }
     }
 }
 
+/// Where an untyped error enters the taxonomy, and the one place a chain is
+/// looked into: the layers below hand up a figure's bad input and a
+/// refused path inside `anyhow::Error`s and io errors (their writers'
+/// signatures are std's and anyhow's), so the kind is read once here and
+/// kept in the variant ([`Error::BadInput`] or [`Error::Failure`]).
 impl From<anyhow::Error> for Error {
     fn from(e: anyhow::Error) -> Self {
-        Error::Failure(e)
+        if crate::files::is_refused(&e) || is_input_error(&e) {
+            Error::BadInput(e)
+        } else {
+            Error::Failure(e)
+        }
     }
 }
 
 impl From<io::Error> for Error {
     fn from(e: io::Error) -> Self {
-        Error::Failure(e.into())
+        Error::from(anyhow::Error::from(e))
     }
 }
 
 /// Bad input carried inside an `anyhow::Error` (a figure's input, a
 /// `labels.toml`): the message names the file and the line or field at
-/// fault; [`Error::exit_code`] finds it anywhere in the chain.
+/// fault; `From<anyhow::Error>` finds it anywhere in the chain and makes
+/// it an [`Error::BadInput`].
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct InputError(pub String);
@@ -134,9 +200,24 @@ mod tests {
         assert_eq!(failed.exit_code(), 1);
         assert_eq!(failed.to_string(), "out/summary.csv: disk full");
         let e = Error::from(bad_input("plot.csv:2:3: not a number").context("drawing"));
+        assert!(matches!(e, Error::BadInput(_)), "{e:?}");
         assert_eq!(e.exit_code(), 2);
-        let refused = io::Error::other(crate::files::Refused("a directory".into()));
-        assert_eq!(Error::io("creating", "out", refused).exit_code(), 2);
+        assert_eq!(e.to_string(), "drawing: plot.csv:2:3: not a number");
+        let refused = io::Error::from(Refused("a directory".into()));
+        let e = Error::io("creating", "out", refused);
+        assert!(matches!(&e, Error::Refused { source, .. } if source.0 == "a directory"));
+        assert_eq!(
+            (e.exit_code(), e.to_string()),
+            (2, "creating out: a directory".into())
+        );
+        let refused = anyhow::Error::from(io::Error::from(Refused("a FIFO".into())));
+        let e = Error::from(refused.context("writing out/a.csv"));
+        assert_eq!(
+            (e.exit_code(), e.to_string()),
+            (2, "writing out/a.csv: a FIFO".into())
+        );
+        let other = Error::Other("the server closed the connection".into());
+        assert_eq!(other.exit_code(), 1);
         let e = Error::io(
             "writing",
             "out/a.csv",

@@ -21,6 +21,9 @@ pub mod resume;
 pub mod runner;
 pub mod shard;
 
+/// In the model (beside the random streams), so that `live` seeds its
+/// replications as a sweep does without depending on the lab.
+pub use crate::dist::rep_seed;
 pub use crate::error::Error;
 pub use crate::metrics::{Job, Row};
 pub use load::Plan;
@@ -31,19 +34,6 @@ use crate::metrics::{METRICS, RunResult};
 use crate::model::{Prepared, simulate_ttl};
 use rayon::prelude::*;
 use std::sync::atomic::{AtomicBool, Ordering};
-
-/// SplitMix64 finalizer: a bijective mix of 64 bits.
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-/// The seed of replication `rep` of grid point `point` under `master`.
-pub fn rep_seed(master: u64, point: usize, rep: u32) -> u64 {
-    mix(mix(mix(master) ^ point as u64) ^ u64::from(rep))
-}
 
 /// Every job of a plan, in output order: point, then policy (as listed),
 /// then replication.

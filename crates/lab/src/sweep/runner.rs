@@ -355,7 +355,7 @@ impl Run<'_> {
             let _ = std::fs::remove_file(&self.jpath);
             Error::Input(format!("{}: {e:#}", self.plan.loaded.file))
         } else {
-            Error::Failure(e)
+            Error::from(e)
         }
     }
 

@@ -712,7 +712,7 @@ impl Tuner<'_> {
         sweep::execute_ttl(jobs, &world, &self.pool, &done, &never).map_err(|e| {
             match e.downcast_ref::<crate::model::RunLimit>() {
                 Some(limit) => TuneError::Input(limit.to_string()),
-                None => TuneError::Failure(e),
+                None => TuneError::from(e),
             }
         })
     }

@@ -17,6 +17,8 @@ use tokio_tungstenite::tungstenite::error::ProtocolError;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
+pub use super::ConnError;
+
 /// How long connecting, identifying and joining may take.
 pub const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -259,10 +261,13 @@ pub(crate) type Ws =
 
 /// Send one JSON frame during the handshake; an error names the frame's
 /// `what`.
-async fn send_json(ws: &mut Ws, url: &str, what: &str, v: &Value) -> Result<(), String> {
+async fn send_json(ws: &mut Ws, url: &str, what: &str, v: &Value) -> Result<(), ConnError> {
     ws.send(Message::text(v.to_string()))
         .await
-        .map_err(|e| format!("{url}: {what}: {e}"))
+        .map_err(|e| ConnError::Ws {
+            message: format!("{url}: {what}: {e}"),
+            source: e,
+        })
 }
 
 /// The IDENTIFY frame: with the public key when keyed.
@@ -411,7 +416,7 @@ pub(crate) async fn handshake(
     ident: &Identity,
     channels: &[String],
     early: &mut Early,
-) -> Result<(Ws, String), String> {
+) -> Result<(Ws, String), ConnError> {
     let connector = connector(url, tls)?;
     let (mut ws, _) = tokio_tungstenite::connect_async_tls_with_config(
         url,
@@ -420,13 +425,19 @@ pub(crate) async fn handshake(
         Some(connector),
     )
     .await
-    .map_err(|e| connect_error(url, &e))?;
+    .map_err(|e| ConnError::Ws {
+        message: connect_error(url, &e),
+        source: e,
+    })?;
     let key = ident.key.map(|k| SigningKey::from_bytes(&k));
     send_json(&mut ws, url, "IDENTIFY", &hello(ident, key.as_ref())).await?;
     let mut id = None;
     let mut joined = 0usize;
     while let Some(m) = ws.next().await {
-        let m = m.map_err(|e| read_error(url, &e))?;
+        let m = m.map_err(|e| ConnError::Ws {
+            message: read_error(url, &e),
+            source: e,
+        })?;
         let Some(text) = text_of(m) else { continue };
         let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         let own = matches!(
@@ -441,7 +452,7 @@ pub(crate) async fn handshake(
         match v["type"].as_str() {
             Some("CHALLENGE") => {
                 let Some(k) = &key else {
-                    return Err(format!("{url}: a CHALLENGE to a key-less IDENTIFY"));
+                    return Err(format!("{url}: a CHALLENGE to a key-less IDENTIFY").into());
                 };
                 send_json(&mut ws, url, "VERIFY_IDENTITY", &verify_identity(&v, k)).await?;
             }
@@ -461,15 +472,13 @@ pub(crate) async fn handshake(
                     break;
                 }
             }
-            Some("ERROR") => return Err(refusal(url, ident, &v)),
+            Some("ERROR") => return Err(refusal(url, ident, &v).into()),
             _ => {}
         }
     }
     match id {
         Some(id) if joined >= channels.len() => Ok((ws, id)),
-        _ => Err(format!(
-            "{url}: the connection closed before WELCOME/JOINED"
-        )),
+        _ => Err(format!("{url}: the connection closed before WELCOME/JOINED").into()),
     }
 }
 
@@ -600,7 +609,7 @@ pub async fn open(
     conn: usize,
     generation: u32,
     events: Events,
-) -> Result<(Link, String), String> {
+) -> Result<(Link, String), ConnError> {
     let mut early = Early::default();
     let (ws, id) = tokio::time::timeout(
         SETUP_TIMEOUT,
@@ -608,10 +617,10 @@ pub async fn open(
     )
     .await
     .map_err(|_| {
-        format!(
+        ConnError::Handshake(format!(
             "{url}: no WELCOME/JOINED within {} s",
             SETUP_TIMEOUT.as_secs()
-        )
+        ))
     })??;
     for text in early.frames {
         events.send(Event::Frame {

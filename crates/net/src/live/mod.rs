@@ -26,37 +26,118 @@ pub use crate::agentchat as wire;
 use crate::dist::DataCache;
 use crate::floor::PolicyKind;
 use crate::metrics::RunResult;
+use crate::metrics::{Job, Row};
 use crate::scenario::{Loaded, Scenario, ScenarioError};
-use crate::sweep::{Job, Row};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 
 pub use driver::Outcome;
 
-/// Why a live run failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum LiveError {
-    /// Bad input (exit 2).
+/// Why a connection to the server did not open (`live`'s agents,
+/// `observe`): in words a user can act on (how to trust a private CA, the
+/// limit a server went over), with the WebSocket error as the source where
+/// there is one. A failure (exit 1).
+#[derive(Debug, thiserror::Error)]
+pub enum ConnError {
+    /// Connecting (TCP, TLS, the WebSocket upgrade), a read or a send
+    /// failed.
+    #[error("{message}")]
+    Ws {
+        /// What failed, naming the server.
+        message: String,
+        /// What the WebSocket layer said.
+        source: tokio_tungstenite::tungstenite::Error,
+    },
+    /// The server did not complete the handshake as the protocol says (an
+    /// ERROR, a CHALLENGE to a key-less IDENTIFY, too much before WELCOME,
+    /// no WELCOME/JOINED in time), or the TLS set-up failed.
     #[error("{0}")]
-    BadInput(String),
-    /// Anything else: the server, the network (exit 1).
-    #[error("{0}")]
-    Failure(String),
+    Handshake(String),
 }
 
-/// The one taxonomy's error: the same message and exit status.
-impl From<LiveError> for crate::error::Error {
-    fn from(e: LiveError) -> Self {
-        match e {
-            LiveError::BadInput(m) => crate::error::Error::Input(m),
-            LiveError::Failure(m) => crate::error::Error::Failure(anyhow::Error::msg(m)),
+impl From<String> for ConnError {
+    fn from(m: String) -> Self {
+        ConnError::Handshake(m)
+    }
+}
+
+/// Why a live run failed: bad input (exit 2) or a failure (exit 1), by
+/// variant ([`LiveError::is_bad_input`]).
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    /// Bad input: a flag, a key file, a path (exit 2).
+    #[error("{0}")]
+    BadInput(String),
+    /// A scenario that does not load, validate or run live (exit 2).
+    #[error(transparent)]
+    Scenario(#[from] ScenarioError),
+    /// A file or folder of the results that could not be written (exit 1).
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// The async runtime or the I/O thread did not start (exit 1).
+    #[error("cannot start {what}: {source}")]
+    Start {
+        /// `the async runtime`, `the I/O thread`.
+        what: &'static str,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// The embedded server failed (exit 1).
+    #[error("embedded server: {0}")]
+    Embedded(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
+    /// A result that could not be encoded (CSV, JSON) (exit 1); shown as
+    /// its outermost message (the causes stay in the `anyhow::Error`).
+    #[error("{0}")]
+    Encode(anyhow::Error),
+    /// A connection that did not open (exit 1).
+    #[error(transparent)]
+    Connection(#[from] ConnError),
+    /// The server or the network (a connection lost, nothing measured, the
+    /// deadline), in words (exit 1).
+    #[error("{0}")]
+    Failure(String),
+    /// `--compare` failed after the live run: the live results are kept
+    /// (the exit status of the cause).
+    #[error("--compare: {source} (the live results are kept in {}, their table is above)", dir.display())]
+    Compare {
+        /// The results folder.
+        dir: PathBuf,
+        /// Why the comparison failed.
+        source: Box<LiveError>,
+    },
+}
+
+impl LiveError {
+    /// Bad input (exit 2), from the variant.
+    pub fn is_bad_input(&self) -> bool {
+        match self {
+            LiveError::BadInput(_) | LiveError::Scenario(_) => true,
+            LiveError::Compare { source, .. } => source.is_bad_input(),
+            LiveError::Io { .. }
+            | LiveError::Start { .. }
+            | LiveError::Embedded(_)
+            | LiveError::Encode(_)
+            | LiveError::Connection(_)
+            | LiveError::Failure(_) => false,
         }
     }
 }
 
-impl From<ScenarioError> for LiveError {
-    fn from(e: ScenarioError) -> Self {
-        LiveError::BadInput(e.to_string())
+/// The one taxonomy's error, by kind: the same message and exit status.
+impl From<LiveError> for crate::error::Error {
+    fn from(e: LiveError) -> Self {
+        use crate::error::Error;
+        match e {
+            LiveError::BadInput(m) => Error::Input(m),
+            LiveError::Scenario(s) => Error::Scenario(s),
+            e if e.is_bad_input() => Error::Input(e.to_string()),
+            e => Error::Other(Box::new(e)),
+        }
     }
 }
 
@@ -129,7 +210,7 @@ pub fn check_scenario(loaded: &Loaded, s: &Scenario) -> Result<Vec<String>, Scen
 /// simulator gives replication `r` of point 0.
 pub fn seeds(master: u64, reps: u32) -> Vec<u64> {
     (0..reps)
-        .map(|r| crate::sweep::rep_seed(master, 0, r))
+        .map(|r| crate::dist::rep_seed(master, 0, r))
         .collect()
 }
 
@@ -177,4 +258,77 @@ pub fn run_reps(
 /// A run's result as the simulator reports it.
 pub fn results(rows: &[(Row, Outcome)]) -> Vec<RunResult> {
     rows.iter().map(|(r, _)| r.result.clone()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Error;
+
+    #[test]
+    fn the_exit_status_comes_from_the_kind_and_the_text_stays() {
+        let scenario = ScenarioError {
+            file: "s.toml".into(),
+            key: Some("network.loss_p".into()),
+            pos: None,
+            message: "live cannot drop messages".into(),
+        };
+        let shown = scenario.to_string();
+        let e = Error::from(LiveError::from(scenario));
+        assert!(matches!(e, Error::Scenario(_)));
+        assert_eq!((e.exit_code(), e.to_string()), (2, shown));
+        let io = || std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let written = LiveError::Io {
+            path: "out/live.csv".into(),
+            source: io(),
+        };
+        assert!(
+            std::error::Error::source(&written).is_some(),
+            "the io error is kept"
+        );
+        let e = Error::from(written);
+        assert_eq!(
+            (e.exit_code(), e.to_string()),
+            (1, format!("out/live.csv: {}", io()))
+        );
+        // --compare after the live run: the cause's status, the message
+        // that says the live results are kept.
+        let kept = |source: LiveError| LiveError::Compare {
+            dir: "out".into(),
+            source: Box::new(source),
+        };
+        let e = Error::from(kept(LiveError::BadInput("--set x: unknown key".into())));
+        assert_eq!(e.exit_code(), 2);
+        assert_eq!(
+            e.to_string(),
+            "--compare: --set x: unknown key (the live results are kept in out, their table \
+             is above)"
+        );
+        let e = Error::from(kept(LiveError::Failure("no delay".into())));
+        assert_eq!(e.exit_code(), 1);
+        let refused = LiveError::from(ConnError::Handshake("ws://h: refused".into()));
+        let e = Error::from(refused);
+        assert_eq!(
+            (e.exit_code(), e.to_string()),
+            (1, "ws://h: refused".into())
+        );
+        let start = LiveError::Start {
+            what: "the I/O thread",
+            source: io(),
+        };
+        assert_eq!(
+            Error::from(start).to_string(),
+            format!("cannot start the I/O thread: {}", io())
+        );
+    }
+
+    #[test]
+    fn live_seeds_its_replications_as_a_sweep_does() {
+        assert_eq!(
+            seeds(7, 3),
+            (0..3)
+                .map(|r| crate::sweep::rep_seed(7, 0, r))
+                .collect::<Vec<_>>()
+        );
+    }
 }

@@ -6,10 +6,10 @@ use super::ledger::{self, Ledger};
 use super::{LiveError, Outcome, Setup, compare, keys, observe::Observer};
 use crate::floor::PolicyKind;
 use crate::metrics::RunResult;
+use crate::metrics::{Job, Row};
 use crate::model::{Posts, Prepared, simulate_posts};
 use crate::report::{self, table, write_atomic};
 use crate::scenario::{Loaded, Scenario};
-use crate::sweep::{Job, Row};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -485,8 +485,17 @@ fn failure(e: impl std::fmt::Display) -> LiveError {
     LiveError::Failure(e.to_string())
 }
 
+fn encode(e: impl Into<anyhow::Error>) -> LiveError {
+    LiveError::Encode(e.into())
+}
+
+fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> LiveError {
+    let path = path.to_path_buf();
+    move |source| LiveError::Io { path, source }
+}
+
 fn write(path: &Path, bytes: &[u8]) -> Result<(), LiveError> {
-    write_atomic(path, bytes).map_err(|e| failure(format!("{}: {e}", path.display())))
+    write_atomic(path, bytes).map_err(io_at(path))
 }
 
 impl Checked {
@@ -504,8 +513,7 @@ impl Checked {
     ) -> Result<Finished, LiveError> {
         // The folder first: an unwritable --out fails before minutes of live run.
         let existed = self.dir.exists();
-        std::fs::create_dir_all(&self.dir)
-            .map_err(|e| failure(format!("{}: {e}", self.dir.display())))?;
+        std::fs::create_dir_all(&self.dir).map_err(io_at(&self.dir))?;
         let rows = match self.run_live(stop, bar_hook) {
             Ok(rows) => rows,
             Err(e) => {
@@ -585,15 +593,9 @@ impl Checked {
     /// A `--compare` that failed after the live run: the error says that
     /// the live results were kept (same exit status as the error's).
     fn compare_failed(&self, e: LiveError) -> LiveError {
-        let kept = |m: String| {
-            format!(
-                "--compare: {m} (the live results are kept in {}, their table is above)",
-                self.dir.display()
-            )
-        };
-        match e {
-            LiveError::BadInput(m) => LiveError::BadInput(kept(m)),
-            LiveError::Failure(m) => LiveError::Failure(kept(m)),
+        LiveError::Compare {
+            dir: self.dir.clone(),
+            source: Box::new(e),
         }
     }
 
@@ -713,13 +715,12 @@ impl Checked {
         let disagree = lines.iter().any(|l| !l.agree) || counts.iter().any(|c| !c.agree());
         let sim_rows = self.sim_rows(&sim);
         let sim_dir = self.dir.join("sim");
-        std::fs::create_dir_all(&sim_dir)
-            .map_err(|e| failure(format!("{}: {e}", sim_dir.display())))?;
+        std::fs::create_dir_all(&sim_dir).map_err(io_at(&sim_dir))?;
         let sim_summary = report::summarise(&sim_rows, &no_params);
         write_tables(&sim_dir, &self.name, &sim_rows, &sim_summary)?;
         let policy = self.setup.policy.name();
-        let mut csv = compare::csv(&self.name, policy, &lines).map_err(failure)?;
-        csv.extend(compare::counts_csv(&self.name, policy, &counts).map_err(failure)?);
+        let mut csv = compare::csv(&self.name, policy, &lines).map_err(encode)?;
+        csv.extend(compare::counts_csv(&self.name, policy, &counts).map_err(encode)?);
         write(&self.dir.join("compare.csv"), &csv)?;
         let title = format!(
             "{}: live ({} at speed {}) vs simulated, {} replications",
@@ -728,8 +729,7 @@ impl Checked {
             self.setup.speed,
             rows.len()
         );
-        report::plot::versus_figure(&self.dir.join("compare.png"), &title, &lines)
-            .map_err(failure)?;
+        report::versus::figure(&self.dir.join("compare.png"), &title, &lines).map_err(failure)?;
         let mut text =
             String::from("\nlive versus simulated (same seeds, measured link delays):\n");
         text.push_str(&compare::table(&lines));
@@ -807,8 +807,7 @@ impl Checked {
         let mut loaded = self.loaded.clone();
         // A relative path in a `--set` is resolved against the scenario's
         // folder, not the working directory that `--out` is relative to.
-        let delays = &std::path::absolute(delays)
-            .map_err(|e| failure(format!("{}: {e}", delays.display())))?;
+        let delays = &std::path::absolute(delays).map_err(io_at(delays))?;
         let path = toml::Value::String(delays.display().to_string()).to_string();
         for set in [
             "network.base_ms=0".to_string(),
@@ -855,7 +854,7 @@ impl Checked {
             "trace_cut",
         ];
         let head: Vec<&str> = head.into_iter().chain(ledger::COLUMNS).collect();
-        w.write_record(&head).map_err(failure)?;
+        w.write_record(&head).map_err(encode)?;
         for (r, o) in rows {
             let q = |xs: &[u64], p: f64| report::num(Observer::delay_quantile_ms(xs, p));
             let mut rec = vec![
@@ -880,7 +879,7 @@ impl Checked {
                 o.trace_cut.to_string(),
             ];
             rec.extend(o.ledger.row());
-            w.write_record(&rec).map_err(failure)?;
+            w.write_record(&rec).map_err(encode)?;
         }
         w.into_inner().map_err(|e| failure(e.to_string()))
     }
@@ -917,11 +916,11 @@ fn write_tables(
 ) -> Result<(), LiveError> {
     write(
         &dir.join("summary.csv"),
-        &report::summary_csv(name, &[], summary).map_err(failure)?,
+        &report::summary_csv(name, &[], summary).map_err(encode)?,
     )?;
     write(
         &dir.join("runs.csv"),
-        &report::runs_csv(name, &[], rows, &no_params).map_err(failure)?,
+        &report::runs_csv(name, &[], rows, &no_params).map_err(encode)?,
     )
 }
 

@@ -118,23 +118,59 @@ pub struct Recorded {
     pub id: String,
 }
 
-/// Why an observation could not start (bad input: exit 2; else 1).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Why an observation could not start or went wrong: bad input (exit 2)
+/// or a failure (exit 1), by variant ([`ObserveError::is_bad_input`]).
+#[derive(Debug, thiserror::Error)]
 pub enum ObserveError {
-    /// Bad input (exit 2).
-    #[error("{0}")]
-    BadInput(String),
-    /// Anything else: the server, the network, the disk (exit 1).
+    /// The frame log cannot be created where asked (a folder, a link, a
+    /// device, no permission): bad input (exit 2).
+    #[error("{}: {source}", path.display())]
+    Log {
+        /// The log.
+        path: PathBuf,
+        /// What the system (or the files module's refusal) said.
+        source: std::io::Error,
+    },
+    /// Writing the log (or creating its folder) failed (exit 1).
+    #[error("{}: {source}", path.display())]
+    Write {
+        /// The log or its folder.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// The async runtime did not start (exit 1).
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+    /// The connection did not open (exit 1).
+    #[error(transparent)]
+    Connection(#[from] conn::ConnError),
+    /// The server (no WELCOME/JOINED in time, an interruption before it),
+    /// in words (exit 1).
     #[error("{0}")]
     Failure(String),
 }
 
-/// The one taxonomy's error: the same message and exit status.
+impl ObserveError {
+    /// Bad input (exit 2), from the variant.
+    pub fn is_bad_input(&self) -> bool {
+        match self {
+            ObserveError::Log { .. } => true,
+            ObserveError::Write { .. }
+            | ObserveError::Runtime(_)
+            | ObserveError::Connection(_)
+            | ObserveError::Failure(_) => false,
+        }
+    }
+}
+
+/// The one taxonomy's error, by kind: the same message and exit status.
 impl From<ObserveError> for crate::error::Error {
     fn from(e: ObserveError) -> Self {
-        match e {
-            ObserveError::BadInput(m) => crate::error::Error::Input(m),
-            ObserveError::Failure(m) => crate::error::Error::Failure(anyhow::Error::msg(m)),
+        if e.is_bad_input() {
+            crate::error::Error::Input(e.to_string())
+        } else {
+            crate::error::Error::Other(Box::new(e))
         }
     }
 }
@@ -160,7 +196,10 @@ impl LogFile {
         }
         self.file()?
             .write_all(text.as_bytes())
-            .map_err(|e| ObserveError::Failure(format!("{}: {e}", self.path.display())))?;
+            .map_err(|source| ObserveError::Write {
+                path: self.path.clone(),
+                source,
+            })?;
         self.bytes += n;
         Ok(true)
     }
@@ -173,16 +212,20 @@ impl LogFile {
         let out = self.file()?;
         out.write_all(text.as_bytes())
             .and_then(|()| out.flush())
-            .map_err(|e| ObserveError::Failure(format!("{}: {e}", self.path.display())))?;
+            .map_err(|source| ObserveError::Write {
+                path: self.path.clone(),
+                source,
+            })?;
         self.bytes += text.len() as u64;
         Ok(())
     }
 
     fn flush(&mut self) -> Result<(), ObserveError> {
         match &mut self.out {
-            Some(out) => out
-                .flush()
-                .map_err(|e| ObserveError::Failure(format!("{}: {e}", self.path.display()))),
+            Some(out) => out.flush().map_err(|source| ObserveError::Write {
+                path: self.path.clone(),
+                source,
+            }),
             None => Ok(()),
         }
     }
@@ -191,11 +234,16 @@ impl LogFile {
     fn file(&mut self) -> Result<&mut BufWriter<File>, ObserveError> {
         if self.out.is_none() {
             if let Some(dir) = self.path.parent() {
-                std::fs::create_dir_all(dir)
-                    .map_err(|e| ObserveError::Failure(format!("{}: {e}", dir.display())))?;
+                std::fs::create_dir_all(dir).map_err(|source| ObserveError::Write {
+                    path: dir.to_path_buf(),
+                    source,
+                })?;
             }
-            let file = crate::files::create_in_place(&self.path)
-                .map_err(|e| ObserveError::BadInput(format!("{}: {e}", self.path.display())))?;
+            let file =
+                crate::files::create_in_place(&self.path).map_err(|source| ObserveError::Log {
+                    path: self.path.clone(),
+                    source,
+                })?;
             self.out = Some(BufWriter::new(file));
         }
         match &mut self.out {
@@ -253,7 +301,7 @@ pub fn record(
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| ObserveError::Failure(format!("cannot start the async runtime: {e}")))?;
+        .map_err(ObserveError::Runtime)?;
     rt.block_on(watch(opts, stop, progress, &mut log))
 }
 
@@ -307,7 +355,7 @@ async fn connect(
                 opts.url,
                 conn::SETUP_TIMEOUT.as_secs()
             )))?
-            .map_err(ObserveError::Failure)?,
+            .map_err(ObserveError::Connection)?,
         () = stopped => {
             return Err(ObserveError::Failure(format!(
                 "{}: interrupted before WELCOME/JOINED: nothing was recorded",
@@ -557,5 +605,38 @@ mod tests {
             count(&mut c, f, "#general");
         }
         assert_eq!((c.questions, c.claims, c.answers), (1, 1, 1));
+    }
+
+    #[test]
+    fn the_exit_status_comes_from_the_kind_and_the_text_stays() {
+        use crate::error::Error;
+        let io = || std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let shown = format!("out/frames.jsonl: {}", io());
+        let log = ObserveError::Log {
+            path: "out/frames.jsonl".into(),
+            source: io(),
+        };
+        assert!(log.is_bad_input());
+        let e = Error::from(log);
+        assert_eq!((e.exit_code(), e.to_string()), (2, shown.clone()));
+        let write = ObserveError::Write {
+            path: "out/frames.jsonl".into(),
+            source: io(),
+        };
+        assert!(
+            std::error::Error::source(&write).is_some(),
+            "the io error is kept"
+        );
+        let e = Error::from(write);
+        assert_eq!((e.exit_code(), e.to_string()), (1, shown));
+        let refused = ObserveError::from(conn::ConnError::Handshake(
+            "ws://127.0.0.1:1: the connection closed before WELCOME/JOINED".into(),
+        ));
+        let e = Error::from(refused);
+        assert_eq!(e.exit_code(), 1);
+        assert_eq!(
+            e.to_string(),
+            "ws://127.0.0.1:1: the connection closed before WELCOME/JOINED"
+        );
     }
 }

@@ -94,7 +94,7 @@ impl Command {
             Err(e @ (ServeError::Log { .. } | ServeError::Limits(_))) => {
                 Err(Error::bad(e.to_string()))
             }
-            Err(e) => Err(Error::Failure(e.into())),
+            Err(e) => Err(Error::from(anyhow::Error::from(e))),
         }
     }
 }

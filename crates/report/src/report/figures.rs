@@ -13,7 +13,8 @@ fn to_error(e: anyhow::Error) -> Error {
     if plot::is_input_error(&e) {
         Error::Input(e.to_string())
     } else {
-        Error::Failure(e)
+        // A refused output path stays bad input (Error::BadInput).
+        Error::from(e)
     }
 }
 

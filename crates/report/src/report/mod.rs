@@ -11,7 +11,9 @@
 //! - what `herdsim plot` draws where: [`plot_summary`], [`plot_timeline`];
 //! - [`plot`]: the figures as a library (the comparison grid, metric
 //!   plots, timelines, and the figures tune, calibrate and live draw);
-//! - [`table`]: results as text for the terminal.
+//! - [`table`]: results as text for the terminal;
+//! - [`versus`]: live against simulated (the table, compare.csv and the
+//!   figure `herdsim live --compare` writes).
 
 mod atomic;
 mod csv_out;
@@ -21,6 +23,7 @@ mod lock;
 mod paths;
 pub mod plot;
 pub mod table;
+pub mod versus;
 
 pub use atomic::write as write_atomic;
 pub use csv_out::{SummaryRow, num, runs_csv, runs_header, summarise, summary_csv, summary_header};

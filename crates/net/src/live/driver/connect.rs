@@ -54,7 +54,7 @@ pub(super) fn connect_all(
             0,
             tx.clone(),
         ))
-        .map_err(LiveError::Failure)?;
+        .map_err(LiveError::Connection)?;
     links.push(Some(op_link));
     let mut wire_ids = vec![op_id];
     for i in 0..n {
@@ -69,7 +69,7 @@ pub(super) fn connect_all(
                 0,
                 tx.clone(),
             ))
-            .map_err(LiveError::Failure)?;
+            .map_err(LiveError::Connection)?;
         links.push(Some(link));
         wire_ids.push(id);
         channels.push(chans);

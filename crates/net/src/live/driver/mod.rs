@@ -170,7 +170,10 @@ pub fn run_rep(
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| LiveError::Failure(format!("cannot start the async runtime: {e}")))?;
+        .map_err(|source| LiveError::Start {
+            what: "the async runtime",
+            source,
+        })?;
     let handle = rt.handle().clone();
     let (quit_tx, quit_rx) = tokio::sync::oneshot::channel::<()>();
     let io = std::thread::Builder::new()
@@ -180,7 +183,10 @@ pub fn run_rep(
                 let _ = quit_rx.await;
             });
         })
-        .map_err(|e| LiveError::Failure(format!("cannot start the I/O thread: {e}")))?;
+        .map_err(|source| LiveError::Start {
+            what: "the I/O thread",
+            source,
+        })?;
     let result = run_on(setup, &handle, stop, progress);
     let _ = quit_tx.send(());
     let _ = io.join();
@@ -201,7 +207,7 @@ fn run_on(
             let opts = embedded_options(setup, prepared.agents());
             let bound = handle
                 .block_on(serve::bind(opts))
-                .map_err(|e| LiveError::Failure(format!("embedded server: {e}")))?;
+                .map_err(|e| LiveError::Embedded(Box::new(e)))?;
             let url = format!("ws://{}", bound.local_addr());
             let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
             let server = handle.spawn(bound.run(async {
@@ -211,8 +217,8 @@ fn run_on(
             let _ = stop_tx.send(());
             let report = handle
                 .block_on(server)
-                .map_err(|e| LiveError::Failure(format!("embedded server: {e}")))?
-                .map_err(|e| LiveError::Failure(format!("embedded server: {e}")))?;
+                .map_err(|e| LiveError::Embedded(Box::new(e)))?
+                .map_err(|e| LiveError::Embedded(Box::new(e)))?;
             let mut out = driven?;
             let st = report.stats;
             out.result = out.finish_with(ServerCounts {
@@ -656,7 +662,10 @@ impl Driver<'_> {
                             generation,
                             link,
                         },
-                        Err(error) => Event::Failed { conn, error },
+                        Err(e) => Event::Failed {
+                            conn,
+                            error: e.to_string(),
+                        },
                     };
                     tx.send(ev);
                 });
