@@ -223,3 +223,32 @@ fn a_silenced_question_counts_as_unanswered() {
     assert_eq!(get(&r, "messages"), 50.0);
     assert_eq!(get(&r, "unanswered_rate"), 45.0 / 50.0);
 }
+
+/// Bad `[schemes]` input: exit 2 and one message naming the file, the key
+/// and its line:col.
+#[test]
+fn bad_schemes_input_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cases = [
+        (
+            "default_agent = \"agent-9\"",
+            "schemes.default_agent",
+            ":2:1:",
+        ),
+        ("scheme = \"boss\"", "schemes.scheme", ":2:10:"),
+        ("cooldown_ms = -1", "schemes.cooldown_ms", ":2:1:"),
+    ];
+    for (i, (line, key, at)) in cases.into_iter().enumerate() {
+        let file = dir.path().join(format!("bad{i}.toml"));
+        std::fs::write(&file, format!("[schemes]\n{line}\n")).expect("write");
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_herdsim"))
+            .arg("validate")
+            .arg(&file)
+            .output()
+            .expect("herdsim runs");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{line}: {err}");
+        assert_eq!(err.lines().count(), 1, "{line}: {err}");
+        assert!(err.contains(key) && err.contains(at), "{line}: {err}");
+    }
+}
