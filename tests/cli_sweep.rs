@@ -525,7 +525,7 @@ fn one_replication_has_no_ci_and_every_reader_accepts_it() {
     let ci_cols: Vec<usize> = (0..head.len())
         .filter(|&i| head[i].ends_with("_ci95"))
         .collect();
-    assert_eq!(ci_cols.len(), 19);
+    assert_eq!(ci_cols.len(), herdsim::metrics::METRICS.len());
     for l in lines {
         let cells: Vec<&str> = l.split(',').collect();
         for &i in &ci_cols {

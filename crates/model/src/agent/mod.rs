@@ -24,6 +24,7 @@
 //! clock plus the skew scaled by the speed, so that herdsim's agents race
 //! real agents on a shared server fairly.
 
+mod gate;
 mod workload;
 
 #[cfg(test)]
@@ -31,6 +32,7 @@ mod proptests;
 #[cfg(test)]
 mod tests;
 
+pub use gate::{Gate, Scheme, owner_of};
 pub use workload::{Pick, Post, PostKind, Workload, WorkloadParams};
 
 use crate::dist::Dist;
@@ -51,6 +53,9 @@ pub trait AgentNaming: Naming {
     /// Whether `content` @mentions `me` (a word `@me`, trailing
     /// punctuation ignored).
     fn mentions(&self, content: &Self::Content, me: &Self::Agent) -> bool;
+    /// Whether `content` @mentions anybody (a word starting with `@`
+    /// followed by a name).
+    fn mentions_anyone(&self, content: &Self::Content) -> bool;
     /// The content of `me`'s answer to `msg`: `answer to <msg> from <me>`.
     fn answer(&self, msg: &Self::Msg, me: &Self::Agent) -> Self::Content;
     /// Whether `from` is the server itself (`@server`: its notices are
@@ -68,6 +73,10 @@ pub trait AgentNaming: Naming {
 impl AgentNaming for Text {
     fn mentions(&self, content: &String, me: &String) -> bool {
         mentions(content, me)
+    }
+
+    fn mentions_anyone(&self, content: &String) -> bool {
+        mentions_anyone(content)
     }
 
     fn answer(&self, msg: &String, me: &String) -> String {
@@ -357,6 +366,10 @@ pub struct Agent<N: AgentNaming = Text> {
     forced: Option<(u64, bool)>,
     /// Reused buffer for the client's actions.
     actions: Vec<Action<N>>,
+    /// The scheme's gate and the cooldown (default: open, none).
+    gate: Gate,
+    /// Under a cooldown: channel messages are ignored until this time.
+    cool_until_us: u64,
 }
 
 impl Agent<Text> {
@@ -403,7 +416,14 @@ impl<N: AgentNaming> Agent<N> {
             slots: LiteMap::new(),
             forced: None,
             actions: Vec::new(),
+            gate: Gate::default(),
+            cool_until_us: 0,
         }
+    }
+
+    /// Put the agent under a scheme's gate (and cooldown).
+    pub fn set_gate(&mut self, gate: Gate) {
+        self.gate = gate;
     }
 
     /// The agent's id.
@@ -616,7 +636,36 @@ impl<N: AgentNaming> Agent<N> {
         } else {
             0.0
         };
-        let wants = exempt || (p > 0.0 && self.rng.random_bool(p));
+        // A cooldown ignores every channel message (DMs still answered).
+        if !dm && now < self.cool_until_us {
+            return;
+        }
+        let mut exempt = exempt;
+        let wants = match self.gate.scheme {
+            Scheme::Open => exempt || (p > 0.0 && self.rng.random_bool(p)),
+            // The owner answers every operator post (no `respond_p`), and
+            // an agent's reply with `reply_to_agent_p`; a post that
+            // @mentions an agent is that agent's.
+            Scheme::Owner => {
+                exempt
+                    || (!self.names.mentions_anyone(content)
+                        && owner_of(&self.names.show_msg(msg_id), self.gate.seats)
+                            == self.gate.seat
+                        && (depth == 0 || (p > 0.0 && self.rng.random_bool(p))))
+            }
+            // Only @mentions; an unmentioned operator post goes to the
+            // default agent, which answers it as if mentioned.
+            Scheme::Mentions => {
+                if !exempt
+                    && depth == 0
+                    && self.gate.default_agent
+                    && !self.names.mentions_anyone(content)
+                {
+                    exempt = true;
+                }
+                exempt
+            }
+        };
         if !wants {
             return;
         }
@@ -783,6 +832,9 @@ impl<N: AgentNaming> Agent<N> {
         // The one action: the reply to post.
         while let Some(action) = actions.pop() {
             if let Action::Post(msg) = action {
+                if self.gate.cooldown_us > 0 {
+                    self.cool_until_us = now.saturating_add(self.gate.cooldown_us);
+                }
                 out.push(Output::Reply {
                     msg,
                     parent: msg_id.clone(),
@@ -871,6 +923,17 @@ pub fn mentions(content: &str, id: &str) -> bool {
         w.strip_prefix('@').map(|rest| {
             rest.trim_end_matches(|c: char| !c.is_ascii_alphanumeric() && c != '-' && c != '_')
         }) == Some(id)
+    })
+}
+
+/// Does `content` @mention anybody (a word `@name`)?
+pub fn mentions_anyone(content: &str) -> bool {
+    if !has_at(content.as_bytes()) {
+        return false;
+    }
+    content.split_whitespace().any(|w| {
+        w.strip_prefix('@')
+            .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_alphanumeric()))
     })
 }
 

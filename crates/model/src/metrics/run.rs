@@ -4,7 +4,7 @@
 use super::stats::Percentiles;
 
 /// Metric names, in CSV column order. Rates are fractions in 0..1.
-pub const METRICS: [&str; 19] = [
+pub const METRICS: [&str; 21] = [
     "duplicate_rate",
     "responses_per_msg",
     "unanswered_rate",
@@ -24,6 +24,8 @@ pub const METRICS: [&str; 19] = [
     "inferences",
     "starters_per_msg",
     "single_starter_rate",
+    "inference_calls_per_msg",
+    "inference_s_per_msg",
 ];
 
 /// What one message contributed, handed over when it is finished.
@@ -160,6 +162,10 @@ impl RunAccumulator {
                 self.started as f64,
                 per(self.starters),
                 per(self.single_starter),
+                // The inference bill: every started inference (aborted,
+                // crashed, hung and wasted ones too) and all its time.
+                per(self.started),
+                ratio(self.inference_us as f64 / 1e6, self.messages as f64),
             ],
         }
     }
@@ -227,5 +233,25 @@ mod tests {
         let r = a.finish(ServerCounts::default(), 0);
         assert_eq!(r.get("wasted_inference_rate"), Some(0.25));
         assert_eq!(r.get("wasted_inference_count_rate"), Some(0.5));
+    }
+
+    #[test]
+    fn the_bill_counts_every_started_inference() {
+        let mut a = RunAccumulator::new();
+        a.message(MessageOutcome {
+            wanted: 3,
+            responses: 1,
+            ttfr_us: Some(1000),
+            starters: 3,
+        });
+        for _ in 0..3 {
+            a.started();
+        }
+        a.useful(4_000_000);
+        a.wasted(1_000_000); // aborted after 1 s
+        a.wasted(0); // hung
+        let r = a.finish(ServerCounts::default(), 0);
+        assert_eq!(r.get("inference_calls_per_msg"), Some(3.0));
+        assert_eq!(r.get("inference_s_per_msg"), Some(5.0));
     }
 }

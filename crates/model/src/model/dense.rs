@@ -310,6 +310,14 @@ impl AgentNaming for Dense {
         }
     }
 
+    fn mentions_anyone(&self, content: &Content) -> bool {
+        match content {
+            Content::Question { mention, .. } => mention.is_some(),
+            Content::Answer { .. } if !self.0.label_at => false,
+            _ => agent::mentions_anyone(&self.content_text(content)),
+        }
+    }
+
     fn answer(&self, msg: &MsgId, me: &AgentId) -> Content {
         Content::Answer {
             msg: *msg,

@@ -4,6 +4,7 @@
 //! milliseconds (floats allowed); distributions are tagged tables, see
 //! [`DistSpec`]. Every key is documented in `scenarios/README.md`.
 
+use crate::agent::Scheme;
 use crate::dist::DistSpec;
 use crate::floor::PolicyKind;
 use serde::{Deserialize, Serialize};
@@ -52,6 +53,11 @@ pub struct Scenario {
     pub agents: Vec<AgentGroup>,
     #[serde(default)]
     pub workload: WorkloadSpec,
+    /// Schemes (`[schemes]`, docs/schemes.md): which agents may answer a
+    /// channel message before the floor policy arbitrates, and a
+    /// cooldown. Written only when not the default (`open`, no cooldown).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub schemes: SchemesSpec,
     /// Scripted events (`[[script]]`), replayed exactly, besides (or
     /// instead of, with `workload.count = 0`) the random workload.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -60,6 +66,22 @@ pub struct Scenario {
     /// loader takes it out; a resolved point never has one.
     #[serde(default, skip_serializing)]
     pub sweep: Option<toml::Table>,
+}
+
+/// The `[schemes]` table (docs/schemes.md).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchemesSpec {
+    /// `open` (every agent decides by `respond_p`), `owner` or `mentions`.
+    #[serde(default)]
+    pub scheme: Scheme,
+    /// Under `mentions`: the agent (`agent-003`) that answers the operator
+    /// posts that @mention nobody; empty: nobody does.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub default_agent: String,
+    /// After an agent answers, it ignores channel messages this long (ms).
+    #[serde(default)]
+    pub cooldown_ms: f64,
 }
 
 /// The server: claim TTL, tracking switch, processing time, disconnects.
@@ -421,6 +443,7 @@ impl Default for Scenario {
             network: NetworkSpec::default(),
             agents: default_agents(),
             workload: WorkloadSpec::default(),
+            schemes: SchemesSpec::default(),
             script: Vec::new(),
             sweep: None,
         }

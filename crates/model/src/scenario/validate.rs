@@ -54,7 +54,35 @@ pub fn check(s: &Scenario, base_dir: &Path, cache: &DataCache) -> Result<(), (St
     check_network(&s.network, base_dir, cache)?;
     check_agents(s, base_dir, cache)?;
     check_workload(s, base_dir, cache)?;
+    check_schemes(s)?;
     s.check_script()?;
+    Ok(())
+}
+
+/// `[schemes]`: a cooldown in ms, a default agent the scenario has.
+fn check_schemes(s: &Scenario) -> Result<(), (String, String)> {
+    let c = &s.schemes;
+    time("schemes.cooldown_ms", c.cooldown_ms)?;
+    if !c.default_agent.is_empty() {
+        let n: u64 = s.agents.iter().map(|g| u64::from(g.count)).sum();
+        let n = usize::try_from(n).unwrap_or(usize::MAX);
+        let id = |i| crate::names::agent_id(i, n);
+        let known = crate::names::parse_agent(&c.default_agent, n)
+            .is_some_and(|i| id(i as usize) == c.default_agent);
+        if !known {
+            let range = match n {
+                0 => "none".to_string(),
+                _ => format!("{} .. {}", id(0), id(n - 1)),
+            };
+            return fail(
+                "schemes.default_agent",
+                format!(
+                    "names no agent of this scenario: {:?} (its agents: {range})",
+                    c.default_agent
+                ),
+            );
+        }
+    }
     Ok(())
 }
 

@@ -21,7 +21,7 @@ const GAP: usize = 2;
 /// (metric, short name, unit, factor from the stored value). Rates are
 /// shares of messages or of inference time, shown in %; times are stored
 /// in ms and shown in s.
-pub const SHOWN: [(&str, &str, &str, f64); 9] = [
+pub const SHOWN: [(&str, &str, &str, f64); 11] = [
     ("duplicate_rate", "dup", "%", 100.0),
     ("unanswered_rate", "unans", "%", 100.0),
     ("wasted_inference_rate", "waste", "%", 100.0),
@@ -31,6 +31,8 @@ pub const SHOWN: [(&str, &str, &str, f64); 9] = [
     ("single_starter_rate", "1 starter", "%", 100.0),
     ("wasted_inference_count_rate", "waste n", "%", 100.0),
     ("ttfr_p50_ms", "p50", "s", 0.001),
+    ("inference_calls_per_msg", "calls/msg", "", 1.0),
+    ("inference_s_per_msg", "infer", "s", 1.0),
 ];
 
 /// The metrics of the printed table, in column order: the answers first

@@ -13,6 +13,9 @@ pub(super) struct MsgInfo {
     pub(super) depth: u32,
     /// Counts in metrics (a channel message, not a DM).
     pub(super) channel_msg: bool,
+    /// A question under a scheme (an operator's channel post): it counts
+    /// in the metrics whether or not an agent wanted it.
+    pub(super) question: bool,
     pub(super) wanted: u32,
     pub(super) responses: u32,
     pub(super) first_us: Option<u64>,
@@ -30,6 +33,7 @@ impl MsgInfo {
             post_us,
             depth,
             channel_msg,
+            question: false,
             wanted: 0,
             responses: 0,
             first_us: None,
@@ -73,7 +77,11 @@ impl World<'_> {
             && info.channel_msg
         {
             self.acc.message(MessageOutcome {
-                wanted: info.wanted,
+                wanted: if info.question {
+                    info.wanted.max(1)
+                } else {
+                    info.wanted
+                },
                 responses: info.responses,
                 ttfr_us: info.first_us.map(|f| f - info.post_us),
                 starters: info.starters,

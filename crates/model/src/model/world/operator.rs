@@ -6,7 +6,7 @@
 
 use super::prepared::us;
 use super::{ClientMsg, Ev, Input, MsgInfo, OPERATOR, World};
-use crate::agent::{self, Pick, PostKind};
+use crate::agent::{self, Pick, PostKind, Scheme};
 use crate::floor::{Naming, Role};
 use crate::model::dense::{Content, DestId, MsgId};
 use crate::names;
@@ -52,7 +52,13 @@ impl World<'_> {
     ) {
         // Held until the relay is dispatched, and by scripted inferences.
         let pending = 1 + self.script_holds.get(&m).copied().unwrap_or(0);
-        let info = MsgInfo::new(now, 0, kind != PostKind::Dm, pending);
+        let mut info = MsgInfo::new(now, 0, kind != PostKind::Dm, pending);
+        // Under a scheme or a cooldown every operator post to the channel
+        // is a question, wanted or not: one that nobody answers (unmentioned
+        // under `mentions`, its owner down, every agent cooling down) counts
+        // as unanswered rather than vanishing from the denominator.
+        info.question =
+            info.channel_msg && (self.p.scheme != Scheme::Open || self.p.cooldown_us > 0);
         self.msgs.insert(m, info);
         if self.trace.is_some() {
             let (id, to) = (self.id_of(m), self.p.names.show_dest(&to));

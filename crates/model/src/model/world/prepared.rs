@@ -4,7 +4,9 @@
 //! [`Prepared::new_workload`]) exactly as a simulated run does, so that
 //! another driver (`herdsim live`) gets the same agents.
 
-use crate::agent::{Agent, AgentNaming, Behaviour, Clock, Squat, Workload, WorkloadParams};
+use crate::agent::{
+    Agent, AgentNaming, Behaviour, Clock, Gate, Scheme, Squat, Workload, WorkloadParams,
+};
 use crate::dist::{DataCache, Dist, DistError, DistSpec};
 use crate::floor::Text;
 use crate::floor::{ClaimGuard, PolicyKind};
@@ -63,6 +65,11 @@ pub struct Prepared {
     pub(super) max_events: u64,
     /// Events that may be pending at once (the memory budget of one run).
     pub(super) max_pending: usize,
+    /// The scheme every agent follows (`[schemes]`).
+    pub(super) scheme: Scheme,
+    /// Under `mentions`: the index of the default agent.
+    pub(super) default_agent: Option<usize>,
+    pub(super) cooldown_us: u64,
 }
 
 /// One agent group: how its agents behave, their clock skew, their channels.
@@ -136,6 +143,7 @@ impl Prepared {
         };
         let ids: Vec<String> = (0..n).map(|i| names::agent_id(i, n)).collect();
         let dense = dense_names(&ids, &groups, &w.channel, &s.script);
+        let default_agent = ids.iter().position(|a| *a == s.schemes.default_agent);
         let handles: Vec<AgentId> = ids.iter().map(|a| agent_of(&dense, a)).collect();
         let mut index_of = vec![NOT_AGENT; dense.agents()];
         for (i, h) in handles.iter().enumerate() {
@@ -188,6 +196,9 @@ impl Prepared {
             } + s.script.len() as f64,
             max_events: s.max_events,
             max_pending: usize::MAX,
+            scheme: s.schemes.scheme,
+            default_agent,
+            cooldown_us: us(s.schemes.cooldown_ms),
         })
     }
 
@@ -290,7 +301,18 @@ impl Prepared {
         let g = &self.groups[usize::from(self.agent_group[i])];
         let mut rng = stream(seed, agent_stream(i));
         let skew_us = g.skew.sample_signed_us(&mut rng);
-        Agent::with_naming(id, names, policy, g.behaviour.clone(), rng, clock(skew_us))
+        let mut agent =
+            Agent::with_naming(id, names, policy, g.behaviour.clone(), rng, clock(skew_us));
+        if self.scheme != Scheme::Open || self.cooldown_us > 0 {
+            agent.set_gate(Gate {
+                scheme: self.scheme,
+                seat: i as u32,
+                seats: self.ids.len() as u32,
+                default_agent: self.default_agent == Some(i),
+                cooldown_us: self.cooldown_us,
+            });
+        }
+        agent
     }
 
     /// The operator's workload of replication `seed` (component stream 1).

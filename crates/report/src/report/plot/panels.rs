@@ -149,7 +149,7 @@ const LOG_SHARES: [&str; 4] = [
 /// The panel title, the y axis name (without its unit) and the kind of
 /// every metric herdsim writes.
 #[rustfmt::skip]
-const KNOWN: [(&str, &str, &str, Kind); 16] = {
+const KNOWN: [(&str, &str, &str, Kind); 18] = {
     use Kind::{Millis, Percent, Plain};
     [
         ("duplicate_rate", "Duplicate responses", "messages with 2+ replies", Percent),
@@ -170,6 +170,10 @@ const KNOWN: [(&str, &str, &str, Kind); 16] = {
         ("relayed", "Server fan-out", "messages relayed per run", Plain),
         ("lost", "Lost messages", "messages lost per run", Plain),
         ("events", "Simulation events", "events per run", Plain),
+        ("inference_calls_per_msg", "Inference calls per message",
+            "inferences started per message", Plain),
+        ("inference_s_per_msg", "Inference seconds per message",
+            "inference seconds per message", Plain),
     ]
 };
 

@@ -1,0 +1,254 @@
+//! The schemes (docs/schemes.md) against their closed forms, and the
+//! inference bill. Each statistical check states its tolerance; the exact
+//! ones use fixed delays, so their values are exact.
+
+mod common;
+
+use common::{get, run};
+use herdsim::floor::PolicyKind;
+use statrs::distribution::{ContinuousCDF, Normal};
+
+/// Two-sided false-failure probability 1e-4 under the normal approximation.
+const Z_1E4: f64 = 3.89;
+
+fn scenario(agents: &str, workload: &str, schemes: &str) -> String {
+    format!(
+        r#"
+[network]
+base_ms = 40
+jitter = {{ kind = "fixed", ms = 0 }}
+[[agents]]
+count = 5
+clock_skew = {{ kind = "fixed", ms = 0 }}
+{agents}
+[workload]
+{workload}
+[schemes]
+{schemes}
+"#
+    )
+}
+
+/// `owner`, no faults, fixed delays: exactly one answer a question, and
+/// the TTFR is the owner's own delay (downlink 40 + CSMA 3000) plus its
+/// inference (4000) plus the uplink (40): 7080 ms, for every question.
+#[test]
+fn owner_answers_once_after_its_own_delay() {
+    let toml = scenario(
+        "respond_p = 0.6\ncsma = { kind = \"fixed\", ms = 3000 }\ninference = { kind = \"fixed\", ms = 4000 }",
+        "count = 2000",
+        "scheme = \"owner\"",
+    );
+    for policy in [PolicyKind::None, PolicyKind::Spec] {
+        let r = run(&toml, policy, 7);
+        assert_eq!(get(&r, "messages"), 2000.0, "{policy:?}: every post counts");
+        assert_eq!(get(&r, "responses_per_msg"), 1.0, "{policy:?}");
+        assert_eq!(get(&r, "duplicate_rate"), 0.0, "{policy:?}");
+        assert_eq!(get(&r, "unanswered_rate"), 0.0, "{policy:?}");
+        assert_eq!(get(&r, "inference_calls_per_msg"), 1.0, "{policy:?}");
+        assert_eq!(get(&r, "inference_s_per_msg"), 4.0, "{policy:?}");
+        // Exact up to the TTFR histogram's 3 significant digits (0.1%).
+        for p in ["ttfr_p50_ms", "ttfr_p95_ms", "ttfr_p99_ms"] {
+            let got = get(&r, p);
+            assert!((got - 7080.0).abs() <= 7.08, "{policy:?} {p} = {got}");
+        }
+    }
+}
+
+/// `owner` on the default agents' distributions (CSMA uniform 2000..8000,
+/// inference lognormal median 4000, p99 20000), links fixed at 40 ms each
+/// way: the TTFR is 80 + U + L. Its CDF is
+///   F(t) = E_U[ Phi((ln(t - 80 - U) - mu) / sigma) ],
+/// integrated numerically. The measured p50 and p95 (nearest rank over n
+/// answered questions) must sit where F says: |F(p_hat) - p| within
+/// 3.89 sqrt(p(1-p)/n), the binomial spread of the empirical CDF at that
+/// point (HDR rounding, 0.1%, moves F by far less).
+#[test]
+fn owner_ttfr_follows_its_delay_plus_inference() {
+    let n = 20_000u32;
+    let toml = scenario(
+        "respond_p = 0.6",
+        &format!("count = {n}"),
+        "scheme = \"owner\"",
+    );
+    let r = run(&toml, PolicyKind::None, 11);
+    assert_eq!(get(&r, "messages"), f64::from(n));
+    assert_eq!(get(&r, "duplicate_rate"), 0.0);
+    assert_eq!(get(&r, "unanswered_rate"), 0.0);
+    let std = Normal::new(0.0, 1.0).expect("normal");
+    let mu = 4000f64.ln();
+    let sigma = (20_000f64 / 4000.0).ln() / std.inverse_cdf(0.99);
+    let cdf = |t: f64| {
+        let steps = 4000;
+        (0..steps)
+            .map(|i| {
+                let u = 2000.0 + 6000.0 * (f64::from(i) + 0.5) / f64::from(steps);
+                let l = t - 80.0 - u;
+                if l <= 0.0 {
+                    0.0
+                } else {
+                    std.cdf((l.ln() - mu) / sigma)
+                }
+            })
+            .sum::<f64>()
+            / f64::from(steps)
+    };
+    for (p, m) in [(0.5, "ttfr_p50_ms"), (0.95, "ttfr_p95_ms")] {
+        let got = get(&r, m);
+        let f = cdf(got);
+        let tol = Z_1E4 * (p * (1.0 - p) / f64::from(n)).sqrt();
+        eprintln!("owner {m}: {got} ms, F = {f:.4}, want {p} +- {tol:.4}");
+        assert!(
+            (f - p).abs() < tol,
+            "{m} = {got}: F = {f}, want {p} +- {tol}"
+        );
+    }
+}
+
+/// A hung owner leaves its question unanswered (no fallback): the
+/// unanswered share is hang_p, within 3.89 binomial standard errors.
+#[test]
+fn a_hung_owner_leaves_the_question_unanswered() {
+    let (n, hang) = (10_000u32, 0.2);
+    let toml = scenario(
+        &format!("respond_p = 0.6\nhang_p = {hang}"),
+        &format!("count = {n}"),
+        "scheme = \"owner\"",
+    );
+    let r = run(&toml, PolicyKind::None, 3);
+    let got = get(&r, "unanswered_rate");
+    let tol = Z_1E4 * (hang * (1.0 - hang) / f64::from(n)).sqrt();
+    eprintln!("hung owner: unanswered {got:.4}, want {hang} +- {tol:.4}");
+    assert!((got - hang).abs() < tol);
+    assert_eq!(get(&r, "duplicate_rate"), 0.0);
+}
+
+/// `mentions` with no mentions and no default agent answers nothing: every
+/// question counts and goes unanswered, and no inference is run.
+#[test]
+fn mentions_without_mentions_answers_nothing() {
+    let toml = scenario("respond_p = 1.0", "count = 300", "scheme = \"mentions\"");
+    for policy in [PolicyKind::None, PolicyKind::Spec] {
+        let r = run(&toml, policy, 5);
+        assert_eq!(get(&r, "messages"), 300.0);
+        assert_eq!(get(&r, "unanswered_rate"), 1.0);
+        assert_eq!(get(&r, "responses_per_msg"), 0.0);
+        assert_eq!(get(&r, "inferences"), 0.0);
+        assert_eq!(get(&r, "inference_calls_per_msg"), 0.0);
+        assert!(get(&r, "ttfr_p50_ms").is_nan(), "no answer, no TTFR");
+    }
+}
+
+/// `mentions`: with every post mentioning an agent, or with a default
+/// agent for the rest, each question gets exactly one answer, at once
+/// (no CSMA wait: 40 + 4000 + 40 ms).
+#[test]
+fn mentions_answers_the_mentioned_or_the_default_agent() {
+    let inf = "respond_p = 1.0\ninference = { kind = \"fixed\", ms = 4000 }";
+    let cases = [
+        ("count = 500\nmention_p = 1.0", "scheme = \"mentions\""),
+        (
+            "count = 500\nmention_p = 0.5",
+            "scheme = \"mentions\"\ndefault_agent = \"agent-003\"",
+        ),
+    ];
+    for (w, s) in cases {
+        let r = run(&scenario(inf, w, s), PolicyKind::None, 9);
+        assert_eq!(get(&r, "messages"), 500.0, "{w} {s}");
+        assert_eq!(get(&r, "responses_per_msg"), 1.0, "{w} {s}");
+        assert_eq!(get(&r, "unanswered_rate"), 0.0, "{w} {s}");
+        let got = get(&r, "ttfr_p99_ms");
+        assert!(
+            (got - 4080.0).abs() <= 4.08,
+            "{w} {s}: {got} (0.1%: the histogram)"
+        );
+    }
+}
+
+/// The bill counts every started inference, aborted ones included: under
+/// `none` with all 5 agents answering and an inference (30 s) longer than
+/// the CSMA window (so none has seen a reply when its wait ends), 5 calls
+/// and 5 x 30 s a question;
+/// under `spec` the calls are the starters (the aborted ones too), and
+/// more than one a question on this workload.
+#[test]
+fn the_bill_counts_aborted_inferences() {
+    let toml = scenario(
+        "respond_p = 1.0\ninference = { kind = \"fixed\", ms = 30000 }",
+        "count = 400",
+        "",
+    );
+    let r = run(&toml, PolicyKind::None, 2);
+    assert_eq!(get(&r, "inference_calls_per_msg"), 5.0);
+    assert_eq!(get(&r, "inference_s_per_msg"), 150.0);
+    let r = run(&toml, PolicyKind::Spec, 2);
+    let calls = get(&r, "inference_calls_per_msg");
+    assert_eq!(calls, get(&r, "starters_per_msg"));
+    assert!(
+        calls > 1.0 && get(&r, "responses_per_msg") == 1.0,
+        "{calls}"
+    );
+    // Aborted inferences cost less than a whole one: between 30 s and
+    // 30 s a call.
+    let secs = get(&r, "inference_s_per_msg");
+    assert!(
+        secs > 30.0 && secs < 30.0 * calls,
+        "{secs} s for {calls} calls"
+    );
+}
+
+/// A cooldown longer than the run: each of the 5 agents answers the first
+/// question it wants and then ignores every channel message.
+#[test]
+fn a_cooldown_silences_an_agent_after_it_answers() {
+    // Fixed gaps of 60 s: every answer (CSMA at most 8 s, inference 30 s)
+    // is done before the next post, and no agent skips for a seen reply.
+    let w = "count = 50\narrivals = \"fixed\"\nmean_gap_ms = 60000";
+    let a = "respond_p = 1.0\ninference = { kind = \"fixed\", ms = 30000 }";
+    let toml = scenario(a, w, "cooldown_ms = 1e11");
+    let r = run(&toml, PolicyKind::None, 4);
+    assert_eq!(get(&r, "inferences"), 5.0);
+    let short = scenario(a, w, "cooldown_ms = 0");
+    assert_eq!(get(&run(&short, PolicyKind::None, 4), "inferences"), 250.0);
+}
+
+/// A question that a cooldown silences still counts: with a cooldown, the
+/// denominator is every operator post, so the silenced ones show as
+/// unanswered (45 of 50 here: the 5 agents answer the first, then cool).
+#[test]
+fn a_silenced_question_counts_as_unanswered() {
+    let w = "count = 50\narrivals = \"fixed\"\nmean_gap_ms = 60000";
+    let a = "respond_p = 1.0\ninference = { kind = \"fixed\", ms = 30000 }";
+    let r = run(&scenario(a, w, "cooldown_ms = 1e11"), PolicyKind::Spec, 4);
+    assert_eq!(get(&r, "messages"), 50.0);
+    assert_eq!(get(&r, "unanswered_rate"), 45.0 / 50.0);
+}
+
+/// Bad `[schemes]` input: exit 2 and one message naming the file, the key
+/// and its line:col.
+#[test]
+fn bad_schemes_input_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cases = [
+        (
+            "default_agent = \"agent-9\"",
+            "schemes.default_agent",
+            ":2:1:",
+        ),
+        ("scheme = \"boss\"", "schemes.scheme", ":2:10:"),
+        ("cooldown_ms = -1", "schemes.cooldown_ms", ":2:1:"),
+    ];
+    for (i, (line, key, at)) in cases.into_iter().enumerate() {
+        let file = dir.path().join(format!("bad{i}.toml"));
+        std::fs::write(&file, format!("[schemes]\n{line}\n")).expect("write");
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_herdsim"))
+            .arg("validate")
+            .arg(&file)
+            .output()
+            .expect("herdsim runs");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{line}: {err}");
+        assert_eq!(err.lines().count(), 1, "{line}: {err}");
+        assert!(err.contains(key) && err.contains(at), "{line}: {err}");
+    }
+}
