@@ -17,7 +17,7 @@
 //!                                     the model run many times and read back
 //! herdsim-report   report             results as files, tables and figures
 //! herdsim-model    model error scenario agent metrics dist
-//!                  files limits names progress agentchat
+//!                  files limits names progress
 //!                                     everything a simulated run needs
 //! herdsim-floor    (floor)            the arbitration, both halves, sans-IO
 //! herdsim-engine   (engine)           the event queue on a virtual clock
@@ -29,8 +29,7 @@
 
 pub use herdsim_lab::{BUILD, calibrate, sweep, term, tune};
 pub use herdsim_model::{
-    agent, agentchat, dist, engine, error, files, floor, limits, metrics, model, names, progress,
-    scenario,
+    agent, dist, engine, error, files, floor, limits, metrics, model, names, progress, scenario,
 };
 pub use herdsim_net::{live, observe, replay, serve, tls};
 pub use herdsim_report::report;

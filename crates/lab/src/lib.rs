@@ -26,8 +26,7 @@ pub const VERSION: &str = concat!(
 );
 
 pub use herdsim_model::{
-    agent, agentchat, dist, engine, error, files, floor, limits, metrics, model, names, progress,
-    scenario,
+    agent, dist, engine, error, files, floor, limits, metrics, model, names, progress, scenario,
 };
 pub use herdsim_report::report;
 

@@ -10,9 +10,9 @@
 //!  3    scenario           scenario files: parse, defaults, --set, sweep grid, validate
 //!  2    agent              the agent and the operator as sans-IO actors
 //!  1    metrics dist       per-run measures and statistics; distributions
-//!  0    files limits names progress agentchat
+//!  0    files limits names progress
 //!                          file access; bounds; agent and message ids; the
-//!                          progress Observer; agentchat's frames as read
+//!                          progress Observer
 //! ```
 //!
 //! Below them, two crates re-exported under their module names: [`floor`]
@@ -20,7 +20,6 @@
 //! (`herdsim-engine`, the event queue on a virtual clock).
 
 pub mod agent;
-pub mod agentchat;
 pub mod dist;
 /// The event queue on a virtual clock: the `herdsim-engine` crate.
 pub use herdsim_engine as engine;

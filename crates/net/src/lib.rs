@@ -16,8 +16,7 @@
 
 pub use herdsim_lab::{BUILD, calibrate, sweep, term, tune};
 pub use herdsim_model::{
-    agent, agentchat, dist, engine, error, files, floor, limits, metrics, model, names, progress,
-    scenario,
+    agent, dist, engine, error, files, floor, limits, metrics, model, names, progress, scenario,
 };
 pub use herdsim_report::report;
 

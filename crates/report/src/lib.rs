@@ -6,7 +6,6 @@
 //! they did when all of herdsim was one crate. No tokio, no clap.
 
 pub use herdsim_model::{
-    agent, agentchat, dist, engine, error, files, floor, limits, metrics, model, names, progress,
-    scenario,
+    agent, dist, engine, error, files, floor, limits, metrics, model, names, progress, scenario,
 };
 pub mod report;

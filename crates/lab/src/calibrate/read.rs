@@ -30,7 +30,7 @@
 //! clock of every event; without stamps (herdsim serve) the time a frame
 //! was received is used. Either way only differences are used.
 
-use crate::agentchat::{self as wire, Kind as WireKind};
+use crate::floor::dialect::{self as wire, Kind as WireKind};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};

@@ -19,9 +19,10 @@ pub mod keys;
 pub mod ledger;
 pub mod observe;
 pub mod session;
-/// The server's frames as `live` reads them: `herdsim_model::agentchat`
-/// (in the model crate, so that `calibrate` reads a recording the same way).
-pub use crate::agentchat as wire;
+/// The server's frames as `live` reads them: the floor's agentchat dialect
+/// (`herdsim_floor::dialect`), which `calibrate` and an embedding agent read
+/// a recording or a real server with too.
+pub use crate::floor::dialect as wire;
 
 use crate::dist::DataCache;
 use crate::floor::PolicyKind;
