@@ -102,11 +102,16 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     }
     if done.outcome.chosen.is_none() {
         return Err(CliError::Failure(anyhow::anyhow!(
-            "no setting in the searched ranges meets --max-ttfr-p95-ms {}",
-            search
-                .settings
-                .budget_ms
-                .map_or_else(String::new, crate::report::num)
+            "{}",
+            match search.settings.budget_ms {
+                Some(b) => format!(
+                    "no setting in the searched ranges meets --max-ttfr-p95-ms {}",
+                    crate::report::num(b)
+                ),
+                // Without a budget only a candidate that answered nothing
+                // is infeasible.
+                None => "no setting in the searched ranges answered anything".to_string(),
+            }
         )));
     }
     Ok(ExitCode::SUCCESS)

@@ -909,7 +909,7 @@ pub fn recommendation_schemes(name: &str, so: &SchemesOutcome, s: &Settings) -> 
         out.chosen.map(|i| &out.candidates[i]),
         out.chosen.and_then(|i| so.part(i)),
     ) else {
-        no_recommendation_schemes(&mut t, so);
+        no_recommendation_schemes(&mut t, so, s);
         schemes_lines(&mut t, so, s);
         return wrap_comments(&t, WIDTH);
     };
@@ -1005,9 +1005,18 @@ pub fn recommendation_schemes(name: &str, so: &SchemesOutcome, s: &Settings) -> 
 }
 
 /// No scheme has a candidate within the budget.
-fn no_recommendation_schemes(t: &mut String, so: &SchemesOutcome) {
+fn no_recommendation_schemes(t: &mut String, so: &SchemesOutcome, s: &Settings) {
     let out = &so.merged;
     let _ = writeln!(t, "#");
+    if s.budget_ms.is_none() {
+        // Without a budget only a candidate that answered nothing is out.
+        let _ = writeln!(
+            t,
+            "# no scheme and setting searched answered anything: nothing to recommend; name \
+             another scheme (--schemes all)"
+        );
+        return;
+    }
     let fastest = out
         .candidates
         .iter()
