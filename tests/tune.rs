@@ -618,7 +618,10 @@ fn across_schemes_the_recommendation_beats_the_current_settings_on_a_fresh_seed(
     let a = tune(COLLIDE, dir.path(), &SCHEMES_ARGS).success();
     let text = stdout(&a);
     // `owner` wins: one answer a question, within the budget.
-    assert!(text.contains("#   [schemes]\n#   scheme = \"owner\"\n"), "{text}");
+    assert!(
+        text.contains("#   [schemes]\n#   scheme = \"owner\"\n"),
+        "{text}"
+    );
     for l in text.lines() {
         assert!(l.starts_with('#') || l.starts_with("AGENTCHAT_"), "{l}");
         assert!(l.chars().count() <= 100, "{l}");
@@ -646,7 +649,9 @@ fn across_schemes_the_runner_up_is_named_with_its_costs() {
     assert!(f.contains("against the recommendation (paired, "), "{text}");
     // The table shows it beside the recommendation and the current settings.
     assert!(
-        text.contains("#   metric                recommended             current                 runner-up\n"),
+        text.contains(
+            "#   metric                recommended             current                 runner-up\n"
+        ),
         "{text}"
     );
     // mentions answered nothing: said, never recommended.
@@ -700,7 +705,12 @@ fn across_schemes_a_scheme_that_answered_nothing_never_wins() {
     let a = tune(
         COLLIDE,
         dir.path(),
-        &["--schemes", "mentions", "--objective", "dup=1,waste=1,unanswered=0.000001"],
+        &[
+            "--schemes",
+            "mentions",
+            "--objective",
+            "dup=1,waste=1,unanswered=0.000001",
+        ],
     )
     .code(1);
     assert!(
@@ -715,8 +725,18 @@ fn across_schemes_a_scheme_that_answered_nothing_never_wins() {
 fn across_schemes_results_do_not_depend_on_the_thread_count() {
     let one = tempfile::tempdir().expect("tempdir");
     let two = tempfile::tempdir().expect("tempdir");
-    let a = tune(COLLIDE, one.path(), &[&SCHEMES_ARGS[..], &["--jobs", "1"]].concat()).success();
-    let b = tune(COLLIDE, two.path(), &[&SCHEMES_ARGS[..], &["--jobs", "2"]].concat()).success();
+    let a = tune(
+        COLLIDE,
+        one.path(),
+        &[&SCHEMES_ARGS[..], &["--jobs", "1"]].concat(),
+    )
+    .success();
+    let b = tune(
+        COLLIDE,
+        two.path(),
+        &[&SCHEMES_ARGS[..], &["--jobs", "2"]].concat(),
+    )
+    .success();
     assert_eq!(stdout(&a), stdout(&b));
     for f in ["candidates.csv", "recommended.env"] {
         let read = |d: &Path| std::fs::read(d.join("collide/tune").join(f)).expect("file");
@@ -727,10 +747,19 @@ fn across_schemes_results_do_not_depend_on_the_thread_count() {
 #[test]
 fn a_bad_schemes_flag_exits_2_with_one_message() {
     let cases: &[(&[&str], &str)] = &[
-        (&["--schemes", "bogus"], "--schemes bogus: unknown scheme `bogus`"),
-        (&["--schemes", "open,open"], "--schemes open,open: `open` is given twice"),
+        (
+            &["--schemes", "bogus"],
+            "--schemes bogus: unknown scheme `bogus`",
+        ),
+        (
+            &["--schemes", "open,open"],
+            "--schemes open,open: `open` is given twice",
+        ),
         (&["--schemes", ""], "--schemes : an empty scheme name"),
-        (&["--schemes", "all,owner"], "--schemes all,owner: `all` stands alone"),
+        (
+            &["--schemes", "all,owner"],
+            "--schemes all,owner: `all` stands alone",
+        ),
         (
             &["--schemes", "all", "--objective", "1,1,0"],
             "--objective 1,1,0: with --schemes the unanswered rate must weigh",
@@ -741,7 +770,11 @@ fn a_bad_schemes_flag_exits_2_with_one_message() {
         let a = tune(COLLIDE, dir.path(), args).code(2);
         let err = stderr(&a);
         assert!(err.contains(want), "{args:?}: want `{want}` in:\n{err}");
-        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: one message:\n{err}");
+        assert_eq!(
+            err.trim_end().lines().count(),
+            1,
+            "{args:?}: one message:\n{err}"
+        );
         assert!(
             std::fs::read_dir(dir.path()).expect("dir").next().is_none(),
             "{args:?} wrote files"

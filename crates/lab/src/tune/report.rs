@@ -759,40 +759,6 @@ pub fn pareto_chart(name: &str, out: &Outcome, s: &Settings) -> ParetoChart {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn long_comments_wrap_within_the_width() {
-        let text = "# one two three four five six\nKEY=1\n#   short\n";
-        let w = wrap_comments(text, 14);
-        assert_eq!(
-            w,
-            "# one two\n#   three four\n#   five six\nKEY=1\n#   short\n"
-        );
-        assert!(w.lines().all(|l| l.chars().count() <= 14), "{w}");
-    }
-
-    #[test]
-    fn numbers_show_the_digits_the_ci_supports() {
-        assert_eq!(pm((0.000_412_3, 0.000_031), 1.0, ""), "0.000412 ± 0.000031");
-        assert_eq!(pm((16_424.14, 300.72), 1.0, ""), "16424 ± 301");
-        assert_eq!(pm((0.0, 0.0), 100.0, "%"), "0 ± 0%");
-        assert_eq!(pm((0.25, 0.0), 100.0, "%"), "25.0 ± 0.0%");
-        assert_eq!(pm((f64::NAN, 0.0), 1.0, ""), "n/a");
-        let p = Paired {
-            n: 3,
-            mean: -0.5,
-            ci95: 0.25,
-            conf_lower: 0.99,
-        };
-        assert_eq!(change(&p, 1.0, ""), "-0.50 ± 0.25");
-        assert_eq!(percent(0.9996), ">99.9%");
-        assert_eq!(percent(0.5), "50.0%");
-    }
-}
-
 /// [`pm`] with a CI that is only floating-point noise (a metric the same
 /// in every replication, summed in another order) shown as 0.
 fn pmc(sm: (f64, f64), scale: f64, unit: &str) -> String {
@@ -851,7 +817,11 @@ fn schemes_preamble(name: &str, so: &SchemesOutcome, s: &Settings) -> String {
             so.own.name()
         )
     };
-    let _ = writeln!(t, "# schemes: {} ({own}); searched in each:", asked.join(", "));
+    let _ = writeln!(
+        t,
+        "# schemes: {} ({own}); searched in each:",
+        asked.join(", ")
+    );
     for p in &so.schemes {
         let ranges: Vec<String> = p
             .space
@@ -1141,5 +1111,39 @@ fn schemes_table(
             let _ = write!(line, "{:<24}", pmc((sm.mean, sm.ci95), scale, unit));
         }
         let _ = writeln!(t, "{}", line.trim_end());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_comments_wrap_within_the_width() {
+        let text = "# one two three four five six\nKEY=1\n#   short\n";
+        let w = wrap_comments(text, 14);
+        assert_eq!(
+            w,
+            "# one two\n#   three four\n#   five six\nKEY=1\n#   short\n"
+        );
+        assert!(w.lines().all(|l| l.chars().count() <= 14), "{w}");
+    }
+
+    #[test]
+    fn numbers_show_the_digits_the_ci_supports() {
+        assert_eq!(pm((0.000_412_3, 0.000_031), 1.0, ""), "0.000412 ± 0.000031");
+        assert_eq!(pm((16_424.14, 300.72), 1.0, ""), "16424 ± 301");
+        assert_eq!(pm((0.0, 0.0), 100.0, "%"), "0 ± 0%");
+        assert_eq!(pm((0.25, 0.0), 100.0, "%"), "25.0 ± 0.0%");
+        assert_eq!(pm((f64::NAN, 0.0), 1.0, ""), "n/a");
+        let p = Paired {
+            n: 3,
+            mean: -0.5,
+            ci95: 0.25,
+            conf_lower: 0.99,
+        };
+        assert_eq!(change(&p, 1.0, ""), "-0.50 ± 0.25");
+        assert_eq!(percent(0.9996), ">99.9%");
+        assert_eq!(percent(0.5), "50.0%");
     }
 }

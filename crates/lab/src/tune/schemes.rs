@@ -54,7 +54,10 @@ pub fn parse_schemes(text: &str) -> Result<Vec<Scheme>, String> {
     let mut out: Vec<Scheme> = Vec::new();
     for p in parts {
         if p == "all" {
-            return Err(format!("{flag}: `all` stands alone (names: {}, or all)", names()));
+            return Err(format!(
+                "{flag}: `all` stands alone (names: {}, or all)",
+                names()
+            ));
         }
         if p.is_empty() {
             return Err(format!(
@@ -62,8 +65,7 @@ pub fn parse_schemes(text: &str) -> Result<Vec<Scheme>, String> {
                 names()
             ));
         }
-        let r: Result<Scheme, serde::de::value::Error> =
-            Scheme::deserialize(p.into_deserializer());
+        let r: Result<Scheme, serde::de::value::Error> = Scheme::deserialize(p.into_deserializer());
         let Ok(scheme) = r else {
             return Err(format!(
                 "{flag}: unknown scheme `{p}` (names: {}, or all)",
@@ -110,7 +112,10 @@ pub fn scheme_loaded(loaded: &Loaded, scheme: Scheme) -> Result<Loaded, TuneErro
     let mut l = loaded.clone();
     l.apply_as(&format!("schemes.scheme=\"{}\"", scheme.name()), &origin)?;
     l.apply_as(
-        &format!("{COOLDOWN}={}", crate::report::num(base.schemes.cooldown_ms)),
+        &format!(
+            "{COOLDOWN}={}",
+            crate::report::num(base.schemes.cooldown_ms)
+        ),
         &origin,
     )?;
     Ok(l)
@@ -178,7 +183,11 @@ pub fn scheme_params(
 /// not write its `[schemes]` table out, so the key has no value to read).
 pub fn scheme_space(loaded: &Loaded, params: &[ParamSpec]) -> Result<Space, String> {
     let mut space = Space::new(loaded, params)?;
-    let cooldown = loaded.base().map_err(|e| e.to_string())?.schemes.cooldown_ms;
+    let cooldown = loaded
+        .base()
+        .map_err(|e| e.to_string())?
+        .schemes
+        .cooldown_ms;
     for d in space.dims.iter_mut().filter(|d| d.key == COOLDOWN) {
         d.current = Some(cooldown);
     }
@@ -393,8 +402,8 @@ mod tests {
 
     #[test]
     fn each_scheme_searches_what_matters_under_it() {
-        let l = Loaded::from_text("t.toml", "reps = 2\n", std::path::Path::new("."))
-            .expect("scenario");
+        let l =
+            Loaded::from_text("t.toml", "reps = 2\n", std::path::Path::new(".")).expect("scenario");
         let free = |scheme: Scheme| -> Vec<String> {
             let l = scheme_loaded(&l, scheme).expect("loads");
             let params = scheme_params(scheme, &[], &l, false).expect("params");
