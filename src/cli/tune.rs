@@ -34,6 +34,12 @@ pub struct Args {
     /// Arbitration policy to tune for.
     #[arg(long, default_value = "spec")]
     pub policy: String,
+    /// Also choose the scheme (`[schemes] scheme`): `all`, or names
+    /// separated by commas (`open,owner,mentions`). Each is searched over
+    /// the settings that matter under it, the cooldown among them, and the
+    /// output names the best scheme and what the runner-up costs.
+    #[arg(long, value_name = "all|SCHEME,...")]
+    pub schemes: Option<String>,
     /// Master seed (default: the scenario's `seed`).
     #[arg(long, allow_negative_numbers = true, value_parser = super::whole::<u64>)]
     pub seed: Option<u64>,
@@ -77,6 +83,7 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         grid: args.grid,
         threads: args.jobs.unwrap_or_else(sweep::default_threads),
         max_memory: args.max_memory,
+        schemes: args.schemes,
     }
     .check()?;
     let done = request::run(&search, &args.out, &Term::tune(args.quiet))?;
@@ -95,11 +102,16 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     }
     if done.outcome.chosen.is_none() {
         return Err(CliError::Failure(anyhow::anyhow!(
-            "no setting in the searched ranges meets --max-ttfr-p95-ms {}",
-            search
-                .settings
-                .budget_ms
-                .map_or_else(String::new, crate::report::num)
+            "{}",
+            match search.settings.budget_ms {
+                Some(b) => format!(
+                    "no setting in the searched ranges meets --max-ttfr-p95-ms {}",
+                    crate::report::num(b)
+                ),
+                // Without a budget only a candidate that answered nothing
+                // is infeasible.
+                None => "no setting in the searched ranges answered anything".to_string(),
+            }
         )));
     }
     Ok(ExitCode::SUCCESS)

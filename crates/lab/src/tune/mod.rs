@@ -33,9 +33,11 @@
 
 pub mod report;
 pub mod request;
+pub mod schemes;
 pub mod space;
 pub mod stats;
 
+use crate::agent::Scheme;
 use crate::floor::PolicyKind;
 use crate::metrics::stats::Summary;
 use crate::metrics::{METRICS, RunResult};
@@ -154,6 +156,9 @@ pub struct Candidate {
     pub eligible: bool,
     /// One result per replication, in replication order.
     pub runs: Vec<RunResult>,
+    /// The scheme it ran under, when `tune` searched across schemes
+    /// (`--schemes`); `None` otherwise.
+    pub scheme: Option<Scheme>,
     prepared: Prepared,
 }
 
@@ -190,10 +195,17 @@ impl Candidate {
         Summary::of(&self.objective(w))
     }
 
-    /// Mean p95 within the budget (always, with no budget).
+    /// True when some replication answered something (has a time to first
+    /// response): a candidate that answered nothing measured no latency,
+    /// and is never feasible, with or without a budget.
+    pub fn answered(&self) -> bool {
+        self.metric(BUDGET_METRIC).iter().any(|x| x.is_finite())
+    }
+
+    /// Mean p95 within the budget (with no budget: answered anything).
     pub fn feasible(&self, budget: Option<f64>) -> bool {
         match budget {
-            None => true,
+            None => self.answered(),
             Some(b) => {
                 let m = self.summary(BUDGET_METRIC).mean;
                 m.is_finite() && m <= b
@@ -516,6 +528,7 @@ impl Tuner<'_> {
             values,
             eligible,
             runs: Vec::new(),
+            scheme: None,
             prepared,
         });
         Ok(id)
@@ -544,6 +557,7 @@ impl Tuner<'_> {
             values: Some(v),
             eligible: true,
             runs: Vec::new(),
+            scheme: None,
             prepared,
         });
         Ok(id)

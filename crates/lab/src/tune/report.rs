@@ -3,9 +3,11 @@
 //! metrics they achieve, and the data of the Pareto figure. Everything here
 //! is a pure function of the [`Outcome`]: no clock, no paths that vary.
 
+use super::schemes::{COOLDOWN, SchemesOutcome};
 use super::space::{Dim, Role, Space};
 use super::stats::{Paired, confidence_below};
 use super::{BUDGET_METRIC, Candidate, Outcome, Settings, Source};
+use crate::agent::Scheme;
 use crate::metrics::METRICS;
 use crate::metrics::stats::Summary;
 use crate::report::num;
@@ -44,10 +46,15 @@ pub fn candidates_csv(
     s: &Settings,
 ) -> anyhow::Result<Vec<u8>> {
     let mut w = csv::Writer::from_writer(Vec::new());
+    // Across schemes (`--schemes`), a `scheme` column after `policy`.
+    let schemes = out.candidates.iter().any(|c| c.scheme.is_some());
     let mut header: Vec<String> = ["scenario", "policy", "candidate", "source"]
         .iter()
         .map(|x| x.to_string())
         .collect();
+    if schemes {
+        header.insert(2, "scheme".to_string());
+    }
     header.extend(space.dims.iter().map(|d| d.key.clone()));
     for h in [
         "reps",
@@ -70,6 +77,9 @@ pub fn candidates_csv(
             c.id.to_string(),
             c.source.name().to_string(),
         ];
+        if schemes {
+            rec.insert(2, c.scheme.map_or("", |x| x.name()).to_string());
+        }
         match &c.values {
             Some(v) => rec.extend(space.dims.iter().zip(v).map(|(d, x)| value_text(d, *x))),
             None => rec.extend(space.dims.iter().map(|_| String::new())),
@@ -746,6 +756,361 @@ pub fn pareto_chart(name: &str, out: &Outcome, s: &Settings) -> ParetoChart {
         budget_ms: s.budget_ms,
         panels: panels.into_iter().map(|(a, _)| a).collect(),
         points,
+    }
+}
+
+/// [`pm`] with a CI that is only floating-point noise (a metric the same
+/// in every replication, summed in another order) shown as 0.
+fn pmc(sm: (f64, f64), scale: f64, unit: &str) -> String {
+    let ci = if sm.1.abs() <= 1e-9 * sm.0.abs() {
+        0.0
+    } else {
+        sm.1
+    };
+    pm((sm.0, ci), scale, unit)
+}
+
+/// `scheme owner, CSMA 0..7800 ms, TTL 45000 ms, schemes.cooldown_ms 0`.
+fn describe_in(so: &SchemesOutcome, c: &Candidate) -> String {
+    match (c.scheme, so.part(c.id)) {
+        (Some(scheme), Some(part)) => {
+            format!("scheme {}, {}", scheme.name(), describe(&part.space, c))
+        }
+        _ => describe(&so.schemes[0].space, c),
+    }
+}
+
+/// Header lines of a search across schemes.
+fn schemes_preamble(name: &str, so: &SchemesOutcome, s: &Settings) -> String {
+    let out = &so.merged;
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "# herdsim tune across schemes: scenario `{name}`, policy {}, seed {}",
+        s.policy.name(),
+        s.seed
+    );
+    let _ = writeln!(t, "# objective (lower is better): {}", s.weights.describe());
+    match s.budget_ms {
+        Some(b) => {
+            let _ = writeln!(t, "# constraint: mean {BUDGET_METRIC} <= {}", num(b));
+        }
+        None => {
+            let _ = writeln!(
+                t,
+                "# constraint: none (no --max-ttfr-p95-ms): latency is not weighed at all; a \
+                 candidate that answered nothing is never recommended"
+            );
+        }
+    }
+    let asked: Vec<&str> = so
+        .schemes
+        .iter()
+        .filter(|p| p.asked)
+        .map(|p| p.scheme.name())
+        .collect();
+    let own = if so.schemes.iter().any(|p| p.scheme == so.own && p.asked) {
+        format!("the scenario's own: {}", so.own.name())
+    } else {
+        format!(
+            "and the scenario's own, {}, for its current settings only",
+            so.own.name()
+        )
+    };
+    let _ = writeln!(
+        t,
+        "# schemes: {} ({own}); searched in each:",
+        asked.join(", ")
+    );
+    for p in &so.schemes {
+        let ranges: Vec<String> = p
+            .space
+            .dims
+            .iter()
+            .map(|d| {
+                if d.free() {
+                    format!(
+                        "{} {}..{} (step {})",
+                        d.key,
+                        d.format(d.lo),
+                        d.format(d.hi),
+                        num(d.step)
+                    )
+                } else {
+                    format!("{} = {} (fixed)", d.key, d.format(d.lo))
+                }
+            })
+            .collect();
+        let _ = writeln!(t, "# - {}: {}", p.scheme.name(), ranges.join(", "));
+    }
+    let most = out
+        .candidates
+        .iter()
+        .map(Candidate::reps)
+        .max()
+        .unwrap_or(0);
+    let more = if most > s.reps as usize {
+        format!(", up to {most} for the closest contenders")
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        t,
+        "# evaluated: {} candidates over {} schemes (current settings, {} on the grids, {} in \
+         refinement), {} replications each on common seeds{more}; {} runs",
+        out.candidates.len(),
+        so.schemes.len(),
+        out.grid_count,
+        out.refine_count,
+        s.reps,
+        out.runs
+    );
+    t
+}
+
+/// The text `herdsim tune --schemes` prints: the recommended scheme and
+/// settings (environment lines, the `[schemes]` table as comments), what
+/// they achieve beside the current settings and the runner-up (the best
+/// candidate of another scheme), and each scheme's best.
+pub fn recommendation_schemes(name: &str, so: &SchemesOutcome, s: &Settings) -> String {
+    let out = &so.merged;
+    let mut t = schemes_preamble(name, so, s);
+    let (Some(best), Some(part)) = (
+        out.chosen.map(|i| &out.candidates[i]),
+        out.chosen.and_then(|i| so.part(i)),
+    ) else {
+        no_recommendation_schemes(&mut t, so, s);
+        schemes_lines(&mut t, so, s);
+        return wrap_comments(&t, WIDTH);
+    };
+    let Some(v) = &best.values else {
+        return wrap_comments(&t, WIDTH);
+    };
+    let space = &part.space;
+    let current = &out.candidates[out.current];
+    let _ = writeln!(t, "#");
+    if best.id == current.id {
+        let _ = writeln!(
+            t,
+            "# recommended scheme and settings (the current ones: nothing searched did better):"
+        );
+    } else {
+        let _ = writeln!(t, "# recommended scheme and settings:");
+    }
+    for (d, x) in space.dims.iter().zip(v) {
+        if let Some(var) = env_var(d.role, s) {
+            let _ = writeln!(t, "{var}={}", value_text(d, *x));
+        }
+    }
+    floor_agent_lines(&mut t, space, v);
+    for (d, x) in space
+        .dims
+        .iter()
+        .zip(v)
+        .filter(|(d, _)| d.role == Role::Extra && d.key != COOLDOWN)
+    {
+        let _ = writeln!(
+            t,
+            "# {} = {} (a scenario key, no environment variable)",
+            d.key,
+            value_text(d, *x)
+        );
+    }
+    let cooldown = space
+        .dims
+        .iter()
+        .zip(v)
+        .find(|(d, _)| d.key == COOLDOWN)
+        .map_or_else(|| "0".to_string(), |(d, x)| value_text(d, *x));
+    let _ = writeln!(
+        t,
+        "# the scheme, in the scenario (every agent applies it; docs/schemes.md):"
+    );
+    let _ = writeln!(t, "#   [schemes]");
+    let _ = writeln!(t, "#   scheme = \"{}\"", part.scheme.name());
+    if part.scheme == Scheme::Mentions && !so.default_agent.is_empty() {
+        let _ = writeln!(t, "#   default_agent = \"{}\"", so.default_agent);
+    }
+    let _ = writeln!(t, "#   cooldown_ms = {cooldown}");
+    let runner = out.runner_up.map(|(r, _)| &out.candidates[r]);
+    schemes_table(&mut t, so, best, current, runner, s);
+    let _ = writeln!(t, "#");
+    if current.id != best.id {
+        against_current_line(&mut t, best, current, s);
+    }
+    if let Some(b) = s.budget_ms {
+        budget_line(&mut t, best, b);
+    }
+    match (&out.runner_up, runner) {
+        (Some((_, p)), Some(r)) => {
+            let _ = writeln!(
+                t,
+                "# runner-up: {}: objective {} against the recommendation (paired, {} \
+                 replications; one-sided confidence that the recommendation is better: {}){}",
+                describe_in(so, r),
+                change(&p.negate(), 1.0, ""),
+                p.n,
+                percent(p.conf_lower),
+                if p.resolved() {
+                    ""
+                } else {
+                    "; too close to call: within this noise either is as good"
+                }
+            );
+        }
+        _ => {
+            let _ = writeln!(
+                t,
+                "# runner-up: none: no other scheme searched has a candidate within the budget \
+                 that answered anything"
+            );
+        }
+    }
+    schemes_lines(&mut t, so, s);
+    ties_line(&mut t, space, out);
+    if s.budget_ms.is_none() {
+        unbudgeted_lines(&mut t, space, best, current, v, s);
+    }
+    wrap_comments(&t, WIDTH)
+}
+
+/// No scheme has a candidate within the budget.
+fn no_recommendation_schemes(t: &mut String, so: &SchemesOutcome, s: &Settings) {
+    let out = &so.merged;
+    let _ = writeln!(t, "#");
+    if s.budget_ms.is_none() {
+        // Without a budget only a candidate that answered nothing is out.
+        let _ = writeln!(
+            t,
+            "# no scheme and setting searched answered anything: nothing to recommend; name \
+             another scheme (--schemes all)"
+        );
+        return;
+    }
+    let fastest = out
+        .candidates
+        .iter()
+        .filter(|c| c.eligible && c.reps() > 0 && c.answered())
+        .filter(|c| so.part(c.id).is_some_and(|p| p.asked))
+        .min_by(|a, b| {
+            let (x, y) = (a.summary(BUDGET_METRIC).mean, b.summary(BUDGET_METRIC).mean);
+            x.total_cmp(&y).then(a.id.cmp(&b.id))
+        });
+    match fastest {
+        Some(f) => {
+            let sm = f.summary(BUDGET_METRIC);
+            let _ = writeln!(
+                t,
+                "# no scheme and setting in the searched ranges meets the budget: the fastest \
+                 ({}) has mean {BUDGET_METRIC} {} ms",
+                describe_in(so, f),
+                pmc((sm.mean, sm.ci95), 1.0, "")
+            );
+        }
+        None => {
+            let _ = writeln!(
+                t,
+                "# no scheme and setting in the searched ranges meets the budget"
+            );
+        }
+    }
+    let _ = writeln!(
+        t,
+        "# raise --max-ttfr-p95-ms or widen the ranges (--param KEY=LO..HI)"
+    );
+}
+
+/// One line per scheme: its best within the budget, or why it has none.
+fn schemes_lines(t: &mut String, so: &SchemesOutcome, s: &Settings) {
+    let out = &so.merged;
+    let _ = writeln!(t, "# each scheme's best:");
+    for p in &so.schemes {
+        let cands = &out.candidates[p.ids.clone()];
+        let line = if !p.asked {
+            "not searched (the scenario's own scheme, run for the current settings)".to_string()
+        } else if !cands.iter().any(|c| c.answered()) {
+            let u = cands
+                .first()
+                .map_or(f64::NAN, |c| c.summary("unanswered_rate").mean);
+            format!(
+                "answered nothing in any candidate (unanswered {:.0}%): it measured no latency \
+                 and is never recommended",
+                u * 100.0
+            )
+        } else {
+            match p.chosen.map(|i| &out.candidates[i]) {
+                Some(c) => {
+                    let (o, p95, u) = (
+                        c.objective_summary(&s.weights),
+                        c.summary(BUDGET_METRIC),
+                        c.summary("unanswered_rate"),
+                    );
+                    format!(
+                        "objective {}, {BUDGET_METRIC} {} ms, unanswered {} ({}){}",
+                        pmc((o.mean, o.ci95), 1.0, ""),
+                        pmc((p95.mean, p95.ci95), 1.0, ""),
+                        pmc((u.mean, u.ci95), 100.0, "%"),
+                        describe(&p.space, c),
+                        if out.chosen == Some(c.id) {
+                            ": recommended"
+                        } else if out.runner_up.is_some_and(|(r, _)| r == c.id) {
+                            ": runner-up"
+                        } else {
+                            ""
+                        }
+                    )
+                }
+                None => "no setting within the budget".to_string(),
+            }
+        };
+        let _ = writeln!(t, "# - {}: {line}", p.scheme.name());
+    }
+}
+
+/// What the recommendation achieves beside the current settings and the
+/// runner-up, each over its own replications (on common seeds).
+fn schemes_table(
+    t: &mut String,
+    so: &SchemesOutcome,
+    best: &Candidate,
+    current: &Candidate,
+    runner: Option<&Candidate>,
+    s: &Settings,
+) {
+    let _ = writeln!(t, "#");
+    let mut cols: Vec<(&str, &Candidate)> = vec![("recommended", best)];
+    if current.id != best.id {
+        cols.push(("current", current));
+    }
+    if let Some(r) = runner {
+        cols.push(("runner-up", r));
+    }
+    let who: Vec<String> = cols
+        .iter()
+        .skip(1)
+        .map(|(label, c)| format!("the {label} ({})", describe_in(so, c)))
+        .collect();
+    let reps: Vec<String> = cols.iter().map(|(_, c)| c.reps().to_string()).collect();
+    let _ = writeln!(
+        t,
+        "# what they achieve (mean ± 95% CI over {} replications{}, on common seeds){}{}:",
+        reps.join(", "),
+        if cols.len() > 1 { " in turn" } else { "" },
+        if who.is_empty() { "" } else { ", beside " },
+        who.join(" and ")
+    );
+    let mut head = format!("#   {:<22}", "metric");
+    for (label, _) in &cols {
+        let _ = write!(head, "{label:<24}");
+    }
+    let _ = writeln!(t, "{}", head.trim_end());
+    for (label, metric, scale, unit) in ROWS {
+        let mut line = format!("#   {label:<22}");
+        for (_, c) in &cols {
+            let sm = summary(c, metric, s);
+            let _ = write!(line, "{:<24}", pmc((sm.mean, sm.ci95), scale, unit));
+        }
+        let _ = writeln!(t, "{}", line.trim_end());
     }
 }
 

@@ -3,6 +3,7 @@
 //! ([`run`]) to `<out>/<scenario name>/tune/`: `candidates.csv`,
 //! `pareto.png` and `recommended.env`, each atomically.
 
+use super::schemes::{self, SchemeSearch, SchemesOutcome};
 use super::space::{Space, parse_param};
 use super::{Outcome, Settings, TuneError, Weights, report, tune};
 use crate::floor::PolicyKind;
@@ -41,6 +42,9 @@ pub struct Request {
     pub threads: usize,
     /// `--max-memory` (none: what the system leaves, as for `herdsim run`).
     pub max_memory: Option<u64>,
+    /// `--schemes`: `all` or scheme names (none: the scenario's scheme only,
+    /// as before schemes existed).
+    pub schemes: Option<String>,
 }
 
 /// A checked request: the scenario, the space searched and the settings.
@@ -51,6 +55,9 @@ pub struct Search {
     /// The scenario's name.
     pub name: String,
     pub source: Option<PathBuf>,
+    /// With `--schemes`: one search per scheme (the scenario's own among
+    /// them), run instead of `space`; empty otherwise.
+    pub schemes: Vec<SchemeSearch>,
 }
 
 /// A finished search, its files written.
@@ -62,6 +69,8 @@ pub struct Tuned {
     pub dir: PathBuf,
     /// Seconds the search took.
     pub elapsed: f64,
+    /// With `--schemes`: each scheme's part of `outcome`.
+    pub schemes: Vec<schemes::SchemeResult>,
 }
 
 fn bad(msg: impl Into<String>) -> TuneError {
@@ -127,13 +136,63 @@ impl Request {
             max_pending: usize::MAX,
         };
         settings.max_pending = memory_check(&loaded, &base, &space, &settings, self.max_memory)?;
+        let schemes = match &self.schemes {
+            Some(text) => self.scheme_searches(text, &loaded, &params, &settings)?,
+            None => Vec::new(),
+        };
         Ok(Search {
             name: base.name.clone(),
             loaded,
             space,
             settings,
             source: self.scenario.clone(),
+            schemes,
         })
+    }
+
+    /// `--schemes`: one search per scheme named, and the scenario's own
+    /// scheme (for the current settings only when not named), each over the
+    /// settings that matter under it ([`schemes::scheme_params`]).
+    fn scheme_searches(
+        &self,
+        text: &str,
+        loaded: &Loaded,
+        params: &[super::space::ParamSpec],
+        settings: &Settings,
+    ) -> Result<Vec<SchemeSearch>, TuneError> {
+        let asked = schemes::parse_schemes(text).map_err(bad)?;
+        if settings.weights.unanswered == 0.0 {
+            return Err(bad(format!(
+                "--objective {}: with --schemes the unanswered rate must weigh (a scheme that \
+                 answers nothing, e.g. mentions with no mentions, would score 0)",
+                self.objective
+            )));
+        }
+        let own = loaded.base()?.schemes.scheme;
+        let mut list: Vec<(crate::agent::Scheme, bool)> =
+            asked.iter().map(|&x| (x, true)).collect();
+        if !asked.contains(&own) {
+            list.push((own, false));
+        }
+        let mut out = Vec::new();
+        for (scheme, named) in list {
+            let l = schemes::scheme_loaded(loaded, scheme)?;
+            let p = schemes::scheme_params(scheme, params, &l, !named)?;
+            let space = schemes::scheme_space(&l, &p).map_err(bad)?;
+            let levels = self.levels(&space)?;
+            let mut st = settings.clone();
+            st.levels = levels;
+            let base = l.base()?;
+            st.max_pending = memory_check(&l, &base, &space, &st, self.max_memory)?;
+            out.push(SchemeSearch {
+                scheme,
+                asked: named,
+                loaded: l,
+                space,
+                settings: st,
+            });
+        }
+        Ok(out)
     }
 
     /// `--reps` (at least 2) and `--max-reps` (at least `--reps`).
@@ -231,17 +290,42 @@ pub fn run(search: &Search, out: &Path, obs: &dyn Observer) -> Result<Tuned, Tun
     let _lock = sweep::outputs::lock_results(&dir, obs)?;
     let started = Instant::now();
     let (name, space, s) = (&search.name, &search.space, &search.settings);
-    let outcome = tune(&search.loaded, space, s, obs)?;
+    let (outcome, parts, text) = if search.schemes.is_empty() {
+        let outcome = tune(&search.loaded, space, s, obs)?;
+        let text = report::recommendation(name, space, &outcome, s);
+        (outcome, Vec::new(), text)
+    } else {
+        let base = search.loaded.base()?;
+        let so = schemes::tune_schemes(
+            &search.schemes,
+            base.schemes.scheme,
+            base.schemes.default_agent.clone(),
+            obs,
+        )?;
+        let text = report::recommendation_schemes(name, &so, s);
+        let SchemesOutcome {
+            merged, schemes, ..
+        } = so;
+        (merged, schemes, text)
+    };
     let elapsed = started.elapsed().as_secs_f64();
+    // Across schemes every scheme's space has the same keys in the same
+    // order: the first names the columns.
+    let columns = search.schemes.first().map_or(space, |x| &x.space);
     write_atomic(
         &dir.join("candidates.csv"),
-        &report::candidates_csv(name, space, &outcome, s)?,
+        &report::candidates_csv(name, columns, &outcome, s)?,
     )?;
-    pareto_figure(
-        &report::pareto_chart(name, &outcome, s),
-        &dir.join("pareto.png"),
-    )?;
-    let text = report::recommendation(name, space, &outcome, s);
+    let mut chart = report::pareto_chart(name, &outcome, s);
+    if !parts.is_empty() {
+        let names: Vec<&str> = parts.iter().map(|p| p.scheme.name()).collect();
+        chart.title = format!(
+            "herdsim tune: {name} ({}; schemes {})",
+            s.policy.name(),
+            names.join(", ")
+        );
+    }
+    pareto_figure(&chart, &dir.join("pareto.png"))?;
     let env = dir.join("recommended.env");
     if outcome.chosen.is_some() {
         write_atomic(&env, text.as_bytes())?;
@@ -254,6 +338,7 @@ pub fn run(search: &Search, out: &Path, obs: &dyn Observer) -> Result<Tuned, Tun
         text,
         dir,
         elapsed,
+        schemes: parts,
     })
 }
 

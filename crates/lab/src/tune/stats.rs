@@ -45,6 +45,16 @@ impl Paired {
         }
     }
 
+    /// The comparison the other way round (`b - a`).
+    pub fn negate(&self) -> Paired {
+        Paired {
+            n: self.n,
+            mean: -self.mean,
+            ci95: self.ci95,
+            conf_lower: 1.0 - self.conf_lower,
+        }
+    }
+
     /// True when the 95% CI of the difference excludes zero.
     pub fn resolved(&self) -> bool {
         self.n >= 2 && self.mean.is_finite() && self.mean.abs() > self.ci95
