@@ -19,6 +19,9 @@ pub enum Scheme {
 }
 
 impl Scheme {
+    /// Every scheme, in the order reports list them.
+    pub const ALL: [Scheme; 3] = [Scheme::Open, Scheme::Owner, Scheme::Mentions];
+
     /// The scheme's name in a scenario.
     pub fn name(self) -> &'static str {
         match self {
