@@ -16,20 +16,17 @@
 //!
 //! One sample is one whole calibration (several seconds): 10 samples.
 
-use criterion::{Criterion, Throughput, criterion_group};
-use herdsim::calibrate::{self, Options, fit::Settings};
+#[path = "common/calibrate.rs"]
+mod common;
+
+use criterion::{Criterion, criterion_group};
+use herdsim::calibrate;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp, LogNormal};
 use serde_json::json;
 use std::io::Write;
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
-use std::time::Duration;
-
-/// The same allocator as the `herdsim` binary, so the figures match it.
-#[global_allocator]
-static GLOBAL: herdsim::allocator::Mimalloc = herdsim::allocator::Mimalloc;
 
 /// Questions in the log (about 10 frames each).
 const QUESTIONS: usize = 100_000;
@@ -108,28 +105,16 @@ pub fn write_log(path: &Path, questions: usize, agents: usize) -> u64 {
 }
 
 fn calibrate_big_log(c: &mut Criterion) {
-    let tmp = tempfile::tempdir().expect("temporary folder");
-    let log = tmp.path().join("big.jsonl");
-    let frames = write_log(&log, QUESTIONS, AGENTS);
-    let mut g = c.benchmark_group("calibrate");
-    g.sample_size(10)
-        .warm_up_time(Duration::from_millis(1))
-        .measurement_time(Duration::from_secs(60))
-        .throughput(Throughput::Elements(frames));
-    let opts = Options {
-        log: log.clone(),
-        dir: tmp.path().join("out"),
-        channel: None,
-        settings: Settings::default(),
-        reps: 0,
-        jobs: 1,
-        plots: false,
-    };
-    let never = AtomicBool::new(false);
-    g.bench_function(format!("frames_{frames}"), |b| {
-        b.iter(|| calibrate::run(&opts, &never).expect("calibrates"))
-    });
-    g.finish();
+    common::bench(
+        c,
+        "calibrate",
+        "big.jsonl",
+        "frames",
+        |path| write_log(path, QUESTIONS, AGENTS),
+        |opts, stop| {
+            calibrate::run(opts, stop).expect("calibrates");
+        },
+    );
 }
 
 criterion_group! {
@@ -141,14 +126,10 @@ criterion_group! {
 /// With HERDSIM_CALIBRATE_LOG=PATH, only write the log there (to measure
 /// the command line on it: docs/observe.md); else the benchmark.
 fn main() {
-    if let Some(path) = std::env::var_os("HERDSIM_CALIBRATE_LOG") {
-        let lines = write_log(Path::new(&path), QUESTIONS, AGENTS);
-        eprintln!("wrote {} ({lines} lines)", Path::new(&path).display());
-        return;
-    }
-    benches();
-    Criterion::default()
-        .without_plots()
-        .configure_from_args()
-        .final_summary();
+    common::main(
+        "HERDSIM_CALIBRATE_LOG",
+        "lines",
+        |path| write_log(path, QUESTIONS, AGENTS),
+        benches,
+    );
 }

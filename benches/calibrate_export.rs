@@ -13,20 +13,17 @@
 //!
 //! One sample is one whole calibration (several seconds): 10 samples.
 
-use criterion::{Criterion, Throughput, criterion_group};
-use herdsim::calibrate::{self, Options, export, fit::Settings};
+#[path = "common/calibrate.rs"]
+mod common;
+
+use criterion::{Criterion, criterion_group};
+use herdsim::calibrate::export;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp, LogNormal};
 use serde_json::json;
 use std::io::Write;
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
-use std::time::Duration;
-
-/// The same allocator as the `herdsim` binary, so the figures match it.
-#[global_allocator]
-static GLOBAL: herdsim::allocator::Mimalloc = herdsim::allocator::Mimalloc;
 
 const QUESTIONS: usize = 250_000;
 const BOTS: usize = 6;
@@ -120,30 +117,16 @@ pub fn write_export(path: &Path, questions: usize, bots: usize) -> u64 {
 }
 
 fn calibrate_big_export(c: &mut Criterion) {
-    let tmp = tempfile::tempdir().expect("temporary folder");
-    let path = tmp.path().join("big.json");
-    let messages = write_export(&path, QUESTIONS, BOTS);
-    let mut g = c.benchmark_group("calibrate_export");
-    g.sample_size(10)
-        .warm_up_time(Duration::from_millis(1))
-        .measurement_time(Duration::from_secs(60))
-        .throughput(Throughput::Elements(messages));
-    let opts = Options {
-        log: path.clone(),
-        dir: tmp.path().join("out"),
-        channel: None,
-        settings: Settings::default(),
-        reps: 0,
-        jobs: 1,
-        plots: false,
-    };
-    let settings = export::Settings::default();
-    let never = AtomicBool::new(false);
-    g.bench_function(format!("messages_{messages}"), |b| {
-        b.iter(|| export::run(&opts, &settings, &never).expect("calibrates"))
-    });
-    g.finish();
-    let _ = calibrate::default_name(&path);
+    common::bench(
+        c,
+        "calibrate_export",
+        "big.json",
+        "messages",
+        |path| write_export(path, QUESTIONS, BOTS),
+        |opts, stop| {
+            export::run(opts, &export::Settings::default(), stop).expect("calibrates");
+        },
+    );
 }
 
 criterion_group! {
@@ -155,14 +138,10 @@ criterion_group! {
 /// With HERDSIM_EXPORT_LOG=PATH, only write the export there (to measure
 /// the command line on it: docs/exports.md); else the benchmark.
 fn main() {
-    if let Some(path) = std::env::var_os("HERDSIM_EXPORT_LOG") {
-        let n = write_export(Path::new(&path), QUESTIONS, BOTS);
-        eprintln!("wrote {} ({n} messages)", Path::new(&path).display());
-        return;
-    }
-    benches();
-    Criterion::default()
-        .without_plots()
-        .configure_from_args()
-        .final_summary();
+    common::main(
+        "HERDSIM_EXPORT_LOG",
+        "messages",
+        |path| write_export(path, QUESTIONS, BOTS),
+        benches,
+    );
 }

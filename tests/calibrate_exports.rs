@@ -532,3 +532,101 @@ fn a_simulated_channel_calibrates_back_from_each_format() {
         );
     }
 }
+
+/// The what-if: with `--reps`, the fitted scenario runs under each scheme
+/// and policy; `whatif.csv` has one row each, the report a section beside
+/// "your channel today", `mentions` on a channel whose questions mention
+/// nobody says that nobody answers (no TTFR), and the files are the same
+/// bytes for `--jobs 1` and `--jobs 2`.
+#[test]
+fn the_fitted_channel_runs_under_each_scheme_the_same_for_any_jobs() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let run = |jobs: &str| {
+        let out = tmp.path().join(jobs);
+        let o = herdsim()
+            .args(["calibrate", "--reps", "3", "--jobs", jobs, "--no-plot"])
+            .args(["--name", "x", "--out"])
+            .arg(&out)
+            .arg(data("discord/general.json"))
+            .output()
+            .expect("runs");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let dir = out.join("x");
+        let csv = std::fs::read_to_string(dir.join("whatif.csv")).expect("whatif.csv");
+        // The report names its own folder (the tune command): not compared.
+        let report = std::fs::read_to_string(dir.join("report.txt"))
+            .expect("report")
+            .replace(&out.display().to_string(), "OUT");
+        (csv, report, String::from_utf8_lossy(&o.stdout).into_owned())
+    };
+    let (csv, report, stdout) = run("1");
+    let (csv2, report2, _) = run("2");
+    assert_eq!(csv, csv2, "whatif.csv differs between --jobs 1 and 2");
+    assert_eq!(report, report2, "report.txt differs between --jobs 1 and 2");
+    let lines: Vec<&str> = csv.lines().collect();
+    assert!(
+        lines[0].starts_with("scheme,policy,reps,duplicate_rate,duplicate_rate_ci95,"),
+        "{csv}"
+    );
+    let keys: Vec<(&str, &str)> = lines[1..]
+        .iter()
+        .map(|l| {
+            let mut c = l.split(',');
+            (c.next().unwrap_or(""), c.next().unwrap_or(""))
+        })
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            ("open", "spec"),
+            ("open", "none"),
+            ("owner", "spec"),
+            ("owner", "none"),
+            ("mentions", "spec"),
+            ("mentions", "none"),
+        ],
+        "{csv}"
+    );
+    for l in &lines[1..] {
+        let c: Vec<&str> = l.split(',').collect();
+        assert_eq!(c[2], "3", "{l}");
+        if c[0] == "mentions" {
+            // Nobody is mentioned: every question unanswered, no TTFR.
+            assert_eq!(c[5], "1", "{l}");
+            assert_eq!((c[7], c[9]), ("", ""), "{l}");
+            assert!(c[15].contains("nobody answers under mentions"), "{l}");
+        } else {
+            assert!(!c[7].is_empty(), "{l}");
+            assert!(c[15].is_empty(), "{l}");
+        }
+    }
+    let today = report.find("Your channel today").expect("today");
+    let each = report
+        .find("Your channel under each scheme")
+        .expect("what-if");
+    assert!(today < each, "{report}");
+    assert!(report.contains("none answered"), "{report}");
+    assert!(
+        stdout.contains("Your channel under each scheme"),
+        "{stdout}"
+    );
+}
+
+/// Slack authors are named to `--humans`/`--bots` by their names as well
+/// as their ids: `users.json`'s `name` and `real_name`, a message's
+/// `bot_profile` or `username`; each gives the channel its id gives.
+#[test]
+fn slack_names_are_accepted_by_the_flags() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let slack = data("slack");
+    let run =
+        |sub: &str, flags: &[&str]| channel(&calibrate(&tmp.path().join(sub), &slack, flags).1);
+    let plain = run("plain", &[]);
+    let by_id = run("id", &["--humans", "U0HELPER"]);
+    assert_ne!(by_id, plain, "--humans U0HELPER changes nothing");
+    assert_eq!(run("name", &["--humans", "helper"]), by_id);
+    let bot_by_id = run("bid", &["--bots", "U0BOB"]);
+    assert_ne!(bot_by_id, plain, "--bots U0BOB changes nothing");
+    assert_eq!(run("real", &["--bots", "Bob"]), bot_by_id);
+    assert_eq!(run("uname", &["--bots", "bob"]), bot_by_id);
+}

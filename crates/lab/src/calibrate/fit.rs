@@ -23,9 +23,6 @@ pub const SWEEP_MS: f64 = 5000.0;
 /// Significance level of the goodness-of-fit and grouping tests.
 pub const ALPHA: f64 = 0.01;
 
-/// Bootstrap draws behind the inference quantiles' intervals.
-pub const BOOT_DRAWS: usize = 400;
-
 /// Fewest samples a goodness-of-fit test or an empirical distribution needs.
 pub const MIN_SAMPLES: usize = 8;
 
@@ -43,7 +40,7 @@ pub struct Settings {
     pub csma_ms: Option<(f64, f64)>,
     /// The server's policy (`--policy`); None: read from the wire.
     pub policy: Option<PolicyKind>,
-    /// Seed of the Monte Carlo tests and the bootstrap.
+    /// Seed of the Monte Carlo tests.
     pub seed: u64,
 }
 
@@ -703,41 +700,24 @@ fn wait_of_group(opps: Vec<Opp>, pinned: Option<(f64, f64)>) -> Wait {
     }
 }
 
-/// Fit the inference times; intervals of p50 and p99 by bootstrap over
-/// the samples (observed and censored alike).
+/// Fit the inference times; intervals of p50 and p99 from the fit's
+/// asymptotic normal distribution (delta method on (mu, sigma), sandwich
+/// covariance: [`stats::lognormal_quantile_ci`]), over the samples
+/// observed and censored alike.
 fn inference_of(mut observed: Vec<f64>, censored: Vec<f64>, seed: u64, label: &str) -> Inference {
     observed.sort_by(f64::total_cmp);
-    let fit = stats::lognormal_fit(&observed, &censored);
+    let ys: Vec<f64> = observed.iter().map(|&x| stats::log_ms(x)).collect();
+    let cs: Vec<f64> = censored.iter().map(|&x| stats::log_ms(x)).collect();
+    let fit = stats::lognormal_fit_logs(&ys, &cs);
     let (mut ks_d, mut ks_p) = (f64::NAN, f64::NAN);
     let (mut p50_ci, mut p99_ci) = ((f64::NAN, f64::NAN), (f64::NAN, f64::NAN));
-    if fit.is_some() {
-        let mut r = stats::rng(seed, &format!("{label}/inference"));
-        // The units' logs, taken once for every resample.
-        let units: Vec<(f64, bool)> = observed
-            .iter()
-            .map(|&x| (stats::log_ms(x), false))
-            .chain(censored.iter().map(|&x| (stats::log_ms(x), true)))
-            .collect();
-        let (mut o, mut c) = (Vec::new(), Vec::new());
-        let mut refit = |idx: &[usize]| -> Option<LogNormal> {
-            o.clear();
-            c.clear();
-            for &i in idx {
-                let (x, cut) = units[i];
-                if cut { c.push(x) } else { o.push(x) }
-            }
-            stats::lognormal_fit_logs(&o, &c)
-        };
-        p50_ci = stats::bootstrap(units.len(), BOOT_DRAWS, &mut r, |idx| {
-            refit(idx).map_or(f64::NAN, |f| f.quantile(0.5))
-        });
-        p99_ci = stats::bootstrap(units.len(), BOOT_DRAWS, &mut r, |idx| {
-            refit(idx).map_or(f64::NAN, |f| f.quantile(0.99))
-        });
+    if let Some(f) = fit {
+        p50_ci = stats::lognormal_quantile_ci(&ys, &cs, f, 0.5);
+        p99_ci = stats::lognormal_quantile_ci(&ys, &cs, f, 0.99);
         if observed.len() >= MIN_SAMPLES {
-            let logs: Vec<f64> = observed.iter().map(|x| x.max(1e-3).ln()).collect();
+            // The observed values' logs (log_ms is x.max(1e-3).ln()).
             let (d, p) = stats::lilliefors_normal(
-                &logs,
+                &ys,
                 &mut stats::rng(seed, &format!("{label}/lilliefors")),
             );
             ks_d = d;

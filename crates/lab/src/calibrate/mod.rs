@@ -12,7 +12,8 @@
 //! - [`stats`]: the statistics behind them;
 //! - [`out`], [`report`], [`figures`]: what is written;
 //! - [`predict`]: the fitted scenario through the simulator;
-//! - [`export`]: Slack, Discord and Matrix exports into the same view.
+//! - [`export`]: Slack, Discord and Matrix exports into the same view;
+//! - [`whatif`]: an export's fitted scenario under each scheme and policy.
 //!
 //! Nothing here changes a simulated result: it reads logs and writes
 //! scenarios (build.rs leaves it out of the build's identity).
@@ -27,6 +28,7 @@ pub mod read;
 pub mod report;
 pub mod stats;
 pub mod view;
+pub mod whatif;
 pub mod window;
 
 use crate::error::Error;
@@ -275,6 +277,9 @@ fn refuse_own_output(opts: &Options) -> Result<(), Error> {
 pub struct Extra {
     pub preface: String,
     pub files: Vec<(String, String)>,
+    /// Run the fitted scenario under each scheme and policy (`--reps`
+    /// replications; none at 0) and report it after the preface.
+    pub whatif: bool,
 }
 
 /// [`run`] on a log already read.
@@ -424,7 +429,20 @@ pub fn run_log(
             ));
         }
     }
-    let report = extra.preface + &report::text(&cal, &log, &view, prediction.as_ref(), &scenario);
+    let mut preface = extra.preface;
+    if extra.whatif && opts.reps > 0 && !view.agents.is_empty() {
+        let rows = whatif::whatif(&staged, opts.reps, opts.settings.seed, opts.jobs, stop)
+            .map_err(|e| match e {
+                // Read back above: a refusal here is a bug, not the input.
+                Error::Input(_) | Error::Scenario(_) => Error::Failure(anyhow::anyhow!(
+                    "internal: the fitted scenario is not valid: {e}"
+                )),
+                e => e,
+            })?;
+        write(&stage.join(whatif::FILE), &whatif::csv(&rows), &mut written)?;
+        preface.push_str(&whatif::text(&rows, opts.reps));
+    }
+    let report = preface + &report::text(&cal, &log, &view, prediction.as_ref(), &scenario);
     write(&stage.join("report.txt"), &report, &mut written)?;
     if opts.plots {
         written.extend(figures::draw(&cal, &folder, stage)?);

@@ -518,7 +518,7 @@ pub fn estimates_csv(c: &Calibration) -> String {
                 fit.quantile(0.5),
                 inf.p50_ci,
                 n,
-                "lognormal ML, bootstrap",
+                "lognormal ML, delta method",
             );
             row(
                 &gn,
@@ -526,7 +526,7 @@ pub fn estimates_csv(c: &Calibration) -> String {
                 fit.quantile(0.99),
                 inf.p99_ci,
                 n,
-                "lognormal ML, bootstrap",
+                "lognormal ML, delta method",
             );
             row(
                 &gn,

@@ -8,7 +8,7 @@ use super::view::View;
 use std::fmt::Write as _;
 use std::path::Path;
 
-pub(super) fn t(ms: f64) -> String {
+pub(crate) fn t(ms: f64) -> String {
     if !ms.is_finite() {
         return if ms > 0.0 { "inf".into() } else { "-".into() };
     }

@@ -252,6 +252,9 @@ pub struct Reading {
     /// Authors, by index: id, display name, bot by the platform, sent an
     /// `m.notice`.
     pub authors: Vec<(String, Option<String>, bool, bool)>,
+    /// Other names of an author, by index (Slack's profiles and
+    /// `users.json`): matched by `--humans`/`--bots`, never written.
+    pub aliases: Vec<Vec<String>>,
     index: HashMap<String, u32>,
     redacted: HashSet<String>,
     pub counts: Counts,
@@ -354,6 +357,21 @@ impl Reading {
         }
     }
 
+    /// Another name of the author `id` (one already read), for the flags.
+    pub(crate) fn alias(&mut self, id: &str, name: String) {
+        let Some(&a) = self.index.get(id) else {
+            return;
+        };
+        let a = a as usize;
+        if self.aliases.len() <= a {
+            self.aliases.resize(a + 1, Vec::new());
+        }
+        if name != id && !self.aliases[a].contains(&name) {
+            self.text_bytes += name.len();
+            self.aliases[a].push(name);
+        }
+    }
+
     /// A message deleted by a later event.
     pub(crate) fn redact(&mut self, id: String) {
         self.redacted.insert(id);
@@ -443,6 +461,7 @@ pub fn map(r: Reading, s: &Settings) -> Mapped {
         platform,
         mut msgs,
         authors,
+        aliases,
         redacted,
         mut counts,
         ..
@@ -453,16 +472,20 @@ pub fn map(r: Reading, s: &Settings) -> Mapped {
         counts.deleted += (before - msgs.len()) as u64;
     }
     msgs.sort_by_key(|m| m.t_us);
-    let listed = |list: &[String], id: &str, name: &Option<String>| {
+    let no_alias: Vec<String> = Vec::new();
+    let listed = |list: &[String], a: usize, id: &str, name: &Option<String>| {
+        let other = aliases.get(a).unwrap_or(&no_alias);
         list.iter()
-            .any(|x| x == id || name.as_deref() == Some(x.as_str()))
+            .any(|x| x == id || name.as_deref() == Some(x.as_str()) || other.contains(x))
     };
     let bot: Vec<bool> = authors
         .iter()
-        .map(|(id, name, flag, notice)| {
-            (*flag || *notice || listed(&s.bots, id, name)) && !listed(&s.humans, id, name)
+        .enumerate()
+        .map(|(a, (id, name, flag, notice))| {
+            (*flag || *notice || listed(&s.bots, a, id, name)) && !listed(&s.humans, a, id, name)
         })
         .collect();
+    drop(aliases);
     let at: HashMap<&str, usize> = msgs
         .iter()
         .enumerate()
@@ -586,11 +609,15 @@ pub fn run(opts: &Options, s: &Settings, stop: &AtomicBool) -> Result<Finished, 
     let (reading, name) = read(&opts.log, opts.channel.as_deref(), s.format).map_err(Error::bad)?;
     let mapped = map(reading, s);
     let log = to_log(&mapped, s, &opts.log, &name);
-    let today = channel::Today::of(&mapped, opts.settings.seed);
+    let today = channel::Today::of(&mapped);
     let extra = Extra {
         preface: channel::text(&today, &mapped, &name),
         files: vec![(channel::FILE.to_string(), channel::csv(&today))],
+        whatif: true,
     };
+    // The messages are in `log` now: their strings freed before the fit.
+    drop(mapped);
+    drop(today);
     super::run_log(opts, log, extra, stop)
 }
 

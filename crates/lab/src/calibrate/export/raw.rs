@@ -162,6 +162,8 @@ pub struct RawMsg {
     pub thread_ts: Option<Stamp>,
     pub subtype: Option<String>,
     pub edited: Option<IgnoredAny>,
+    pub user_profile: Option<Profile>,
+    pub bot_profile: Option<Profile>,
     // DiscordChatExporter (`type` is Matrix's too, and Slack's).
     pub id: Option<String>,
     pub timestamp: Option<String>,
@@ -186,7 +188,30 @@ pub struct RawMsg {
 pub struct User {
     pub id: Option<String>,
     pub name: Option<String>,
+    pub real_name: Option<String>,
+    pub profile: Option<Profile>,
     pub is_bot: Option<bool>,
+}
+
+/// Slack's names for a user or bot (a message's `user_profile` or
+/// `bot_profile`, a `users.json` entry's `profile`): what `--humans` and
+/// `--bots` may name it by.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct Profile {
+    pub name: Option<String>,
+    pub display_name: Option<String>,
+    pub real_name: Option<String>,
+}
+
+impl Profile {
+    /// Its non-empty names.
+    pub fn names(self) -> impl Iterator<Item = String> {
+        [self.name, self.display_name, self.real_name]
+            .into_iter()
+            .flatten()
+            .filter(|n| !n.is_empty())
+    }
 }
 
 /// A bad file: `file:line:col: what`.

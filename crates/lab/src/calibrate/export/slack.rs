@@ -43,11 +43,21 @@ pub(super) fn add(m: RawMsg, r: &mut Reading) -> Result<(), String> {
             .and_then(raw::Stamp::parse)
             .ok_or("a Slack message without a `ts` of seconds")?;
     let bot = m.bot_id.is_some() || m.subtype.as_deref() == Some("bot_message");
-    let author = m
-        .user
-        .or(m.bot_id)
-        .or(m.username)
-        .ok_or("a Slack message without `user`, `bot_id` or `username`")?;
+    // Names the flags may use: the profiles' and `username`.
+    let mut names: Vec<String> = Vec::new();
+    for p in [m.user_profile, m.bot_profile].into_iter().flatten() {
+        names.extend(p.names());
+    }
+    let author = match (m.user, m.bot_id, m.username) {
+        (Some(u), _, n) | (None, Some(u), n) => {
+            names.extend(n);
+            u
+        }
+        (None, None, Some(n)) => n,
+        (None, None, None) => {
+            return Err("a Slack message without `user`, `bot_id` or `username`".into());
+        }
+    };
     let parent = match m.thread_ts.as_ref().map(raw::Stamp::parse) {
         Some(Some((root, _))) => (root != id).then_some(root),
         Some(None) => return Err("a Slack message whose `thread_ts` is not seconds".into()),
@@ -56,7 +66,11 @@ pub(super) fn add(m: RawMsg, r: &mut Reading) -> Result<(), String> {
     if m.edited.is_some() {
         r.counts.edits += 1;
     }
-    r.message(id, t_us, &author, None, bot, false, parent)
+    r.message(id, t_us, &author, None, bot, false, parent)?;
+    for n in names {
+        r.alias(&author, n);
+    }
+    Ok(())
 }
 
 /// Whether `name` is a day file (`YYYY-MM-DD.json`).
@@ -161,8 +175,15 @@ pub(super) fn read(
     let users = top.join("users.json");
     if users.is_file() {
         raw::each(&users, limit, |u: User| {
-            if let (Some(id), Some(true)) = (u.id, u.is_bot) {
+            let Some(id) = u.id else {
+                return Ok(());
+            };
+            if u.is_bot == Some(true) {
                 r.mark_bot(&id);
+            }
+            let names = [u.name, u.real_name].into_iter().flatten();
+            for n in names.chain(u.profile.into_iter().flat_map(raw::Profile::names)) {
+                r.alias(&id, n);
             }
             Ok(())
         })
