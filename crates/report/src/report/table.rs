@@ -343,7 +343,8 @@ pub fn render_width(keys: &[String], rows: &[SummaryRow], max: usize) -> String 
 }
 
 /// The legend's first and last sentences.
-const LEAD: &str = "mean ± 95% CI over replications (n/a: nothing measured; ±n/a: one replication).";
+const LEAD: &str =
+    "mean ± 95% CI over replications (n/a: nothing measured; ±n/a: one replication).";
 /// Said after [`LEAD`] when a cell shows a clipped interval ([`mean_ci_in`]).
 pub const CLIPPED: &str = "A % whose CI would pass 0 or 100 shows it clipped: mean (low..high).";
 const TAIL: &str = "Every column of summary.csv: docs/metrics.md";

@@ -34,7 +34,9 @@ pub mod versus;
 
 use std::path::Path;
 
-pub use panels::{CATEGORY_METRICS, PlotSpec, STANDARD_METRICS, XScale, figure_size, parse_size, parse_x_scale};
+pub use panels::{
+    CATEGORY_METRICS, PlotSpec, STANDARD_METRICS, XScale, figure_size, parse_size, parse_x_scale,
+};
 pub use summary::Summary;
 pub use timeline::{MAX_AGENT_LANES, TIMELINE_WIDTH, most_contested, timeline_height};
 pub use versus::versus_figure;

@@ -363,8 +363,7 @@ impl<'a> PanelFigure<'a> {
             let (ra, rb) = (&self.summary.rows[a], &self.summary.rows[b]);
             self.metrics.iter().all(|m| {
                 same(ra.values[m.mean_col], rb.values[m.mean_col])
-                    && m.ci_col
-                        .is_none_or(|c| same(ra.values[c], rb.values[c]))
+                    && m.ci_col.is_none_or(|c| same(ra.values[c], rb.values[c]))
             })
         };
         // As the printed table shows a value: mean ±CI in its unit, to the
@@ -377,7 +376,8 @@ impl<'a> PanelFigure<'a> {
             let b = crate::report::table::bounds(&m.name);
             crate::report::table::mean_ci_in(row.values[m.mean_col] * scale, ci, b)
         };
-        let looks_equal = |a: usize, b: usize| self.metrics.iter().all(|m| printed(a, m) == printed(b, m));
+        let looks_equal =
+            |a: usize, b: usize| self.metrics.iter().all(|m| printed(a, m) == printed(b, m));
         // (series j, series i it equals, exactly or not) -> the categories
         // where it does.
         let mut pairs: Vec<((usize, usize, bool), Vec<String>)> = Vec::new();
@@ -920,7 +920,10 @@ fn metric_infos(
     Ok((names, metrics))
 }
 
-/// The swept key with the most distinct values, numeric first.
+/// The swept key with the most distinct values, a categorical one first:
+/// a sweep of a choice (`schemes.scheme`) beside a number (a fault rate,
+/// the channel size) compares the choices, side by side at each number's
+/// value, rather than a dozen lines told apart by marker shapes.
 fn default_x(summary: &Summary) -> Option<usize> {
     let mut best: Option<(bool, usize, usize)> = None;
     for c in summary.param_cols() {
@@ -928,7 +931,7 @@ fn default_x(summary: &Summary) -> Option<usize> {
         if n < 2 {
             continue;
         }
-        let cand = (summary.is_numeric(c), n, c);
+        let cand = (!summary.is_numeric(c), n, c);
         if best.is_none_or(|(bn, bc, _)| (cand.0, cand.1) > (bn, bc)) {
             best = Some(cand);
         }
@@ -1590,7 +1593,20 @@ mod tests {
                 "p95 time to first response: n/a at mentions (nothing measured: no question answered)",
             ]
         );
-        assert_eq!(and_list(&["a".into(), "b".into(), "c".into()]), "a, b and c");
+        assert_eq!(
+            and_list(&["a".into(), "b".into(), "c".into()]),
+            "a, b and c"
+        );
+        // Beside a numeric key, the categorical one goes across.
+        let head = "scenario,policy,schemes.scheme,agents.0.count,reps,duplicate_rate_mean\n";
+        let s = summary(&format!(
+            "{head}d,spec,open,10,5,0\nd,spec,open,100,5,0\nd,spec,open,300,5,0\n\
+             d,spec,owner,10,5,0\nd,spec,owner,100,5,0\nd,spec,owner,300,5,0\n"
+        ));
+        assert_eq!(
+            default_x(&s).map(|c| s.key_names[c].as_str()),
+            Some("schemes.scheme")
+        );
     }
 
     /// A series on another in some panels only (pile-on's "spec,
