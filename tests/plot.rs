@@ -577,7 +577,10 @@ fn a_schemes_sweep_shows_every_series_and_says_which_lie_on_another() {
     for (y0, y1) in [(0.1, 0.5), (0.5, 0.95)] {
         let spec_blue = count_color(&image_rows(&img, y0, y1), SPEC_BLUE, 6);
         let none_grey = count_color(&image_rows(&img, y0, y1), NONE_GREY, 6);
-        assert!(spec_blue > 200 && none_grey > 200, "{spec_blue} {none_grey}");
+        assert!(
+            spec_blue > 200 && none_grey > 200,
+            "{spec_blue} {none_grey}"
+        );
     }
     // The notes are drawn under the panels.
     let foot = inked(&img, 0.01, 0.93, 0.5, 0.995);
