@@ -619,6 +619,8 @@ fn the_table_fits_100_columns() {
             "starters",
             "1 starter %",
             "p95 s",
+            "calls/msg",
+            "infer s/msg",
         ] {
             assert!(table.contains(col), "`{col}` in\n{table}");
         }

@@ -540,3 +540,67 @@ fn out_dir_keeps_the_default_names() {
         .success();
     assert!(load_png(&tl.join("timeline-m1.png")).width() > 0);
 }
+
+/// A sweep of `schemes.scheme` (categorical) draws the schemes figure:
+/// six panels (duplicates, unanswered, TTFR p50 and p95, calls and
+/// inference seconds per question), every scheme x policy with its
+/// whiskers, and says on stderr (and under the panels) what the marks
+/// alone do not: `none` lies on `spec` at `mentions` (exactly) and at
+/// `owner` (to the printed digits), and `mentions` has no TTFR. The
+/// fixture is `herdsim run scenarios/schemes.toml`'s summary.csv.
+#[test]
+fn a_schemes_sweep_shows_every_series_and_says_which_lie_on_another() {
+    let (_tmp, dir) = staged("schemes");
+    let out = herdsim()
+        .args(["plot"])
+        .arg(&dir)
+        .assert()
+        .success()
+        .stdout(contains("comparison.png"))
+        .get_output()
+        .clone();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    for needle in [
+        "none = spec at mentions: the same numbers in every panel",
+        "none = spec at owner: the same in every panel to the digits the table prints",
+        "Median time to first response: n/a at mentions",
+        "p95 time to first response: n/a at mentions",
+    ] {
+        assert!(err.contains(needle), "`{needle}` in\n{err}");
+    }
+    // `open` differs under spec and none: no note for it.
+    assert!(!err.contains("at open"), "{err}");
+    let img = load_png(&dir.join("comparison.png"));
+    assert_eq!(img.dimensions(), figure_size(6));
+    assert_eq!(img.dimensions(), (2100, 1200));
+    // Both policies are drawn, in their colours, in every panel row.
+    for (y0, y1) in [(0.1, 0.5), (0.5, 0.95)] {
+        let spec_blue = count_color(&image_rows(&img, y0, y1), SPEC_BLUE, 6);
+        let none_grey = count_color(&image_rows(&img, y0, y1), NONE_GREY, 6);
+        assert!(
+            spec_blue > 200 && none_grey > 200,
+            "{spec_blue} {none_grey}"
+        );
+    }
+    // The notes are drawn under the panels.
+    let foot = inked(&img, 0.01, 0.93, 0.5, 0.995);
+    assert!(foot > 0.002, "no notes under the panels: {foot}");
+    // The library returns the same notes.
+    let png = dir.join("again.png");
+    let notes = comparison_figure(&dir.join("summary.csv"), &png, None).expect("figure");
+    assert_eq!(notes.len(), 4, "{notes:?}");
+    // `--quiet` drops the notes from stderr, not from the figure.
+    herdsim()
+        .args(["plot", "--quiet"])
+        .arg(&dir)
+        .assert()
+        .success()
+        .stderr("");
+}
+
+/// The rows `y0..y1` (fractions of the height) of `img`.
+fn image_rows(img: &RgbImage, y0: f64, y1: f64) -> RgbImage {
+    let (w, h) = img.dimensions();
+    let (a, b) = ((y0 * h as f64) as u32, (y1 * h as f64) as u32);
+    image::imageops::crop_imm(img, 0, a, w, b - a).to_image()
+}

@@ -94,7 +94,8 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
                 size: args.size,
                 x_scale: args.x_scale,
             };
-            report::plot_summary(input, out, &spec)?
+            let term = crate::term::Term::notes(args.quiet);
+            report::plot_summary(input, out, &spec, &term)?
         }
         (None, None) => {
             return Err(CliError::bad(

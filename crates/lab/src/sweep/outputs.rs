@@ -180,7 +180,12 @@ impl Tables {
 pub fn draw_comparison(dir: &Path, obs: &dyn Observer) -> bool {
     let png = dir.join("comparison.png");
     match report::plot::comparison_figure(&dir.join("summary.csv"), &png, None) {
-        Ok(()) => true,
+        Ok(notes) => {
+            for n in notes {
+                obs.info(&format!("herdsim: {}: {n}", png.display()));
+            }
+            true
+        }
         Err(e) => {
             obs.warn(&format!(
                 "herdsim: warning: could not draw {}: {e:#}",

@@ -93,8 +93,15 @@ pub fn timeline(
 }
 
 /// Draw the metrics of `spec` from `input` (a results folder holding
-/// `summary.csv`, or the file); returns the file written.
-pub fn summary(input: &Path, out: Option<&Path>, spec: &PlotSpec) -> Result<PathBuf, Error> {
+/// `summary.csv`, or the file); returns the file written. The figure's
+/// notes (a series with the same numbers as another at a category, a
+/// value that does not exist) go to `obs` as information.
+pub fn summary(
+    input: &Path,
+    out: Option<&Path>,
+    spec: &PlotSpec,
+    obs: &dyn Observer,
+) -> Result<PathBuf, Error> {
     let csv = if input.is_dir() {
         let c = input.join("summary.csv");
         if !c.is_file() {
@@ -123,7 +130,10 @@ pub fn summary(input: &Path, out: Option<&Path>, spec: &PlotSpec) -> Result<Path
         format!("{}.png", names.join("-"))
     };
     let target = target(out, &csv, &name);
-    plot::metric_figure(&csv, &target, spec).map_err(to_error)?;
+    let notes = plot::metric_figure(&csv, &target, spec).map_err(to_error)?;
+    for n in notes {
+        obs.info(&format!("herdsim: {}: {n}", target.display()));
+    }
     Ok(target)
 }
 
@@ -160,7 +170,7 @@ mod tests {
         let spec = PlotSpec::default();
         let missing = Path::new("/nonexistent/summary.csv");
         assert!(matches!(
-            summary(missing, None, &spec),
+            summary(missing, None, &spec, &()),
             Err(Error::Input(_))
         ));
         let e = timeline(missing, None, None, None, &());

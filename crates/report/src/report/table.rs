@@ -32,12 +32,15 @@ pub const SHOWN: [(&str, &str, &str, f64); 11] = [
     ("wasted_inference_count_rate", "waste n", "%", 100.0),
     ("ttfr_p50_ms", "p50", "s", 0.001),
     ("inference_calls_per_msg", "calls/msg", "", 1.0),
-    ("inference_s_per_msg", "infer", "s", 1.0),
+    // "s/msg" is part of the name, not a unit: the value is seconds of
+    // inference per question, shown as stored.
+    ("inference_s_per_msg", "infer s/msg", "", 1.0),
 ];
 
 /// The metrics of the printed table, in column order: the answers first
-/// (duplicates, unanswered, waste, latency), then how they came about.
-const COLS: [&str; 7] = [
+/// (duplicates, unanswered, waste, latency), then how they came about,
+/// then the inference bill (what an answer cost).
+const COLS: [&str; 9] = [
     "duplicate_rate",
     "unanswered_rate",
     "wasted_inference_rate",
@@ -45,6 +48,8 @@ const COLS: [&str; 7] = [
     "responses_per_msg",
     "starters_per_msg",
     "single_starter_rate",
+    "inference_calls_per_msg",
+    "inference_s_per_msg",
 ];
 
 /// The unit a metric is shown in and the factor from its stored value:
@@ -338,7 +343,8 @@ pub fn render_width(keys: &[String], rows: &[SummaryRow], max: usize) -> String 
 }
 
 /// The legend's first and last sentences.
-const LEAD: &str = "mean ± 95% CI over replications (n/a: one replication).";
+const LEAD: &str =
+    "mean ± 95% CI over replications (n/a: nothing measured; ±n/a: one replication).";
 /// Said after [`LEAD`] when a cell shows a clipped interval ([`mean_ci_in`]).
 pub const CLIPPED: &str = "A % whose CI would pass 0 or 100 shows it clipped: mean (low..high).";
 const TAIL: &str = "Every column of summary.csv: docs/metrics.md";
@@ -452,6 +458,17 @@ mod tests {
         // A wide terminal gets one block.
         let wide = render_width(&[], &rows, 200);
         assert_eq!(wide.matches("agentchat-0.36").count(), 1, "{wide}");
+    }
+
+    /// The inference bill is in the printed table, with its legend.
+    #[test]
+    fn the_bill_is_printed() {
+        let rows = vec![row("none", &[("schemes.scheme", "owner")], 1.0, 0.0, 20)];
+        let t = render_width(&["schemes.scheme".to_string()], &rows, WIDTH);
+        assert!(t.contains("calls/msg") && t.contains("infer s/msg"), "{t}");
+        assert!(t.contains("calls/msg: inference_calls_per_msg"), "{t}");
+        assert!(t.contains("infer s/msg: inference_s_per_msg"), "{t}");
+        assert!(t.lines().all(|l| l.chars().count() <= WIDTH), "{t}");
     }
 
     #[test]

@@ -34,7 +34,9 @@ pub mod versus;
 
 use std::path::Path;
 
-pub use panels::{PlotSpec, STANDARD_METRICS, XScale, figure_size, parse_size, parse_x_scale};
+pub use panels::{
+    CATEGORY_METRICS, PlotSpec, STANDARD_METRICS, XScale, figure_size, parse_size, parse_x_scale,
+};
 pub use summary::Summary;
 pub use timeline::{MAX_AGENT_LANES, TIMELINE_WIDTH, most_contested, timeline_height};
 pub use versus::versus_figure;
@@ -52,11 +54,13 @@ pub use crate::error::{InputError, is_input_error};
 /// policy with its 95% CI instead. `title` replaces the default title, which
 /// names the scenario. The image format follows `out`'s extension (`.png` or
 /// `.svg`).
+///
+/// Returns the figure's notes (see [`metric_figure`]).
 pub fn comparison_figure(
     summary_csv: &Path,
     out: &Path,
     title: Option<&str>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Vec<String>> {
     let spec = PlotSpec {
         title: title.map(str::to_string),
         ..PlotSpec::default()
@@ -67,8 +71,19 @@ pub fn comparison_figure(
 /// Plot the metrics of `spec` (the standard four when it names none) from a
 /// `summary.csv`: one panel per metric, a single panel for a single metric.
 /// See [`PlotSpec`] for the choice of x axis and series. The labels of a
-/// `labels.toml` beside the CSV name the axes and values.
-pub fn metric_figure(summary_csv: &Path, out: &Path, spec: &PlotSpec) -> anyhow::Result<()> {
+/// `labels.toml` beside the CSV name the axes and values. On a categorical
+/// x axis (a sweep of `schemes.scheme`) the standard metrics are
+/// [`panels::CATEGORY_METRICS`], answers and their inference bill.
+///
+/// Returns the figure's notes, also drawn under its title: what the marks
+/// alone do not tell (a series with the same numbers as another at a
+/// category, a value that does not exist), one sentence each; empty when
+/// there is nothing to say.
+pub fn metric_figure(
+    summary_csv: &Path,
+    out: &Path,
+    spec: &PlotSpec,
+) -> anyhow::Result<Vec<String>> {
     let format = output::Format::from_path(out)?;
     let summary = Summary::load(summary_csv)?;
     let labels = crate::report::labels::read_beside(summary_csv)?;
@@ -76,7 +91,8 @@ pub fn metric_figure(summary_csv: &Path, out: &Path, spec: &PlotSpec) -> anyhow:
     let size = spec
         .size
         .unwrap_or_else(|| figure_size(figure.metric_count()));
-    output::render(out, format, size, &figure)
+    output::render(out, format, size, &figure)?;
+    Ok(figure.notes().to_vec())
 }
 
 /// Draw the timeline of one message from a trace (JSON Lines written by

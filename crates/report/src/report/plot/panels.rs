@@ -20,6 +20,32 @@ pub const STANDARD_METRICS: [&str; 4] = [
     "unanswered_rate",
 ];
 
+/// The metrics of the standard figure when its x axis is categorical (a
+/// sweep of `schemes.scheme`): what each choice answers and what it costs,
+/// every one with its interval.
+pub const CATEGORY_METRICS: [&str; 6] = [
+    "duplicate_rate",
+    "unanswered_rate",
+    "ttfr_p50_ms",
+    "ttfr_p95_ms",
+    "inference_calls_per_msg",
+    "inference_s_per_msg",
+];
+
+/// The standard figure's metrics for a categorical x axis:
+/// [`CATEGORY_METRICS`] when the summary has them all (a summary written
+/// before the inference bill existed has not), else [`standard_metrics`].
+pub fn category_metrics(summary: &Summary) -> Vec<String> {
+    if CATEGORY_METRICS
+        .iter()
+        .all(|m| summary.metric_cols(m).is_some())
+    {
+        CATEGORY_METRICS.iter().map(|m| m.to_string()).collect()
+    } else {
+        standard_metrics(summary)
+    }
+}
+
 /// The standard figure's metrics for this summary: [`STANDARD_METRICS`],
 /// except that a panel of unanswered messages that would be flat at zero
 /// (no faults) gives its place to the share of messages only one agent
@@ -125,6 +151,8 @@ pub(super) enum Kind {
 
 #[derive(Debug, Clone)]
 struct MetricInfo {
+    /// The metric's name in `summary.csv`, without `_mean`.
+    name: String,
     mean_col: usize,
     ci_col: Option<usize>,
     title: String,
@@ -242,6 +270,9 @@ pub(crate) struct PanelFigure<'a> {
     metrics: Vec<MetricInfo>,
     title: String,
     subtitle: String,
+    /// What the panels cannot show by themselves: series that give the
+    /// same numbers at a category, values that do not exist ([`Self::notes`]).
+    notes: Vec<String>,
 }
 
 impl<'a> PanelFigure<'a> {
@@ -253,7 +284,6 @@ impl<'a> PanelFigure<'a> {
         let names = Names::new(summary, labels);
         let file = summary.path.display().to_string();
         let columns = summary.key_names.join(", ");
-        let (metric_names, metrics) = metric_infos(summary, spec, &file)?;
         // Series key.
         let by_name = spec.by.as_deref().unwrap_or("policy");
         let by = summary.key_col(by_name).ok_or_else(|| {
@@ -279,13 +309,19 @@ impl<'a> PanelFigure<'a> {
             None => XAxis::Bars,
             Some(c) => x_axis(summary, c, spec.x_scale, &names),
         };
+        // A sweep of a categorical key (`schemes.scheme`), on the x axis or
+        // splitting the series, compares choices: their answers and bill.
+        let categorical = summary
+            .param_cols()
+            .any(|c| summary.distinct(c).len() > 1 && !summary.is_numeric(c));
+        let (metric_names, metrics) = metric_infos(summary, spec, categorical, &file)?;
         let x_name = x_col.map(|c| names.axis(c)).unwrap_or_default();
         let mut series = build_series(summary, by, x_col, &names);
         if !matches!(x, XAxis::Bars) {
             mark_identical(summary, &mut series, &metrics, x_col, by);
         }
         let (title, subtitle) = titles(summary, spec, &metric_names, &metrics, &x, &x_name);
-        Ok(PanelFigure {
+        let mut figure = PanelFigure {
             summary,
             names,
             x,
@@ -294,7 +330,122 @@ impl<'a> PanelFigure<'a> {
             metrics,
             title,
             subtitle,
-        })
+            notes: Vec::new(),
+        };
+        figure.notes = figure.category_notes();
+        Ok(figure)
+    }
+
+    /// Sentences for a reader that the marks alone would not tell, on a
+    /// categorical x axis, where series stand side by side at each
+    /// category: a series giving exactly the numbers of an earlier one at
+    /// a category in every panel (`owner` under `none` and under `spec`),
+    /// and a metric with no value for a series at a category (no question
+    /// answered: no time to first response), drawn as `n/a`. Also printed
+    /// by `herdsim run` and `herdsim plot` on stderr.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    fn category_notes(&self) -> Vec<String> {
+        let XAxis::Categorical { col, cats } = &self.x else {
+            return Vec::new();
+        };
+        let same = |a: f64, b: f64| a == b || (a.is_nan() && b.is_nan());
+        let row_at = |si: usize, cat: &str| {
+            self.series[si]
+                .rows
+                .iter()
+                .copied()
+                .find(|&r| self.summary.rows[r].keys[*col] == cat)
+        };
+        let equal = |a: usize, b: usize| {
+            let (ra, rb) = (&self.summary.rows[a], &self.summary.rows[b]);
+            self.metrics.iter().all(|m| {
+                same(ra.values[m.mean_col], rb.values[m.mean_col])
+                    && m.ci_col.is_none_or(|c| same(ra.values[c], rb.values[c]))
+            })
+        };
+        // As the printed table shows a value: mean ±CI in its unit, to the
+        // digits its CI supports.
+        let printed = |r: usize, m: &MetricInfo| {
+            let row = &self.summary.rows[r];
+            let (_, scale) = crate::report::table::unit(&m.name);
+            let ci = m.ci_col.map(|c| row.values[c] * scale);
+            let ci = ci.filter(|c| c.is_finite());
+            let b = crate::report::table::bounds(&m.name);
+            crate::report::table::mean_ci_in(row.values[m.mean_col] * scale, ci, b)
+        };
+        let looks_equal =
+            |a: usize, b: usize| self.metrics.iter().all(|m| printed(a, m) == printed(b, m));
+        // (series j, series i it equals, exactly or not) -> the categories
+        // where it does.
+        let mut pairs: Vec<((usize, usize, bool), Vec<String>)> = Vec::new();
+        for cat in cats {
+            for j in 0..self.series.len() {
+                if self.series[j].same_as.is_some() {
+                    continue; // the legend says it already
+                }
+                let Some(rj) = row_at(j, cat) else { continue };
+                let exact = (0..j).find(|&i| row_at(i, cat).is_some_and(|ri| equal(ri, rj)));
+                let found = exact.map(|i| (i, true)).or_else(|| {
+                    (0..j)
+                        .find(|&i| row_at(i, cat).is_some_and(|ri| looks_equal(ri, rj)))
+                        .map(|i| (i, false))
+                });
+                let Some((i, exact)) = found else { continue };
+                let shown = self.names.value(*col, cat);
+                match pairs.iter_mut().find(|p| p.0 == (j, i, exact)) {
+                    Some(p) => p.1.push(shown),
+                    None => pairs.push(((j, i, exact), vec![shown])),
+                }
+            }
+        }
+        let mut notes: Vec<String> = pairs
+            .into_iter()
+            .map(|((j, i, exact), at)| {
+                let how = if exact {
+                    "the same numbers in every panel"
+                } else {
+                    "the same in every panel to the digits the table prints"
+                };
+                format!(
+                    "{} = {} at {}: {how}",
+                    self.series[j].label,
+                    self.series[i].label,
+                    and_list(&at)
+                )
+            })
+            .collect();
+        // Values that do not exist: drawn as n/a, said once per metric.
+        for m in &self.metrics {
+            let mut missing: Vec<String> = Vec::new();
+            for cat in cats {
+                let none: Vec<&str> = (0..self.series.len())
+                    .filter(|&si| {
+                        row_at(si, cat)
+                            .is_some_and(|r| self.summary.rows[r].values[m.mean_col].is_nan())
+                    })
+                    .map(|si| self.series[si].label.as_str())
+                    .collect();
+                if !none.is_empty() {
+                    let shown = self.names.value(*col, cat);
+                    if none.len() == self.series.len() {
+                        missing.push(shown);
+                    } else {
+                        missing.push(format!("{shown} ({})", none.join(", ")));
+                    }
+                }
+            }
+            if !missing.is_empty() {
+                notes.push(format!(
+                    "{}: n/a at {} (nothing measured: no question answered)",
+                    m.title,
+                    and_list(&missing)
+                ));
+            }
+        }
+        notes
     }
 
     pub fn metric_count(&self) -> usize {
@@ -505,6 +656,7 @@ impl<'a> PanelFigure<'a> {
         } else {
             self.draw_series(pa, &all, y.range, s)?;
             self.draw_overlay_note(area, &all, s)?;
+            self.draw_missing(pa, m, y.range, s)?;
         }
         // A panel of zeros says so, rather than leave an empty frame to read.
         let points = all.iter().flatten();
@@ -539,6 +691,33 @@ impl<'a> PanelFigure<'a> {
             }
         }
         notes
+    }
+
+    /// `n/a` where a series has no value at a category (no question
+    /// answered: no time to first response), so that an empty place does
+    /// not read as a value left out of the figure.
+    fn draw_missing<DB: DrawingBackend>(
+        &self,
+        pa: &Plot<DB>,
+        m: &MetricInfo,
+        (y0, y1): (f64, f64),
+        s: f64,
+    ) -> anyhow::Result<()> {
+        if !matches!(self.x, XAxis::Categorical { .. }) {
+            return Ok(());
+        }
+        let font = draw::font(15.0 * s).color(&draw::MUTED);
+        let y = y0 + (y1 - y0) * 0.04;
+        for (si, sr) in self.series.iter().enumerate() {
+            for &r in &sr.rows {
+                if self.summary.rows[r].values[m.mean_col].is_nan() {
+                    let at = (self.x_of(r, si), y);
+                    let anchor = (HPos::Center, VPos::Bottom);
+                    draw::text(pa, at, (0, 0), "n/a", &font, anchor)?;
+                }
+            }
+        }
+        Ok(())
     }
 
     fn draw_overlay_note<DB: DrawingBackend>(
@@ -705,9 +884,12 @@ fn whisker<DB: DrawingBackend>(
 fn metric_infos(
     summary: &Summary,
     spec: &PlotSpec,
+    categorical: bool,
     file: &str,
 ) -> anyhow::Result<(Vec<String>, Vec<MetricInfo>)> {
-    let names: Vec<String> = if spec.metrics.is_empty() {
+    let names: Vec<String> = if spec.metrics.is_empty() && categorical {
+        category_metrics(summary)
+    } else if spec.metrics.is_empty() {
         standard_metrics(summary)
     } else {
         spec.metrics.iter().map(|m| m.trim().to_string()).collect()
@@ -723,6 +905,7 @@ fn metric_infos(
         })?;
         let (title, axis, kind) = describe(base);
         metrics.push(MetricInfo {
+            name: base.to_string(),
             mean_col,
             ci_col,
             title,
@@ -737,7 +920,10 @@ fn metric_infos(
     Ok((names, metrics))
 }
 
-/// The swept key with the most distinct values, numeric first.
+/// The swept key with the most distinct values, a categorical one first:
+/// a sweep of a choice (`schemes.scheme`) beside a number (a fault rate,
+/// the channel size) compares the choices, side by side at each number's
+/// value, rather than a dozen lines told apart by marker shapes.
 fn default_x(summary: &Summary) -> Option<usize> {
     let mut best: Option<(bool, usize, usize)> = None;
     for c in summary.param_cols() {
@@ -745,7 +931,7 @@ fn default_x(summary: &Summary) -> Option<usize> {
         if n < 2 {
             continue;
         }
-        let cand = (summary.is_numeric(c), n, c);
+        let cand = (!summary.is_numeric(c), n, c);
         if best.is_none_or(|(bn, bc, _)| (cand.0, cand.1) > (bn, bc)) {
             best = Some(cand);
         }
@@ -999,7 +1185,10 @@ fn titles(
             .iter()
             .map(|n| n.strip_suffix("_mean").unwrap_or(n))
             .eq(STANDARD_METRICS.iter().copied());
-    let what = if standard && names.iter().any(|n| n == "single_starter_rate") {
+    let category = names.iter().map(String::as_str).eq(CATEGORY_METRICS);
+    let what = if category {
+        "answers, latency and the inference bill".to_string()
+    } else if standard && names.iter().any(|n| n == "single_starter_rate") {
         "duplicates, wasted inference, latency and single starters".to_string()
     } else if standard {
         "duplicates, wasted inference, latency and unanswered messages".to_string()
@@ -1033,6 +1222,15 @@ fn titles(
         None => format!("Mean over replications; {interval}"),
     };
     (title, subtitle)
+}
+
+/// `a`, `a and b`, `a, b and c`.
+fn and_list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [a] => a.clone(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
 }
 
 /// A point: (x, mean, low end of the CI, high end).
@@ -1244,6 +1442,22 @@ impl Figure for PanelFigure<'_> {
                 rows: HeaderRows::scaled(s, 40.0, 28.0),
             },
         )?;
+        // The notes under the panels, one line each.
+        let note_h = (17.0 * s * 1.45) as i32;
+        let body = if self.notes.is_empty() {
+            body
+        } else {
+            let (_, h) = body.dim_in_pixel();
+            let foot = note_h * self.notes.len() as i32 + (12.0 * s) as i32;
+            let (panels, footer) = body.split_vertically(h as i32 - foot);
+            let font = draw::font(17.0 * s).color(&draw::MUTED);
+            for (k, note) in self.notes.iter().enumerate() {
+                let at = ((20.0 * s) as i32, k as i32 * note_h);
+                let anchor = (HPos::Left, VPos::Top);
+                draw::text(&footer, at, (0, 0), format!("Note: {note}."), &font, anchor)?;
+            }
+            panels
+        };
         let cells = draw::cells(&body, s, grid(n));
         for (m, cell) in self.metrics.iter().zip(cells.iter()) {
             self.draw_panel(cell, m, s)?;
@@ -1351,6 +1565,47 @@ mod tests {
         assert_eq!(
             PanelFigure::overlays(&[pts(1.0), pts(2.0), pts(1.0), Vec::new()]),
             vec![false, false, true, false]
+        );
+    }
+
+    /// A categorical sweep without the bill columns keeps the standard
+    /// metrics; at each category a series equal to an earlier one is
+    /// said, exactly or to the printed digits, and a missing value is
+    /// said once per metric; a numeric x axis has no such notes.
+    #[test]
+    fn categories_say_which_series_lie_on_another() {
+        let head = "scenario,policy,schemes.scheme,reps,duplicate_rate_mean,duplicate_rate_ci95,wasted_inference_rate_mean,wasted_inference_rate_ci95,ttfr_p95_ms_mean,ttfr_p95_ms_ci95,unanswered_rate_mean,unanswered_rate_ci95\n";
+        let s = summary(&format!(
+            "{head}d,spec,open,20,0,0,0.001,0.0001,16400,300,0,0\n\
+             d,none,open,20,0.8,0.01,0.7,0.01,11500,100,0,0\n\
+             d,spec,owner,20,0,0,0,0,17903,195,0,0\n\
+             d,none,owner,20,0,0,0,0,17895,196,0,0\n\
+             d,spec,mentions,20,0,0,0,0,NaN,,1,0\n\
+             d,none,mentions,20,0,0,0,0,NaN,,1,0\n"
+        ));
+        let f = PanelFigure::new(&s, &PlotSpec::default(), &[]).expect("figure");
+        assert_eq!(f.metric_count(), 4);
+        assert_eq!(
+            f.notes(),
+            [
+                "none = spec at owner: the same in every panel to the digits the table prints",
+                "none = spec at mentions: the same numbers in every panel",
+                "p95 time to first response: n/a at mentions (nothing measured: no question answered)",
+            ]
+        );
+        assert_eq!(
+            and_list(&["a".into(), "b".into(), "c".into()]),
+            "a, b and c"
+        );
+        // Beside a numeric key, the categorical one goes across.
+        let head = "scenario,policy,schemes.scheme,agents.0.count,reps,duplicate_rate_mean\n";
+        let s = summary(&format!(
+            "{head}d,spec,open,10,5,0\nd,spec,open,100,5,0\nd,spec,open,300,5,0\n\
+             d,spec,owner,10,5,0\nd,spec,owner,100,5,0\nd,spec,owner,300,5,0\n"
+        ));
+        assert_eq!(
+            default_x(&s).map(|c| s.key_names[c].as_str()),
+            Some("schemes.scheme")
         );
     }
 
