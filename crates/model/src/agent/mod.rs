@@ -25,6 +25,7 @@
 //! real agents on a shared server fairly.
 
 mod gate;
+mod selector;
 mod workload;
 
 #[cfg(test)]
@@ -68,6 +69,9 @@ pub trait AgentNaming: Naming {
     /// The id `k` after `m`: an id ending in a number `n` is followed by
     /// the same prefix with `n + k`; `None` if `m` ends in no number.
     fn msg_after(&self, m: &Self::Msg, k: u64) -> Option<Self::Msg>;
+    /// The content of the selector's selection of `chosen` to answer
+    /// `msg`: `@<chosen> please answer <msg>`.
+    fn select(&self, msg: &Self::Msg, chosen: &Self::Agent) -> Self::Content;
 }
 
 impl AgentNaming for Text {
@@ -105,6 +109,10 @@ impl AgentNaming for Text {
         let (prefix, number) = m.split_at(m.len() - digits);
         let n = number.parse::<u64>().ok()?;
         Some(format!("{prefix}{}", n.saturating_add(k)))
+    }
+
+    fn select(&self, msg: &String, chosen: &String) -> String {
+        format!("@{chosen} please answer {msg}")
     }
 }
 
@@ -162,6 +170,8 @@ pub enum TimerKind {
     Csma,
     /// A recheck once a seen claim is believed expired.
     Recheck,
+    /// The selector's fallback: select again if no answer was seen.
+    Fallback,
 }
 
 /// How a started inference ends, if nothing stops it first.
@@ -370,6 +380,8 @@ pub struct Agent<N: AgentNaming = Text> {
     gate: Gate,
     /// Under a cooldown: channel messages are ignored until this time.
     cool_until_us: u64,
+    /// The selector's state (`None` for every answering agent).
+    sel: Option<Box<selector::SelectorState<N>>>,
 }
 
 impl Agent<Text> {
@@ -418,6 +430,7 @@ impl<N: AgentNaming> Agent<N> {
             actions: Vec::new(),
             gate: Gate::default(),
             cool_until_us: 0,
+            sel: None,
         }
     }
 
@@ -462,6 +475,10 @@ impl<N: AgentNaming> Agent<N> {
             if let Input::Server { msg, .. } = input {
                 self.squat(now_us, squat, msg, out);
             }
+            return;
+        }
+        if self.sel.is_some() {
+            self.selector_handle(now_us, input, out);
             return;
         }
         match input {
@@ -601,10 +618,22 @@ impl<N: AgentNaming> Agent<N> {
                 from,
                 to,
                 content,
+                in_reply_to,
                 ..
             },
         ) = (depth, msg)
         {
+            // Under `selector`, a selection (a message in reply to a
+            // question that @mentions this agent) is about the question.
+            let (id, depth) = match in_reply_to {
+                Some(q)
+                    if self.gate.scheme == Scheme::Selector
+                        && self.names.mentions(content, self.id()) =>
+                {
+                    (q, 0)
+                }
+                _ => (id, depth),
+            };
             self.consider(now, id, from, to, content, depth, out);
         }
     }
@@ -665,8 +694,16 @@ impl<N: AgentNaming> Agent<N> {
                 }
                 exempt
             }
+            // Only the selected (or @mentioned) agent answers: nobody
+            // answers an unmentioned post or an agent's reply on its own.
+            Scheme::Selector => exempt,
         };
         if !wants {
+            return;
+        }
+        // A second selection of an agent already answering the question
+        // changes nothing.
+        if self.gate.scheme == Scheme::Selector && self.is_busy(msg_id) {
             return;
         }
         // The reply goes to the channel, or back to the DM's sender.
