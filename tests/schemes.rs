@@ -423,3 +423,28 @@ fn a_fallback_on_a_slow_choice_costs_a_duplicate() {
     let calls = get(&r, "inference_calls_per_msg");
     assert!((calls - 3.8).abs() < tol, "{calls}");
 }
+
+/// The loop breaker. Two agents answering each other (`reply_to_agent_p`
+/// 1, `max_depth` 10) under claims: every message gets one answer (the
+/// claim's loser aborts; the author never answers itself), so a question
+/// starts a chain of `max_depth` agent messages, the last unanswered.
+/// With `breaker_after = 3` an agent answers no agent message once it has
+/// seen 3 since the operator's post: the chain stops at 3 agent messages.
+/// The answered (wanted) messages are then the question and the first 2
+/// replies: `messages` is 3 a question against 10 without the breaker.
+/// Exact: posts 20 minutes apart, so every chain ends before the next.
+#[test]
+fn the_breaker_stops_a_cascade_after_n_agent_messages() {
+    let w = "count = 50\narrivals = \"fixed\"\nmean_gap_ms = 1200000\nreply_to_agent_p = 1.0\nmax_depth = 10";
+    let a = "respond_p = 1.0\ninference = { kind = \"fixed\", ms = 4000 }";
+    let two = |s: &str| scenario(a, w, s).replacen("count = 5\n", "count = 2\n", 1);
+    for (breaker, per_q) in [(0u32, 10.0), (3, 3.0), (1, 1.0)] {
+        let r = run(
+            &two(&format!("breaker_after = {breaker}")),
+            PolicyKind::Spec,
+            6,
+        );
+        assert_eq!(get(&r, "messages"), 50.0 * per_q, "breaker {breaker}");
+        assert_eq!(get(&r, "responses_per_msg"), 1.0, "breaker {breaker}");
+    }
+}

@@ -382,6 +382,9 @@ pub struct Agent<N: AgentNaming = Text> {
     cool_until_us: u64,
     /// The selector's state (`None` for every answering agent).
     sel: Option<Box<selector::SelectorState<N>>>,
+    /// The loop breaker's count: agents' messages seen in the channel
+    /// since the last operator post.
+    agent_msgs: u32,
 }
 
 impl Agent<Text> {
@@ -431,6 +434,7 @@ impl<N: AgentNaming> Agent<N> {
             gate: Gate::default(),
             cool_until_us: 0,
             sel: None,
+            agent_msgs: 0,
         }
     }
 
@@ -623,6 +627,20 @@ impl<N: AgentNaming> Agent<N> {
             },
         ) = (depth, msg)
         {
+            // The loop breaker: count the agents' channel messages since
+            // the last operator post; from `breaker_after` on, answer none.
+            let breaker = self.gate.breaker_after;
+            if breaker > 0 && !self.names.is_dm_to(to, self.id()) {
+                if depth == 0 {
+                    self.agent_msgs = 0;
+                } else {
+                    self.agent_msgs = self.agent_msgs.saturating_add(1);
+                    let selection = self.gate.scheme == Scheme::Selector && in_reply_to.is_some();
+                    if self.agent_msgs >= breaker && !selection {
+                        return;
+                    }
+                }
+            }
             // Under `selector`, a selection (a message in reply to a
             // question that @mentions this agent) is about the question.
             let (id, depth) = match in_reply_to {
@@ -869,6 +887,14 @@ impl<N: AgentNaming> Agent<N> {
         // The one action: the reply to post.
         while let Some(action) = actions.pop() {
             if let Action::Post(msg) = action {
+                // The loop breaker counts its own channel messages too (the
+                // server does not send them back).
+                if self.gate.breaker_after > 0
+                    && let ClientMsg::Msg { to, .. } = &msg
+                    && !self.names.starts_dm(to)
+                {
+                    self.agent_msgs = self.agent_msgs.saturating_add(1);
+                }
                 if self.gate.cooldown_us > 0 {
                     self.cool_until_us = now.saturating_add(self.gate.cooldown_us);
                 }
