@@ -302,8 +302,8 @@ fn selector_answers_once_after_selection_and_inference() {
 
 /// `selector` with a lognormal selection (p50 1500, p99 6000 ms) and a
 /// fixed 4000 ms answer: the TTFR is 4160 + S, so its median sits at the
-/// selection's median (5660 ms), checked as the owner's TTFR is: |F(p_hat)
-/// - 0.5| within 3.89 binomial standard errors. The bill per question is
+/// selection's median (5660 ms), checked as the owner's TTFR is:
+/// |F(p_hat) - 0.5| within 3.89 binomial standard errors. The bill per question is
 /// 4 s plus the lognormal's mean exp(mu + sigma^2 / 2), within 3.89
 /// standard errors of a mean over n questions (the lognormal's sd /
 /// sqrt(n)).
@@ -372,7 +372,7 @@ fn a_hung_or_crashed_selector_leaves_questions_unanswered() {
     let r = run(&toml, PolicyKind::None, 3);
     let got = get(&r, "unanswered_rate");
     eprintln!("crashed selector: unanswered {got:.4}");
-    assert!(got >= 0.99 && got < 1.0, "{got}");
+    assert!((0.99..1.0).contains(&got), "{got}");
 }
 
 /// The selector's fallback. A chosen agent that hangs (hang_p h) leaves
