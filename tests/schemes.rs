@@ -448,3 +448,37 @@ fn the_breaker_stops_a_cascade_after_n_agent_messages() {
         assert_eq!(get(&r, "responses_per_msg"), 1.0, "breaker {breaker}");
     }
 }
+
+/// The owner's fallback. A hung owner (hang_p h = 0.2) leaves its question
+/// unanswered without a fallback (h); with `fallback_ms` 10 s (longer than
+/// an owner's answer, 40 + 3000 + 4000 + 40 ms, so no fallback fires on a
+/// healthy owner: no duplicate) the next seat takes the question and
+/// hangs independently: h^2 = 0.04; with 2 fallbacks h^3 = 0.008, under
+/// `none`. Under `spec` the hung owner's claim is still live (TTL 45 s
+/// > 10 s): the fallback sees it and skips, so unanswered stays h.
+/// Tolerance: 3.89 binomial standard errors.
+#[test]
+fn the_owner_fallback_takes_a_hung_owners_question() {
+    let (n, h) = (20_000u32, 0.2);
+    let a = format!(
+        "respond_p = 0.6\nhang_p = {h}\ncsma = {{ kind = \"fixed\", ms = 3000 }}\ninference = {{ kind = \"fixed\", ms = 4000 }}"
+    );
+    for policy in [PolicyKind::None, PolicyKind::Spec] {
+        for (schemes, want) in [
+            ("scheme = \"owner\"", h),
+            ("scheme = \"owner\"\nfallback_ms = 10000", h * h),
+            (
+                "scheme = \"owner\"\nfallback_ms = 10000\nmax_fallbacks = 2",
+                h * h * h,
+            ),
+        ] {
+            let want = if policy == PolicyKind::Spec { h } else { want };
+            let r = run(&scenario(&a, &format!("count = {n}"), schemes), policy, 17);
+            let got = get(&r, "unanswered_rate");
+            let tol = Z_1E4 * (want * (1.0 - want) / f64::from(n)).sqrt();
+            eprintln!("{policy:?} {schemes:?}: unanswered {got:.4}, want {want:.4} +- {tol:.4}");
+            assert!((got - want).abs() < tol, "{policy:?} {schemes}: {got}");
+            assert_eq!(get(&r, "duplicate_rate"), 0.0, "{policy:?} {schemes}");
+        }
+    }
+}

@@ -385,6 +385,10 @@ pub struct Agent<N: AgentNaming = Text> {
     /// The loop breaker's count: agents' messages seen in the channel
     /// since the last operator post.
     agent_msgs: u32,
+    /// Under `owner` with a fallback: the questions this agent is a
+    /// fallback for, with where to answer, until it takes one or sees an
+    /// answer to it.
+    owed: Vec<(N::Msg, N::Dest)>,
 }
 
 impl Agent<Text> {
@@ -435,6 +439,7 @@ impl<N: AgentNaming> Agent<N> {
             cool_until_us: 0,
             sel: None,
             agent_msgs: 0,
+            owed: Vec::new(),
         }
     }
 
@@ -488,7 +493,16 @@ impl<N: AgentNaming> Agent<N> {
         match input {
             Input::Server { msg, depth } => self.on_server(now_us, msg, depth, out),
             Input::Timer { msg_id } => {
-                self.call_client_drawing(now_us, out, |c, t, d, a| c.on_timer(t, msg_id, d, a));
+                if let Some(i) = self.owed.iter().position(|(q, _)| q == msg_id) {
+                    // Its fallback time: no answer seen; take the question
+                    // as the owner does (CSMA wait, then claim or infer).
+                    let (q, to) = self.owed.swap_remove(i);
+                    self.call_client_drawing(now_us, out, |c, t, d, a| {
+                        c.on_message(t, q, to, false, d, a)
+                    });
+                } else {
+                    self.call_client_drawing(now_us, out, |c, t, d, a| c.on_timer(t, msg_id, d, a));
+                }
                 self.settle(msg_id, out);
             }
             Input::InferenceDone { msg_id, reply_id } => {
@@ -613,6 +627,13 @@ impl<N: AgentNaming> Agent<N> {
             ServerMsg::Error { .. } => None,
         };
         if let Some(id) = subject {
+            // An answer to a question it is a fallback for: forget it.
+            if !self.owed.is_empty()
+                && matches!(msg, ServerMsg::Msg { .. })
+                && let Some(i) = self.owed.iter().position(|(q, _)| q == id)
+            {
+                self.owed.swap_remove(i);
+            }
             self.settle(id, out);
         }
         if let (
@@ -694,10 +715,20 @@ impl<N: AgentNaming> Agent<N> {
             // an agent's reply with `reply_to_agent_p`; a post that
             // @mentions an agent is that agent's.
             Scheme::Owner => {
+                let unmentioned = !self.names.mentions_anyone(content);
+                let owner = owner_of(&self.names.show_msg(msg_id), self.gate.seats);
+                if !exempt
+                    && unmentioned
+                    && depth == 0
+                    && owner != self.gate.seat
+                    && self.gate.fallback_us > 0
+                    && !self.names.is_dm_to(to, me)
+                {
+                    self.owe(now, msg_id, to, owner, out);
+                }
                 exempt
-                    || (!self.names.mentions_anyone(content)
-                        && owner_of(&self.names.show_msg(msg_id), self.gate.seats)
-                            == self.gate.seat
+                    || (unmentioned
+                        && owner == self.gate.seat
                         && (depth == 0 || (p > 0.0 && self.rng.random_bool(p))))
             }
             // Only @mentions; an unmentioned operator post goes to the
@@ -738,6 +769,25 @@ impl<N: AgentNaming> Agent<N> {
             c.on_message(t, msg_id.clone(), reply_to, exempt, d, a)
         });
         self.settle(msg_id, out);
+    }
+
+    /// Under `owner` with a fallback: seat (owner + k) mod n is the k-th
+    /// fallback of the question (k = 1 .. at most `max_fallbacks`): it
+    /// holds the question and looks again k * `fallback_us` from now.
+    fn owe(&mut self, now: u64, q: &N::Msg, to: &N::Dest, owner: u32, out: &mut Vec<Output<N>>) {
+        let n = self.gate.seats;
+        let k = (self.gate.seat + n - owner) % n;
+        if k == 0 || k > self.gate.max_fallbacks || self.is_busy(q) {
+            return;
+        }
+        self.owed.push((q.clone(), to.clone()));
+        out.push(Output::Wants { msg_id: q.clone() });
+        self.slots.entry(q.clone()).or_default().busy = true;
+        out.push(Output::SetTimer {
+            msg_id: q.clone(),
+            at_us: now.saturating_add(u64::from(k).saturating_mul(self.gate.fallback_us)),
+            kind: TimerKind::Fallback,
+        });
     }
 
     /// Carry out the client's actions: sample what it leaves to the caller
@@ -917,6 +967,7 @@ impl<N: AgentNaming> Agent<N> {
 
     /// The process dies: every inference is lost, every wait forgotten.
     fn crash(&mut self, now: u64, out: &mut Vec<Output<N>>) {
+        self.owed.clear();
         let slots = std::mem::take(&mut self.slots);
         self.client.reset();
         for (msg_id, slot) in &slots {
@@ -952,6 +1003,9 @@ impl<N: AgentNaming> Agent<N> {
             return;
         };
         if !slot.busy || slot.running.is_some() || self.client.is_tracking(msg_id) {
+            return;
+        }
+        if !self.owed.is_empty() && self.owed.iter().any(|(q, _)| q == msg_id) {
             return;
         }
         self.slots.remove(msg_id);
