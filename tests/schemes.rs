@@ -454,8 +454,9 @@ fn the_breaker_stops_a_cascade_after_n_agent_messages() {
 /// an owner's answer, 40 + 3000 + 4000 + 40 ms, so no fallback fires on a
 /// healthy owner: no duplicate) the next seat takes the question and
 /// hangs independently: h^2 = 0.04; with 2 fallbacks h^3 = 0.008, under
-/// `none`. Under `spec` the hung owner's claim is still live (TTL 45 s
-/// > 10 s): the fallback sees it and skips, so unanswered stays h.
+/// `none`. Under `spec` the hung owner's claim is still live (a TTL of
+/// 45 s, longer than 10 s): the fallback sees it and skips, so
+/// unanswered stays h.
 /// Tolerance: 3.89 binomial standard errors.
 #[test]
 fn the_owner_fallback_takes_a_hung_owners_question() {
