@@ -237,6 +237,23 @@ fn bad_schemes_input_is_refused() {
         ),
         ("scheme = \"boss\"", "schemes.scheme", ":2:10:"),
         ("cooldown_ms = -1", "schemes.cooldown_ms", ":2:1:"),
+        ("fallback_ms = -5", "schemes.fallback_ms", ":2:1:"),
+        ("fallback_ms = nan", "schemes.fallback_ms", ":2:1:"),
+        (
+            "scheme = \"selector\"\n[schemes.selector]\nfoo = 1",
+            "schemes.selector.foo",
+            ":4:1:",
+        ),
+        (
+            "[schemes.selector]\nhang_p = 0.7\ncrash_p = 0.5",
+            "schemes.selector.hang_p",
+            ":3:1:",
+        ),
+        (
+            "[schemes.selector]\ninference = { kind = \"fixed\", ms = -1 }",
+            "schemes.selector.inference.ms",
+            ":3:",
+        ),
     ];
     for (i, (line, key, at)) in cases.into_iter().enumerate() {
         let file = dir.path().join(format!("bad{i}.toml"));
@@ -250,5 +267,219 @@ fn bad_schemes_input_is_refused() {
         assert_eq!(o.status.code(), Some(2), "{line}: {err}");
         assert_eq!(err.lines().count(), 1, "{line}: {err}");
         assert!(err.contains(key) && err.contains(at), "{line}: {err}");
+    }
+}
+
+/// `selector`, no faults, fixed delays: exactly one answer a question (the
+/// selection is no answer), and the TTFR is the operator post's downlink
+/// to the selector (40) + the selection (1500) + its uplink (40) + the
+/// selection's downlink to the chosen agent (40) + its inference (4000) +
+/// its uplink (40): 5660 ms, for every question. The bill: two calls a
+/// question, 1.5 + 4 s.
+#[test]
+fn selector_answers_once_after_selection_and_inference() {
+    let toml = scenario(
+        "respond_p = 0.6\ninference = { kind = \"fixed\", ms = 4000 }",
+        "count = 2000",
+        "scheme = \"selector\"\n[schemes.selector]\ninference = { kind = \"fixed\", ms = 1500 }",
+    );
+    for policy in [PolicyKind::None, PolicyKind::Spec] {
+        let r = run(&toml, policy, 7);
+        assert_eq!(get(&r, "messages"), 2000.0, "{policy:?}: every post counts");
+        assert_eq!(get(&r, "responses_per_msg"), 1.0, "{policy:?}");
+        assert_eq!(get(&r, "duplicate_rate"), 0.0, "{policy:?}");
+        assert_eq!(get(&r, "unanswered_rate"), 0.0, "{policy:?}");
+        assert_eq!(get(&r, "starters_per_msg"), 1.0, "{policy:?}");
+        assert_eq!(get(&r, "inference_calls_per_msg"), 2.0, "{policy:?}");
+        assert_eq!(get(&r, "inference_s_per_msg"), 5.5, "{policy:?}");
+        // Exact up to the TTFR histogram's 3 significant digits (0.1%).
+        for p in ["ttfr_p50_ms", "ttfr_p95_ms", "ttfr_p99_ms"] {
+            let got = get(&r, p);
+            assert!((got - 5660.0).abs() <= 5.66, "{policy:?} {p} = {got}");
+        }
+    }
+}
+
+/// `selector` with a lognormal selection (p50 1500, p99 6000 ms) and a
+/// fixed 4000 ms answer: the TTFR is 4160 + S, so its median sits at the
+/// selection's median (5660 ms), checked as the owner's TTFR is:
+/// |F(p_hat) - 0.5| within 3.89 binomial standard errors. The bill per question is
+/// 4 s plus the lognormal's mean exp(mu + sigma^2 / 2), within 3.89
+/// standard errors of a mean over n questions (the lognormal's sd /
+/// sqrt(n)).
+#[test]
+fn selector_ttfr_and_bill_follow_the_selection_lognormal() {
+    let n = 20_000u32;
+    let toml = scenario(
+        "respond_p = 0.6\ninference = { kind = \"fixed\", ms = 4000 }",
+        &format!("count = {n}"),
+        "scheme = \"selector\"",
+    );
+    let r = run(&toml, PolicyKind::None, 13);
+    assert_eq!(get(&r, "messages"), f64::from(n));
+    assert_eq!(get(&r, "duplicate_rate"), 0.0);
+    assert_eq!(get(&r, "unanswered_rate"), 0.0);
+    let std = Normal::new(0.0, 1.0).expect("normal");
+    let mu = 1500f64.ln();
+    let sigma = (6000f64 / 1500.0).ln() / std.inverse_cdf(0.99);
+    let got = get(&r, "ttfr_p50_ms");
+    let f = std.cdf(((got - 4160.0).ln() - mu) / sigma);
+    let tol = Z_1E4 * (0.25 / f64::from(n)).sqrt();
+    eprintln!("selector p50 {got} ms: F = {f:.4}, want 0.5 +- {tol:.4}");
+    assert!((f - 0.5).abs() < tol, "p50 {got}: F = {f}");
+    let mean = (mu + sigma * sigma / 2.0).exp() / 1000.0;
+    let sd = ((sigma * sigma).exp() - 1.0).sqrt() * mean;
+    let want = 4.0 + mean;
+    let secs = get(&r, "inference_s_per_msg");
+    let tol = Z_1E4 * sd / f64::from(n).sqrt();
+    eprintln!("selector bill {secs} s, want {want:.4} +- {tol:.4}");
+    assert!((secs - want).abs() < tol, "{secs} s, want {want}");
+    assert_eq!(get(&r, "inference_calls_per_msg"), 2.0);
+}
+
+/// A hung selection leaves its question unanswered: the unanswered share
+/// is the selector's hang_p (0.2), within 3.89 binomial standard errors.
+/// A crashing selector loses every question posted while it is down: with
+/// crash_p 0.2 and a restart far longer than the run, it answers until its
+/// first crash and nothing after.
+#[test]
+fn a_hung_or_crashed_selector_leaves_questions_unanswered() {
+    let (n, hang) = (10_000u32, 0.2);
+    let toml = scenario(
+        "respond_p = 0.6",
+        &format!("count = {n}"),
+        &format!("scheme = \"selector\"\n[schemes.selector]\nhang_p = {hang}"),
+    );
+    let r = run(&toml, PolicyKind::None, 3);
+    let got = get(&r, "unanswered_rate");
+    let tol = Z_1E4 * (hang * (1.0 - hang) / f64::from(n)).sqrt();
+    eprintln!("hung selector: unanswered {got:.4}, want {hang} +- {tol:.4}");
+    assert!((got - hang).abs() < tol);
+    assert_eq!(get(&r, "duplicate_rate"), 0.0);
+    // Selections take 1.5 s on average, posts come a minute apart: the
+    // first crash comes at about question 1 / 0.2 = 5; after it the
+    // selector is gone (restart 1e10 ms, past the run's 6e8 ms) and every later question is
+    // unanswered: at least 9 900 of 10 000 (the first crash is later
+    // than question 100 with probability 0.8^100, about 2e-10).
+    let toml = format!(
+        "{}\n[server]\nrestart = {{ kind = \"fixed\", ms = 1e10 }}\n",
+        scenario(
+            "respond_p = 0.6",
+            &format!("count = {n}"),
+            "scheme = \"selector\"\n[schemes.selector]\ncrash_p = 0.2",
+        )
+    );
+    let r = run(&toml, PolicyKind::None, 3);
+    let got = get(&r, "unanswered_rate");
+    eprintln!("crashed selector: unanswered {got:.4}");
+    assert!((0.99..1.0).contains(&got), "{got}");
+}
+
+/// The selector's fallback. A chosen agent that hangs (hang_p h) leaves
+/// the question unanswered unless the fallback's new pick answers: it
+/// fails when it picks the same agent (1/5: it is still hung on the
+/// question) or another that hangs too (4/5 x h), so unanswered is
+/// h (1/5 + 4h/5) (0.132 for h = 0.3) against h without a fallback.
+/// Answers (4 s + the hops) come before the fallback (5 s), so no
+/// duplicate. Tolerance: 3.89 binomial standard errors.
+#[test]
+fn the_selector_fallback_rescues_a_hung_choice() {
+    let (n, h) = (10_000u32, 0.3);
+    let agents =
+        format!("respond_p = 0.6\nhang_p = {h}\ninference = {{ kind = \"fixed\", ms = 4000 }}");
+    for (fallback, want) in [(0, h), (5000, h * (0.2 + 0.8 * h))] {
+        let toml = scenario(
+            &agents,
+            &format!("count = {n}"),
+            &format!("scheme = \"selector\"\nfallback_ms = {fallback}"),
+        );
+        let r = run(&toml, PolicyKind::None, 21);
+        let got = get(&r, "unanswered_rate");
+        let tol = Z_1E4 * (want * (1.0 - want) / f64::from(n)).sqrt();
+        eprintln!("fallback {fallback}: unanswered {got:.4}, want {want:.4} +- {tol:.4}");
+        assert!((got - want).abs() < tol, "fallback {fallback}: {got}");
+        assert_eq!(get(&r, "duplicate_rate"), 0.0);
+    }
+}
+
+/// A fallback when the chosen agent is only slow (10 s, fallback 5 s)
+/// costs a duplicate whenever the new pick is another agent (4/5), and a
+/// second selection every question: 2 selections + 1.8 answers = 3.8
+/// calls a question on average. Tolerance: 3.89 binomial standard errors.
+#[test]
+fn a_fallback_on_a_slow_choice_costs_a_duplicate() {
+    let n = 5_000u32;
+    let toml = scenario(
+        "respond_p = 0.6\ninference = { kind = \"fixed\", ms = 10000 }",
+        &format!("count = {n}"),
+        "scheme = \"selector\"\nfallback_ms = 5000\n[schemes.selector]\ninference = { kind = \"fixed\", ms = 1500 }",
+    );
+    let r = run(&toml, PolicyKind::None, 8);
+    let got = get(&r, "duplicate_rate");
+    let tol = Z_1E4 * (0.8 * 0.2 / f64::from(n)).sqrt();
+    eprintln!("slow choice: duplicates {got:.4}, want 0.8 +- {tol:.4}");
+    assert!((got - 0.8).abs() < tol, "{got}");
+    assert_eq!(get(&r, "unanswered_rate"), 0.0);
+    let calls = get(&r, "inference_calls_per_msg");
+    assert!((calls - 3.8).abs() < tol, "{calls}");
+}
+
+/// The loop breaker. Two agents answering each other (`reply_to_agent_p`
+/// 1, `max_depth` 10) under claims: every message gets one answer (the
+/// claim's loser aborts; the author never answers itself), so a question
+/// starts a chain of `max_depth` agent messages, the last unanswered.
+/// With `breaker_after = 3` an agent answers no agent message once it has
+/// seen 3 since the operator's post: the chain stops at 3 agent messages.
+/// The answered (wanted) messages are then the question and the first 2
+/// replies: `messages` is 3 a question against 10 without the breaker.
+/// Exact: posts 20 minutes apart, so every chain ends before the next.
+#[test]
+fn the_breaker_stops_a_cascade_after_n_agent_messages() {
+    let w = "count = 50\narrivals = \"fixed\"\nmean_gap_ms = 1200000\nreply_to_agent_p = 1.0\nmax_depth = 10";
+    let a = "respond_p = 1.0\ninference = { kind = \"fixed\", ms = 4000 }";
+    let two = |s: &str| scenario(a, w, s).replacen("count = 5\n", "count = 2\n", 1);
+    for (breaker, per_q) in [(0u32, 10.0), (3, 3.0), (1, 1.0)] {
+        let r = run(
+            &two(&format!("breaker_after = {breaker}")),
+            PolicyKind::Spec,
+            6,
+        );
+        assert_eq!(get(&r, "messages"), 50.0 * per_q, "breaker {breaker}");
+        assert_eq!(get(&r, "responses_per_msg"), 1.0, "breaker {breaker}");
+    }
+}
+
+/// The owner's fallback. A hung owner (hang_p h = 0.2) leaves its question
+/// unanswered without a fallback (h); with `fallback_ms` 10 s (longer than
+/// an owner's answer, 40 + 3000 + 4000 + 40 ms, so no fallback fires on a
+/// healthy owner: no duplicate) the next seat takes the question and
+/// hangs independently: h^2 = 0.04; with 2 fallbacks h^3 = 0.008, under
+/// `none`. Under `spec` the hung owner's claim is still live (a TTL of
+/// 45 s, longer than 10 s): the fallback sees it and skips, so
+/// unanswered stays h.
+/// Tolerance: 3.89 binomial standard errors.
+#[test]
+fn the_owner_fallback_takes_a_hung_owners_question() {
+    let (n, h) = (20_000u32, 0.2);
+    let a = format!(
+        "respond_p = 0.6\nhang_p = {h}\ncsma = {{ kind = \"fixed\", ms = 3000 }}\ninference = {{ kind = \"fixed\", ms = 4000 }}"
+    );
+    for policy in [PolicyKind::None, PolicyKind::Spec] {
+        for (schemes, want) in [
+            ("scheme = \"owner\"", h),
+            ("scheme = \"owner\"\nfallback_ms = 10000", h * h),
+            (
+                "scheme = \"owner\"\nfallback_ms = 10000\nmax_fallbacks = 2",
+                h * h * h,
+            ),
+        ] {
+            let want = if policy == PolicyKind::Spec { h } else { want };
+            let r = run(&scenario(&a, &format!("count = {n}"), schemes), policy, 17);
+            let got = get(&r, "unanswered_rate");
+            let tol = Z_1E4 * (want * (1.0 - want) / f64::from(n)).sqrt();
+            eprintln!("{policy:?} {schemes:?}: unanswered {got:.4}, want {want:.4} +- {tol:.4}");
+            assert!((got - want).abs() < tol, "{policy:?} {schemes}: {got}");
+            assert_eq!(get(&r, "duplicate_rate"), 0.0, "{policy:?} {schemes}");
+        }
     }
 }

@@ -16,19 +16,33 @@ pub enum Scheme {
     Owner,
     /// Only the @mentioned agent (or `schemes.default_agent`) answers.
     Mentions,
+    /// A model call (the selector, one extra actor) picks who answers each
+    /// unmentioned operator post.
+    Selector,
 }
 
 impl Scheme {
-    /// Every scheme, in the order the docs give them.
-    pub const ALL: [Scheme; 3] = [Scheme::Open, Scheme::Owner, Scheme::Mentions];
-
     /// The scheme's name in a scenario.
     pub fn name(self) -> &'static str {
         match self {
             Scheme::Open => "open",
             Scheme::Owner => "owner",
             Scheme::Mentions => "mentions",
+            Scheme::Selector => "selector",
         }
+    }
+
+    /// Every scheme, in the order docs/schemes.md presents them.
+    pub const ALL: [Scheme; 4] = [
+        Scheme::Open,
+        Scheme::Owner,
+        Scheme::Mentions,
+        Scheme::Selector,
+    ];
+
+    /// The scheme named `name` in a scenario, if any.
+    pub fn from_name(name: &str) -> Option<Scheme> {
+        Scheme::ALL.into_iter().find(|s| s.name() == name)
     }
 }
 
@@ -45,6 +59,17 @@ pub struct Gate {
     /// After it answers, the agent ignores channel messages this long
     /// (driver µs; 0: no cooldown).
     pub cooldown_us: u64,
+    /// Under `selector`: this actor is the selector, not an answering agent.
+    pub selector: bool,
+    /// The selector's fallback: a new selection when no answer to the
+    /// question was seen this long after the last one (driver µs; 0: none).
+    pub fallback_us: u64,
+    /// At most this many fallbacks per question.
+    pub max_fallbacks: u32,
+    /// The loop breaker: after this many agents' messages in the channel
+    /// since the last operator post, answer no agent's message until the
+    /// next operator post (0: off).
+    pub breaker_after: u32,
 }
 
 /// The owner of the message whose wire id is `id`, as an agent index in
@@ -79,5 +104,13 @@ mod tests {
         // Each of 5 owners gets 1000 of 5000 ids in expectation; sd about
         // 28, so 850..1150 is over 5 sd.
         assert!(seen.iter().all(|&n| (850..=1150).contains(&n)), "{seen:?}");
+    }
+
+    #[test]
+    fn every_scheme_has_its_name() {
+        for s in Scheme::ALL {
+            assert_eq!(Scheme::from_name(s.name()), Some(s));
+        }
+        assert_eq!(Scheme::from_name("nobody"), None);
     }
 }

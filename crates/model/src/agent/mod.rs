@@ -25,6 +25,7 @@
 //! real agents on a shared server fairly.
 
 mod gate;
+mod selector;
 mod workload;
 
 #[cfg(test)]
@@ -68,6 +69,9 @@ pub trait AgentNaming: Naming {
     /// The id `k` after `m`: an id ending in a number `n` is followed by
     /// the same prefix with `n + k`; `None` if `m` ends in no number.
     fn msg_after(&self, m: &Self::Msg, k: u64) -> Option<Self::Msg>;
+    /// The content of the selector's selection of `chosen` to answer
+    /// `msg`: `@<chosen> please answer <msg>`.
+    fn select(&self, msg: &Self::Msg, chosen: &Self::Agent) -> Self::Content;
 }
 
 impl AgentNaming for Text {
@@ -105,6 +109,10 @@ impl AgentNaming for Text {
         let (prefix, number) = m.split_at(m.len() - digits);
         let n = number.parse::<u64>().ok()?;
         Some(format!("{prefix}{}", n.saturating_add(k)))
+    }
+
+    fn select(&self, msg: &String, chosen: &String) -> String {
+        format!("@{chosen} please answer {msg}")
     }
 }
 
@@ -162,6 +170,8 @@ pub enum TimerKind {
     Csma,
     /// A recheck once a seen claim is believed expired.
     Recheck,
+    /// The selector's fallback: select again if no answer was seen.
+    Fallback,
 }
 
 /// How a started inference ends, if nothing stops it first.
@@ -370,6 +380,15 @@ pub struct Agent<N: AgentNaming = Text> {
     gate: Gate,
     /// Under a cooldown: channel messages are ignored until this time.
     cool_until_us: u64,
+    /// The selector's state (`None` for every answering agent).
+    sel: Option<Box<selector::SelectorState<N>>>,
+    /// The loop breaker's count: agents' messages seen in the channel
+    /// since the last operator post.
+    agent_msgs: u32,
+    /// Under `owner` with a fallback: the questions this agent is a
+    /// fallback for, with where to answer, until it takes one or sees an
+    /// answer to it.
+    owed: Vec<(N::Msg, N::Dest)>,
 }
 
 impl Agent<Text> {
@@ -418,6 +437,9 @@ impl<N: AgentNaming> Agent<N> {
             actions: Vec::new(),
             gate: Gate::default(),
             cool_until_us: 0,
+            sel: None,
+            agent_msgs: 0,
+            owed: Vec::new(),
         }
     }
 
@@ -464,10 +486,23 @@ impl<N: AgentNaming> Agent<N> {
             }
             return;
         }
+        if self.sel.is_some() {
+            self.selector_handle(now_us, input, out);
+            return;
+        }
         match input {
             Input::Server { msg, depth } => self.on_server(now_us, msg, depth, out),
             Input::Timer { msg_id } => {
-                self.call_client_drawing(now_us, out, |c, t, d, a| c.on_timer(t, msg_id, d, a));
+                if let Some(i) = self.owed.iter().position(|(q, _)| q == msg_id) {
+                    // Its fallback time: no answer seen; take the question
+                    // as the owner does (CSMA wait, then claim or infer).
+                    let (q, to) = self.owed.swap_remove(i);
+                    self.call_client_drawing(now_us, out, |c, t, d, a| {
+                        c.on_message(t, q, to, false, d, a)
+                    });
+                } else {
+                    self.call_client_drawing(now_us, out, |c, t, d, a| c.on_timer(t, msg_id, d, a));
+                }
                 self.settle(msg_id, out);
             }
             Input::InferenceDone { msg_id, reply_id } => {
@@ -592,6 +627,13 @@ impl<N: AgentNaming> Agent<N> {
             ServerMsg::Error { .. } => None,
         };
         if let Some(id) = subject {
+            // An answer to a question it is a fallback for: forget it.
+            if !self.owed.is_empty()
+                && matches!(msg, ServerMsg::Msg { .. })
+                && let Some(i) = self.owed.iter().position(|(q, _)| q == id)
+            {
+                self.owed.swap_remove(i);
+            }
             self.settle(id, out);
         }
         if let (
@@ -601,10 +643,36 @@ impl<N: AgentNaming> Agent<N> {
                 from,
                 to,
                 content,
+                in_reply_to,
                 ..
             },
         ) = (depth, msg)
         {
+            // The loop breaker: count the agents' channel messages since
+            // the last operator post; from `breaker_after` on, answer none.
+            let breaker = self.gate.breaker_after;
+            if breaker > 0 && !self.names.is_dm_to(to, self.id()) {
+                if depth == 0 {
+                    self.agent_msgs = 0;
+                } else {
+                    self.agent_msgs = self.agent_msgs.saturating_add(1);
+                    let selection = self.gate.scheme == Scheme::Selector && in_reply_to.is_some();
+                    if self.agent_msgs >= breaker && !selection {
+                        return;
+                    }
+                }
+            }
+            // Under `selector`, a selection (a message in reply to a
+            // question that @mentions this agent) is about the question.
+            let (id, depth) = match in_reply_to {
+                Some(q)
+                    if self.gate.scheme == Scheme::Selector
+                        && self.names.mentions(content, self.id()) =>
+                {
+                    (q, 0)
+                }
+                _ => (id, depth),
+            };
             self.consider(now, id, from, to, content, depth, out);
         }
     }
@@ -647,10 +715,20 @@ impl<N: AgentNaming> Agent<N> {
             // an agent's reply with `reply_to_agent_p`; a post that
             // @mentions an agent is that agent's.
             Scheme::Owner => {
+                let unmentioned = !self.names.mentions_anyone(content);
+                let owner = owner_of(&self.names.show_msg(msg_id), self.gate.seats);
+                if !exempt
+                    && unmentioned
+                    && depth == 0
+                    && owner != self.gate.seat
+                    && self.gate.fallback_us > 0
+                    && !self.names.is_dm_to(to, me)
+                {
+                    self.owe(now, msg_id, to, owner, out);
+                }
                 exempt
-                    || (!self.names.mentions_anyone(content)
-                        && owner_of(&self.names.show_msg(msg_id), self.gate.seats)
-                            == self.gate.seat
+                    || (unmentioned
+                        && owner == self.gate.seat
                         && (depth == 0 || (p > 0.0 && self.rng.random_bool(p))))
             }
             // Only @mentions; an unmentioned operator post goes to the
@@ -665,8 +743,16 @@ impl<N: AgentNaming> Agent<N> {
                 }
                 exempt
             }
+            // Only the selected (or @mentioned) agent answers: nobody
+            // answers an unmentioned post or an agent's reply on its own.
+            Scheme::Selector => exempt,
         };
         if !wants {
+            return;
+        }
+        // A second selection of an agent already answering the question
+        // changes nothing.
+        if self.gate.scheme == Scheme::Selector && self.is_busy(msg_id) {
             return;
         }
         // The reply goes to the channel, or back to the DM's sender.
@@ -683,6 +769,25 @@ impl<N: AgentNaming> Agent<N> {
             c.on_message(t, msg_id.clone(), reply_to, exempt, d, a)
         });
         self.settle(msg_id, out);
+    }
+
+    /// Under `owner` with a fallback: seat (owner + k) mod n is the k-th
+    /// fallback of the question (k = 1 .. at most `max_fallbacks`): it
+    /// holds the question and looks again k * `fallback_us` from now.
+    fn owe(&mut self, now: u64, q: &N::Msg, to: &N::Dest, owner: u32, out: &mut Vec<Output<N>>) {
+        let n = self.gate.seats;
+        let k = (self.gate.seat + n - owner) % n;
+        if k == 0 || k > self.gate.max_fallbacks || self.is_busy(q) {
+            return;
+        }
+        self.owed.push((q.clone(), to.clone()));
+        out.push(Output::Wants { msg_id: q.clone() });
+        self.slots.entry(q.clone()).or_default().busy = true;
+        out.push(Output::SetTimer {
+            msg_id: q.clone(),
+            at_us: now.saturating_add(u64::from(k).saturating_mul(self.gate.fallback_us)),
+            kind: TimerKind::Fallback,
+        });
     }
 
     /// Carry out the client's actions: sample what it leaves to the caller
@@ -832,6 +937,14 @@ impl<N: AgentNaming> Agent<N> {
         // The one action: the reply to post.
         while let Some(action) = actions.pop() {
             if let Action::Post(msg) = action {
+                // The loop breaker counts its own channel messages too (the
+                // server does not send them back).
+                if self.gate.breaker_after > 0
+                    && let ClientMsg::Msg { to, .. } = &msg
+                    && !self.names.starts_dm(to)
+                {
+                    self.agent_msgs = self.agent_msgs.saturating_add(1);
+                }
                 if self.gate.cooldown_us > 0 {
                     self.cool_until_us = now.saturating_add(self.gate.cooldown_us);
                 }
@@ -854,6 +967,7 @@ impl<N: AgentNaming> Agent<N> {
 
     /// The process dies: every inference is lost, every wait forgotten.
     fn crash(&mut self, now: u64, out: &mut Vec<Output<N>>) {
+        self.owed.clear();
         let slots = std::mem::take(&mut self.slots);
         self.client.reset();
         for (msg_id, slot) in &slots {
@@ -889,6 +1003,9 @@ impl<N: AgentNaming> Agent<N> {
             return;
         };
         if !slot.busy || slot.running.is_some() || self.client.is_tracking(msg_id) {
+            return;
+        }
+        if !self.owed.is_empty() && self.owed.iter().any(|(q, _)| q == msg_id) {
             return;
         }
         self.slots.remove(msg_id);

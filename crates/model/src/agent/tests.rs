@@ -790,3 +790,109 @@ fn a_squatter_claims_and_pre_claims_early_and_answers_nothing() {
         if msg_id == "q11" && started_at.as_i64() == Some(2000))
     );
 }
+
+/// The selector: an unmentioned operator post starts a selection at once
+/// (no CSMA, no claim); its end posts a selection in reply to the
+/// question that @mentions one of the roster; with a fallback it waits
+/// for an answer, and an answer ends the watch (the agent is idle).
+#[test]
+fn the_selector_selects_then_watches_for_an_answer() {
+    let mut s = agent(behaviour());
+    s.set_gate(Gate {
+        scheme: Scheme::Selector,
+        selector: true,
+        fallback_us: 5_000_000,
+        max_fallbacks: 1,
+        ..Gate::default()
+    });
+    s.make_selector(vec![OTHER.to_string()]);
+    assert!(s.is_selector());
+    let out = root(&mut s, 0, "m1");
+    assert_eq!(out[0], wants("m1"));
+    assert!(
+        matches!(&out[1], Output::Infer { msg_id, end: InferenceEnd::DoneAt(100_000), .. } if msg_id == "m1")
+    );
+    assert_eq!(out.len(), 2, "no claim: {out:?}");
+    let id = "m1".to_string();
+    let out = feed(
+        &mut s,
+        100_000,
+        Input::InferenceDone {
+            msg_id: &id,
+            reply_id: Some("m2".into()),
+        },
+    );
+    let Output::Reply { msg, parent, .. } = &out[1] else {
+        panic!("{out:?}");
+    };
+    assert_eq!(parent, "m1");
+    let ClientMsg::Msg {
+        content,
+        in_reply_to,
+        ..
+    } = msg
+    else {
+        panic!("{msg:?}");
+    };
+    assert_eq!(content, "@agent-001 please answer m1");
+    assert_eq!(in_reply_to.as_deref(), Some("m1"));
+    assert!(matches!(
+        &out[2],
+        Output::SetTimer {
+            at_us: 5_100_000,
+            kind: TimerKind::Fallback,
+            ..
+        }
+    ));
+    // An answer from the chosen agent: no fallback, the selector is idle.
+    let answer = ServerMsg::Msg {
+        id: "m3".into(),
+        from: OTHER.into(),
+        to: CH.into(),
+        content: "answer to m1 from agent-001".into(),
+        in_reply_to: Some("m1".into()),
+    };
+    let out = feed(
+        &mut s,
+        200_000,
+        Input::Server {
+            msg: &answer,
+            depth: Some(1),
+        },
+    );
+    assert_eq!(out, vec![Output::Idle { msg_id: id.clone() }]);
+    assert!(feed(&mut s, 5_100_000, Input::Timer { msg_id: &id }).is_empty());
+}
+
+/// Under `selector` an answering agent answers the question a selection
+/// of it names, at once (no CSMA), and ignores an unmentioned post.
+#[test]
+fn a_selected_agent_answers_the_question() {
+    let mut a = agent(behaviour());
+    a.set_gate(Gate {
+        scheme: Scheme::Selector,
+        seats: 2,
+        ..Gate::default()
+    });
+    assert!(
+        root(&mut a, 0, "m1").is_empty(),
+        "nobody answers on its own"
+    );
+    let sel = ServerMsg::Msg {
+        id: "m2".into(),
+        from: "selector".into(),
+        to: CH.into(),
+        content: format!("@{ME} please answer m1"),
+        in_reply_to: Some("m1".into()),
+    };
+    let out = feed(
+        &mut a,
+        1_000,
+        Input::Server {
+            msg: &sel,
+            depth: Some(1),
+        },
+    );
+    assert_eq!(out[0], wants("m1"));
+    assert!(matches!(&out[1], Output::Infer { msg_id, .. } if msg_id == "m1"));
+}

@@ -123,6 +123,12 @@ impl RunAccumulator {
         self.inference_us += u128::from(us);
     }
 
+    /// Inference time that is neither an answer nor wasted: the
+    /// selector's (a selection is part of the bill, not a response).
+    pub fn billed(&mut self, us: u64) {
+        self.inference_us += u128::from(us);
+    }
+
     /// Inference time (and one inference) wasted.
     pub fn wasted(&mut self, us: u64) {
         self.inference_us += u128::from(us);

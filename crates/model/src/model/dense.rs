@@ -61,6 +61,8 @@ pub enum Content {
     Question { n: u32, mention: Option<AgentId> },
     /// `answer to <msg> from <agent>`.
     Answer { msg: MsgId, from: AgentId },
+    /// The selector's `@<pick> please answer <msg>`.
+    Selection { msg: MsgId, pick: AgentId },
     /// Any other text (a scripted post).
     Text(Arc<str>),
 }
@@ -233,6 +235,11 @@ impl Dense {
                 self.show_msg(msg),
                 self.0.agents[from.0 as usize]
             )),
+            Content::Selection { msg, pick } => Cow::Owned(format!(
+                "@{} please answer {}",
+                self.0.agents[pick.0 as usize],
+                self.show_msg(msg)
+            )),
             Content::Text(s) => Cow::Borrowed(s),
         }
     }
@@ -303,6 +310,7 @@ impl AgentNaming for Dense {
     fn mentions(&self, content: &Content, me: &AgentId) -> bool {
         match content {
             Content::Question { mention, .. } => *mention == Some(*me),
+            Content::Selection { pick, .. } => pick == me,
             // Agent names never start with `@`; a numbered message's id has
             // no `@`; a label might.
             Content::Answer { .. } if !self.0.label_at => false,
@@ -313,6 +321,7 @@ impl AgentNaming for Dense {
     fn mentions_anyone(&self, content: &Content) -> bool {
         match content {
             Content::Question { mention, .. } => mention.is_some(),
+            Content::Selection { .. } => true,
             Content::Answer { .. } if !self.0.label_at => false,
             _ => agent::mentions_anyone(&self.content_text(content)),
         }
@@ -355,6 +364,13 @@ impl AgentNaming for Dense {
             Some(_) => None,
             None if m.0 >= PHANTOM => Some(MsgId(m.0.saturating_add(k))),
             None => Some(MsgId(m.0.saturating_add(k).min(PHANTOM - 1))),
+        }
+    }
+
+    fn select(&self, msg: &MsgId, chosen: &AgentId) -> Content {
+        Content::Selection {
+            msg: *msg,
+            pick: *chosen,
         }
     }
 }

@@ -13,7 +13,7 @@ pub mod validate;
 
 pub use schema::{
     AgentGroup, Arrivals, ClaimGuardSpec, NetworkSpec, Scenario, SchemesSpec, ScriptEvent,
-    ScriptInfer, ScriptPost, ServerSpec, SweepPhase, WorkloadSpec,
+    ScriptInfer, ScriptPost, SelectorSpec, ServerSpec, SweepPhase, WorkloadSpec,
 };
 
 use crate::floor::PolicyKind;

@@ -69,10 +69,11 @@ pub struct Scenario {
 }
 
 /// The `[schemes]` table (docs/schemes.md).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SchemesSpec {
-    /// `open` (every agent decides by `respond_p`), `owner` or `mentions`.
+    /// `open` (every agent decides by `respond_p`), `owner`, `mentions`
+    /// or `selector`.
     #[serde(default)]
     pub scheme: Scheme,
     /// Under `mentions`: the agent (`agent-003`) that answers the operator
@@ -82,6 +83,81 @@ pub struct SchemesSpec {
     /// After an agent answers, it ignores channel messages this long (ms).
     #[serde(default)]
     pub cooldown_ms: f64,
+    /// Under `owner` and `selector`: the fallback timeout (ms; 0: no
+    /// fallback). Ignored under `open` and `mentions`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub fallback_ms: f64,
+    /// At most this many fallbacks per question.
+    #[serde(
+        default = "default_max_fallbacks",
+        skip_serializing_if = "is_default_max_fallbacks"
+    )]
+    pub max_fallbacks: u32,
+    /// The loop breaker: after this many agents' messages in the channel
+    /// since the last operator post, an agent answers no agent's message
+    /// until the next operator post (0: off).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub breaker_after: u32,
+    /// Under `selector`: the selector's model call.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub selector: SelectorSpec,
+}
+
+impl Default for SchemesSpec {
+    fn default() -> SchemesSpec {
+        SchemesSpec {
+            scheme: Scheme::default(),
+            default_agent: String::new(),
+            cooldown_ms: 0.0,
+            fallback_ms: 0.0,
+            max_fallbacks: default_max_fallbacks(),
+            breaker_after: 0,
+            selector: SelectorSpec::default(),
+        }
+    }
+}
+
+/// The `[schemes.selector]` table: the selector's model call and its
+/// faults (docs/schemes.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SelectorSpec {
+    /// How long one selection takes (a short call: lognormal p50 1.5 s,
+    /// p99 6 s by default).
+    #[serde(default = "default_selector_inference")]
+    pub inference: DistSpec,
+    /// Probability that the selector's process crashes during a selection.
+    #[serde(default)]
+    pub crash_p: f64,
+    /// Probability that a selection hangs (never ends).
+    #[serde(default)]
+    pub hang_p: f64,
+}
+
+impl Default for SelectorSpec {
+    fn default() -> SelectorSpec {
+        SelectorSpec {
+            inference: default_selector_inference(),
+            crash_p: 0.0,
+            hang_p: 0.0,
+        }
+    }
+}
+
+fn default_max_fallbacks() -> u32 {
+    1
+}
+fn is_default_max_fallbacks(v: &u32) -> bool {
+    *v == default_max_fallbacks()
+}
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
+}
+fn default_selector_inference() -> DistSpec {
+    DistSpec::Lognormal {
+        p50_ms: 1_500.0,
+        p99_ms: 6_000.0,
+    }
 }
 
 /// The server: claim TTL, tracking switch, processing time, disconnects.

@@ -54,15 +54,34 @@ pub fn check(s: &Scenario, base_dir: &Path, cache: &DataCache) -> Result<(), (St
     check_network(&s.network, base_dir, cache)?;
     check_agents(s, base_dir, cache)?;
     check_workload(s, base_dir, cache)?;
-    check_schemes(s)?;
+    check_schemes(s, base_dir, cache)?;
     s.check_script()?;
     Ok(())
 }
 
 /// `[schemes]`: a cooldown in ms, a default agent the scenario has.
-fn check_schemes(s: &Scenario) -> Result<(), (String, String)> {
+fn check_schemes(s: &Scenario, base_dir: &Path, cache: &DataCache) -> Result<(), (String, String)> {
     let c = &s.schemes;
     time("schemes.cooldown_ms", c.cooldown_ms)?;
+    time("schemes.fallback_ms", c.fallback_ms)?;
+    let sel = &c.selector;
+    dist(
+        "schemes.selector.inference",
+        &sel.inference,
+        base_dir,
+        cache,
+    )?;
+    prob("schemes.selector.crash_p", sel.crash_p)?;
+    prob("schemes.selector.hang_p", sel.hang_p)?;
+    if sel.crash_p + sel.hang_p > 1.0 {
+        return fail(
+            "schemes.selector.hang_p",
+            format!(
+                "crash_p + hang_p = {} must not exceed 1",
+                sel.crash_p + sel.hang_p
+            ),
+        );
+    }
     if !c.default_agent.is_empty() {
         let n: u64 = s.agents.iter().map(|g| u64::from(g.count)).sum();
         let n = usize::try_from(n).unwrap_or(usize::MAX);

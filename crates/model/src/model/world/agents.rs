@@ -237,6 +237,7 @@ impl World<'_> {
         let ev = match kind {
             TimerKind::Csma => "csma",
             TimerKind::Recheck => "recheck_wait",
+            TimerKind::Fallback => "fallback_wait",
         };
         self.trace_state(a, Some(m), ev, || serde_json::json!({"until_us": at_us}));
     }
@@ -255,6 +256,9 @@ impl World<'_> {
             return;
         };
         let now = self.eng.now();
+        if a as usize >= self.p.answering {
+            return self.start_selection(a, m, dur, end);
+        }
         let counted = match self.msgs.get_mut(&m) {
             Some(info) => {
                 info.starters += 1;
@@ -288,6 +292,42 @@ impl World<'_> {
             Some(m),
             "infer",
             || serde_json::json!({"started_at": started_at, "until_us": until, "ignore_yield": ignore, "hung": hung, "crash": crash}),
+        );
+    }
+
+    /// The selector starts a selection on question `m`: no starter of the
+    /// question (a selection is no answer), but an inference in the bill,
+    /// billed now for the time it will run (to its end, its crash, or 0 s
+    /// for a hang, as an agent's hung inference), so that its end is not
+    /// counted again.
+    fn start_selection(&mut self, a: u32, m: u32, dur: u64, end: InferenceEnd) {
+        let now = self.eng.now();
+        let (key, billed) = match end {
+            InferenceEnd::Hang => (None, 0),
+            InferenceEnd::CrashAt(at) => (
+                Some(self.eng.schedule_at(at, Ev::Crash { agent: a })),
+                at.saturating_sub(now),
+            ),
+            InferenceEnd::DoneAt(at) => (
+                Some(self.eng.schedule_at(at, Ev::InferDone { agent: a, msg: m })),
+                dur,
+            ),
+        };
+        self.agents[a as usize].running.push(Inference {
+            msg: m,
+            key,
+            counted: false,
+        });
+        if self.msgs.get(&m).is_some_and(|i| i.channel_msg) {
+            self.acc.started();
+            self.acc.billed(billed);
+        }
+        let until = key.map(|_| now + dur);
+        self.trace_state(
+            a,
+            Some(m),
+            "select",
+            || serde_json::json!({"until_us": until, "hung": end == InferenceEnd::Hang}),
         );
     }
 

@@ -23,6 +23,9 @@ pub(super) struct MsgInfo {
     pub(super) starters: u32,
     /// Deliveries, agent activities and replies still in flight.
     pub(super) pending: u32,
+    /// A selection holds its question open until it is delivered (so that
+    /// the chosen agent's answer still counts for the question).
+    pub(super) holds: Option<u32>,
 }
 
 impl MsgInfo {
@@ -39,6 +42,7 @@ impl MsgInfo {
             first_us: None,
             starters: 0,
             pending,
+            holds: None,
         }
     }
 }
@@ -73,9 +77,13 @@ impl World<'_> {
     }
 
     pub(super) fn finish_msg(&mut self, m: u32) {
-        if let Some(info) = self.msgs.remove(&m)
-            && info.channel_msg
-        {
+        let Some(info) = self.msgs.remove(&m) else {
+            return;
+        };
+        if let Some(q) = info.holds {
+            self.release(q);
+        }
+        if info.channel_msg {
             self.acc.message(MessageOutcome {
                 wanted: if info.question {
                     info.wanted.max(1)

@@ -41,7 +41,7 @@ mod relays;
 mod server;
 mod trace;
 
-pub use prepared::Prepared;
+pub use prepared::{Prepared, SELECTOR};
 
 use crate::agent::{self, Agent, Workload};
 use crate::dist::Stream;
@@ -51,7 +51,7 @@ use crate::limits::HORIZON_US;
 use crate::metrics::run::{RunAccumulator, RunResult, ServerCounts};
 use crate::model::dense::{Dense, MsgId};
 use messages::MsgInfo;
-use prepared::{agent_stream, stream};
+use prepared::stream;
 use rand::RngExt;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -316,7 +316,7 @@ fn simulate_audited(
         })
         .collect();
     let link = |i: usize, k: u64| Link {
-        rng: stream(seed, agent_stream(i) + k),
+        rng: stream(seed, p.stream_of(i) + k),
         last: 0,
     };
     let up = (0..p.agents()).map(|i| link(i, 1)).collect();

@@ -70,6 +70,14 @@ pub struct Prepared {
     /// Under `mentions`: the index of the default agent.
     pub(super) default_agent: Option<usize>,
     pub(super) cooldown_us: u64,
+    /// The answering agents (indices `0..answering`); under `selector`
+    /// the selector is one more actor, index `answering`.
+    pub(super) answering: usize,
+    /// Under `owner` and `selector`: the fallback (µs; 0: none).
+    pub(super) fallback_us: u64,
+    pub(super) max_fallbacks: u32,
+    /// The loop breaker (0: off).
+    pub(super) breaker_after: u32,
 }
 
 /// One agent group: how its agents behave, their clock skew, their channels.
@@ -133,6 +141,33 @@ impl Prepared {
             agent_group.extend(std::iter::repeat_n(gi as u16, g.count as usize));
         }
         let n = agent_group.len();
+        let selector = s.schemes.scheme == Scheme::Selector;
+        if selector {
+            // The selector: one more actor, with a group of its own.
+            let sel = &s.schemes.selector;
+            let behaviour = Behaviour {
+                ttl_ms: s.server.ttl_ms.round() as u64,
+                recheck: false,
+                max_rechecks: 0,
+                respond_p: 0.0,
+                reply_p: 0.0,
+                max_depth: s.workload.max_depth,
+                csma: prep(&DistSpec::Fixed { ms: 0.0 })?,
+                tick_us: 0,
+                inference: prep(&sel.inference)?,
+                ignore_yield_p: 0.0,
+                crash_p: sel.crash_p,
+                hang_p: sel.hang_p,
+                squat: None,
+            };
+            groups.push(GroupParams {
+                behaviour: Arc::new(behaviour),
+                skew: prep(&DistSpec::Fixed { ms: 0.0 })?,
+                channels: vec![s.workload.channel.clone()],
+                channel_dests: Vec::new(),
+            });
+            agent_group.push((groups.len() - 1) as u16);
+        }
         let w = &s.workload;
         let gap = match (&w.gap, w.arrivals) {
             (Some(g), _) => g.clone(),
@@ -141,7 +176,10 @@ impl Prepared {
             },
             (None, Arrivals::Fixed) => DistSpec::Fixed { ms: w.mean_gap_ms },
         };
-        let ids: Vec<String> = (0..n).map(|i| names::agent_id(i, n)).collect();
+        let mut ids: Vec<String> = (0..n).map(|i| names::agent_id(i, n)).collect();
+        if selector {
+            ids.push(SELECTOR.to_string());
+        }
         let dense = dense_names(&ids, &groups, &w.channel, &s.script);
         let default_agent = ids.iter().position(|a| *a == s.schemes.default_agent);
         let handles: Vec<AgentId> = ids.iter().map(|a| agent_of(&dense, a)).collect();
@@ -199,6 +237,13 @@ impl Prepared {
             scheme: s.schemes.scheme,
             default_agent,
             cooldown_us: us(s.schemes.cooldown_ms),
+            answering: n,
+            fallback_us: match s.schemes.scheme {
+                Scheme::Owner | Scheme::Selector => us(s.schemes.fallback_ms),
+                Scheme::Open | Scheme::Mentions => 0,
+            },
+            max_fallbacks: s.schemes.max_fallbacks,
+            breaker_after: s.schemes.breaker_after,
         })
     }
 
@@ -214,9 +259,25 @@ impl Prepared {
         self.ttl_ms
     }
 
-    /// Number of agents.
+    /// Number of actors: the agents, and under `selector` the selector
+    /// (the last one).
     pub fn agents(&self) -> usize {
         self.ids.len()
+    }
+
+    /// Number of answering agents (without the selector).
+    pub fn answering_agents(&self) -> usize {
+        self.answering
+    }
+
+    /// The first component stream of actor `i` (see [`stream`]): agent
+    /// `i`'s, or the selector's own.
+    pub(super) fn stream_of(&self, i: usize) -> u64 {
+        if i < self.answering {
+            agent_stream(i)
+        } else {
+            SELECTOR_STREAM
+        }
     }
 
     /// A rough relative cost of one run, agents x expected posts (at least
@@ -255,7 +316,8 @@ impl Prepared {
     /// clock is the scenario epoch plus that skew.
     pub fn new_agent(&self, i: usize, policy: PolicyKind, seed: u64) -> Agent {
         let id = self.ids[i].clone();
-        self.agent_with(i, policy, seed, id, Text, |skew_us| {
+        let roster = &self.ids[..self.answering];
+        self.agent_with(i, policy, seed, id, Text, roster, |skew_us| {
             Clock::Offset(self.epoch_us + skew_us)
         })
     }
@@ -264,7 +326,8 @@ impl Prepared {
     /// ([`Dense`]): the same agent, the same draws.
     pub(super) fn new_sim_agent(&self, i: usize, policy: PolicyKind, seed: u64) -> Agent<Dense> {
         let (id, names) = (self.handles[i], self.names.clone());
-        self.agent_with(i, policy, seed, id, names, |skew_us| {
+        let roster = &self.handles[..self.answering];
+        self.agent_with(i, policy, seed, id, names, roster, |skew_us| {
             Clock::Offset(self.epoch_us + skew_us)
         })
     }
@@ -282,13 +345,15 @@ impl Prepared {
         speed: f64,
     ) -> Agent {
         let id = self.ids[i].clone();
-        self.agent_with(i, policy, seed, id, Text, |skew_us| Clock::Scaled {
+        let roster = &self.ids[..self.answering];
+        self.agent_with(i, policy, seed, id, Text, roster, |skew_us| Clock::Scaled {
             origin_us,
             skew_us,
             speed,
         })
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn agent_with<N: AgentNaming>(
         &self,
         i: usize,
@@ -296,21 +361,29 @@ impl Prepared {
         seed: u64,
         id: N::Agent,
         names: N,
+        roster: &[N::Agent],
         clock: impl FnOnce(i64) -> Clock,
     ) -> Agent<N> {
         let g = &self.groups[usize::from(self.agent_group[i])];
-        let mut rng = stream(seed, agent_stream(i));
+        let mut rng = stream(seed, self.stream_of(i));
         let skew_us = g.skew.sample_signed_us(&mut rng);
         let mut agent =
             Agent::with_naming(id, names, policy, g.behaviour.clone(), rng, clock(skew_us));
-        if self.scheme != Scheme::Open || self.cooldown_us > 0 {
+        if self.scheme != Scheme::Open || self.cooldown_us > 0 || self.breaker_after > 0 {
             agent.set_gate(Gate {
                 scheme: self.scheme,
                 seat: i as u32,
-                seats: self.ids.len() as u32,
+                seats: self.answering as u32,
                 default_agent: self.default_agent == Some(i),
                 cooldown_us: self.cooldown_us,
+                selector: i >= self.answering,
+                fallback_us: self.fallback_us,
+                max_fallbacks: self.max_fallbacks,
+                breaker_after: self.breaker_after,
             });
+        }
+        if i >= self.answering {
+            agent.make_selector(roster.to_vec());
         }
         agent
     }
@@ -324,7 +397,7 @@ impl Prepared {
             channel: self.channel.clone(),
             dm_p: self.dm_p,
             mention_p: self.mention_p,
-            agents: self.ids.clone(),
+            agents: self.ids[..self.answering].to_vec(),
         };
         Workload::new(params, stream(seed, 1))
     }
@@ -383,3 +456,10 @@ pub(super) use crate::dist::stream;
 pub(super) fn agent_stream(i: usize) -> u64 {
     16 + 4 * i as u64
 }
+
+/// The selector's first component stream (`+1`/`+2` its links): far above
+/// every agent's, so that adding the selector moves no other draw.
+pub(super) const SELECTOR_STREAM: u64 = 1 << 40;
+
+/// The selector's wire id.
+pub const SELECTOR: &str = "selector";

@@ -170,6 +170,14 @@ impl World<'_> {
             {
                 self.acc.wasted(dur);
             }
+        } else if agent as usize >= self.p.answering {
+            // A selection is no answer: it holds its question open until
+            // it has been delivered (released in `finish_msg`).
+            if let (Some(q), Some(info)) = (parent, self.msgs.get_mut(&m)) {
+                info.holds = Some(q);
+                self.release(m);
+                return;
+            }
         } else if let Some(info) = parent.and_then(|p| self.msgs.get_mut(&p)) {
             info.responses += 1;
             let first = info.first_us.is_none();

@@ -97,6 +97,7 @@ impl Driver<'_> {
         let ev = match kind {
             TimerKind::Csma => "csma",
             TimerKind::Recheck => "recheck_wait",
+            TimerKind::Fallback => "fallback_wait",
         };
         self.trace_state(a, Some(&msg_id), ev, json!({"until_us": at_us}));
         let inc = self.inc[a];
