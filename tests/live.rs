@@ -852,3 +852,167 @@ fn the_url_note_says_why_the_server_timers_grow() {
         assert!(stderr.contains(words), "{words}: {stderr}");
     }
 }
+
+/// What a scheme's live run against a spawned `herdsim serve` gave.
+struct SchemeRun {
+    /// compare.csv's verdict per metric and count.
+    agree: BTreeMap<String, String>,
+    /// The live replications (runs.csv).
+    runs: String,
+    stdout: String,
+}
+
+/// The harness of the scheme comparisons: `scenario` (a scheme scenario,
+/// with `sets` applied) run live with `--compare` under `policy` against a
+/// spawned `herdsim serve --policy <policy>` (no rate limit), at speed 40.
+/// The schemes decide in the agents, so the server is the plain one; the
+/// run must succeed and every metric and count is returned with its
+/// verdict. A scheme added later (the selector) gets its test by calling
+/// this with its scenario.
+fn scheme_live_against_serve(scenario: &Path, policy: &str, sets: &[&str]) -> SchemeRun {
+    let (_server, url) = spawn_serve(
+        &[
+            "--policy".as_ref(),
+            policy.as_ref(),
+            "--rate-limit".as_ref(),
+            "0".as_ref(),
+        ],
+        "ws",
+    );
+    let tmp = tempfile::tempdir().expect("tmp");
+    let out = tmp.path().join("out");
+    let mut cmd = herdsim();
+    cmd.args(["live", "--speed", "40", "--quiet", "--compare"])
+        .args(["--policy", policy, "--url", &url]);
+    for s in sets {
+        cmd.args(["--set", s]);
+    }
+    let o = cmd
+        .arg("--out")
+        .arg(&out)
+        .arg(scenario)
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        o.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let name = std::fs::read_to_string(scenario)
+        .expect("scenario")
+        .lines()
+        .find_map(|l| l.strip_prefix("name = \""))
+        .and_then(|l| l.strip_suffix('"'))
+        .expect("a name")
+        .to_string();
+    let dir = out.join(format!("{name}-live"));
+    let cmp = read(&dir.join("compare.csv"));
+    let agree = column(&cmp, "metric")
+        .into_iter()
+        .zip(column(&cmp, "agree"))
+        .collect();
+    SchemeRun {
+        agree,
+        runs: read(&dir.join("runs.csv")),
+        stdout,
+    }
+}
+
+fn schemes_live() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/schemes-live.toml")
+}
+
+/// Every metric compared (the inference bill included) and every count
+/// agrees, and each replication answered each question exactly once.
+fn agrees_with_one_answer_a_question(r: &SchemeRun) {
+    for m in [
+        "duplicate_rate",
+        "unanswered_rate",
+        "responses_per_msg",
+        "inference_calls_per_msg",
+        "inference_s_per_msg",
+        "ttfr_p50_ms",
+        "messages",
+        "posts_relayed",
+    ] {
+        assert!(r.agree.contains_key(m), "{m} not compared:\n{}", r.stdout);
+    }
+    for (m, a) in &r.agree {
+        assert_eq!(a, "true", "{m} disagrees:\n{}", r.stdout);
+    }
+    for m in ["duplicate_rate", "unanswered_rate"] {
+        assert!(
+            column(&r.runs, m).iter().all(|v| v == "0"),
+            "{m}\n{}",
+            r.runs
+        );
+    }
+    // Exactly one answer, and one inference, a question, every replication
+    // counting all its 10 questions.
+    for m in ["responses_per_msg", "inference_calls_per_msg"] {
+        assert!(
+            column(&r.runs, m).iter().all(|v| v == "1"),
+            "{m}\n{}",
+            r.runs
+        );
+    }
+    assert!(
+        column(&r.runs, "messages").iter().all(|v| v == "10"),
+        "{}",
+        r.runs
+    );
+}
+
+/// `owner` without claims against `herdsim serve`: the owner (FNV-1a of
+/// the message id) answers every question, nobody else; live and the
+/// simulation agree (issue 41, item 5).
+#[test]
+fn owner_live_agrees_with_the_simulation() {
+    let r = scheme_live_against_serve(&schemes_live(), "none", &[]);
+    agrees_with_one_answer_a_question(&r);
+}
+
+/// `mentions` with a default agent: the mentioned agent answers a
+/// mention, `agent-000` every other post, once each; live agrees.
+#[test]
+fn mentions_with_a_default_agent_live_agrees() {
+    let r = scheme_live_against_serve(
+        &schemes_live(),
+        "none",
+        &[
+            "schemes.scheme=mentions",
+            "schemes.default_agent=agent-000",
+            "workload.mention_p=0.3",
+        ],
+    );
+    agrees_with_one_answer_a_question(&r);
+}
+
+/// `mentions` without a default agent leaves the unmentioned posts
+/// unanswered, and they are questions all the same, live as in the
+/// simulation: the counts agree (live used to count only the wanted ones,
+/// so `messages` differed) and so does the unanswered share.
+#[test]
+fn mentions_without_a_default_agent_counts_the_unanswered_live_too() {
+    let r = scheme_live_against_serve(
+        &schemes_live(),
+        "none",
+        &["schemes.scheme=mentions", "workload.mention_p=0.3"],
+    );
+    for (m, a) in &r.agree {
+        assert_eq!(a, "true", "{m} disagrees:\n{}", r.stdout);
+    }
+    assert!(
+        column(&r.runs, "messages").iter().all(|v| v == "10"),
+        "{}",
+        r.runs
+    );
+    let unanswered: f64 = column(&r.runs, "unanswered_rate")
+        .iter()
+        .map(|v| v.parse::<f64>().expect("number"))
+        .sum::<f64>()
+        / 3.0;
+    // About 70% of the posts mention nobody (mention_p 0.3).
+    assert!(unanswered > 0.3, "{}", r.runs);
+}

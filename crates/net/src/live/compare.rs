@@ -19,8 +19,12 @@ use statrs::distribution::{ContinuousCDF, StudentsT};
 /// Significance level of the agreement tests.
 pub const ALPHA: f64 = 0.01;
 
-/// (metric, test, absolute tolerance, relative tolerance): the metrics compared.
-pub const COMPARED: [(&str, Test, f64, f64); 9] = [
+/// (metric, test, absolute tolerance, relative tolerance): the metrics
+/// compared. The inference bill (calls and seconds per question) is the
+/// cost of an answer under a scheme; the same seeds draw the same
+/// inferences, so it differs only where timing changes who infers (an
+/// abort, a cooldown that ends a few ms apart).
+pub const COMPARED: [(&str, Test, f64, f64); 11] = [
     ("duplicate_rate", Test::Proportion, 0.02, 0.0),
     ("unanswered_rate", Test::Proportion, 0.02, 0.0),
     ("single_starter_rate", Test::Proportion, 0.05, 0.0),
@@ -30,6 +34,8 @@ pub const COMPARED: [(&str, Test, f64, f64); 9] = [
     ("wasted_inference_count_rate", Test::Welch, 0.03, 0.0),
     ("ttfr_p50_ms", Test::Welch, 0.0, 0.1),
     ("ttfr_p95_ms", Test::Welch, 0.0, 0.1),
+    ("inference_calls_per_msg", Test::Welch, 0.05, 0.0),
+    ("inference_s_per_msg", Test::Welch, 0.0, 0.1),
 ];
 
 fn values(rs: &[RunResult], metric: &str) -> Vec<f64> {
@@ -137,7 +143,8 @@ impl CountLine {
 
 /// The counts compared: the operator's posts, those the server refused
 /// and relayed, and the questions in the metrics (someone wanted to
-/// answer them). `live` = (posts, refused, relayed, questions).
+/// answer them; under a scheme or a cooldown, every operator post to the
+/// channel). `live` = (posts, refused, relayed, questions).
 pub fn counts(
     live: [u64; 4],
     sim_posts: &[crate::model::Posts],

@@ -2,8 +2,11 @@
 //! (docs/live.md, "Metrics"). Everything here is fed by the driver at its
 //! scenario-time clock; nothing reads a clock itself.
 
+use super::driver::OPERATOR;
+use crate::agent::Scheme;
 use crate::metrics::run::{MessageOutcome, RunAccumulator, ServerCounts};
 use crate::metrics::{RunResult, stats::Percentiles};
+use crate::scenario::Scenario;
 use std::collections::BTreeMap;
 
 /// One message authored in the run: an operator post or an agent's reply.
@@ -15,6 +18,10 @@ struct Msg {
     sent_us: u64,
     /// Agents that wanted to answer it (their `Wants` outputs).
     wanted: u32,
+    /// A question under a scheme (an operator's channel post): it counts
+    /// in the metrics whether or not an agent wanted it, as in the
+    /// simulator (docs/schemes.md, "What counts as a question").
+    question: bool,
     /// Agents that started an inference on it (`Infer` outputs).
     starters: u32,
     /// Replies to it the operator received, in order: (reply id, time).
@@ -50,6 +57,9 @@ pub struct Counts {
 /// The observations of one live run.
 #[derive(Debug, Default)]
 pub struct Observer {
+    /// Every operator post to the channel is a question (a scheme or a
+    /// cooldown is set): see [`Observer::counting_every_post`].
+    every_post: bool,
     msgs: BTreeMap<String, Msg>,
     infers: Vec<Inference>,
     /// (agent, msg) -> index of its running inference in `infers`.
@@ -73,14 +83,40 @@ impl Observer {
         Observer::default()
     }
 
+    /// An observer that counts every operator post to the channel as a
+    /// question, wanted or not, as the simulator does under a scheme or a
+    /// cooldown: one that nobody answers (unmentioned under `mentions`, its
+    /// owner down, every agent cooling down) is unanswered rather than
+    /// out of the denominator.
+    pub fn counting_every_post() -> Observer {
+        Observer {
+            every_post: true,
+            ..Observer::default()
+        }
+    }
+
+    /// The observer of a run of scenario `s`: counting every operator
+    /// post under a scheme or a cooldown (the simulator's rule, with the
+    /// cooldown rounded to µs as the simulator rounds it).
+    pub fn for_scenario(s: &Scenario) -> Observer {
+        let c = &s.schemes;
+        if c.scheme != Scheme::Open || (c.cooldown_ms * 1000.0).round() > 0.0 {
+            Observer::counting_every_post()
+        } else {
+            Observer::new()
+        }
+    }
+
     /// The author (operator or agent) sent message `id` now.
     pub fn authored(&mut self, id: &str, channel: bool, now_us: u64, author: &str) {
+        let question = self.every_post && channel && author == OPERATOR;
         self.msgs.insert(
             id.to_string(),
             Msg {
                 channel,
                 sent_us: now_us,
                 wanted: 0,
+                question,
                 starters: 0,
                 replies: Vec::new(),
             },
@@ -176,7 +212,11 @@ impl Observer {
         let mut counts = Counts::default();
         for m in self.msgs.values().filter(|m| m.channel) {
             let out = MessageOutcome {
-                wanted: m.wanted,
+                wanted: if m.question {
+                    m.wanted.max(1)
+                } else {
+                    m.wanted
+                },
                 responses: m.replies.len() as u32,
                 ttfr_us: m.replies.first().map(|(_, t)| t.saturating_sub(m.sent_us)),
                 starters: m.starters,
@@ -272,6 +312,39 @@ mod tests {
         assert_eq!(r.get("ttfr_p50_ms"), Some(2.0));
         assert!(r.get("relayed").is_some_and(f64::is_nan));
         assert_eq!(c.duplicated, 1);
+    }
+
+    /// Under a scheme every operator post to the channel is a question:
+    /// one nobody wanted is unanswered (the simulator's rule); an agent's
+    /// reply nobody wanted and a DM stay out, and without a scheme the
+    /// unwanted post stays out too.
+    #[test]
+    fn under_a_scheme_every_operator_post_is_a_question() {
+        let run = |mut o: Observer| {
+            o.authored("m0", true, 0, OPERATOR);
+            o.authored("m1", true, 10, OPERATOR);
+            o.authored("m2", false, 20, OPERATOR);
+            o.authored("m3", true, 30, "agent-000");
+            o.wants("m0");
+            o.infer(0, "m0", false);
+            o.done(0, "m0", 1000, Some("m3".into()));
+            o.reply_seen("m0", "m3", 1500);
+            o.finish(None)
+        };
+        let (r, c) = run(Observer::counting_every_post());
+        assert_eq!((c.messages, c.unanswered), (2, 1), "{c:?}");
+        assert_eq!(r.get("unanswered_rate"), Some(0.5));
+        assert_eq!(r.get("inference_calls_per_msg"), Some(0.5));
+        let (r, c) = run(Observer::new());
+        assert_eq!((c.messages, c.unanswered), (1, 0), "{c:?}");
+        assert_eq!(r.get("inference_calls_per_msg"), Some(1.0));
+        let mut s = Scenario::default();
+        assert!(!Observer::for_scenario(&s).every_post);
+        s.schemes.cooldown_ms = 1.0;
+        assert!(Observer::for_scenario(&s).every_post);
+        s.schemes.cooldown_ms = 0.0;
+        s.schemes.scheme = Scheme::Mentions;
+        assert!(Observer::for_scenario(&s).every_post);
     }
 
     #[test]

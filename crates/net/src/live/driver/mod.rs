@@ -398,7 +398,7 @@ impl<'a> Driver<'a> {
             accepted: BTreeSet::new(),
             ours,
             ledger: Ledger::default(),
-            obs: Observer::new(),
+            obs: Observer::for_scenario(&setup.scenario),
             trace: setup.trace.then(Vec::new),
             trace_cut: false,
             restart: p.restart().clone(),
