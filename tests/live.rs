@@ -926,6 +926,12 @@ fn schemes_live() -> std::path::PathBuf {
 /// Every metric compared (the inference bill included) and every count
 /// agrees, and each replication answered each question exactly once.
 fn agrees_with_one_answer_a_question(r: &SchemeRun) {
+    agrees_with_one_answer_and_calls(r, "1");
+}
+
+/// [`agrees_with_one_answer_a_question`], with `calls` inferences a
+/// question (under `selector`: the selection's and the answer's).
+fn agrees_with_one_answer_and_calls(r: &SchemeRun, calls: &str) {
     for m in [
         "duplicate_rate",
         "unanswered_rate",
@@ -948,11 +954,15 @@ fn agrees_with_one_answer_a_question(r: &SchemeRun) {
             r.runs
         );
     }
-    // Exactly one answer, and one inference, a question, every replication
-    // counting all its 10 questions.
-    for m in ["responses_per_msg", "inference_calls_per_msg"] {
+    // Exactly one answer, and `calls` inferences, a question, every
+    // replication counting all its 10 questions. Without faults these are
+    // exact counts (no tolerance needed).
+    for (m, want) in [
+        ("responses_per_msg", "1"),
+        ("inference_calls_per_msg", calls),
+    ] {
         assert!(
-            column(&r.runs, m).iter().all(|v| v == "1"),
+            column(&r.runs, m).iter().all(|v| v == want),
             "{m}\n{}",
             r.runs
         );
@@ -971,6 +981,18 @@ fn agrees_with_one_answer_a_question(r: &SchemeRun) {
 fn owner_live_agrees_with_the_simulation() {
     let r = scheme_live_against_serve(&schemes_live(), "none", &[]);
     agrees_with_one_answer_a_question(&r);
+}
+
+/// `selector` without claims against `herdsim serve`: the selector (wire
+/// id `selector`, its own stream) infers on each question and posts a
+/// selection naming the agent that answers it; the selection is no
+/// answer but its inference is in the bill, so each question has one
+/// answer and two inference calls, live as in the simulation.
+#[test]
+fn selector_live_agrees_with_the_simulation() {
+    let r = scheme_live_against_serve(&schemes_live(), "none", &["schemes.scheme=selector"]);
+    agrees_with_one_answer_and_calls(&r, "2");
+    assert!(r.stdout.contains("calls/msg    2.00"), "{}", r.stdout);
 }
 
 /// `mentions` with a default agent: the mentioned agent answers a

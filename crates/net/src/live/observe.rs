@@ -26,6 +26,9 @@ struct Msg {
     starters: u32,
     /// Replies to it the operator received, in order: (reply id, time).
     replies: Vec<(String, u64)>,
+    /// A selection (the selector's post naming who answers a question):
+    /// no reply to its question (docs/schemes.md).
+    selection: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +45,8 @@ struct Inference {
     msg_id: String,
     ran_us: u64,
     end: End,
+    /// The selector's: in the bill, but no starter, useful or wasted.
+    selection: bool,
 }
 
 /// Pooled counts over the run's messages (for two-proportion tests).
@@ -60,6 +65,8 @@ pub struct Observer {
     /// Every operator post to the channel is a question (a scheme or a
     /// cooldown is set): see [`Observer::counting_every_post`].
     every_post: bool,
+    /// Under `selector`: the selector's actor index (the driver's `a`).
+    selector: Option<usize>,
     msgs: BTreeMap<String, Msg>,
     infers: Vec<Inference>,
     /// (agent, msg) -> index of its running inference in `infers`.
@@ -107,8 +114,35 @@ impl Observer {
         }
     }
 
+    /// Under `selector`: actor `a` is the selector, whose selections are
+    /// no answers and whose inferences are in the bill as the simulator
+    /// counts them (`start_selection`: billed, never a starter, useful or
+    /// wasted).
+    pub fn with_selector(mut self, a: Option<usize>) -> Observer {
+        self.selector = a;
+        self
+    }
+
     /// The author (operator or agent) sent message `id` now.
     pub fn authored(&mut self, id: &str, channel: bool, now_us: u64, author: &str) {
+        self.authored_by(id, channel, now_us, author, false);
+    }
+
+    /// Agent `a` (named `author`) sent message `id` now: a selection if
+    /// `a` is the selector.
+    pub fn authored_by_agent(
+        &mut self,
+        a: usize,
+        id: &str,
+        channel: bool,
+        now_us: u64,
+        author: &str,
+    ) {
+        let selection = self.selector == Some(a);
+        self.authored_by(id, channel, now_us, author, selection);
+    }
+
+    fn authored_by(&mut self, id: &str, channel: bool, now_us: u64, author: &str, selection: bool) {
         let question = self.every_post && channel && author == OPERATOR;
         self.msgs.insert(
             id.to_string(),
@@ -119,6 +153,7 @@ impl Observer {
                 question,
                 starters: 0,
                 replies: Vec::new(),
+                selection,
             },
         );
         self.sent
@@ -155,7 +190,10 @@ impl Observer {
 
     /// Agent `a` started an inference on `msg_id` (`hung`: it never ends).
     pub fn infer(&mut self, a: usize, msg_id: &str, hung: bool) {
-        if let Some(m) = self.msgs.get_mut(msg_id) {
+        let selection = self.selector == Some(a);
+        if let Some(m) = self.msgs.get_mut(msg_id)
+            && !selection
+        {
             m.starters += 1;
         }
         self.running
@@ -164,6 +202,7 @@ impl Observer {
             msg_id: msg_id.to_string(),
             ran_us: 0,
             end: if hung { End::Hung } else { End::Running },
+            selection,
         });
     }
 
@@ -199,6 +238,9 @@ impl Observer {
 
     /// The operator received reply `reply_id` to `parent` now.
     pub fn reply_seen(&mut self, parent: &str, reply_id: &str, now_us: u64) {
+        if self.msgs.get(reply_id).is_some_and(|r| r.selection) {
+            return;
+        }
         if let Some(m) = self.msgs.get_mut(parent)
             && !m.replies.iter().any(|(r, _)| r == reply_id)
         {
@@ -239,6 +281,12 @@ impl Observer {
                 continue;
             };
             acc.started();
+            if inf.selection {
+                // Billed for the time it ran: to its end or crash, 0 s if
+                // hung (the simulator bills a selection so at its start).
+                acc.billed(if inf.end == End::Hung { 0 } else { inf.ran_us });
+                continue;
+            }
             match &inf.end {
                 End::Done { reply_id } => {
                     let first = m.replies.first().map(|(r, _)| r);
@@ -345,6 +393,34 @@ mod tests {
         s.schemes.cooldown_ms = 0.0;
         s.schemes.scheme = Scheme::Mentions;
         assert!(Observer::for_scenario(&s).every_post);
+    }
+
+    /// Under `selector` the selection (actor 5's post in reply to the
+    /// question) is no answer and its inference no starter, but both
+    /// inferences are in the bill: 2 calls, 1 + 3 s, for one answer.
+    #[test]
+    fn a_selection_is_billed_but_no_answer() {
+        let mut o = Observer::counting_every_post().with_selector(Some(5));
+        o.authored("m0", true, 0, OPERATOR);
+        o.wants("m0");
+        o.infer(5, "m0", false);
+        o.done(5, "m0", 1000, Some("m1".into()));
+        o.authored_by_agent(5, "m1", true, 1000, "selector");
+        o.reply_seen("m0", "m1", 1500);
+        o.wants("m0");
+        o.infer(2, "m0", false);
+        o.done(2, "m0", 3000, Some("m2".into()));
+        o.authored_by_agent(2, "m2", true, 4000, "agent-002");
+        o.reply_seen("m0", "m2", 4500);
+        let (r, c) = o.finish(None);
+        assert_eq!((c.messages, c.duplicated, c.unanswered), (1, 0, 0));
+        assert_eq!(c.single_starter, 1);
+        assert_eq!(r.get("responses_per_msg"), Some(1.0));
+        assert_eq!(r.get("inference_calls_per_msg"), Some(2.0));
+        assert_eq!(r.get("inference_s_per_msg"), Some(0.004));
+        assert_eq!(r.get("wasted_inference_rate"), Some(0.0));
+        // Above 2048 µs the histogram keeps 3 significant digits.
+        assert!(r.get("ttfr_p50_ms").is_some_and(|v| (v - 4.5).abs() < 0.01));
     }
 
     #[test]

@@ -398,7 +398,8 @@ impl<'a> Driver<'a> {
             accepted: BTreeSet::new(),
             ours,
             ledger: Ledger::default(),
-            obs: Observer::for_scenario(&setup.scenario),
+            obs: Observer::for_scenario(&setup.scenario)
+                .with_selector((n > p.answering_agents()).then(|| p.answering_agents())),
             trace: setup.trace.then(Vec::new),
             trace_cut: false,
             restart: p.restart().clone(),

@@ -85,7 +85,8 @@ impl Driver<'_> {
         } = msg
         {
             let me = self.ids[a].clone();
-            self.obs.authored(id, to.starts_with('#'), now, &me);
+            self.obs
+                .authored_by_agent(a, id, to.starts_with('#'), now, &me);
             let d = self.depth.get(parent).map_or(1, |d| d + 1);
             self.depth.insert(id.clone(), d);
         }
