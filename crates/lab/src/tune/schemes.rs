@@ -141,7 +141,8 @@ pub fn scheme_params(
     if current_only || scheme != Scheme::Open {
         pins.push(pin(TTL, base.server.ttl_ms, scheme));
     }
-    if current_only || scheme == Scheme::Mentions {
+    // Under mentions and selector the chosen agent answers at once: no wait.
+    if current_only || matches!(scheme, Scheme::Mentions | Scheme::Selector) {
         pins.push(pin(CSMA_MIN, min, scheme));
         pins.push(pin(CSMA_MAX, max, scheme));
     }
@@ -419,6 +420,7 @@ mod tests {
         assert_eq!(free(Scheme::Open), [CSMA_MIN, CSMA_MAX, TTL, COOLDOWN]);
         assert_eq!(free(Scheme::Owner), [CSMA_MIN, CSMA_MAX, COOLDOWN]);
         assert_eq!(free(Scheme::Mentions), [COOLDOWN]);
+        assert_eq!(free(Scheme::Selector), [COOLDOWN]);
         // The scenario's own scheme, for its current settings only.
         let lo = scheme_loaded(&l, Scheme::Open).expect("loads");
         let params = scheme_params(Scheme::Open, &[], &lo, true).expect("params");
