@@ -584,6 +584,8 @@ fn the_fitted_channel_runs_under_each_scheme_the_same_for_any_jobs() {
             ("owner", "none"),
             ("mentions", "spec"),
             ("mentions", "none"),
+            ("selector", "spec"),
+            ("selector", "none"),
         ],
         "{csv}"
     );
