@@ -130,6 +130,8 @@ fn change(p: &Paired, scale: f64, unit: &str) -> String {
         return "n/a".into();
     }
     let (m, c) = (p.mean * scale, p.ci95 * scale);
+    // A difference of exactly nothing reads +0, never -0.
+    let m = if m == 0.0 { 0.0 } else { m };
     let d = decimals(m, c);
     let s = format!("{m:+.d$} ± {c:.d$}{unit}");
     s.replace("+-", "-")
@@ -1104,7 +1106,9 @@ fn schemes_table(
         let _ = write!(head, "{label:<24}");
     }
     let _ = writeln!(t, "{}", head.trim_end());
-    for (label, metric, scale, unit) in ROWS {
+    // Across schemes the bill differs (a selector's call, an owner's one
+    // inference against a herd's several): what each choice costs.
+    for (label, metric, scale, unit) in ROWS.into_iter().chain(BILL_ROWS) {
         let mut line = format!("#   {label:<22}");
         for (_, c) in &cols {
             let sm = summary(c, metric, s);
@@ -1113,6 +1117,17 @@ fn schemes_table(
         let _ = writeln!(t, "{}", line.trim_end());
     }
 }
+
+/// The inference bill's rows, in the table across schemes only.
+const BILL_ROWS: [(&str, Option<&str>, f64, &str); 2] = [
+    (
+        "inference_calls/msg",
+        Some("inference_calls_per_msg"),
+        1.0,
+        "",
+    ),
+    ("inference_s/msg", Some("inference_s_per_msg"), 1.0, ""),
+];
 
 #[cfg(test)]
 mod tests {
