@@ -26,14 +26,7 @@ pub const FILE: &str = "whatif.csv";
 pub const POLICIES: [PolicyKind; 2] = [PolicyKind::Spec, PolicyKind::None];
 
 /// The metrics of a row, as the simulator names them.
-pub const METRICS: [&str; 6] = [
-    "duplicate_rate",
-    "unanswered_rate",
-    "ttfr_p50_ms",
-    "ttfr_p95_ms",
-    "inference_calls_per_msg",
-    "inference_s_per_msg",
-];
+pub const METRICS: [&str; 6] = crate::metrics::SCHEME_METRICS;
 
 /// One (scheme, policy): each metric's replications summarised.
 #[derive(Debug, Clone, PartialEq)]

@@ -231,6 +231,28 @@ fn summary(c: &Candidate, metric: Option<&str>, s: &Settings) -> Summary {
     }
 }
 
+/// What the search ranges over, one text per dimension: `key lo..hi
+/// (step s)`, or `key = v (fixed)`.
+fn ranges(space: &Space) -> Vec<String> {
+    space
+        .dims
+        .iter()
+        .map(|d| {
+            if d.free() {
+                format!(
+                    "{} {}..{} (step {})",
+                    d.key,
+                    d.format(d.lo),
+                    d.format(d.hi),
+                    num(d.step)
+                )
+            } else {
+                format!("{} = {} (fixed)", d.key, d.format(d.lo))
+            }
+        })
+        .collect()
+}
+
 /// Header lines shared by the success and failure texts.
 fn preamble(name: &str, space: &Space, out: &Outcome, s: &Settings) -> String {
     let mut t = String::new();
@@ -253,24 +275,7 @@ fn preamble(name: &str, space: &Space, out: &Outcome, s: &Settings) -> String {
             );
         }
     }
-    let ranges: Vec<String> = space
-        .dims
-        .iter()
-        .map(|d| {
-            if d.free() {
-                format!(
-                    "{} {}..{} (step {})",
-                    d.key,
-                    d.format(d.lo),
-                    d.format(d.hi),
-                    num(d.step)
-                )
-            } else {
-                format!("{} = {} (fixed)", d.key, d.format(d.lo))
-            }
-        })
-        .collect();
-    let _ = writeln!(t, "# searched: {}", ranges.join(", "));
+    let _ = writeln!(t, "# searched: {}", ranges(space).join(", "));
     let most = out
         .candidates
         .iter()
@@ -825,25 +830,12 @@ fn schemes_preamble(name: &str, so: &SchemesOutcome, s: &Settings) -> String {
         asked.join(", ")
     );
     for p in &so.schemes {
-        let ranges: Vec<String> = p
-            .space
-            .dims
-            .iter()
-            .map(|d| {
-                if d.free() {
-                    format!(
-                        "{} {}..{} (step {})",
-                        d.key,
-                        d.format(d.lo),
-                        d.format(d.hi),
-                        num(d.step)
-                    )
-                } else {
-                    format!("{} = {} (fixed)", d.key, d.format(d.lo))
-                }
-            })
-            .collect();
-        let _ = writeln!(t, "# - {}: {}", p.scheme.name(), ranges.join(", "));
+        let _ = writeln!(
+            t,
+            "# - {}: {}",
+            p.scheme.name(),
+            ranges(&p.space).join(", ")
+        );
     }
     let most = out
         .candidates

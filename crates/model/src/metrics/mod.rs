@@ -6,4 +6,4 @@ pub mod run;
 pub mod stats;
 
 pub use row::{Job, Row};
-pub use run::{METRICS, RunAccumulator, RunResult};
+pub use run::{METRICS, RunAccumulator, RunResult, SCHEME_METRICS};

@@ -3,6 +3,19 @@
 
 use super::stats::Percentiles;
 
+/// The metrics that compare schemes (docs/schemes.md): what a choice
+/// answers (duplicates, unanswered, the time to the first answer) and what
+/// it costs (the inference bill). The schemes figure and calibrate's
+/// what-if show these.
+pub const SCHEME_METRICS: [&str; 6] = [
+    "duplicate_rate",
+    "unanswered_rate",
+    "ttfr_p50_ms",
+    "ttfr_p95_ms",
+    "inference_calls_per_msg",
+    "inference_s_per_msg",
+];
+
 /// Metric names, in CSV column order. Rates are fractions in 0..1.
 pub const METRICS: [&str; 21] = [
     "duplicate_rate",

@@ -23,14 +23,7 @@ pub const STANDARD_METRICS: [&str; 4] = [
 /// The metrics of the standard figure when its x axis is categorical (a
 /// sweep of `schemes.scheme`): what each choice answers and what it costs,
 /// every one with its interval.
-pub const CATEGORY_METRICS: [&str; 6] = [
-    "duplicate_rate",
-    "unanswered_rate",
-    "ttfr_p50_ms",
-    "ttfr_p95_ms",
-    "inference_calls_per_msg",
-    "inference_s_per_msg",
-];
+pub const CATEGORY_METRICS: [&str; 6] = crate::metrics::SCHEME_METRICS;
 
 /// The standard figure's metrics for a categorical x axis:
 /// [`CATEGORY_METRICS`] when the summary has them all (a summary written
