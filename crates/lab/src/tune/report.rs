@@ -253,6 +253,36 @@ fn ranges(space: &Space) -> Vec<String> {
         .collect()
 }
 
+/// The objective's line and the constraint's (`unbudgeted`: what the
+/// constraint line says without a budget).
+fn objective_lines(t: &mut String, s: &Settings, unbudgeted: &str) {
+    let _ = writeln!(t, "# objective (lower is better): {}", s.weights.describe());
+    match s.budget_ms {
+        Some(b) => {
+            let _ = writeln!(t, "# constraint: mean {BUDGET_METRIC} <= {}", num(b));
+        }
+        None => {
+            let _ = writeln!(t, "# constraint: none (no --max-ttfr-p95-ms): {unbudgeted}");
+        }
+    }
+}
+
+/// `, up to N for the closest contenders` when some candidate ran more
+/// replications than the first round's, else nothing.
+fn more_reps(out: &Outcome, s: &Settings) -> String {
+    let most = out
+        .candidates
+        .iter()
+        .map(Candidate::reps)
+        .max()
+        .unwrap_or(0);
+    if most > s.reps as usize {
+        format!(", up to {most} for the closest contenders")
+    } else {
+        String::new()
+    }
+}
+
 /// Header lines shared by the success and failure texts.
 fn preamble(name: &str, space: &Space, out: &Outcome, s: &Settings) -> String {
     let mut t = String::new();
@@ -262,31 +292,14 @@ fn preamble(name: &str, space: &Space, out: &Outcome, s: &Settings) -> String {
         s.policy.name(),
         s.seed
     );
-    let _ = writeln!(t, "# objective (lower is better): {}", s.weights.describe());
-    match s.budget_ms {
-        Some(b) => {
-            let _ = writeln!(t, "# constraint: mean {BUDGET_METRIC} <= {}", num(b));
-        }
-        None => {
-            let _ = writeln!(
-                t,
-                "# constraint: none (no --max-ttfr-p95-ms): latency is not weighed at all, so \
-                 the search minimises the objective whatever the answers cost in time"
-            );
-        }
-    }
+    objective_lines(
+        &mut t,
+        s,
+        "latency is not weighed at all, so the search minimises the objective whatever the \
+         answers cost in time",
+    );
     let _ = writeln!(t, "# searched: {}", ranges(space).join(", "));
-    let most = out
-        .candidates
-        .iter()
-        .map(Candidate::reps)
-        .max()
-        .unwrap_or(0);
-    let more = if most > s.reps as usize {
-        format!(", up to {most} for the closest contenders")
-    } else {
-        String::new()
-    };
+    let more = more_reps(out, s);
     let _ = writeln!(
         t,
         "# evaluated: {} candidates (current settings, {} on the grid, {} in refinement), \
@@ -312,7 +325,8 @@ pub fn recommendation(name: &str, space: &Space, out: &Outcome, s: &Settings) ->
         return wrap_comments(&t, WIDTH);
     };
     let current = &out.candidates[out.current];
-    recommended_settings(&mut t, space, best, v, s);
+    let unchanged = best.source == Source::Current;
+    recommended_settings(&mut t, ("settings", unchanged), space, v, s, None);
     achievement_table(&mut t, space, best, current, s);
     let _ = writeln!(t, "#");
     // How sure: against the current settings first (the question asked),
@@ -395,17 +409,27 @@ fn no_recommendation(t: &mut String, space: &Space, out: &Outcome) {
     );
 }
 
-/// The recommended settings: one environment line per setting that has a
-/// variable, a comment per scenario key that has none.
-fn recommended_settings(t: &mut String, space: &Space, best: &Candidate, v: &[f64], s: &Settings) {
+/// The recommended settings under a `# recommended {what}:` heading
+/// (`current`: they are the current ones): one environment line per
+/// setting that has a variable, the floor's flags, and a comment per
+/// scenario key that has none, but for `skip` (a key the caller prints
+/// its own way).
+fn recommended_settings(
+    t: &mut String,
+    (what, current): (&str, bool),
+    space: &Space,
+    v: &[f64],
+    s: &Settings,
+    skip: Option<&str>,
+) {
     let _ = writeln!(t, "#");
-    if best.source == Source::Current {
+    if current {
         let _ = writeln!(
             t,
-            "# recommended settings (the current ones: nothing searched did better):"
+            "# recommended {what} (the current ones: nothing searched did better):"
         );
     } else {
-        let _ = writeln!(t, "# recommended settings:");
+        let _ = writeln!(t, "# recommended {what}:");
     }
     for (d, x) in space.dims.iter().zip(v) {
         if let Some(var) = env_var(d.role, s) {
@@ -417,7 +441,7 @@ fn recommended_settings(t: &mut String, space: &Space, best: &Candidate, v: &[f6
         .dims
         .iter()
         .zip(v)
-        .filter(|(d, _)| d.role == Role::Extra)
+        .filter(|(d, _)| d.role == Role::Extra && Some(d.key.as_str()) != skip)
     {
         let _ = writeln!(
             t,
@@ -797,19 +821,11 @@ fn schemes_preamble(name: &str, so: &SchemesOutcome, s: &Settings) -> String {
         s.policy.name(),
         s.seed
     );
-    let _ = writeln!(t, "# objective (lower is better): {}", s.weights.describe());
-    match s.budget_ms {
-        Some(b) => {
-            let _ = writeln!(t, "# constraint: mean {BUDGET_METRIC} <= {}", num(b));
-        }
-        None => {
-            let _ = writeln!(
-                t,
-                "# constraint: none (no --max-ttfr-p95-ms): latency is not weighed at all; a \
-                 candidate that answered nothing is never recommended"
-            );
-        }
-    }
+    objective_lines(
+        &mut t,
+        s,
+        "latency is not weighed at all; a candidate that answered nothing is never recommended",
+    );
     let asked: Vec<&str> = so
         .schemes
         .iter()
@@ -837,17 +853,7 @@ fn schemes_preamble(name: &str, so: &SchemesOutcome, s: &Settings) -> String {
             ranges(&p.space).join(", ")
         );
     }
-    let most = out
-        .candidates
-        .iter()
-        .map(Candidate::reps)
-        .max()
-        .unwrap_or(0);
-    let more = if most > s.reps as usize {
-        format!(", up to {most} for the closest contenders")
-    } else {
-        String::new()
-    };
+    let more = more_reps(out, s);
     let _ = writeln!(
         t,
         "# evaluated: {} candidates over {} schemes (current settings, {} on the grids, {} in \
@@ -882,34 +888,16 @@ pub fn recommendation_schemes(name: &str, so: &SchemesOutcome, s: &Settings) -> 
     };
     let space = &part.space;
     let current = &out.candidates[out.current];
-    let _ = writeln!(t, "#");
-    if best.id == current.id {
-        let _ = writeln!(
-            t,
-            "# recommended scheme and settings (the current ones: nothing searched did better):"
-        );
-    } else {
-        let _ = writeln!(t, "# recommended scheme and settings:");
-    }
-    for (d, x) in space.dims.iter().zip(v) {
-        if let Some(var) = env_var(d.role, s) {
-            let _ = writeln!(t, "{var}={}", value_text(d, *x));
-        }
-    }
-    floor_agent_lines(&mut t, space, v);
-    for (d, x) in space
-        .dims
-        .iter()
-        .zip(v)
-        .filter(|(d, _)| d.role == Role::Extra && d.key != COOLDOWN)
-    {
-        let _ = writeln!(
-            t,
-            "# {} = {} (a scenario key, no environment variable)",
-            d.key,
-            value_text(d, *x)
-        );
-    }
+    // The cooldown is printed in the `[schemes]` lines below.
+    let unchanged = best.id == current.id;
+    recommended_settings(
+        &mut t,
+        ("scheme and settings", unchanged),
+        space,
+        v,
+        s,
+        Some(COOLDOWN),
+    );
     let cooldown = space
         .dims
         .iter()

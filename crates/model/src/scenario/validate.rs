@@ -73,15 +73,12 @@ fn check_schemes(s: &Scenario, base_dir: &Path, cache: &DataCache) -> Result<(),
     )?;
     prob("schemes.selector.crash_p", sel.crash_p)?;
     prob("schemes.selector.hang_p", sel.hang_p)?;
-    if sel.crash_p + sel.hang_p > 1.0 {
-        return fail(
-            "schemes.selector.hang_p",
-            format!(
-                "crash_p + hang_p = {} must not exceed 1",
-                sel.crash_p + sel.hang_p
-            ),
-        );
-    }
+    exclusive(
+        "schemes.selector.hang_p",
+        "crash_p + hang_p",
+        sel.crash_p,
+        sel.hang_p,
+    )?;
     if !c.default_agent.is_empty() {
         let n: u64 = s.agents.iter().map(|g| u64::from(g.count)).sum();
         let n = usize::try_from(n).unwrap_or(usize::MAX);
@@ -237,15 +234,7 @@ fn check_agent_group(
     prob(&k("ignore_yield_p"), g.ignore_yield_p)?;
     prob(&k("crash_p"), g.crash_p)?;
     prob(&k("hang_p"), g.hang_p)?;
-    if g.crash_p + g.hang_p > 1.0 {
-        return fail(
-            &k("hang_p"),
-            format!(
-                "crash_p + hang_p = {} must not exceed 1",
-                g.crash_p + g.hang_p
-            ),
-        );
-    }
+    exclusive(&k("hang_p"), "crash_p + hang_p", g.crash_p, g.hang_p)?;
     if g.channels.is_empty() {
         return fail(&k("channels"), "must list at least one channel".into());
     }
@@ -321,15 +310,7 @@ fn check_workload(
     agentchat_channel(s, "workload.channel", &w.channel)?;
     prob("workload.mention_p", w.mention_p)?;
     prob("workload.dm_p", w.dm_p)?;
-    if w.mention_p + w.dm_p > 1.0 {
-        return fail(
-            "workload.dm_p",
-            format!(
-                "mention_p + dm_p = {} must not exceed 1",
-                w.mention_p + w.dm_p
-            ),
-        );
-    }
+    exclusive("workload.dm_p", "mention_p + dm_p", w.mention_p, w.dm_p)?;
     prob("workload.reply_to_agent_p", w.reply_to_agent_p)?;
     Ok(())
 }
@@ -371,6 +352,15 @@ pub fn time(key: &str, v: f64) -> Result<(), (String, String)> {
                 crate::dist::show(v)
             ),
         ));
+    }
+    Ok(())
+}
+
+/// Two probabilities of exclusive outcomes (`sum` names them, `a + b`):
+/// together at most 1, reported at `key`.
+fn exclusive(key: &str, sum: &str, a: f64, b: f64) -> Result<(), (String, String)> {
+    if a + b > 1.0 {
+        return fail(key, format!("{sum} = {} must not exceed 1", a + b));
     }
     Ok(())
 }
