@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::refused;
+use common::{flat, refused};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -42,10 +42,9 @@ fn calibrate(out: &Path, export: &Path, flags: &[&str]) -> (String, PathBuf) {
         .expect("runs");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{export:?} {flags:?}: {err}");
-    (
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        out.join("x"),
-    )
+    // Flattened: the report wraps its lines at 80 columns, and where a
+    // break falls depends on the length of the export's path.
+    (flat(&String::from_utf8_lossy(&o.stdout)), out.join("x"))
 }
 
 /// `channel.csv` as (metric, value, samples), the intervals left out (they
@@ -125,6 +124,40 @@ fn a_slack_export_is_measured_exactly() {
     );
     let rows = channel(&dir);
     assert!(rows.contains(&("unanswered_rate".into(), "1".into(), "1".into())));
+}
+
+/// The same export in folders whose paths are 1 to 120 characters longer
+/// gives the same report (flattened) and the same measurements: nothing
+/// depends on where the path's length breaks the report's lines (a
+/// clone in a 21-character folder once failed the test above).
+#[test]
+fn the_report_does_not_depend_on_the_folder_the_export_is_in() {
+    fn copy(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).expect("mkdir");
+        for e in std::fs::read_dir(from).expect("read_dir") {
+            let e = e.expect("entry");
+            let dest = to.join(e.file_name());
+            if e.file_type().expect("type").is_dir() {
+                copy(&e.path(), &dest);
+            } else {
+                std::fs::copy(e.path(), dest).expect("copy");
+            }
+        }
+    }
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut reports = Vec::new();
+    for pad in (1..=120).step_by(7) {
+        let folder = tmp.path().join("d".repeat(pad));
+        let export = folder.join("slack");
+        copy(&data("slack"), &export);
+        let (report, dir) = calibrate(&folder.join("out"), &export, &[]);
+        assert_eq!(channel(&dir), common_rows("2"), "pad {pad}");
+        for s in ["a chat export", "15 messages by 3 humans and 2 bots"] {
+            assert!(report.contains(s), "pad {pad}: {s}: {report}");
+        }
+        reports.push(report.replace(&folder.display().to_string(), "FOLDER"));
+    }
+    assert!(reports.windows(2).all(|w| w[0] == w[1]), "{reports:#?}");
 }
 
 #[test]
@@ -557,7 +590,11 @@ fn the_fitted_channel_runs_under_each_scheme_the_same_for_any_jobs() {
         let report = std::fs::read_to_string(dir.join("report.txt"))
             .expect("report")
             .replace(&out.display().to_string(), "OUT");
-        (csv, report, String::from_utf8_lossy(&o.stdout).into_owned())
+        (
+            csv,
+            flat(&report),
+            flat(&String::from_utf8_lossy(&o.stdout)),
+        )
     };
     let (csv, report, stdout) = run("1");
     let (csv2, report2, _) = run("2");

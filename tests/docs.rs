@@ -568,7 +568,7 @@ fn every_command_and_scenario_in_the_docs_runs_from_a_fresh_clone() {
     // The README's two commands are among them.
     let readme = std::fs::read_to_string(clone.join("README.md")).expect("README");
     assert!(readme.contains("cargo run --release -- run scenarios/default.toml"));
-    assert!(readme.contains("cargo test --release"));
+    assert!(readme.contains("cargo test --release --no-fail-fast"));
 
     // Each kind of reduced command is run, none skipped as a whole.
     for kind in REDUCED {

@@ -461,7 +461,11 @@ fn calibrate_the_recorded_default_session() {
         .expect("runs");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
-    let report = String::from_utf8_lossy(&o.stdout);
+    // Flattened: the report wraps at 80 columns where its paths put the breaks.
+    let report = String::from_utf8_lossy(&o.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
     assert!(report.contains("92 questions"), "{report}");
     assert!(report.contains("policy agentchat-0.36"), "{report}");
     assert!(
@@ -687,7 +691,11 @@ fn round_trip_recovers_a_known_scenario() {
         .output()
         .expect("runs");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let report = String::from_utf8_lossy(&o.stdout);
+    // Flattened: the report wraps at 80 columns where its paths put the breaks.
+    let report = String::from_utf8_lossy(&o.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
     assert!(report.contains("a live trace"), "{report}");
     let est = std::fs::read_to_string(tmp.path().join("from-trace/trace/estimates.csv"))
         .expect("estimates");

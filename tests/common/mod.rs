@@ -9,6 +9,14 @@ use herdsim::model::{Prepared, TraceBuf, simulate};
 use herdsim::scenario::Loaded;
 use std::path::Path;
 
+/// `text` with every run of white space (line breaks included) as one
+/// space: what a report says, whatever the width its lines were wrapped
+/// to and wherever the length of a path put the breaks. Compare reports
+/// with this, never line by line.
+pub fn flat(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// `herdsim <args>` in `dir` (a hang past 60 s fails) must exit 2 with one
 /// `herdsim: error:` line that contains every `expect`; returns the line.
 pub fn refused<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(

@@ -367,6 +367,39 @@ mod tests {
         }
     }
 
+    /// A wrapped line keeps every word in order and fits its width (but
+    /// for a word longer than the width), wherever a path of any length
+    /// from 1 to 120 characters puts the breaks: what a report says does
+    /// not depend on the folder its input is in, only where its lines
+    /// break does (tests compare whitespace-flattened text).
+    #[test]
+    fn wrapping_keeps_the_words_for_a_path_of_any_length() {
+        for n in 1..=120 {
+            let path = format!("/{}", "d".repeat(n - 1));
+            let line = format!(
+                "herdsim calibrate: {path} (a chat export, channel general); a no-break\u{a0}pair"
+            );
+            for width in [40, 78, 80] {
+                let wrapped = wrap(&line, width);
+                let words: Vec<&str> = wrapped.split_whitespace().collect();
+                assert_eq!(
+                    words,
+                    line.replace('\u{a0}', " ")
+                        .split_whitespace()
+                        .collect::<Vec<_>>(),
+                    "path of {n}, width {width}"
+                );
+                assert!(wrapped.contains("no-break pair"), "{wrapped}");
+                for l in wrapped.lines() {
+                    assert!(
+                        l.chars().count() <= width || !l.contains(' '),
+                        "path of {n}, width {width}: {l:?}"
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn significant_digits() {
         // spec's waste: 0.06% must not read 0.0.
