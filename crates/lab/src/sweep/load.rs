@@ -32,19 +32,28 @@ impl Plan {
         reps: Option<u32>,
         budget: u64,
     ) -> Result<Plan, Error> {
-        // Applied in this order; a value of the file they replace is never
-        // validated.
-        let mut overrides: Vec<(String, String)> = sets
-            .iter()
-            .map(|s| (s.clone(), format!("--set {s}")))
-            .collect();
-        if let Some(seed) = seed {
-            overrides.push((format!("seed={seed}"), format!("--seed {seed}")));
-        }
-        if let Some(reps) = reps {
-            overrides.push((format!("reps={reps}"), format!("--reps {reps}")));
-        }
+        let overrides = overrides(sets, seed, reps);
         let loaded = Loaded::load_with(scenario, &overrides)?;
+        Plan::from_loaded(loaded, scenario.map(Path::to_path_buf), budget)
+    }
+
+    /// [`Plan::load`] of scenario text rather than a file (a Python dict
+    /// written as TOML): `file` names it in messages, `base_dir` is where
+    /// its relative paths point.
+    pub fn load_text(
+        file: &str,
+        text: &str,
+        base_dir: &Path,
+        overridden: (&[String], Option<u64>, Option<u32>),
+        budget: u64,
+    ) -> Result<Plan, Error> {
+        let (sets, seed, reps) = overridden;
+        let overrides = overrides(sets, seed, reps);
+        let loaded = Loaded::load_text_with(file, text, base_dir, &overrides)?;
+        Plan::from_loaded(loaded, None, budget)
+    }
+
+    fn from_loaded(loaded: Loaded, source: Option<PathBuf>, budget: u64) -> Result<Plan, Error> {
         let base = loaded.base()?;
         let n_points = loaded.point_count() as u64;
         let (need, key) = memory::plan_bytes(
@@ -78,7 +87,7 @@ impl Plan {
             name: base.name.clone(),
             loaded,
             points,
-            source: scenario.map(Path::to_path_buf),
+            source,
         })
     }
 
@@ -92,6 +101,22 @@ impl Plan {
         let names: Vec<&str> = self.policies.iter().map(|k| k.name()).collect();
         names.join(", ")
     }
+}
+
+/// The `--set`s, then `--seed` and `--reps`, as overrides: applied in
+/// this order; a value of the file they replace is never validated.
+fn overrides(sets: &[String], seed: Option<u64>, reps: Option<u32>) -> Vec<(String, String)> {
+    let mut overrides: Vec<(String, String)> = sets
+        .iter()
+        .map(|s| (s.clone(), format!("--set {s}")))
+        .collect();
+    if let Some(seed) = seed {
+        overrides.push((format!("seed={seed}"), format!("--seed {seed}")));
+    }
+    if let Some(reps) = reps {
+        overrides.push((format!("reps={reps}"), format!("--reps {reps}")));
+    }
+    overrides
 }
 
 #[cfg(test)]

@@ -206,6 +206,20 @@ impl Loaded {
         Ok(loaded)
     }
 
+    /// Scenario text (not a file: a Python dict's TOML, say) with
+    /// `overrides` applied as [`Loaded::load_with`] applies them; `file`
+    /// names it in messages, `base_dir` is where its relative paths point.
+    pub fn load_text_with(
+        file: &str,
+        text: &str,
+        base_dir: &Path,
+        overrides: &[(String, String)],
+    ) -> Result<Loaded, ScenarioError> {
+        let mut loaded = Loaded::from_text_overridden(file, text, base_dir, overrides)?;
+        loaded.apply_all(overrides)?;
+        Ok(loaded)
+    }
+
     /// Apply `overrides`, each `(KEY=VALUE, origin)`, in order, then
     /// validate the result once: a value is judged with every override in
     /// place (`--set workload.mean_gap_ms=1e10 --set workload.count=100` is

@@ -1,0 +1,291 @@
+//! `herdsim._herdsim`: the extension module behind the `herdsim` Python
+//! package (python/herdsim). It parses nothing of its own and decides
+//! nothing: each function hands its arguments to the same herdsim-lab call
+//! the command line makes (`herdsim run` is [`run`]), with the GIL released
+//! while Rust works, and turns the library's typed errors into the
+//! package's exception classes (herdsim/_errors.py).
+//!
+//! Long work runs on a thread of its own while the calling thread waits
+//! without the GIL, waking every [`POLL`] to hand the progress to the
+//! caller's callback and to check for Ctrl-C (`Python::check_signals`). On
+//! Ctrl-C the run is told to stop: no further replication starts, the
+//! finished ones stay in the results folder's journal (a second call with
+//! `resume=True` completes the run), and the call raises the one
+//! `KeyboardInterrupt` Python gave.
+
+#![forbid(unsafe_code)]
+
+use herdsim_lab::error::Error;
+use herdsim_lab::progress::Observer;
+use herdsim_lab::report::table;
+use herdsim_lab::sweep::runner::{self, JournalMode, Options, Outcome};
+use herdsim_lab::sweep::{self, Plan, memory};
+use pyo3::exceptions::PyKeyboardInterrupt;
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+/// How often a waiting call wakes to report progress and check for Ctrl-C.
+const POLL: Duration = Duration::from_millis(50);
+
+/// Replications done and to do, counted from the worker threads.
+#[derive(Default)]
+struct Counter {
+    total: AtomicU64,
+    done: AtomicU64,
+}
+
+impl Observer for Counter {
+    fn length(&self, total: u64) {
+        self.total.store(total, Ordering::Relaxed);
+    }
+    fn resumed_at(&self, done: u64) {
+        self.done.store(done, Ordering::Relaxed);
+    }
+    fn advance(&self, units: u64) {
+        self.done.fetch_add(units, Ordering::Relaxed);
+    }
+}
+
+/// The package's exception for `e` (herdsim/_errors.py): a scenario that
+/// does not load or validate is a `ScenarioError` (a `ValueError`) naming
+/// its file, key, line and column; other bad input an `InputError` (a
+/// `ValueError`); anything else a `HerdsimError`. `dict_scenario`: the
+/// scenario was a Python dict, whose line and column (in the TOML it was
+/// written as) mean nothing to the caller.
+fn to_py(py: Python<'_>, e: &Error, dict_scenario: bool) -> PyErr {
+    let errors = match py.import("herdsim._errors") {
+        Ok(m) => m,
+        Err(err) => return err,
+    };
+    let made = match e {
+        Error::Scenario(s) => {
+            let pos = if dict_scenario { None } else { s.pos };
+            let shown = herdsim_lab::scenario::ScenarioError { pos, ..s.clone() };
+            errors.getattr("ScenarioError").and_then(|c| {
+                c.call1((
+                    shown.to_string(),
+                    s.file.clone(),
+                    s.key.clone(),
+                    pos.map(|p| p.0),
+                    pos.map(|p| p.1),
+                ))
+            })
+        }
+        e if e.exit_code() == herdsim_lab::error::EXIT_BAD_INPUT => errors
+            .getattr("InputError")
+            .and_then(|c| c.call1((e.to_string(),))),
+        e => errors
+            .getattr("HerdsimError")
+            .and_then(|c| c.call1((e.to_string(),))),
+    };
+    match made {
+        Ok(value) => PyErr::from_value(value),
+        Err(err) => err,
+    }
+}
+
+/// Run `work` on a thread of its own; meanwhile wait without the GIL,
+/// calling `progress(done, total)` and checking for Ctrl-C every [`POLL`].
+/// On Ctrl-C (or an exception from `progress`) `stop` is set, the work is
+/// waited for (it stops at the next replication), and that exception is
+/// returned beside the work's own result.
+fn watched<T: Send>(
+    py: Python<'_>,
+    counter: &Counter,
+    stop: &AtomicBool,
+    progress: Option<&Bound<'_, PyAny>>,
+    work: impl FnOnce() -> T + Send,
+) -> (T, Option<PyErr>) {
+    let mut raised: Option<PyErr> = None;
+    let mut last = (u64::MAX, u64::MAX);
+    let out = std::thread::scope(|s| {
+        let handle = s.spawn(work);
+        loop {
+            let finished = py.detach(|| {
+                std::thread::sleep(POLL);
+                handle.is_finished()
+            });
+            if raised.is_none() {
+                let now = (
+                    counter.done.load(Ordering::Relaxed),
+                    counter.total.load(Ordering::Relaxed),
+                );
+                if let Some(cb) = progress
+                    && now != last
+                {
+                    last = now;
+                    if let Err(e) = cb.call1((now.0, now.1)) {
+                        raised = Some(e);
+                    }
+                }
+                if raised.is_none()
+                    && let Err(e) = py.check_signals()
+                {
+                    raised = Some(e);
+                }
+                if raised.is_some() {
+                    stop.store(true, Ordering::SeqCst);
+                }
+            }
+            if finished {
+                break handle.join();
+            }
+        }
+    });
+    match out {
+        Ok(v) => (v, raised),
+        // A panic in the library is a bug: propagate it as Rust would.
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
+}
+
+/// Run a scenario (a file, or TOML text with `text`), as `herdsim run`
+/// does, into `<out>/<scenario name>/`. Returns the results folder and the
+/// command line's table.
+#[pyfunction]
+#[pyo3(signature = (scenario, text, *, reps, seed, sets, jobs, out, plot, resume, fresh, progress, base_dir))]
+#[allow(clippy::too_many_arguments)]
+fn run(
+    py: Python<'_>,
+    scenario: Option<PathBuf>,
+    text: Option<String>,
+    reps: Option<u32>,
+    seed: Option<u64>,
+    sets: Vec<String>,
+    jobs: Option<usize>,
+    out: PathBuf,
+    plot: bool,
+    resume: bool,
+    fresh: bool,
+    progress: Option<Bound<'_, PyAny>>,
+    base_dir: Option<PathBuf>,
+) -> PyResult<Py<PyTuple>> {
+    let dict = text.is_some();
+    let budget = memory::budget(None);
+    let plan = match &text {
+        Some(t) => {
+            let label = scenario
+                .as_deref()
+                .map_or_else(|| "<dict>".to_string(), |p| p.display().to_string());
+            let base = base_dir.unwrap_or_else(|| PathBuf::from("."));
+            Plan::load_text(&label, t, &base, (&sets, seed, reps), budget)
+        }
+        None => Plan::load(scenario.as_deref(), &sets, seed, reps, budget),
+    }
+    .map_err(|e| to_py(py, &e, dict))?;
+    let threads = match jobs {
+        Some(j) if j == 0 || j > sweep::MAX_THREADS => {
+            let m = format!(
+                "jobs={j}: must be from 1 to {} worker threads (None: all cores)",
+                sweep::MAX_THREADS
+            );
+            return Err(to_py(py, &Error::bad(m), dict));
+        }
+        Some(j) => j,
+        None => sweep::default_threads(),
+    };
+    let opts = Options {
+        out,
+        shard: None,
+        threads,
+        journal: match (resume, fresh) {
+            (true, _) => JournalMode::Resume,
+            (_, true) => JournalMode::Fresh,
+            _ => JournalMode::Refuse,
+        },
+        trace: None,
+        trace_policy: None,
+        plot,
+        budget,
+    };
+    let counter = Counter::default();
+    let stop = AtomicBool::new(false);
+    let (result, raised) = watched(py, &counter, &stop, progress.as_ref(), || {
+        runner::prepare(&plan, &opts).and_then(|r| r.start(&counter, &stop))
+    });
+    let outcome = result.map_err(|e| to_py(py, &e, dict));
+    match (outcome, raised) {
+        (Ok(Outcome::Finished(done)), None) => {
+            let text = table::render_width(&done.keys, &done.summary, table::WIDTH);
+            Ok(PyTuple::new(
+                py,
+                [
+                    done.dir.into_pyobject(py)?.into_any(),
+                    text.into_pyobject(py)?.into_any(),
+                ],
+            )?
+            .unbind())
+        }
+        // Stopped: the journal keeps what was done; `resume=True` goes on.
+        (Ok(Outcome::Interrupted { journal, .. }), raised) => Err(raised.unwrap_or_else(|| {
+            PyKeyboardInterrupt::new_err(format!(
+                "interrupted; the journal {} keeps the finished replications: run again with \
+                 resume=True",
+                journal.display()
+            ))
+        })),
+        // Ctrl-C as the last replication finished: the results are whole,
+        // but the caller asked to stop.
+        (Ok(Outcome::Finished(_)), Some(e)) => Err(e),
+        (Err(e), _) => Err(e),
+    }
+}
+
+/// Where a scenario's relative paths point: its own folder.
+#[pyfunction]
+fn scenario_dir(path: PathBuf) -> PathBuf {
+    path.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map_or_else(|| Path::new(".").to_path_buf(), Path::to_path_buf)
+}
+
+/// A Python dict, written as JSON by the caller, as TOML scenario text (a
+/// JSON `null` has no TOML form and is refused, naming its key).
+#[pyfunction]
+fn dict_to_toml(py: Python<'_>, json: &str) -> PyResult<String> {
+    let bad = |m: String| to_py(py, &Error::bad(m), true);
+    let value: serde_json::Value =
+        serde_json::from_str(json).map_err(|e| bad(format!("the scenario dict: {e}")))?;
+    if let Some(key) = null_key(&value, "") {
+        return Err(bad(format!(
+            "the scenario dict: key `{key}` is None, which a scenario has no value for; leave \
+             the key out for its default"
+        )));
+    }
+    let table: toml::Table =
+        serde_json::from_value(value).map_err(|e| bad(format!("the scenario dict: {e}")))?;
+    toml::to_string(&table).map_err(|e| bad(format!("the scenario dict: {e}")))
+}
+
+/// The dotted key of the first JSON `null` in `v`.
+fn null_key(v: &serde_json::Value, at: &str) -> Option<String> {
+    let join = |k: &str| {
+        if at.is_empty() {
+            k.to_string()
+        } else {
+            format!("{at}.{k}")
+        }
+    };
+    match v {
+        serde_json::Value::Null => Some(at.to_string()),
+        serde_json::Value::Object(m) => m.iter().find_map(|(k, v)| null_key(v, &join(k))),
+        serde_json::Value::Array(a) => a
+            .iter()
+            .enumerate()
+            .find_map(|(i, v)| null_key(v, &join(&i.to_string()))),
+        _ => None,
+    }
+}
+
+/// The extension module.
+#[pymodule]
+fn _herdsim(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("VERSION", herdsim_lab::VERSION)?;
+    m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(scenario_dir, m)?)?;
+    m.add_function(wrap_pyfunction!(dict_to_toml, m)?)?;
+    Ok(())
+}
