@@ -14,6 +14,12 @@ use std::path::Path;
 const OBSERVED: RGBColor = draw::VERMILLION;
 const FITTED: RGBColor = draw::BLUE;
 
+/// Line widths, px: the observed step wide and below, the fitted curves
+/// narrow and on top, so that a fit that matches shows as a blue line
+/// inside the vermillion one.
+const OBSERVED_WIDTH: u32 = 6;
+const FITTED_WIDTH: u32 = 2;
+
 /// A curve: (x in ms, cumulative share) points.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Curve {
@@ -102,6 +108,35 @@ impl Figure for FitPlot {
         };
         let chart = draw::axes(area, &axes)?;
         let plot = chart.plotting_area();
+        // The observed cumulative distribution as a wide step, under the
+        // fitted curves: where the fit is right (fixed gaps: the fitted
+        // step is the observed one) the narrower fitted line shows on top
+        // of the observed, neither hidden.
+        let mut xs = self.observed.clone();
+        xs.sort_by(f64::total_cmp);
+        let n = xs.len() as f64;
+        if !xs.is_empty() {
+            let mut step = vec![(0.0, 0.0)];
+            for (i, x) in xs.iter().enumerate() {
+                let x = x * scale;
+                step.push((x, i as f64 / n));
+                step.push((x, (i + 1) as f64 / n));
+            }
+            if let Some(&(x, _)) = step.last() {
+                step.push((x.max(hi * scale), 1.0));
+            }
+            draw::path(plot, step, OBSERVED.stroke_width(OBSERVED_WIDTH))?;
+            if xs.len() <= 60 {
+                for (i, x) in xs.iter().enumerate() {
+                    plot.draw(&Circle::new(
+                        (x * scale, (i + 1) as f64 / n),
+                        5,
+                        OBSERVED.filled(),
+                    ))
+                    .map_err(draw::de)?;
+                }
+            }
+        }
         for c in &self.curves {
             let pts: Vec<(f64, f64)> = c
                 .points
@@ -113,36 +148,9 @@ impl Figure for FitPlot {
                 continue;
             }
             if c.dashed {
-                draw::dashed(plot, pts, (10, 7), FITTED.stroke_width(3))?;
+                draw::dashed(plot, pts, (10, 7), FITTED.stroke_width(FITTED_WIDTH))?;
             } else {
-                draw::path(plot, pts, FITTED.stroke_width(3))?;
-            }
-        }
-        // The observed cumulative distribution as a step.
-        let mut xs = self.observed.clone();
-        xs.sort_by(f64::total_cmp);
-        let n = xs.len() as f64;
-        let mut step = vec![(0.0, 0.0)];
-        for (i, x) in xs.iter().enumerate() {
-            let x = x * scale;
-            step.push((x, i as f64 / n));
-            step.push((x, (i + 1) as f64 / n));
-        }
-        if let Some(&(x, _)) = step.last() {
-            step.push((x.max(hi * scale), 1.0));
-        }
-        if xs.is_empty() {
-            return Ok(());
-        }
-        draw::path(plot, step, OBSERVED.stroke_width(2))?;
-        if xs.len() <= 60 {
-            for (i, x) in xs.iter().enumerate() {
-                plot.draw(&Circle::new(
-                    (x * scale, (i + 1) as f64 / n),
-                    4,
-                    OBSERVED.filled(),
-                ))
-                .map_err(draw::de)?;
+                draw::path(plot, pts, FITTED.stroke_width(FITTED_WIDTH))?;
             }
         }
         Ok(())
