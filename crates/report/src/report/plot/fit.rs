@@ -1,7 +1,9 @@
 //! The figures of `herdsim calibrate`: one per fitted distribution, the
-//! observed values' cumulative distribution (a step) against what the fit
-//! predicts for them (a line), and where it helps what the fit says of
-//! the values nobody saw (a dashed line).
+//! observed values' cumulative distribution (a wide vermillion step)
+//! against what the fit predicts for them (a narrow blue line drawn on
+//! top of it, so that a fit that matches the data shows inside the
+//! step), and where it helps what the fit says of the values nobody saw
+//! (a dashed line).
 
 use super::draw::{self, Axes, LegendEntry, Shape, Swatch, Ticks};
 use super::layout::{self, HeaderRows};
@@ -62,6 +64,29 @@ fn x_range(p: &FitPlot) -> f64 {
     if hi > 0.0 { hi * 1.05 } else { 1.0 }
 }
 
+/// A curve's finite points up to `hi`, and where it crosses `hi` (so a
+/// fitted step that goes on past the axis, a fixed gap's, keeps its last
+/// flat part to the axis's end).
+fn clip(points: &[(f64, f64)], hi: f64) -> Vec<(f64, f64)> {
+    let mut out: Vec<(f64, f64)> = Vec::with_capacity(points.len());
+    for &(x, y) in points
+        .iter()
+        .filter(|(x, y)| x.is_finite() && y.is_finite())
+    {
+        if x <= hi {
+            out.push((x, y));
+            continue;
+        }
+        if let Some(&(x0, y0)) = out.last()
+            && x0 < hi
+        {
+            out.push((hi, y0 + (y - y0) * (hi - x0) / (x - x0)));
+        }
+        break;
+    }
+    out
+}
+
 impl Figure for FitPlot {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> anyhow::Result<()>
     where
@@ -99,7 +124,9 @@ impl Figure for FitPlot {
             margins: Axes::margins(10.0 * s, 30.0 * s),
             label_areas: ((56.0 * s) as u32, (80.0 * s) as u32),
             x: (0.0, hi * scale),
-            y: (0.0, 1.0),
+            // A little room at 0 and 1, where a step's flat parts lie:
+            // drawn on the frame they would be half hidden.
+            y: (-0.02, 1.02),
             x_ticks: Ticks::Linear(9),
             y_ticks: Ticks::Linear(6),
             x_desc: Some(format!("{} ({unit})", self.x_label)),
@@ -138,11 +165,9 @@ impl Figure for FitPlot {
             }
         }
         for c in &self.curves {
-            let pts: Vec<(f64, f64)> = c
-                .points
-                .iter()
-                .filter(|(x, y)| x.is_finite() && y.is_finite() && *x <= hi)
-                .map(|(x, y)| (x * scale, *y))
+            let pts: Vec<(f64, f64)> = clip(&c.points, hi)
+                .into_iter()
+                .map(|(x, y)| (x * scale, y))
                 .collect();
             if pts.len() < 2 {
                 continue;
@@ -160,6 +185,20 @@ impl Figure for FitPlot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A curve is cut at the axis's end where it crosses it: a fixed
+    /// gap's step keeps its flat top to the end (it ended at the step).
+    #[test]
+    fn curves_are_cut_where_they_cross_the_axis_end() {
+        let step = [(0.0, 0.0), (60.0, 0.0), (60.0, 1.0), (180.0, 1.0)];
+        assert_eq!(
+            clip(&step, 63.0),
+            [(0.0, 0.0), (60.0, 0.0), (60.0, 1.0), (63.0, 1.0)]
+        );
+        let line = [(0.0, 0.0), (10.0, 0.5), (20.0, 1.0), (30.0, 1.0)];
+        assert_eq!(clip(&line, 15.0), [(0.0, 0.0), (10.0, 0.5), (15.0, 0.75)]);
+        assert_eq!(clip(&[(0.0, f64::NAN), (1.0, 0.5)], 2.0), [(1.0, 0.5)]);
+    }
 
     #[test]
     fn draws_a_png_and_an_svg() {
