@@ -86,6 +86,7 @@ fn common_rows(chain: &str) -> Vec<(String, String, String)> {
         ("ttfr_p50_ms", "3000", "4"),
         ("ttfr_p95_ms", "10000", "4"),
         ("answers_per_question", "1", "5"),
+        ("answer_messages_per_question", "1", "5"),
         ("bot_to_bot_reply_rate", "0.25", "8"),
         ("bot_to_bot_chains", "1", "1"),
         ("chain_length_mean", chain, "1"),
@@ -668,4 +669,453 @@ fn slack_names_are_accepted_by_the_flags() {
     assert_ne!(bot_by_id, plain, "--bots U0BOB changes nothing");
     assert_eq!(run("real", &["--bots", "Bob"]), bot_by_id);
     assert_eq!(run("uname", &["--bots", "bob"]), bot_by_id);
+}
+
+/// A small Discord channel: (id, seconds from the start, author, the
+/// message it replies to); authors other than `operator` are bots.
+fn tiny(msgs: &[(&str, f64, &str, Option<&str>)], file: &Path) {
+    let ch: Vec<Sent> = msgs
+        .iter()
+        .map(|(id, s, from, r)| Sent {
+            id: id.to_string(),
+            t_us: (s * 1e6) as i64,
+            from: from.to_string(),
+            reply_to: r.map(str::to_string),
+        })
+        .collect();
+    discord_export(&ch, file);
+}
+
+/// (value, ci_low, ci_high) of a `channel.csv` metric.
+fn channel_ci(dir: &Path, metric: &str) -> (f64, f64, f64) {
+    let text = std::fs::read_to_string(dir.join("channel.csv")).expect("channel.csv");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("{metric},")))
+        .unwrap_or_else(|| panic!("{metric} in {text}"));
+    let c: Vec<f64> = line
+        .split(',')
+        .skip(1)
+        .take(3)
+        .map(|x| x.parse().unwrap_or(f64::NAN))
+        .collect();
+    (c[0], c[1], c[2])
+}
+
+/// Whitespace flattened: a report's wrapping is not compared.
+fn flat(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Issue 47: an LLM agent that posts a notice, a progress message and its
+/// answer in one thread answered once: one agent posting three messages
+/// under each question is 0% duplicates (it read as 100%), and two
+/// distinct agents answering is a duplicate; the messages are counted
+/// on their own line (`answer_messages_per_question`).
+#[test]
+fn one_agents_several_messages_are_one_answer_two_agents_a_duplicate() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ids: Vec<(String, String, String, String)> = (0..8)
+        .map(|q| {
+            (
+                format!("1{q}00"),
+                format!("1{q}01"),
+                format!("1{q}02"),
+                format!("1{q}03"),
+            )
+        })
+        .collect();
+    let mut one = Vec::new();
+    let mut two = Vec::new();
+    for (q, (id, a, b, c)) in ids.iter().enumerate() {
+        let t = 60.0 * q as f64 + 7.0 * (q % 3) as f64;
+        one.push((id.as_str(), t, "operator", None));
+        two.push((id.as_str(), t, "operator", None));
+        for (k, r) in [a, b, c].into_iter().enumerate() {
+            one.push((r.as_str(), t + 2.0 + k as f64, "helper", Some(id.as_str())));
+        }
+        // Two bots answer the first four questions, helper twice.
+        two.push((a.as_str(), t + 2.0, "helper", Some(id.as_str())));
+        two.push((b.as_str(), t + 3.0, "helper", Some(id.as_str())));
+        if q < 4 {
+            two.push((c.as_str(), t + 4.0, "oracle", Some(id.as_str())));
+        }
+    }
+    // A human's follow-up long after: every question's outcome is known.
+    two.push(("9999", 1000.0, "operator", Some("1000")));
+    tiny(&one, &tmp.path().join("one.json"));
+    tiny(&two, &tmp.path().join("two.json"));
+    let (report, dir) = calibrate(&tmp.path().join("a"), &tmp.path().join("one.json"), &[]);
+    let rows = channel(&dir);
+    assert!(
+        rows.contains(&("duplicate_rate".into(), "0".into(), "8".into())),
+        "{rows:?}"
+    );
+    assert!(
+        rows.contains(&("answers_per_question".into(), "1".into(), "8".into())),
+        "{rows:?}"
+    );
+    assert!(
+        rows.contains(&(
+            "answer_messages_per_question".into(),
+            "3".into(),
+            "8".into()
+        )),
+        "{rows:?}"
+    );
+    let est = std::fs::read_to_string(dir.join("estimates.csv")).expect("estimates");
+    assert_eq!(estimate(&est, "observed", "duplicate_rate").0, 0.0, "{est}");
+    assert!(
+        flat(&report).contains("8 answers (24 messages)"),
+        "{report}"
+    );
+    let q = std::fs::read_to_string(dir.join("questions.csv")).expect("questions");
+    assert!(
+        q.starts_with("question,t_ms,claims,answers,answer_messages,"),
+        "{q}"
+    );
+    assert!(
+        q.lines().nth(1).is_some_and(|l| l.contains(",0,1,3,")),
+        "{q}"
+    );
+    let (_, dir) = calibrate(&tmp.path().join("b"), &tmp.path().join("two.json"), &[]);
+    let rows = channel(&dir);
+    assert!(
+        rows.contains(&("duplicate_rate".into(), "0.5".into(), "8".into())),
+        "{rows:?}"
+    );
+    let est = std::fs::read_to_string(dir.join("estimates.csv")).expect("estimates");
+    assert_eq!(estimate(&est, "observed", "duplicate_rate").0, 0.5, "{est}");
+}
+
+/// Issue 47: intervals stay within their quantity's range. Three
+/// questions nobody answered and one three bots answered (answers per
+/// question 0.75, whose t interval is -1.64..3.14), and gaps of 1 s but
+/// one of a day (not Poisson: the mean gap's t interval ran below 0).
+#[test]
+fn intervals_stay_within_each_quantitys_range() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut msgs = vec![
+        ("100", 0.0, "operator", None),
+        ("101", 1.0, "b1", Some("100")),
+        ("102", 2.0, "b2", Some("100")),
+        ("103", 3.0, "b3", Some("100")),
+        ("200", 60.0, "operator", None),
+        ("300", 120.0, "operator", None),
+        ("400", 180.0, "operator", None),
+    ];
+    // Answered 5 s after: complete (the slowest answer took 3 s).
+    let late = [
+        ("900", 80_000.0, "operator", None),
+        ("901", 80_005.0, "b1", Some("900")),
+    ];
+    msgs.extend(late);
+    tiny(&msgs, &tmp.path().join("few.json"));
+    let (_, dir) = calibrate(&tmp.path().join("a"), &tmp.path().join("few.json"), &[]);
+    let (m, lo, hi) = channel_ci(&dir, "answers_per_question");
+    assert!((m - 0.8).abs() < 1e-9, "{m}");
+    assert!(lo >= 0.0 && lo <= m && m <= hi && hi <= 3.0, "{lo}..{hi}");
+    // Gaps: eight of 1 s, one of 22 hours.
+    let mut gaps = Vec::new();
+    for q in 0..10 {
+        let t = if q < 9 { q as f64 } else { 80_000.0 };
+        gaps.push((format!("{}", 1000 + q), t, format!("{}", 2000 + q)));
+    }
+    let msgs: Vec<(&str, f64, &str, Option<&str>)> = gaps
+        .iter()
+        .flat_map(|(id, t, a)| {
+            [
+                (id.as_str(), *t, "operator", None),
+                (a.as_str(), t + 0.5, "helper", Some(id.as_str())),
+            ]
+        })
+        .collect();
+    tiny(&msgs, &tmp.path().join("gaps.json"));
+    let (report, dir) = calibrate(&tmp.path().join("b"), &tmp.path().join("gaps.json"), &[]);
+    let est = std::fs::read_to_string(dir.join("estimates.csv")).expect("estimates");
+    let (m, lo, hi) = estimate(&est, "workload", "mean_gap_ms");
+    assert!(lo > 0.0 && lo <= m && m <= hi, "{lo}..{hi} of {m}: {est}");
+    let (q, lo, hi) = estimate(&est, "workload", "questions_per_hour");
+    assert!(
+        lo > 0.0 && lo <= q && q <= hi && hi.is_finite(),
+        "{lo}..{hi} of {q}: {est}"
+    );
+    // No interval in the report starts below 0 (`-` alone is "none").
+    let f = flat(&report);
+    for (i, _) in f.match_indices("CI -") {
+        let next = f[i + 4..].chars().next();
+        assert!(!next.is_some_and(|c| c.is_ascii_digit()), "{}", &f[i..]);
+    }
+}
+
+/// Issue 47: answers stamped a little before their question (a federated
+/// room's servers' clocks) are answers, with a TTFR of 0, and a warning
+/// with their count; one stamped a minute before is left as stamped, and
+/// warned of too.
+#[test]
+fn answers_stamped_a_little_before_their_question_are_answers_with_a_warning() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut msgs = Vec::new();
+    let ids: Vec<(String, String)> = (0..6)
+        .map(|q| (format!("1{q}0"), format!("1{q}1")))
+        .collect();
+    for (q, (id, a)) in ids.iter().enumerate() {
+        let t = 100.0 + 60.0 * q as f64 + 5.0 * (q % 2) as f64;
+        msgs.push((id.as_str(), t, "operator", None));
+        // A second or two early, three or four late; the last a minute early.
+        let lag = [-2.0, 3.0, -1.0, 4.0, -2.0, -60.0][q];
+        msgs.push((a.as_str(), t + lag, "helper", Some(id.as_str())));
+    }
+    // A last question, answered: the one before it is complete.
+    msgs.push(("900", 1000.0, "operator", None));
+    msgs.push(("901", 1004.0, "helper", Some("900")));
+    tiny(&msgs, &tmp.path().join("early.json"));
+    let out = tmp.path().join("out");
+    let o = herdsim()
+        .args([
+            "calibrate",
+            "--reps",
+            "0",
+            "--no-plot",
+            "--name",
+            "x",
+            "--out",
+        ])
+        .arg(&out)
+        .arg(tmp.path().join("early.json"))
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let err = flat(&err);
+    assert!(
+        err.contains(
+            "warning: 3 replies are stamped before the message they reply to, by at most 5 s"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("warning: 1 replies are stamped more than 5 s before"),
+        "{err}"
+    );
+    let dir = out.join("x");
+    let rows = channel(&dir);
+    // The last question's answer is a minute early: it answers nothing.
+    let (unanswered, _, _) = channel_ci(&dir, "unanswered_rate");
+    assert!((unanswered - 1.0 / 7.0).abs() < 1e-3, "{rows:?}");
+    // TTFRs 0, 3, 0, 4, 0 and 4 s.
+    assert!(
+        rows.contains(&("ttfr_p50_ms".into(), "0".into(), "6".into())),
+        "{rows:?}"
+    );
+    assert!(
+        rows.contains(&("ttfr_p95_ms".into(), "4000".into(), "6".into())),
+        "{rows:?}"
+    );
+    let report = std::fs::read_to_string(dir.join("report.txt")).expect("report");
+    assert!(
+        flat(&report).contains("3 replies are stamped before"),
+        "{report}"
+    );
+}
+
+/// Issue 47: the report of an export speaks of its answers, not of claims
+/// it has none of: no "answered claims", no claim's start, no TTL (in the
+/// report or the scenario), no `NaN`; and its `Next:` line is the tune
+/// command docs/exports.md gives (`--schemes all`, the budget, `--out`).
+#[test]
+fn an_exports_report_speaks_of_answers_and_its_next_step_is_the_docs_one() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let out = tmp.path().join("out");
+    let o = herdsim()
+        .args([
+            "calibrate",
+            "--quiet",
+            "--reps",
+            "0",
+            "--name",
+            "x",
+            "--out",
+        ])
+        .arg(&out)
+        .arg(data("discord/general.json"))
+        .output()
+        .expect("runs");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let report = String::from_utf8_lossy(&o.stdout).into_owned();
+    let dir = out.join("x");
+    let scenario = std::fs::read_to_string(dir.join("scenario.toml")).expect("scenario");
+    for (what, text) in [("report", &report), ("scenario", &scenario)] {
+        let f = flat(text);
+        for word in [
+            "answered claims",
+            "claim's start",
+            "TTL",
+            "ttl",
+            "NaN",
+            "started_at",
+        ] {
+            assert!(!f.contains(word), "{what} says `{word}`: {text}");
+        }
+    }
+    // The command: the docs' shape, this calibration's paths and budget.
+    let docs =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/exports.md"))
+            .expect("docs");
+    let doc_cmd = docs
+        .lines()
+        .find(|l| l.starts_with("herdsim tune "))
+        .expect("the docs' tune command");
+    let shape = |cmd: &str| -> Vec<String> {
+        cmd.split_whitespace()
+            .map(|w| {
+                if w.starts_with('-') || w == "all" || w == "herdsim" || w == "tune" {
+                    w.to_string()
+                } else {
+                    "_".into()
+                }
+            })
+            .collect()
+    };
+    let next = report
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("herdsim tune "))
+        .expect("a tune command");
+    assert_eq!(
+        shape(next),
+        shape(doc_cmd),
+        "{next} against the docs' {doc_cmd}"
+    );
+    let scen = dir.join("scenario.toml");
+    assert!(
+        next.contains(&format!("tune {} --schemes all", scen.display())),
+        "{next}"
+    );
+    assert!(
+        next.ends_with(&format!("--out {}", dir.display())),
+        "{next}"
+    );
+}
+
+/// Issue 47: a bot's display name is written into the fitted scenario's
+/// comments escaped: a name with a line break, quotes, `]]` and a NUL
+/// adds no key (it added `hang_p = 0.9` to `[[agents]]`); the scenario
+/// reads back with the fitted keys alone, and agents.csv holds the name
+/// as it is.
+#[test]
+fn a_hostile_display_name_adds_nothing_to_the_fitted_scenario() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let evil = "evil\nhang_p = 0.9\n[[agents]]\nname = \"x\" ]] \u{0} end";
+    let mut msgs = Vec::new();
+    for q in 0..8 {
+        let t = format!("2024-03-02T00:{:02}:{:02}.000+00:00", q * 2, q % 3 * 7);
+        let a = format!("2024-03-02T00:{:02}:{:02}.500+00:00", q * 2, q % 3 * 7 + 3);
+        msgs.push(
+            serde_json::json!({"id": format!("{q}0"), "type": "Default", "timestamp": t,
+            "content": "q", "author": {"id": "1", "name": "operator", "isBot": false}}),
+        );
+        msgs.push(
+            serde_json::json!({"id": format!("{q}1"), "type": "Reply", "timestamp": a,
+            "content": "a", "author": {"id": "2", "name": evil, "isBot": true},
+            "reference": {"messageId": format!("{q}0")}}),
+        );
+    }
+    let doc = serde_json::json!({"guild": {"id": "1"}, "channel": {"id": "2", "name": "general"},
+                                 "messages": msgs});
+    std::fs::write(tmp.path().join("evil.json"), doc.to_string()).expect("write");
+    let (_, dir) = calibrate(&tmp.path().join("out"), &tmp.path().join("evil.json"), &[]);
+    let text = std::fs::read_to_string(dir.join("scenario.toml")).expect("scenario");
+    let back: toml::Table = toml::from_str(&text).expect("reads back");
+    let agents = back["agents"].as_array().expect("agents");
+    assert_eq!(agents.len(), 1, "{text}");
+    let a = agents[0].as_table().expect("a table");
+    assert!(!a.contains_key("hang_p"), "{text}");
+    assert_eq!(a["name"].as_str(), Some("group-0"), "{text}");
+    assert!(
+        text.contains(r#"# "evil\nhang_p = 0.9\n[[agents]]\nname = \"x\" ]] \u0000 end""#),
+        "{text}"
+    );
+    let mut r = csv::Reader::from_path(dir.join("agents.csv")).expect("agents.csv");
+    let names: Vec<String> = r
+        .records()
+        .map(|x| x.expect("a record")[0].to_string())
+        .collect();
+    assert_eq!(names, [evil]);
+}
+
+/// Issue 47: an export kept in the results folder under one of
+/// calibrate's outputs' names (`whatif.csv`) was read, then replaced
+/// (exit 0): refused, named, by its own path and through a symbolic
+/// link, and left as it was.
+#[test]
+fn an_input_named_as_an_output_is_refused_and_kept() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("out/x");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let text = std::fs::read(data("discord/general.json")).expect("fixture");
+    let inside = dir.join("whatif.csv");
+    std::fs::write(&inside, &text).expect("write");
+    let args = |input: &str| {
+        vec![
+            "calibrate".to_string(),
+            "--no-plot".into(),
+            "--reps".into(),
+            "1".into(),
+            "--out".into(),
+            "out".into(),
+            "--name".into(),
+            "x".into(),
+            input.into(),
+        ]
+    };
+    refused(
+        tmp.path(),
+        &args("out/x/whatif.csv"),
+        &[
+            "whatif.csv",
+            "a file this calibration writes",
+            "another folder",
+        ],
+    );
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::symlink(&inside, tmp.path().join("link.json")).expect("symlink");
+        refused(tmp.path(), &args("link.json"), &["link.json", "whatif.csv"]);
+    }
+    assert_eq!(std::fs::read(&inside).expect("kept"), text);
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .expect("dir")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["whatif.csv"]);
+    // A Slack export's folder never holds the results.
+    let slack = tmp.path().join("slack");
+    std::fs::create_dir_all(&slack).expect("mkdir");
+    for e in std::fs::read_dir(data("slack")).expect("fixture").flatten() {
+        let to = slack.join(e.file_name());
+        if e.path().is_dir() {
+            std::fs::create_dir_all(&to).expect("mkdir");
+            for f in std::fs::read_dir(e.path()).expect("chan").flatten() {
+                std::fs::copy(f.path(), to.join(f.file_name())).expect("copy");
+            }
+        } else {
+            std::fs::copy(e.path(), &to).expect("copy");
+        }
+    }
+    refused(
+        tmp.path(),
+        &[
+            "calibrate",
+            "--reps",
+            "0",
+            "--no-plot",
+            "--out",
+            "slack/res",
+            "slack",
+        ],
+        &["slack", "inside this export"],
+    );
+    assert!(!slack.join("res").exists());
 }

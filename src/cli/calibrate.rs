@@ -152,6 +152,8 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         args.hash_authors,
     )?;
     let dir = args.out.join(&name);
+    // Before the folder is created or locked: an input there is not touched.
+    calibrate::refuse_into(&args.log, &dir)?;
     in_folder(&dir, args.quiet, || {
         calibrate_into(
             &args.log,

@@ -17,6 +17,15 @@ fn secs(ms: f64) -> String {
     super::report::t(ms)
 }
 
+/// A p-value for a caption: `-` where there is none (too few values).
+fn pv(p: f64) -> String {
+    if p.is_finite() {
+        format!("{p:.3}")
+    } else {
+        "-".into()
+    }
+}
+
 /// The figures' plots, each with its file name.
 pub fn plots(c: &Calibration, title: &str) -> Vec<(String, FitPlot)> {
     let mut out = Vec::new();
@@ -30,8 +39,8 @@ pub fn plots(c: &Calibration, title: &str) -> Vec<(String, FitPlot)> {
         let (label, curve) = match a.model {
             ArrivalModel::Poisson => (
                 format!(
-                    "Poisson (Lilliefors p = {:.3}): exponential, mean {}",
-                    a.ks_p,
+                    "Poisson (Lilliefors p = {}): exponential, mean {}",
+                    pv(a.ks_p),
                     secs(a.mean_gap)
                 ),
                 grid(hi)
@@ -49,8 +58,8 @@ pub fn plots(c: &Calibration, title: &str) -> Vec<(String, FitPlot)> {
             ),
             ArrivalModel::Empirical => (
                 format!(
-                    "exponential of the same mean, rejected (Lilliefors p = {:.3}): the scenario resamples the gaps",
-                    a.ks_p
+                    "exponential of the same mean, rejected (Lilliefors p = {}): the scenario resamples the gaps",
+                    pv(a.ks_p)
                 ),
                 grid(hi)
                     .into_iter()
@@ -114,12 +123,12 @@ pub fn plots(c: &Calibration, title: &str) -> Vec<(String, FitPlot)> {
                 FitPlot {
                     title: format!("{title}: {gn}, wait before starting"),
                     subtitle: format!(
-                        "{} claims seen in {} opportunities, respond_p {:.3}; {} (first-claim KS p = {:.3}){}",
+                        "{} claims seen in {} opportunities, respond_p {:.3}; {} (first-claim KS p = {}){}",
                         f.claims,
                         f.opps,
                         g.respond_p,
                         verdict,
-                        fc.ks_p,
+                        pv(fc.ks_p),
                         if c.groups.len() > 1 { "; first claims of all groups" } else { "" }
                     ),
                     x_label: "wait from the question to its first claim, links removed".into(),
@@ -148,8 +157,13 @@ pub fn plots(c: &Calibration, title: &str) -> Vec<(String, FitPlot)> {
                 FitPlot {
                     title: format!("{title}: {gn}, inference time"),
                     subtitle: format!(
-                        "{} answered claims{}; {} p50 {} p99 {} (Lilliefors p = {:.3})",
+                        "{} {}{}; {} p50 {} p99 {} (Lilliefors p = {})",
                         inf.observed.len(),
+                        if c.no_claims {
+                            "answers"
+                        } else {
+                            "answered claims"
+                        },
                         if inf.censored.is_empty() {
                             String::new()
                         } else {
@@ -158,9 +172,14 @@ pub fn plots(c: &Calibration, title: &str) -> Vec<(String, FitPlot)> {
                         verdict,
                         secs(fit.quantile(0.5)),
                         secs(fit.quantile(0.99)),
-                        inf.ks_p
+                        pv(inf.ks_p)
                     ),
-                    x_label: "from the claim's start to its answer".into(),
+                    x_label: if c.no_claims {
+                        "from the question to the answer (the wait and the inference together)"
+                            .into()
+                    } else {
+                        "from the claim's start to its answer".into()
+                    },
                     observed: inf.observed.clone(),
                     observed_label: format!("measured ({})", inf.observed.len()),
                     curves: vec![Curve {
@@ -184,4 +203,33 @@ pub fn draw(c: &Calibration, title: &str, dir: &Path) -> anyhow::Result<Vec<Path
         written.push(path);
     }
     Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::calibrate::{export, fit, view::View};
+
+    /// Issue 47: an export's figures speak of its answers (it has no
+    /// claims) and write `-` for a p-value there is none of (too few
+    /// times for a test), never `NaN`.
+    #[test]
+    fn an_exports_figures_speak_of_answers_not_claims() {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/data/exports/discord/general.json");
+        let s = export::Settings::default();
+        let (r, name) = export::read(&p, None, None).expect("reads");
+        let m = export::map(r, &s);
+        let log = export::to_log(&m, &s, &p, &name);
+        let mut view = View::of(&log);
+        let cal = fit::calibrate(&log, &mut view, &fit::Settings::default());
+        assert!(cal.no_claims);
+        let plots = plots(&cal, "x");
+        assert!(plots.iter().any(|(f, _)| f.ends_with("-inference.png")));
+        for (file, p) in &plots {
+            let words = format!("{} {} {}", p.subtitle, p.x_label, p.observed_label);
+            assert!(!words.contains("claim"), "{file}: {words}");
+            assert!(!words.contains("NaN"), "{file}: {words}");
+        }
+    }
 }

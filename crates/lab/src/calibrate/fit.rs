@@ -217,6 +217,9 @@ pub struct Calibration {
     pub policy: PolicyKind,
     /// Where the policy came from.
     pub policy_from_wire: bool,
+    /// Nobody claimed on the wire (an export, policy `none`): an answer's
+    /// time is all there is, and nothing is said of claims.
+    pub no_claims: bool,
     /// One-way link, log ms, and where it came from.
     pub link_ms: f64,
     pub link_source: &'static str,
@@ -512,6 +515,7 @@ pub fn calibrate(log: &Log, view: &mut View, settings: &Settings) -> Calibration
         settings: settings.clone(),
         policy,
         policy_from_wire,
+        no_claims,
         link_ms,
         link_source,
         jitter_ms,
@@ -776,10 +780,8 @@ fn arrivals_of(view: &View, speed: f64, seed: u64) -> Option<Arrivals> {
     };
     let ci = match model {
         ArrivalModel::Poisson => stats::exp_mean_ci(sum, k),
-        _ => {
-            let h = crate::metrics::stats::t975((k - 1) as u64) * sd / (k as f64).sqrt();
-            (mean - h, mean + h)
-        }
+        // A mean of positive gaps: its interval stays above 0.
+        _ => stats::floor_mean_ci(mean, sd, k, 0.0),
     };
     let per_h = |g: f64| if g > 0.0 { 3.6e6 / g } else { f64::INFINITY };
     Some(Arrivals {
@@ -840,7 +842,9 @@ fn outcome_of(view: &View, speed: f64) -> Outcome {
     let complete: Vec<_> = view.questions.iter().filter(|q| !q.open).collect();
     let wanted: Vec<_> = complete.iter().filter(|q| q.wanted()).collect();
     let w = wanted.len() as u64;
-    let duplicated = wanted.iter().filter(|q| q.answers.len() >= 2).count() as u64;
+    // Two distinct agents answered (one agent's several messages are one
+    // answer).
+    let duplicated = wanted.iter().filter(|q| q.duplicated()).count() as u64;
     let unanswered = wanted.iter().filter(|q| q.answers.is_empty()).count() as u64;
     let mut ttfr: Vec<f64> = wanted
         .iter()

@@ -120,7 +120,9 @@ pub fn default_name(log: &Path) -> String {
 /// into a folder replaces an earlier one's files, never leaving a figure
 /// or CSV of the last one beside the new).
 pub fn is_output(name: &str) -> bool {
-    const FIXED: [&str; 8] = [
+    // Every name `run_log` writes (an export's what-if too: a file of
+    // that name in the folder was read, then replaced).
+    const FIXED: [&str; 9] = [
         SCENARIO_FILE,
         "estimates.csv",
         "questions.csv",
@@ -129,6 +131,7 @@ pub fn is_output(name: &str) -> bool {
         "report.txt",
         "gaps.csv",
         export::channel::FILE,
+        whatif::FILE,
     ];
     FIXED.contains(&name)
         || (name.starts_with("fit-") && name.ends_with(".png"))
@@ -258,14 +261,49 @@ pub fn run(opts: &Options, stop: &AtomicBool) -> Result<Finished, Error> {
     run_log(opts, log, Extra::default(), stop)
 }
 
-/// The input must not be one of the outputs.
+/// Whether `dir` (which need not exist yet) is `folder` or inside it,
+/// by canonical paths (through symbolic links): its nearest ancestor
+/// that exists, canonical, under `folder`'s.
+pub fn is_inside(dir: &Path, folder: &Path) -> bool {
+    let Ok(f) = std::fs::canonicalize(folder) else {
+        return false;
+    };
+    let mut d = dir;
+    loop {
+        if let Ok(c) = std::fs::canonicalize(d) {
+            return c.starts_with(&f);
+        }
+        d = match d.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ if d != Path::new(".") => Path::new("."),
+            _ => return false,
+        };
+    }
+}
+
+/// The input must not be one of the outputs, nor (a folder: Slack's
+/// export) hold the results folder.
 fn refuse_own_output(opts: &Options) -> Result<(), Error> {
-    if let Some(out) = input_is_output(&opts.log, &opts.dir) {
+    refuse_into(&opts.log, &opts.dir)
+}
+
+/// [`refuse_own_output`] for the input `log` and the results folder
+/// `dir`: the command line asks it before it creates or locks `dir`.
+pub fn refuse_into(log: &Path, dir: &Path) -> Result<(), Error> {
+    if let Some(out) = input_is_output(log, dir) {
         return Err(Error::bad(format!(
             "{}: is {}, a file this calibration writes (and would replace): calibrate it into \
              another folder (--out or --name)",
-            opts.log.display(),
+            log.display(),
             out.display()
+        )));
+    }
+    if log.is_dir() && is_inside(dir, log) {
+        return Err(Error::bad(format!(
+            "{}: the results folder {} is inside this export, which calibrate never writes \
+             into: give an --out outside it",
+            log.display(),
+            dir.display()
         )));
     }
     Ok(())
@@ -280,6 +318,8 @@ pub struct Extra {
     /// Run the fitted scenario under each scheme and policy (`--reps`
     /// replications; none at 0) and report it after the preface.
     pub whatif: bool,
+    /// For stderr, before the calibration's own.
+    pub warnings: Vec<String>,
 }
 
 /// [`run`] on a log already read.
@@ -298,7 +338,7 @@ pub fn run_log(
     }
     check_span(opts, &log)?;
     let mut view = view::View::of(&log);
-    let mut warnings = Vec::new();
+    let mut warnings = extra.warnings.clone();
     if view.questions.is_empty() {
         return Err(Error::Failure(anyhow::anyhow!(
             "{}: no question in channel {}: nothing to calibrate",
@@ -500,6 +540,8 @@ mod tests {
             "fit-arrivals.png",
             "group-2-inference.csv",
             "group-0-csma.csv",
+            "whatif.csv",
+            "channel.csv",
         ] {
             assert!(is_output(n), "{n}");
         }

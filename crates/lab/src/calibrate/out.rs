@@ -78,6 +78,32 @@ where
         .unwrap_or_default()
 }
 
+/// Text from the input (a display name, a channel, a path) for a comment
+/// in the scenario: as it is when every character may stand in a TOML
+/// comment, else as a TOML basic string with its escapes (`"a\nb"`), so
+/// that nothing a log or an export holds can end the comment and add a
+/// key (a name with a line break and `hang_p = 0.9` after it).
+pub fn comment_text(s: &str) -> String {
+    if !s.chars().any(char::is_control) {
+        return s.to_string();
+    }
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
 /// A group's name in files: `group-0`.
 pub fn group_name(i: usize) -> String {
     format!("group-{i}")
@@ -166,9 +192,9 @@ pub fn scenario(
          # Every value is an estimate: its 95% interval and the samples behind it are in\n\
          # estimates.csv and report.txt beside this file. Durations are scenario ms\n\
          # (the log's times x {speed}).\n",
-        log.path.display(),
+        comment_text(&log.path.display().to_string()),
         log.format.name(),
-        log.channel,
+        comment_text(&log.channel),
         view.questions.len()
     );
     let mut doc = DocumentMut::new();
@@ -188,12 +214,16 @@ pub fn scenario(
         "the server's TTL (--ttl-ms{}), not estimated",
         if speed != 1.0 { " x --speed" } else { "" }
     );
-    put(
-        &mut server,
-        "ttl_ms",
-        num(ms(c.settings.ttl_ms * speed)),
-        &ttl_note,
-    );
+    // Without claims on the wire there is no TTL to speak of: the
+    // scenario's default stays (for tune's schemes with claims).
+    if !c.no_claims {
+        put(
+            &mut server,
+            "ttl_ms",
+            num(ms(c.settings.ttl_ms * speed)),
+            &ttl_note,
+        );
+    }
     if c.policy == PolicyKind::Agentchat036 {
         put(
             &mut server,
@@ -208,7 +238,9 @@ pub fn scenario(
             "its 5 s expiry sweep, in scenario time",
         );
     }
-    root.insert("server", Item::Table(server));
+    if !server.is_empty() {
+        root.insert("server", Item::Table(server));
+    }
     let mut network = section();
     let base_note = format!("one-way delay: {}", c.link_source);
     put(
@@ -236,7 +268,11 @@ pub fn scenario(
     let mut agents = ArrayOfTables::new();
     for (i, g) in c.groups.iter().enumerate() {
         let gname = group_name(i);
-        let names: Vec<&str> = g.agents.iter().map(|&a| view.names[a].as_str()).collect();
+        let names: Vec<String> = g
+            .agents
+            .iter()
+            .map(|&a| comment_text(&view.names[a]))
+            .collect();
         let mut t = section();
         t.decor_mut()
             .set_suffix(format!("    # {}", names.join(", ")));
@@ -272,6 +308,7 @@ pub fn scenario(
                 ci(f.max_ci.0, f.max_ci.1, ms),
                 f.claims
             ),
+            (None, _) if c.no_claims => "no claims: not observable (all in inference)".to_string(),
             (None, _) => "no claims: not observable".to_string(),
         };
         put(&mut t, "csma", csma, &csma_note);
@@ -289,10 +326,15 @@ pub fn scenario(
                 )
             }
             _ => format!(
-                "p50 {}, p99 {}, {} answered claims{}",
+                "p50 {}, p99 {}, {} {}{}",
                 ci(g.inference.p50_ci.0, g.inference.p50_ci.1, ms),
                 ci(g.inference.p99_ci.0, g.inference.p99_ci.1, ms),
                 g.inference.observed.len(),
+                if c.no_claims {
+                    "answers (question to answer)"
+                } else {
+                    "answered claims"
+                },
                 if g.inference.censored.is_empty() {
                     String::new()
                 } else {
@@ -343,10 +385,14 @@ pub fn scenario(
         .map_or(view.questions.len(), |a| a.questions);
     if let Some(a) = &c.arrivals {
         let note = format!(
-            "{} gaps, {}; Lilliefors p = {:.3}",
+            "{} gaps, {}; Lilliefors p = {}",
             a.gaps.len(),
             ci(a.mean_gap_ci.0, a.mean_gap_ci.1, ms),
-            a.ks_p
+            if a.ks_p.is_finite() {
+                format!("{:.3}", a.ks_p)
+            } else {
+                "-".into()
+            }
         );
         match a.model {
             ArrivalModel::Poisson => {
@@ -431,7 +477,7 @@ pub fn estimates_csv(c: &Calibration) -> String {
     if let Some(a) = &c.arrivals {
         let m = match a.model {
             ArrivalModel::Poisson => "mean of exponential gaps, chi-square interval",
-            _ => "mean of the gaps, t interval",
+            _ => "mean of the gaps, t interval of its log",
         };
         row(
             "workload",
@@ -612,13 +658,21 @@ pub fn questions_csv(view: &View, speed: f64) -> String {
     let t0 = view.questions.first().map_or(0.0, |q| q.t);
     csv_text(
         &[
-            "question", "t_ms", "claims", "answers", "ttfr_ms", "mention", "open",
+            "question",
+            "t_ms",
+            "claims",
+            "answers",
+            "answer_messages",
+            "ttfr_ms",
+            "mention",
+            "open",
         ],
         view.questions.iter().map(|q| {
             [
                 q.id.clone(),
                 ms((q.t - t0) * speed),
                 q.claims.len().to_string(),
+                q.answerers().to_string(),
                 q.answers.len().to_string(),
                 q.ttfr().map_or(String::new(), |t| ms(t * speed)),
                 q.mention.to_string(),
@@ -688,6 +742,27 @@ mod tests {
         assert_eq!(prob(0.0), "0");
         assert_eq!(ci(1.0, f64::INFINITY, ms), "95% CI 1..inf");
         assert!(valid_channel("#general") && !valid_channel("general") && !valid_channel("#a b"));
+    }
+
+    /// Text from the input in a comment: as it is when it may stand
+    /// there, else a TOML basic string, which a TOML reader reads back
+    /// as the text (a line break, quotes, `]]`, a NUL, a DEL).
+    #[test]
+    fn input_text_in_a_comment_cannot_end_it() {
+        assert_eq!(comment_text("alice ]] \"b\""), "alice ]] \"b\"");
+        for evil in [
+            "evil\nhang_p = 0.9",
+            "a\r\n[[agents]]\nname = \"x\"",
+            "nul \u{0} del \u{7f} tab\t back\\slash \"q\"",
+        ] {
+            let c = comment_text(evil);
+            assert!(!c.chars().any(char::is_control), "{c}");
+            let doc = format!("# {c}\nx = 1\n");
+            let t: toml::Table = toml::from_str(&doc).expect("a comment");
+            assert_eq!(t.len(), 1, "{doc}");
+            let back: toml::Table = toml::from_str(&format!("v = {c}")).expect("a string");
+            assert_eq!(back["v"].as_str(), Some(evil));
+        }
     }
 
     #[test]

@@ -199,9 +199,15 @@ pub fn text(
             st.speed
         )
     };
+    // Without claims the TTL (a claim's) plays no part.
+    let ttl = if c.no_claims {
+        String::new()
+    } else {
+        format!("; server TTL {ttl}")
+    };
     let _ = writeln!(
         s,
-        "  scenario time = the log's time x {}; link {} one way ({}); server TTL {}; policy {} ({})",
+        "  scenario time = the log's time x {}; link {} one way ({}){}; policy {} ({})",
         st.speed,
         t(c.link_ms * st.speed),
         c.link_source,
@@ -264,8 +270,14 @@ pub fn text(
     let _ = writeln!(s);
     let _ = writeln!(
         s,
-        "Agents: grouped while their claims per opportunity (two-proportion test) and inference times \
-         (two-sample KS) do not differ at the 1% level, Bonferroni-corrected"
+        "Agents: grouped while their {} per opportunity (two-proportion test) and {} \
+         (two-sample KS) do not differ at the 1% level, Bonferroni-corrected",
+        if c.no_claims { "answers" } else { "claims" },
+        if c.no_claims {
+            "times from question to answer"
+        } else {
+            "inference times"
+        }
     );
     let mut rows = vec![vec![
         "agent".to_string(),
@@ -300,15 +312,33 @@ pub fn text(
             },
         ]);
     }
+    if c.no_claims {
+        // No claims: the claim columns (claims, first claims, where a
+        // claim's start is read from) say nothing.
+        // The inference column too: without a claim's start, an
+        // answer's time from its question is all (the group's below).
+        for r in &mut rows {
+            r.truncate(5);
+            r.remove(3);
+        }
+    }
     s.push_str(&table(&rows));
-    let _ = writeln!(
-        s,
-        "  opps: questions it was present for; ans: answers; first: questions it \
-         claimed first; inf: inference times measured; start from: its started_at stamps (a \
-         steady clock, in so many pieces between jumps), or its claims' arrival (no \
-         clock: started_at does not keep the server's time; finer: the stamps' ms \
-         are coarser than arrival at this --speed)"
-    );
+    if c.no_claims {
+        let _ = writeln!(
+            s,
+            "  opps: questions it was present for; ans: questions it answered (its time from \
+             the question to its first answer is in its group's inference below)"
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "  opps: questions it was present for; ans: answers; first: questions it \
+             claimed first; inf: inference times measured; start from: its started_at stamps (a \
+             steady clock, in so many pieces between jumps), or its claims' arrival (no \
+             clock: started_at does not keep the server's time; finer: the stamps' ms \
+             are coarser than arrival at this --speed)"
+        );
+    }
     for (i, g) in c.groups.iter().enumerate() {
         let names: Vec<&str> = g.agents.iter().map(|&a| view.names[a].as_str()).collect();
         let _ = writeln!(s);
@@ -395,7 +425,11 @@ pub fn text(
             rows.push(vec![
                 "inference".into(),
                 "-".into(),
-                "fewer than 2 answered claims".into(),
+                if c.no_claims {
+                    "fewer than 2 answers".into()
+                } else {
+                    "fewer than 2 answered claims".into()
+                },
                 String::new(),
             ]);
         }
@@ -420,6 +454,12 @@ pub fn text(
                 k.n
             );
         }
+        None if c.no_claims => {
+            let _ = writeln!(
+                s,
+                "Clock skew: not observable (no claims: no agent's clock is on the wire)"
+            );
+        }
         None => {
             let _ = writeln!(
                 s,
@@ -431,8 +471,15 @@ pub fn text(
     let _ = writeln!(s);
     let _ = writeln!(
         s,
-        "Observed: {} questions someone claimed or answered ({} open at the end and {} nobody wanted are left out)",
-        o.wanted, o.open, o.ignored
+        "Observed: {} questions someone {} ({} open at the end and {} nobody wanted are left out)",
+        o.wanted,
+        if c.no_claims {
+            "answered"
+        } else {
+            "claimed or answered"
+        },
+        o.open,
+        o.ignored
     );
     let share = |x: u64| {
         if o.wanted > 0 {
@@ -513,12 +560,19 @@ pub fn text(
     };
     // tune's results go beside the calibration (its --out is this folder).
     let folder = scenario.parent().unwrap_or(Path::new("."));
+    // An export's channel is tuned across schemes, with and without
+    // claims (docs/exports.md, "From an export to a recommendation"); a
+    // frame log's under the policy its server runs (docs/observe.md).
+    let over = if log.format == super::read::Format::Export {
+        "--schemes all".to_string()
+    } else {
+        format!("--policy {}", c.policy.name())
+    };
     let _ = writeln!(
         s,
-        "Next: settings to try, at no more latency than observed (tune writes into {}):\n  herdsim tune {} --policy {}{budget} --out {}",
+        "Next: settings to try, at no more latency than observed (tune writes into {}):\n  herdsim tune {} {over}{budget} --out {}",
         folder.display(),
         scenario.display(),
-        c.policy.name(),
         folder.display()
     );
     fit_width(&s)

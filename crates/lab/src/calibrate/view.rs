@@ -57,6 +57,21 @@ impl Question {
         !self.claims.is_empty() || !self.answers.is_empty()
     }
 
+    /// The distinct agents that answered it: one agent's several
+    /// messages (a notice, a progress line, the answer) are one answer,
+    /// as in the simulator, where an agent answers a message once.
+    pub fn answerers(&self) -> usize {
+        let mut a: Vec<usize> = self.answers.iter().map(|x| x.agent).collect();
+        a.sort_unstable();
+        a.dedup();
+        a.len()
+    }
+
+    /// Answered by two agents or more (a duplicate).
+    pub fn duplicated(&self) -> bool {
+        self.answerers() >= 2
+    }
+
     /// Time to its first answer, log ms.
     pub fn ttfr(&self) -> Option<f64> {
         self.answers.iter().map(|a| a.t - self.t).reduce(f64::min)

@@ -2,7 +2,8 @@
 //! fitting (docs/exports.md), each figure with its 95% interval: the
 //! duplicate and unanswered rates (Wilson), TTFR p50 and p95
 //! (distribution-free order-statistic intervals), answers per question
-//! and the bot-to-bot chains' mean length (percentile bootstrap), the
+//! (distinct answering bots) and the bot-to-bot chains' mean length (t
+//! intervals on the log scale above their floor, 0 and 2), the
 //! share of bots' messages that reply to a bot (Wilson) and the number of
 //! chains (exact Poisson).
 //!
@@ -34,9 +35,13 @@ pub struct Today {
     pub p50_ci: (f64, f64),
     pub p95: f64,
     pub p95_ci: (f64, f64),
+    /// Answers: distinct (question, bot) pairs; one bot's several
+    /// messages in a question's thread are one answer.
     pub answers: u64,
     pub answers_per_q: f64,
     pub answers_ci: (f64, f64),
+    /// The bots' messages answering complete questions, all counted.
+    pub answer_msgs: u64,
     pub bot_msgs: u64,
     pub bot_replies: u64,
     pub bot_reply_ci: (f64, f64),
@@ -68,22 +73,29 @@ fn poisson_ci(k: u64) -> (f64, f64) {
     (lo, hi)
 }
 
-/// Mean of counts and its 95% t interval (NaN ends below two counts).
-/// The counts are bounded (answers by the bots, a chain by its
-/// messages), so the mean is close to normal at the sizes where the
-/// interval matters; it was a percentile bootstrap, which at 10^5
-/// questions cost more than the rest of the channel's figures.
-fn mean_ci_u(xs: &[u32]) -> (f64, (f64, f64)) {
+/// Mean of counts never below `floor` and its 95% interval, within
+/// the counts' range ([`stats::floor_mean_ci`]; NaN ends below two
+/// counts). It was a percentile bootstrap, which at 10^5 questions cost
+/// more than the rest of the channel's figures.
+fn mean_ci_u(xs: &[u32], floor: f64) -> (f64, (f64, f64)) {
     let v: Vec<f64> = xs.iter().map(|&x| f64::from(x)).collect();
     let (m, sd) = stats::mean_sd(&v);
-    (m, stats::mean_ci(m, sd, v.len()))
+    (m, stats::floor_mean_ci(m, sd, v.len(), floor))
+}
+
+/// The distinct authors of a question's answers.
+fn answerers(answers: &[(i64, u32)]) -> u32 {
+    let mut a: Vec<u32> = answers.iter().map(|x| x.1).collect();
+    a.sort_unstable();
+    a.dedup();
+    a.len() as u32
 }
 
 impl Today {
     pub fn of(m: &Mapped) -> Today {
         let n = m.msgs.len();
-        // Each question's answers' times.
-        let mut answers: Vec<Vec<i64>> = vec![Vec::new(); n];
+        // Each question's answers' times and authors.
+        let mut answers: Vec<Vec<(i64, u32)>> = vec![Vec::new(); n];
         let mut depth = vec![0u32; n];
         let mut root: Vec<usize> = (0..n).collect();
         let count = |r: Role| m.roles.iter().filter(|x| **x == r).count() as u64;
@@ -99,7 +111,7 @@ impl Today {
                 depth[i] = 1;
             }
             match *r {
-                Role::Answer(q) => answers[q].push(m.msgs[i].t_us),
+                Role::Answer(q) => answers[q].push((m.msgs[i].t_us, m.msgs[i].author)),
                 Role::BotReply(p) => {
                     bot_replies += 1;
                     depth[i] = depth[p].max(1) + 1;
@@ -123,10 +135,11 @@ impl Today {
             .iter()
             .enumerate()
             .filter(|(_, r)| **r == Role::Question)
-            .flat_map(|(q, _)| answers[q].iter().map(move |a| a - m.msgs[q].t_us))
+            .flat_map(|(q, _)| answers[q].iter().map(move |a| a.0 - m.msgs[q].t_us))
             .max()
             .unwrap_or(0);
         let mut complete: Vec<u32> = Vec::new();
+        let mut answer_msgs = 0u64;
         let mut ttfr = Vec::new();
         let mut open = 0;
         for (q, r) in m.roles.iter().enumerate() {
@@ -138,8 +151,9 @@ impl Today {
                 open += 1;
                 continue;
             }
-            complete.push(answers[q].len() as u32);
-            if let Some(first) = answers[q].iter().copied().min() {
+            complete.push(answerers(&answers[q]));
+            answer_msgs += answers[q].len() as u64;
+            if let Some(first) = answers[q].iter().map(|a| a.0).min() {
                 ttfr.push((first - tq) as f64 / 1000.0);
             }
         }
@@ -148,9 +162,11 @@ impl Today {
         let duplicated = complete.iter().filter(|&&a| a >= 2).count() as u64;
         let unanswered = complete.iter().filter(|&&a| a == 0).count() as u64;
         let total: u64 = complete.iter().map(|&a| u64::from(a)).sum();
-        let (_, answers_ci) = mean_ci_u(&complete);
-        let (chain_mean, chain_ci) = mean_ci_u(&chains);
         let bots = m.bot.iter().filter(|b| **b).count() as u64;
+        // At most every bot answers a question; a chain is two long or more.
+        let (_, (lo, hi)) = mean_ci_u(&complete, 0.0);
+        let answers_ci = (lo, hi.min(bots as f64));
+        let (chain_mean, chain_ci) = mean_ci_u(&chains, 2.0);
         Today {
             questions: nq,
             open,
@@ -166,6 +182,7 @@ impl Today {
             answers: total,
             answers_per_q: total as f64 / nq.max(1) as f64,
             answers_ci,
+            answer_msgs,
             bot_msgs,
             bot_replies,
             bot_reply_ci: stats::wilson(bot_replies, bot_msgs),
@@ -206,6 +223,12 @@ pub fn csv(d: &Today) -> String {
         nq,
     );
     row(
+        "answer_messages_per_question",
+        share(d.answer_msgs),
+        None,
+        nq,
+    );
+    row(
         "bot_to_bot_reply_rate",
         d.bot_replies as f64 / d.bot_msgs.max(1) as f64,
         Some(d.bot_reply_ci),
@@ -230,6 +253,28 @@ pub fn csv(d: &Today) -> String {
         d.chains.len(),
     );
     s
+}
+
+/// What the user must know of replies stamped before the message they
+/// reply to (one line each, for stderr and the report).
+pub fn early_warnings(c: &super::Counts) -> Vec<String> {
+    let s = super::EARLY_US as f64 / 1e6;
+    let mut w = Vec::new();
+    if c.early > 0 {
+        w.push(format!(
+            "{} replies are stamped before the message they reply to, by at most {s} s (the \
+             servers' clocks differ): read as replies at its time (a TTFR of 0)",
+            c.early
+        ));
+    }
+    if c.too_early > 0 {
+        w.push(format!(
+            "{} replies are stamped more than {s} s before the message they reply to: read as \
+             stamped, they answer no question (check the export's clocks)",
+            c.too_early
+        ));
+    }
+    w
 }
 
 fn ci_t(c: (f64, f64)) -> String {
@@ -260,13 +305,14 @@ pub fn text(d: &Today, m: &Mapped, channel: &str) -> String {
     let _ = writeln!(
         s,
         "  {} messages by {} humans and {} bots: {} complete questions ({} open at\n    \
-         the end), {} answers, {} bots' messages",
+         the end), {} answers ({} messages), {} bots' messages",
         m.msgs.len(),
         d.humans,
         d.bots,
         d.questions,
         d.open,
         d.answers,
+        d.answer_msgs,
         d.bot_msgs
     );
     let _ = writeln!(
@@ -284,6 +330,9 @@ pub fn text(d: &Today, m: &Mapped, channel: &str) -> String {
         d.orphans,
         d.to_human_replies
     );
+    for w in early_warnings(c) {
+        let _ = writeln!(s, "  {w}");
+    }
     let share = |x: u64| x as f64 / d.questions.max(1) as f64;
     let _ = writeln!(
         s,

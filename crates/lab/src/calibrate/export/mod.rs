@@ -231,6 +231,41 @@ pub struct Counts {
     pub joins: u64,
     pub system: u64,
     pub encrypted: u64,
+    /// Replies stamped before the message they reply to, by at most
+    /// [`EARLY_US`] (read as at its time), and by more (left as stamped).
+    pub early: u64,
+    pub too_early: u64,
+}
+
+/// How far before the message it replies to a reply may be stamped and
+/// still be read as its reply, µs: the servers of a federated room
+/// (Matrix) stamp with their own clocks, a few seconds apart. Such a reply
+/// is read as at its parent's time (a TTFR of 0).
+pub const EARLY_US: i64 = 5_000_000;
+
+/// Replies stamped up to [`EARLY_US`] before their parent are moved to
+/// its time; returns how many moved and how many are earlier still.
+fn clamp_early(msgs: &mut [Msg]) -> (u64, u64) {
+    let moves: Vec<(usize, i64)> = {
+        let at: HashMap<&str, i64> = msgs.iter().map(|m| (m.id.as_str(), m.t_us)).collect();
+        msgs.iter()
+            .enumerate()
+            .filter_map(|(i, m)| {
+                let p = *at.get(m.parent.as_deref()?)?;
+                (m.t_us < p).then_some((i, p))
+            })
+            .collect()
+    };
+    let (mut early, mut too_early) = (0, 0);
+    for (i, p) in moves {
+        if p - msgs[i].t_us <= EARLY_US {
+            msgs[i].t_us = p;
+            early += 1;
+        } else {
+            too_early += 1;
+        }
+    }
+    (early, too_early)
 }
 
 /// A message read: its id, time (µs since 1970), author (an index),
@@ -471,7 +506,9 @@ pub fn map(r: Reading, s: &Settings) -> Mapped {
         msgs.retain(|m| !redacted.contains(&m.id));
         counts.deleted += (before - msgs.len()) as u64;
     }
-    msgs.sort_by_key(|m| m.t_us);
+    (counts.early, counts.too_early) = clamp_early(&mut msgs);
+    // A reply moved to its parent's time sorts after it.
+    msgs.sort_by_key(|m| (m.t_us, m.parent.is_some()));
     let no_alias: Vec<String> = Vec::new();
     let listed = |list: &[String], a: usize, id: &str, name: &Option<String>| {
         let other = aliases.get(a).unwrap_or(&no_alias);
@@ -614,6 +651,7 @@ pub fn run(opts: &Options, s: &Settings, stop: &AtomicBool) -> Result<Finished, 
         preface: channel::text(&today, &mapped, &name),
         files: vec![(channel::FILE.to_string(), channel::csv(&today))],
         whatif: true,
+        warnings: channel::early_warnings(&mapped.counts),
     };
     // The messages are in `log` now: their strings freed before the fit.
     drop(mapped);
