@@ -284,6 +284,13 @@ pub fn text(d: &Today, m: &Mapped, channel: &str) -> String {
         d.orphans,
         d.to_human_replies
     );
+    if c.repeated > 0 || c.outside > 0 {
+        let _ = writeln!(
+            s,
+            "    {} messages whose id an earlier one has (read once), {} outside --since/--until",
+            c.repeated, c.outside
+        );
+    }
     let share = |x: u64| x as f64 / d.questions.max(1) as f64;
     let _ = writeln!(
         s,
