@@ -545,3 +545,62 @@ fn ten_million_messages_are_refused_at_the_bound_in_bounded_memory() {
         "{err}"
     );
 }
+
+/// The bound itself fits: 4 * 10^6 messages (10^6 questions 2 s apart,
+/// each answered by three of four bots within 3 s, some a bot's reply to
+/// a bot) calibrate within 3 GB of address space. About a minute of CPU
+/// and a 0.5 GB file: run by hand (`cargo test --release --test
+/// calibrate_input -- --ignored`); docs/exports.md has its numbers.
+#[test]
+#[ignore]
+fn the_bound_of_four_million_messages_calibrates_within_3_gb() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let t = tmp.path();
+    let iso = |ms: u64| {
+        let s = ms / 1000;
+        format!(
+            "2024-01-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+            1 + s / 86_400,
+            s / 3600 % 24,
+            s / 60 % 60,
+            s % 60,
+            ms % 1000
+        )
+    };
+    stream_export(&t.join("bound.json"), 4_000_000, |w, i| {
+        let (q, k) = (i / 4, i % 4);
+        let tq = q * 2000;
+        if k == 0 {
+            write!(
+                w,
+                "{{\"id\":\"q{q}\",\"timestamp\":\"{}\",\"author\":{{\"id\":\"u{}\"}},\"content\":\"q\"}}",
+                iso(tq),
+                q % 50
+            )
+        } else {
+            let bot = (q + k) % 4;
+            let to = if k == 3 && q % 10 == 0 { format!("a{q}-2") } else { format!("q{q}") };
+            write!(
+                w,
+                "{{\"id\":\"a{q}-{k}\",\"timestamp\":\"{}\",\"author\":{{\"id\":\"b{bot}\",\"isBot\":true}},\"reference\":{{\"messageId\":\"{to}\"}}}}",
+                iso(tq + 300 * k + q % 700)
+            )
+        }
+        .expect("write");
+    });
+    let o = calibrate_within(
+        3000,
+        t,
+        &[
+            "--out",
+            "o",
+            "--reps",
+            "0",
+            "--no-plot",
+            "--quiet",
+            "bound.json",
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+}

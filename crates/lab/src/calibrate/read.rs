@@ -170,7 +170,8 @@ pub struct Log {
     /// How the recording ended (observe's end line).
     pub end_reason: Option<String>,
     pub skipped: Skipped,
-    /// Frames read (down, on every connection).
+    /// Frames read (down, on every connection); a chat export's messages
+    /// read (in the window the fit is over).
     pub frames: u64,
     /// Connections in a recording.
     pub connections: usize,
