@@ -702,10 +702,32 @@ fn channel_ci(dir: &Path, metric: &str) -> (f64, f64, f64) {
     (c[0], c[1], c[2])
 }
 
-/// Whitespace flattened: a report's wrapping is not compared.
-fn flat(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
+/// Calibrate and return the exit status's failure: stderr, for a run
+/// that must succeed with the what-if (`--reps 1`).
+fn calibrate_whatif(out: &Path, export: &Path) -> String {
+    let o = herdsim()
+        .args([
+            "calibrate",
+            "--quiet",
+            "--reps",
+            "1",
+            "--no-plot",
+            "--name",
+            "x",
+            "--out",
+        ])
+        .arg(out)
+        .arg(export)
+        .output()
+        .expect("runs");
+    assert!(
+        o.status.success(),
+        "{export:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
 }
+
 
 /// Issue 47: an LLM agent that posts a notice, a progress message and its
 /// answer in one thread answered once: one agent posting three messages
@@ -1118,4 +1140,432 @@ fn an_input_named_as_an_output_is_refused_and_kept() {
         &["slack", "inside this export"],
     );
     assert!(!slack.join("res").exists());
+/// A Slack export of one channel over `days` days, one question a day at
+/// noon UTC from 2023-01-01 on, each answered 2 s later by a bot in its
+/// thread: one day file per month.
+fn long_slack_export(dir: &Path, days: i64) {
+    let start = 1_672_531_200i64; // 2023-01-01T00:00:00Z
+    let mut month: std::collections::BTreeMap<String, Vec<serde_json::Value>> = Default::default();
+    for d in 0..days {
+        let t = start + d * 86_400 + 43_200;
+        let ts = format!("{t}.000100");
+        // The day file of its month (the file's name is what Slack calls
+        // it; the times inside are what is read).
+        let file = format!("{}-{:02}-01.json", 2023 + d / 365, (d % 365) / 31 + 1);
+        let m = month.entry(file).or_default();
+        m.push(
+            serde_json::json!({"type": "message", "user": "U0ALICE", "text": "q",
+                                  "ts": ts, "thread_ts": ts}),
+        );
+        m.push(
+            serde_json::json!({"type": "message", "user": "U0HELPER", "bot_id": "B0HELPER",
+                                  "text": "a", "ts": format!("{}.000100", t + 2),
+                                  "thread_ts": ts}),
+        );
+    }
+    std::fs::create_dir_all(dir.join("general")).expect("mkdir");
+    for (file, msgs) in month {
+        std::fs::write(
+            dir.join("general").join(file),
+            serde_json::to_string(&msgs).expect("json"),
+        )
+        .expect("write");
+    }
+}
+
+/// Issue 47: a 14-month export was refused ("longer than the longest
+/// duration a scenario holds") and printed nothing. Now "your channel
+/// today" is over all of it and the scenario is fitted on its last 115.7
+/// days (a scenario's longest duration, 1e10 ms); `--since`/`--until`
+/// pick another window, checked (exit 2 naming the flag).
+#[test]
+fn a_long_export_is_measured_whole_and_fitted_on_a_window() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let export = tmp.path().join("slack");
+    long_slack_export(&export, 430);
+    let (report, dir) = calibrate(&tmp.path().join("a"), &export, &[]);
+    let rows = channel(&dir);
+    // 430 questions, the last one open (less than 2 s before the end? no:
+    // its answer ends the export, so it is complete).
+    assert!(
+        rows.contains(&("questions".into(), "430".into(), "430".into())),
+        "{rows:?}"
+    );
+    let f = flat(&report);
+    for s in [
+        "Your channel today",
+        "The export runs 429.0 days (2023-01-01 12:00 UTC to 2024-03-05 12:00 UTC), longer \
+         than a scenario holds (115.7 days)",
+        "over its last 115.7 days (2023-11-11 12:00 UTC on)",
+        "--since and --until",
+    ] {
+        assert!(f.contains(s), "{s}: {report}");
+    }
+    // The fit is over the window's 116 questions.
+    let questions = std::fs::read_to_string(dir.join("questions.csv")).expect("questions");
+    assert_eq!(questions.lines().count(), 1 + 116, "{questions}");
+    // A window of two months: the rest is outside, counted.
+    let (report, dir) = calibrate(
+        &tmp.path().join("b"),
+        &export,
+        &["--since", "2023-03-01", "--until", "2023-05-01T00:00:00Z"],
+    );
+    let rows = channel(&dir);
+    assert!(
+        rows.contains(&("questions".into(), "61".into(), "61".into())),
+        "{rows:?}"
+    );
+    assert!(
+        flat(&report).contains(
+            "0 messages whose id an earlier one has (read once), 738 outside --since/--until"
+        ),
+        "{report}"
+    );
+    assert!(!report.contains("longer than a scenario holds"), "{report}");
+    // A window still too long, bad values, an empty window: exit 2.
+    let e = export.to_str().expect("utf-8");
+    let t = tmp.path();
+    refused(
+        t,
+        &["calibrate", "--out", "o", "--since", "2023-01-01", e],
+        &[
+            "slack: the messages between --since and --until run 429.0 days",
+            "give a shorter window",
+        ],
+    );
+    refused(
+        t,
+        &["calibrate", "--out", "o", "--since", "yesterday", e],
+        &["--since yesterday: expected a date (YYYY-MM-DD"],
+    );
+    refused(
+        t,
+        &["calibrate", "--out", "o", "--until", "2023-02-30", e],
+        &["--until 2023-02-30: expected a date"],
+    );
+    refused(
+        t,
+        &[
+            "calibrate",
+            "--out",
+            "o",
+            "--since",
+            "2023-05-01",
+            "--until",
+            "2023-03-01",
+            e,
+        ],
+        &["--since 2023-05-01 is not before --until 2023-03-01"],
+    );
+    refused(
+        t,
+        &["calibrate", "--out", "o", "--since", "2030-01-01", e],
+        &["no message between --since and --until (860 outside)"],
+    );
+    let long = "9".repeat(500);
+    let err = refused(t, &["calibrate", "--out", "o", "--since", &long, e], &["…"]);
+    assert!(err.len() < 400, "{err}");
+}
+
+/// The Discord fixture as JSON, to be changed by a test.
+fn discord_doc() -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(data("discord/general.json")).expect("fixture"))
+        .expect("json")
+}
+
+/// Issue 47: an answer whose id appears twice was read twice (a
+/// duplicate answer). Now the first counts, once, and the report says so.
+#[test]
+fn a_message_id_read_twice_counts_once() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut doc = discord_doc();
+    let msgs = doc["messages"].as_array_mut().expect("messages");
+    let answer = msgs
+        .iter()
+        .find(|m| m["type"] == "Reply")
+        .cloned()
+        .expect("an answer");
+    msgs.push(answer);
+    let file = tmp.path().join("twice.json");
+    std::fs::write(&file, doc.to_string()).expect("write");
+    let (report, dir) = calibrate(&tmp.path().join("a"), &file, &[]);
+    assert_eq!(channel(&dir), common_rows("3"));
+    assert!(
+        flat(&report).contains("1 messages whose id an earlier one has (read once)"),
+        "{report}"
+    );
+}
+
+/// Issue 47: a Slack export as Slack delivers it (a .zip of the workspace
+/// folder) and a gzipped Discord export were refused as "not JSON"; a
+/// UTF-8 byte order mark read as an empty export. Each now reads as the
+/// plain export does.
+#[test]
+fn zipped_gzipped_and_bom_exports_read_as_the_plain_ones() {
+    use std::io::Write;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let t = tmp.path();
+    // The Slack fixture zipped under a top folder, as Slack names it.
+    let zip_path = t.join("Example Slack export Mar 1 2024.zip");
+    {
+        let f = std::fs::File::create(&zip_path).expect("create");
+        let mut z = zip::ZipWriter::new(f);
+        let opts = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Deflated);
+        let root = data("slack");
+        for rel in [
+            "channels.json",
+            "users.json",
+            "general/2024-03-01.json",
+            "general/2024-03-02.json",
+            "random/2024-03-01.json",
+        ] {
+            z.start_file(format!("Example/{rel}"), opts).expect("entry");
+            z.write_all(&std::fs::read(root.join(rel)).expect("fixture"))
+                .expect("write");
+        }
+        z.finish().expect("zip");
+    }
+    let (report, dir) = calibrate(&t.join("z"), &zip_path, &[]);
+    assert_eq!(channel(&dir), common_rows("2"));
+    assert!(
+        report.contains("(Slack export, channel general)"),
+        "{report}"
+    );
+    let (_, dir) = calibrate(&t.join("zr"), &zip_path, &["--channel", "random"]);
+    assert!(channel(&dir).contains(&("unanswered_rate".into(), "1".into(), "1".into())));
+    // users.json read from the zip: --humans by users.json's name works.
+    let (_, by_name) = calibrate(&t.join("zh"), &zip_path, &["--bots", "Bob"]);
+    let (_, by_id) = calibrate(&t.join("zi"), &data("slack"), &["--bots", "U0BOB"]);
+    assert_eq!(channel(&by_name), channel(&by_id));
+    // Discord gzipped (named .json.gz), and with a byte order mark.
+    let plain = std::fs::read(data("discord/general.json")).expect("fixture");
+    let gz = t.join("general.json.gz");
+    let mut e = flate2::write::GzEncoder::new(
+        std::fs::File::create(&gz).expect("create"),
+        flate2::Compression::default(),
+    );
+    e.write_all(&plain).expect("gzip");
+    e.finish().expect("gzip");
+    let (report, dir) = calibrate(&t.join("g"), &gz, &[]);
+    assert_eq!(channel(&dir), common_rows("3"));
+    assert!(
+        report.contains("(Discord export, channel general)"),
+        "{report}"
+    );
+    let bom = t.join("bom.json");
+    std::fs::write(&bom, [b"\xef\xbb\xbf".as_slice(), &plain].concat()).expect("write");
+    let (_, dir) = calibrate(&t.join("b"), &bom, &[]);
+    assert_eq!(channel(&dir), common_rows("3"));
+    // A zip that is not an export, and one with a symbolic link for a day
+    // file: refused naming it.
+    let bad = t.join("bad.zip");
+    {
+        let mut z = zip::ZipWriter::new(std::fs::File::create(&bad).expect("create"));
+        let opts = zip::write::SimpleFileOptions::default();
+        z.start_file("general/2024-03-01.json", opts)
+            .expect("entry");
+        z.write_all(b"[]").expect("write");
+        z.add_symlink("general/2024-03-02.json", "/etc/passwd", opts)
+            .expect("link");
+        z.finish().expect("zip");
+    }
+    refused(
+        t,
+        &["calibrate", "--out", "o", "bad.zip"],
+        &["bad.zip/general/2024-03-02.json: a symbolic link inside the zip"],
+    );
+    std::fs::write(t.join("junk.zip"), b"PK\x03\x04 not really").expect("write");
+    refused(
+        t,
+        &["calibrate", "--out", "o", "junk.zip"],
+        &["junk.zip: not a zip archive"],
+    );
+}
+
+/// Issue 47: a day file that is a symbolic link was skipped (half the
+/// questions, exit 0). Now one that leads inside the export is read, and
+/// one that leads outside is refused naming it.
+#[cfg(unix)]
+#[test]
+fn a_symlinked_day_file_is_read_inside_the_export_and_refused_outside() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let t = tmp.path();
+    let copy = |to: &Path| {
+        for rel in [
+            "users.json",
+            "general/2024-03-01.json",
+            "general/2024-03-02.json",
+        ] {
+            let p = to.join(rel);
+            std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+            std::fs::copy(data("slack").join(rel), p).expect("copy");
+        }
+    };
+    // Inside: the day file kept elsewhere in the export, linked.
+    let inside = t.join("inside");
+    copy(&inside);
+    std::fs::create_dir_all(inside.join("store")).expect("mkdir");
+    std::fs::rename(
+        inside.join("general/2024-03-02.json"),
+        inside.join("store/day.json"),
+    )
+    .expect("move");
+    std::os::unix::fs::symlink("../store/day.json", inside.join("general/2024-03-02.json"))
+        .expect("link");
+    let (_, dir) = calibrate(&t.join("a"), &inside, &[]);
+    assert_eq!(channel(&dir), common_rows("2"));
+    // Outside: refused, the link named.
+    let outside = t.join("outside");
+    copy(&outside);
+    std::fs::rename(outside.join("general/2024-03-02.json"), t.join("day.json")).expect("move");
+    std::os::unix::fs::symlink(t.join("day.json"), outside.join("general/2024-03-02.json"))
+        .expect("link");
+    refused(
+        t,
+        &["calibrate", "--out", "o", "outside"],
+        &[
+            "general/2024-03-02.json: a symbolic link to",
+            "outside the export",
+        ],
+    );
+    // A dangling link: refused too.
+    std::fs::remove_file(t.join("day.json")).expect("rm");
+    refused(
+        t,
+        &["calibrate", "--out", "o", "outside"],
+        &["general/2024-03-02.json: a symbolic link that leads to no file"],
+    );
+}
+
+/// The report's count of questions that @mention an agent.
+fn mentions_line(report: &str) -> String {
+    let f = flat(report);
+    let at = f.find(" @mentions)").expect("the questions line");
+    let start = f[..at].rfind(", ").expect("count");
+    f[start + 2..at].to_string()
+}
+
+/// Issue 47: mentions in the platforms' own syntax were not read ("no
+/// question mentions an agent" about channels where every one does). Now
+/// Slack's `<@U…>`, Discord's `mentions` and `<@id>`/`<@!id>`, Matrix's
+/// `m.mentions` and pills are read (the text dropped), matched to the
+/// bots' ids, and the questions mention an agent.
+#[test]
+fn mentions_in_each_platform_s_syntax_are_read() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let t = tmp.path();
+    // Slack: every human message mentions the helper bot.
+    let slack = t.join("slack");
+    for rel in [
+        "users.json",
+        "general/2024-03-01.json",
+        "general/2024-03-02.json",
+    ] {
+        let p = slack.join(rel);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        let mut v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(data("slack").join(rel)).expect("fixture"))
+                .expect("json");
+        if rel.starts_with("general") {
+            for m in v.as_array_mut().expect("day") {
+                if m.get("bot_id").is_none() {
+                    m["text"] = "<@U0HELPER> how? cc <@U0NOBODY|x> <!here>".into();
+                }
+            }
+        }
+        std::fs::write(&p, v.to_string()).expect("write");
+    }
+    // Discord: one question by the array, the others in the text.
+    let mut doc = discord_doc();
+    let mut first = true;
+    for m in doc["messages"].as_array_mut().expect("messages") {
+        if m["author"]["isBot"] == false {
+            if first {
+                m["mentions"] = serde_json::json!([{"id": "200000000000000001", "name": "helper"}]);
+                first = false;
+            } else {
+                m["content"] = "<@!200000000000000002> and <@200000000000000001> please".into();
+            }
+        }
+    }
+    let discord = t.join("discord.json");
+    std::fs::write(&discord, doc.to_string()).expect("write");
+    // Matrix: m.mentions on one question, a pill on the others.
+    let mut doc: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(data("matrix/general.json")).expect("fixture"),
+    )
+    .expect("json");
+    let mut first = true;
+    for e in doc["messages"].as_array_mut().expect("events") {
+        if e["type"] == "m.room.message" && e["content"]["msgtype"] == "m.text" {
+            if first {
+                e["content"]["m.mentions"] =
+                    serde_json::json!({"user_ids": ["@helper:example.org"]});
+                first = false;
+            } else {
+                e["content"]["formatted_body"] =
+                    "<a href=\"https://matrix.to/#/%40helper%3Aexample.org\">helper</a>: how?"
+                        .into();
+            }
+        }
+    }
+    let matrix = t.join("matrix.json");
+    std::fs::write(&matrix, doc.to_string()).expect("write");
+    for (name, export) in [("s", &slack), ("d", &discord), ("m", &matrix)] {
+        let plain = match name {
+            "s" => data("slack"),
+            "d" => data("discord/general.json"),
+            _ => data("matrix/general.json"),
+        };
+        let before = calibrate_whatif(&t.join(format!("{name}0")), &plain);
+        assert_eq!(mentions_line(&before), "0", "{before}");
+        assert!(
+            flat(&before).contains("no question mentions an agent"),
+            "{before}"
+        );
+        let report = calibrate_whatif(&t.join(name), export);
+        assert!(
+            !flat(&report).contains("no question mentions an agent"),
+            "{name}: {report}"
+        );
+        let m = mentions_line(&report);
+        // All six questions (one of them open) mention an agent.
+        assert_eq!(m, "6", "{name}: {report}");
+        // No text is written.
+        let all = all_text(&t.join(name).join("x"));
+        assert!(!all.contains("how?") && !all.contains("please"), "{name}");
+    }
+}
+
+/// Issue 47: an export's report said "read 15 frames" and "times from the
+/// server's time stamps (ts)" for Discord's `timestamp`.
+#[test]
+fn an_export_s_report_says_messages_and_the_platform_s_time_field() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    for (name, export, field) in [
+        ("s", data("slack"), "each message's `ts` (Slack's seconds)"),
+        (
+            "d",
+            data("discord/general.json"),
+            "each message's `timestamp` (Discord's, ISO 8601)",
+        ),
+        (
+            "m",
+            data("matrix/general.json"),
+            "each event's `origin_server_ts` (Matrix's ms)",
+        ),
+    ] {
+        let (report, _) = calibrate(&tmp.path().join(name), &export, &[]);
+        let f = flat(&report);
+        let read = f.find("read ").map(|i| &f[i + 5..]).unwrap_or("");
+        let n = read.split(' ').next().unwrap_or("");
+        assert!(
+            n.parse::<u32>().is_ok() && read[n.len()..].starts_with(" messages"),
+            "{report}"
+        );
+        assert!(f.contains(&format!("times from {field}")), "{report}");
+        assert!(!f.contains("frames"), "{report}");
+        assert!(!f.contains("time stamps (ts)"), "{report}");
+    }
 }

@@ -67,6 +67,12 @@ pub struct Args {
     /// An export: write author ids hashed (SHA-256) and no display names.
     #[arg(long)]
     pub hash_authors: bool,
+    /// An export: read only the messages at or after this time: YYYY-MM-DD (midnight UTC) or RFC 3339 (2024-01-31T12:00:00Z).
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+    /// An export: read only the messages before this time (same format as --since).
+    #[arg(long, value_name = "TIME")]
+    pub until: Option<String>,
     #[command(flatten)]
     pub fitting: Fitting,
     /// No notes on stderr.
@@ -150,6 +156,7 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         &args.bots,
         &args.unthreaded,
         args.hash_authors,
+        calibrate::flags::period(args.since.as_deref(), args.until.as_deref())?,
     )?;
     let dir = args.out.join(&name);
     // Before the folder is created or locked: an input there is not touched.

@@ -94,6 +94,44 @@ pub fn settings(f: &Flags) -> Result<Settings, Error> {
     })
 }
 
+/// `--since` or `--until`: a date (`YYYY-MM-DD`, its midnight UTC) or an
+/// RFC 3339 time (`2024-01-31T12:00:00Z`, `...+01:00`), in µs since 1970.
+pub fn instant(flag: &str, raw: &str) -> Result<i64, Error> {
+    let t = raw.trim();
+    let parsed = if t.len() == 10 {
+        super::export::discord::rfc3339_us(&format!("{t}T00:00:00Z"))
+    } else {
+        super::export::discord::rfc3339_us(t)
+    };
+    parsed.ok_or_else(|| {
+        Error::bad(format!(
+            "{flag} {}: expected a date (YYYY-MM-DD, midnight UTC) or an RFC 3339 time \
+             (2024-01-31T12:00:00Z, 2024-01-31T12:00:00+01:00)",
+            super::export::raw::clip(raw, 80)
+        ))
+    })
+}
+
+/// `--since` and `--until` checked: each a time ([`instant`]), the first
+/// before the second.
+pub fn period(
+    since: Option<&str>,
+    until: Option<&str>,
+) -> Result<(Option<i64>, Option<i64>), Error> {
+    let s = since.map(|x| instant("--since", x)).transpose()?;
+    let u = until.map(|x| instant("--until", x)).transpose()?;
+    if let (Some(a), Some(b)) = (s, u)
+        && a >= b
+    {
+        return Err(Error::bad(format!(
+            "--since {} is not before --until {}: the window is empty",
+            super::export::raw::clip(since.unwrap_or(""), 80),
+            super::export::raw::clip(until.unwrap_or(""), 80)
+        )));
+    }
+    Ok((s, u))
+}
+
 /// The prediction's threads, checked (default: all cores).
 pub fn jobs(jobs: Option<usize>) -> Result<usize, Error> {
     let j = jobs.unwrap_or_else(crate::sweep::default_threads);

@@ -241,7 +241,7 @@ fn check_span(opts: &Options, log: &read::Log) -> Result<(), Error> {
         "{}: its times run from {lo:e} to {hi:e} ms ({}): {} x --speed {} is longer than the \
          longest duration a scenario holds ({max:e} ms): calibrate a shorter part of it",
         opts.log.display(),
-        log.clock.describe(),
+        log.times(),
         if (hi - lo).is_finite() {
             format!("{:e} ms", hi - lo)
         } else {
@@ -365,7 +365,7 @@ pub fn run_log(
             opts.log.display(),
             view.questions.len(),
             log.channel,
-            log.clock.describe()
+            log.times()
         )));
     }
     if view.agents.is_empty() {

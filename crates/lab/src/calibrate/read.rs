@@ -170,12 +170,40 @@ pub struct Log {
     /// How the recording ended (observe's end line).
     pub end_reason: Option<String>,
     pub skipped: Skipped,
-    /// Frames read (down, on every connection).
+    /// Frames read (down, on every connection); a chat export's messages
+    /// read (in the window the fit is over).
     pub frames: u64,
     /// Connections in a recording.
     pub connections: usize,
     /// The last line was cut short (a recording that was killed): skipped.
     pub cut_last_line: bool,
+    /// A chat export's time field, in the report's words (None: a frame
+    /// log, whose `clock` says).
+    pub time_field: Option<&'static str>,
+}
+
+impl Log {
+    /// What was read, in the report's words: a chat export's messages, a
+    /// trace's events, a log's frames.
+    pub fn what_was_read(&self) -> String {
+        if self.format == Format::Export {
+            format!("{} messages", self.frames)
+        } else if self.format == Format::LiveTrace {
+            format!("{} events of the channel", self.events.len())
+        } else if self.connections > 1 {
+            format!(
+                "{} frames on {} connections (each broadcast once)",
+                self.frames, self.connections
+            )
+        } else {
+            format!("{} frames", self.frames)
+        }
+    }
+
+    /// Where the times come from, in the report's words.
+    pub fn times(&self) -> &'static str {
+        self.time_field.unwrap_or(self.clock.describe())
+    }
 }
 
 /// A bad log: the message names the file and the line.
@@ -827,6 +855,7 @@ impl<'p> State<'p> {
             frames: self.frames,
             connections: self.conns.len(),
             cut_last_line: self.cut_last_line,
+            time_field: None,
         })
     }
 }

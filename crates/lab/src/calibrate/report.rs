@@ -143,16 +143,7 @@ pub fn text(
         log.format.name(),
         log.channel
     );
-    let read = if log.format == super::read::Format::LiveTrace {
-        format!("{} events of the channel", log.events.len())
-    } else if log.connections > 1 {
-        format!(
-            "{} frames on {} connections (each broadcast once)",
-            log.frames, log.connections
-        )
-    } else {
-        format!("{} frames", log.frames)
-    };
+    let read = log.what_was_read();
     let skipped: Vec<String> = [
         (k.replays, "replays"),
         (k.notices, "server notices"),
@@ -183,7 +174,7 @@ pub fn text(
         open,
         mentions,
         view.agents.len(),
-        log.clock.describe()
+        log.times()
     );
     let st = &c.settings;
     // The TTL is the server's, in its own (real) time: in scenario time

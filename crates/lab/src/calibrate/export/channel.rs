@@ -330,6 +330,13 @@ pub fn text(d: &Today, m: &Mapped, channel: &str) -> String {
         d.orphans,
         d.to_human_replies
     );
+    if c.repeated > 0 || c.outside > 0 {
+        let _ = writeln!(
+            s,
+            "    {} messages whose id an earlier one has (read once), {} outside --since/--until",
+            c.repeated, c.outside
+        );
+    }
     for w in early_warnings(c) {
         let _ = writeln!(s, "  {w}");
     }

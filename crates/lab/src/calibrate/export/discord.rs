@@ -11,7 +11,7 @@
 //! such an export.
 
 use super::Reading;
-use super::raw::RawMsg;
+use super::raw::{self, Content, RawMsg};
 
 /// A message of Discord's into the reading.
 pub(super) fn add(m: RawMsg, r: &mut Reading) -> Result<(), String> {
@@ -31,8 +31,12 @@ pub(super) fn add(m: RawMsg, r: &mut Reading) -> Result<(), String> {
         .timestamp
         .as_deref()
         .ok_or("a Discord message without a `timestamp`")?;
-    let t_us = rfc3339_us(stamp)
-        .ok_or_else(|| format!("a Discord message's `timestamp` {stamp:?} is not ISO 8601"))?;
+    let t_us = rfc3339_us(stamp).ok_or_else(|| {
+        format!(
+            "a Discord message's `timestamp` {:?} is not ISO 8601",
+            raw::clip(stamp, 80)
+        )
+    })?;
     let author = m.author.ok_or("a Discord message without an `author`")?;
     let who = author
         .id
@@ -40,6 +44,16 @@ pub(super) fn add(m: RawMsg, r: &mut Reading) -> Result<(), String> {
     let parent = m.reference.and_then(|x| x.message_id).filter(|p| *p != id);
     if m.timestamp_edited.is_some() {
         r.counts.edits += 1;
+    }
+    // Who it mentions: the `mentions` array, and `<@id>` in the text.
+    let mut mentions = match m.content {
+        Content::Text(ids) => ids,
+        _ => Vec::new(),
+    };
+    for x in m.mentions.into_iter().flatten().filter_map(|x| x.id) {
+        if mentions.len() < raw::MAX_MENTIONS && !mentions.contains(&x) {
+            mentions.push(x);
+        }
     }
     r.message(
         id,
@@ -49,6 +63,7 @@ pub(super) fn add(m: RawMsg, r: &mut Reading) -> Result<(), String> {
         author.is_bot == Some(true),
         false,
         parent,
+        mentions,
     )
 }
 
@@ -61,6 +76,37 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     let doy = (153 * mp + 2) / 5 + d - 1;
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     era * 146_097 + doe - 719_468
+}
+
+/// The days of month `m` of year `y`.
+fn days_in_month(y: i64, m: i64) -> i64 {
+    match m {
+        2 if y % 4 == 0 && (y % 100 != 0 || y % 400 == 0) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// A time in µs since 1970 as `YYYY-MM-DD HH:MM UTC` (Howard Hinnant's
+/// civil-from-days).
+pub fn utc(t_us: i64) -> String {
+    let secs = t_us.div_euclid(1_000_000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60
+    )
 }
 
 /// An ISO 8601 / RFC 3339 time (`2024-01-31T12:00:00.123+00:00`, `Z`, or
@@ -81,7 +127,8 @@ pub fn rfc3339_us(s: &str) -> Option<i64> {
     }
     let (y, mo, d) = (digits(0, 4)?, digits(5, 2)?, digits(8, 2)?);
     let (h, mi, se) = (digits(11, 2)?, digits(14, 2)?, digits(17, 2)?);
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || se > 60 {
+    if !(1..=12).contains(&mo) || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 || se > 60
+    {
         return None;
     }
     let mut i = 19;
@@ -139,5 +186,23 @@ mod tests {
         assert_eq!(rfc3339_ms("2024-13-01T00:00:00Z"), None);
         assert_eq!(rfc3339_ms("yesterday"), None);
         assert_eq!(rfc3339_ms("2024-01-01T00:00:00+0100"), None);
+        assert_eq!(rfc3339_ms("2023-02-29T00:00:00Z"), None);
+        assert!(rfc3339_ms("2024-02-29T00:00:00Z").is_some());
+    }
+
+    #[test]
+    fn times_print_back_as_utc() {
+        for s in [
+            "1970-01-01T00:00:00Z",
+            "2024-02-29T23:59:00Z",
+            "1969-12-31T01:02:00Z",
+        ] {
+            let t = rfc3339_us(s).unwrap_or_default();
+            assert_eq!(
+                super::utc(t),
+                format!("{} {} UTC", &s[..10], &s[11..16]),
+                "{s}"
+            );
+        }
     }
 }

@@ -14,7 +14,9 @@
 //! events are joins; `m.room.encrypted` events cannot be read (export
 //! them decrypted) and are counted; any other event is left out. Matrix
 //! has no bot flag: a sender of `m.notice` messages (the spec's type for
-//! automated clients) is a bot, and so is any in `--bots`.
+//! automated clients) is a bot, and so is any in `--bots`. A message
+//! mentions the user ids of its `m.mentions` and of the pills
+//! (`https://matrix.to/#/@user:server` links) in its `formatted_body`.
 
 use super::Reading;
 use super::raw::{Content, RawMsg};
@@ -23,7 +25,7 @@ use super::raw::{Content, RawMsg};
 pub(super) fn add(m: RawMsg, r: &mut Reading) -> Result<(), String> {
     let content = match m.content {
         Content::Matrix(c) => c,
-        Content::Other => Default::default(),
+        Content::Other | Content::Text(_) => Default::default(),
     };
     match m.kind.as_deref() {
         Some("m.room.message") => {}
@@ -79,5 +81,13 @@ pub(super) fn add(m: RawMsg, r: &mut Reading) -> Result<(), String> {
     }
     .filter(|p| *p != id);
     let notice = content.msgtype.as_deref() == Some("m.notice");
-    r.message(id, t_us, &sender, None, false, notice, parent)
+    // Who it mentions: `m.mentions`' user ids, and the pills (matrix.to
+    // links) of its HTML body.
+    let mut mentions = content.formatted_body.map(|b| b.0).unwrap_or_default();
+    for x in content.mentions.into_iter().flat_map(|m| m.user_ids) {
+        if mentions.len() < super::raw::MAX_MENTIONS && !mentions.contains(&x) {
+            mentions.push(x);
+        }
+    }
+    r.message(id, t_us, &sender, None, false, notice, parent, mentions)
 }

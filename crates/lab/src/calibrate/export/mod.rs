@@ -110,6 +110,10 @@ pub struct Settings {
     pub unthreaded: Unthreaded,
     /// Author ids hashed in every output.
     pub hash_authors: bool,
+    /// The window read (`--since`, inclusive; `--until`, exclusive), µs
+    /// since 1970: messages outside it are left out.
+    pub since_us: Option<i64>,
+    pub until_us: Option<i64>,
 }
 
 impl Default for Settings {
@@ -120,6 +124,8 @@ impl Default for Settings {
             bots: Vec::new(),
             unthreaded: Unthreaded::NextHuman,
             hash_authors: false,
+            since_us: None,
+            until_us: None,
         }
     }
 }
@@ -135,8 +141,10 @@ pub enum Input {
 }
 
 /// What `path` is: `format` (`--format`) says so, else a folder is an
-/// export (Slack's), and so is a file whose first character is `[`, or
-/// `{` with a first key no frame log starts with.
+/// export (Slack's), and so is a zip (Slack's, as Slack delivers it), and
+/// a file whose first character is `[`, or `{` with a first key no frame
+/// log starts with (a gzipped file told by what it holds; a UTF-8 byte
+/// order mark skipped).
 pub fn input(path: &Path, format: Option<&str>) -> Result<Input, Error> {
     match format {
         Some("log") => return Ok(Input::Log),
@@ -150,14 +158,16 @@ pub fn input(path: &Path, format: Option<&str>) -> Result<Input, Error> {
     if path.is_dir() {
         return Ok(Input::Export(Some(Platform::Slack)));
     }
-    let mut head = [0u8; 4096];
-    let n = match crate::files::open_input(path) {
-        Ok(mut f) => std::io::Read::read(&mut f, &mut head).unwrap_or(0),
+    if slack::is_zip(path) {
+        return Ok(Input::Export(Some(Platform::Slack)));
+    }
+    let head = match head(path) {
+        Some(h) => h,
         // The frame log reader says what is wrong with it.
-        Err(_) => return Ok(Input::Log),
+        None => return Ok(Input::Log),
     };
-    let text = String::from_utf8_lossy(&head[..n]);
-    let text = text.trim_start();
+    let text = String::from_utf8_lossy(&head);
+    let text = text.trim_start_matches('\u{feff}').trim_start();
     if text.starts_with('[') {
         return Ok(Input::Export(None));
     }
@@ -185,6 +195,25 @@ pub fn input(path: &Path, format: Option<&str>) -> Result<Input, Error> {
     })
 }
 
+/// The first 4 KiB of the file at `path`, decompressed when it is
+/// gzipped.
+fn head(path: &Path) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let mut f = std::io::BufReader::new(crate::files::open_input(path).ok()?);
+    let gz = std::io::BufRead::fill_buf(&mut f)
+        .ok()?
+        .starts_with(&[0x1f, 0x8b]);
+    let mut out = Vec::with_capacity(4096);
+    let r: Box<dyn Read> = if gz {
+        Box::new(flate2::read::MultiGzDecoder::new(f))
+    } else {
+        Box::new(f)
+    };
+    // A cut or corrupt stream: what was read so far tells.
+    let _ = r.take(4096).read_to_end(&mut out);
+    Some(out)
+}
+
 /// The export's settings from calibrate's flags, or None when `log` is
 /// a frame log (the export flags then refused if given).
 pub fn settings(
@@ -194,6 +223,7 @@ pub fn settings(
     bots: &[String],
     unthreaded: &str,
     hash_authors: bool,
+    window: (Option<i64>, Option<i64>),
 ) -> Result<Option<Settings>, Error> {
     let unthreaded = Unthreaded::from_str(unthreaded).map_err(Error::bad)?;
     match input(log, format)? {
@@ -203,6 +233,8 @@ pub fn settings(
             bots: bots.to_vec(),
             unthreaded,
             hash_authors,
+            since_us: window.0,
+            until_us: window.1,
         })),
         Input::Log => {
             let given = [
@@ -210,6 +242,8 @@ pub fn settings(
                 (!bots.is_empty(), "--bots"),
                 (unthreaded != Unthreaded::NextHuman, "--unthreaded"),
                 (hash_authors, "--hash-authors"),
+                (window.0.is_some(), "--since"),
+                (window.1.is_some(), "--until"),
             ];
             match given.iter().find(|(g, _)| *g) {
                 Some((_, flag)) => Err(Error::bad(format!(
@@ -235,6 +269,10 @@ pub struct Counts {
     /// [`EARLY_US`] (read as at its time), and by more (left as stamped).
     pub early: u64,
     pub too_early: u64,
+    /// Messages outside `--since`/`--until`.
+    pub outside: u64,
+    /// Messages whose id an earlier one has (read once).
+    pub repeated: u64,
 }
 
 /// How far before the message it replies to a reply may be stamped and
@@ -268,6 +306,11 @@ fn clamp_early(msgs: &mut [Msg]) -> (u64, u64) {
     (early, too_early)
 }
 
+/// The most messages read from one export (inside the window): what the
+/// fit holds of each (about 0.35 KB) keeps calibrate within 3 GB of
+/// address space (docs/exports.md, "Bounds").
+pub const MAX_MESSAGES: usize = 4_000_000;
+
 /// A message read: its id, time (µs since 1970), author (an index),
 /// and the message it replies to (a thread's first message, a reply's
 /// reference).
@@ -277,6 +320,8 @@ pub struct Msg {
     pub t_us: i64,
     pub author: u32,
     pub parent: Option<String>,
+    /// The user ids it mentions (its text is not kept).
+    pub mentions: Box<[String]>,
 }
 
 /// An export being read.
@@ -294,6 +339,9 @@ pub struct Reading {
     redacted: HashSet<String>,
     pub counts: Counts,
     text_bytes: usize,
+    /// The window read (µs since 1970; `until` exclusive).
+    pub since_us: Option<i64>,
+    pub until_us: Option<i64>,
 }
 
 impl Reading {
@@ -346,14 +394,21 @@ impl Reading {
         bot: bool,
         notice: bool,
         parent: Option<String>,
+        mentions: Vec<String>,
     ) -> Result<(), String> {
-        if self.msgs.len() >= super::read::MAX_EVENTS {
+        if self.since_us.is_some_and(|s| t_us < s) || self.until_us.is_some_and(|u| t_us >= u) {
+            self.counts.outside += 1;
+            return Ok(());
+        }
+        if self.msgs.len() >= MAX_MESSAGES {
             return Err(format!(
-                "more than {} messages: calibrate a shorter export",
-                super::read::MAX_EVENTS
+                "more than {MAX_MESSAGES} messages: calibrate a part of the export (--since, \
+                 --until)"
             ));
         }
-        self.text_bytes += id.len() + parent.as_ref().map_or(0, String::len);
+        self.text_bytes += id.len()
+            + parent.as_ref().map_or(0, String::len)
+            + mentions.iter().map(String::len).sum::<usize>();
         let a = match self.index.get(author) {
             Some(&a) => a,
             None => {
@@ -372,7 +427,7 @@ impl Reading {
         }
         if self.text_bytes > super::read::MAX_TEXT_BYTES {
             return Err(format!(
-                "the ids kept pass {} MiB: calibrate a shorter export",
+                "the ids kept pass {} MiB: calibrate a part of the export (--since, --until)",
                 super::read::MAX_TEXT_BYTES >> 20
             ));
         }
@@ -381,6 +436,7 @@ impl Reading {
             t_us,
             author: a,
             parent,
+            mentions: mentions.into_boxed_slice(),
         });
         Ok(())
     }
@@ -415,12 +471,11 @@ impl Reading {
 
 /// Read the export at `path`: a Slack export's folder (or one channel's
 /// folder), or one file. Returns the reading and the channel's name.
-pub fn read(
-    path: &Path,
-    channel: Option<&str>,
-    format: Option<Platform>,
-) -> Result<(Reading, String), String> {
+pub fn read(path: &Path, channel: Option<&str>, s: &Settings) -> Result<(Reading, String), String> {
+    let format = s.format;
     let mut r = Reading::new(format);
+    r.since_us = s.since_us;
+    r.until_us = s.until_us;
     let limit = super::read::MAX_LOG_BYTES;
     let name = if path.is_dir() {
         if format.is_some_and(|f| f != Platform::Slack) {
@@ -431,14 +486,41 @@ pub fn read(
         }
         r.platform = Some(Platform::Slack);
         slack::read(path, channel, limit, &mut r)?
+    } else if slack::is_zip(path) {
+        if format.is_some_and(|f| f != Platform::Slack) {
+            return Err(format!(
+                "{}: a zip, and only Slack exports are zips: give the export's file",
+                path.display()
+            ));
+        }
+        r.platform = Some(Platform::Slack);
+        slack::read_zip(path, channel, limit, slack::MAX_ZIP_ENTRIES, &mut r)?
     } else {
         raw::each(path, limit, |m: RawMsg| r.add(m))?;
-        path.file_stem()
+        let file = path
+            .file_name()
             .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "export".into())
+            .unwrap_or_default();
+        let stem = [".gz", ".json"]
+            .iter()
+            .fold(file.as_str(), |f, ext| f.strip_suffix(ext).unwrap_or(f))
+            .to_string();
+        if stem.is_empty() {
+            "export".into()
+        } else {
+            stem
+        }
     };
     if r.msgs.is_empty() {
-        return Err(format!("{}: no message in the export", path.display()));
+        return Err(if r.counts.outside > 0 {
+            format!(
+                "{}: no message between --since and --until ({} outside)",
+                path.display(),
+                r.counts.outside
+            )
+        } else {
+            format!("{}: no message in the export", path.display())
+        });
     }
     Ok((r, name))
 }
@@ -506,6 +588,20 @@ pub fn map(r: Reading, s: &Settings) -> Mapped {
         msgs.retain(|m| !redacted.contains(&m.id));
         counts.deleted += (before - msgs.len()) as u64;
     }
+    msgs.sort_by_key(|m| m.t_us);
+    // A message id read twice (a day file exported twice, an export
+    // joined to another): the first in time counts, once.
+    let first: Vec<bool> = {
+        let mut seen: HashSet<&str> = HashSet::with_capacity(msgs.len());
+        msgs.iter().map(|m| seen.insert(m.id.as_str())).collect()
+    };
+    if first.iter().any(|f| !f) {
+        let before = msgs.len();
+        let mut keep = first.iter();
+        msgs.retain(|_| keep.next().copied().unwrap_or(true));
+        counts.repeated += (before - msgs.len()) as u64;
+    }
+    drop(first);
     (counts.early, counts.too_early) = clamp_early(&mut msgs);
     // A reply moved to its parent's time sorts after it.
     msgs.sort_by_key(|m| (m.t_us, m.parent.is_some()));
@@ -575,10 +671,17 @@ pub fn map(r: Reading, s: &Settings) -> Mapped {
 
 /// The channel's log for calibrate: its questions (human messages that
 /// reply to nothing) and their answers (bots' replies to them), at ms
-/// since the export's first message; bots' replies to bots' answers
-/// follow as replies to those (cascades), so calibrate counts them.
-pub fn to_log(m: &Mapped, s: &Settings, path: &Path, channel: &str) -> Log {
-    let t0 = m.msgs.first().map_or(0, |x| x.t_us);
+/// since the first message at or after `from_us`; bots' replies to bots'
+/// answers follow as replies to those (cascades), so calibrate counts
+/// them. A question mentions an agent when one of its mentions is a bot's
+/// id. Messages before `from_us`, and replies to them, are left out.
+pub fn to_log(m: &Mapped, s: &Settings, path: &Path, channel: &str, from_us: i64) -> Log {
+    let t0 = m
+        .msgs
+        .iter()
+        .map(|x| x.t_us)
+        .find(|&t| t >= from_us)
+        .unwrap_or(from_us);
     let ms = |t_us: i64| (t_us - t0) as f64 / 1000.0;
     let end = m.msgs.last().map_or(0.0, |x| ms(x.t_us));
     let ids: Vec<String> = m
@@ -594,20 +697,36 @@ pub fn to_log(m: &Mapped, s: &Settings, path: &Path, channel: &str) -> Log {
             }
         }
     }
+    let bots: HashSet<&str> = m
+        .authors
+        .iter()
+        .zip(&m.bot)
+        .filter(|(_, b)| **b)
+        .map(|((id, ..), _)| id.as_str())
+        .collect();
     let mut events = Vec::new();
+    let mut read = 0u64;
     for (x, role) in m.msgs.iter().zip(&m.roles) {
+        if x.t_us < from_us {
+            continue;
+        }
+        read += 1;
         let reply_to = match role {
             Role::Question => None,
-            Role::Answer(p) | Role::BotReply(p) => Some(m.msgs[*p].id.clone()),
+            Role::Answer(p) | Role::BotReply(p) if m.msgs[*p].t_us >= from_us => {
+                Some(m.msgs[*p].id.clone())
+            }
             _ => continue,
         };
+        let mention =
+            *role == Role::Question && x.mentions.iter().any(|id| bots.contains(id.as_str()));
         events.push(Event {
             t: ms(x.t_us),
             what: What::Msg {
                 id: x.id.clone(),
                 from: ids[x.author as usize].clone(),
                 reply_to,
-                mention: false,
+                mention,
             },
         });
     }
@@ -625,10 +744,77 @@ pub fn to_log(m: &Mapped, s: &Settings, path: &Path, channel: &str) -> Log {
         end_t: end,
         end_reason: None,
         skipped: Skipped::default(),
-        frames: m.msgs.len() as u64,
+        frames: read,
         connections: 0,
         cut_last_line: false,
+        time_field: Some(match m.platform {
+            Platform::Slack => "each message's `ts` (Slack's seconds)",
+            Platform::Discord => "each message's `timestamp` (Discord's, ISO 8601)",
+            Platform::Matrix => "each event's `origin_server_ts` (Matrix's ms)",
+        }),
     }
+}
+
+/// The part of an export the scenario is fitted on, when not all of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FitWindow {
+    /// Its first instant, µs since 1970.
+    pub from_us: i64,
+    /// What the report says of it.
+    pub note: String,
+}
+
+/// Days in µs, for the report.
+fn days(us: i64) -> String {
+    format!("{:.1} days", us as f64 / 86_400e6)
+}
+
+/// The part of the channel the fit is over: all of it when it is no
+/// longer than a scenario holds (`limits::MAX_DURATION_MS`); else, with
+/// no `--since`/`--until`, its last such span (the channel today is
+/// measured over all of it, which needs no scenario); a window the flags
+/// chose that is still too long is refused.
+pub fn fit_window(m: &Mapped, s: &Settings) -> Result<Option<FitWindow>, String> {
+    let (Some(first), Some(last)) = (m.msgs.first(), m.msgs.last()) else {
+        return Ok(None);
+    };
+    let max = crate::limits::MAX_DURATION_US as i64;
+    let span = last.t_us - first.t_us;
+    if span <= max {
+        return Ok(None);
+    }
+    if s.since_us.is_some() || s.until_us.is_some() {
+        return Err(format!(
+            "the messages between --since and --until run {} ({} to {}), longer than the \
+             longest duration a scenario holds ({}): give a shorter window",
+            days(span),
+            discord::utc(first.t_us),
+            discord::utc(last.t_us),
+            days(max)
+        ));
+    }
+    let from_us = last.t_us - max;
+    let start = m
+        .msgs
+        .iter()
+        .map(|x| x.t_us)
+        .find(|&t| t >= from_us)
+        .unwrap_or(from_us);
+    Ok(Some(FitWindow {
+        from_us,
+        note: format!(
+            "  The export runs {} ({} to {}), longer than a scenario holds\n    ({}): the \
+             figures above are over all of it; the fit, the what-if and the\n    prediction \
+             below over its last {} ({} on). --since and --until\n    (YYYY-MM-DD or RFC \
+             3339, UTC) pick another window.\n",
+            days(span),
+            discord::utc(first.t_us),
+            discord::utc(last.t_us),
+            days(max),
+            days(max),
+            discord::utc(start)
+        ),
+    }))
 }
 
 /// Calibrate from the export at `opts.log`: read, map, measure the
@@ -643,12 +829,24 @@ pub fn run(opts: &Options, s: &Settings, stop: &AtomicBool) -> Result<Finished, 
             opts.log.display()
         )));
     }
-    let (reading, name) = read(&opts.log, opts.channel.as_deref(), s.format).map_err(Error::bad)?;
+    let (reading, name) = read(&opts.log, opts.channel.as_deref(), s).map_err(Error::bad)?;
     let mapped = map(reading, s);
-    let log = to_log(&mapped, s, &opts.log, &name);
     let today = channel::Today::of(&mapped);
+    let mut preface = channel::text(&today, &mapped, &name);
+    let from_us = match fit_window(&mapped, s) {
+        Ok(w) => {
+            if let Some(w) = &w {
+                preface.push_str(&w.note);
+            }
+            w.map_or(i64::MIN, |w| w.from_us)
+        }
+        Err(m) => {
+            return Err(Error::bad(format!("{}: {m}", opts.log.display())));
+        }
+    };
+    let log = to_log(&mapped, s, &opts.log, &name, from_us);
     let extra = Extra {
-        preface: channel::text(&today, &mapped, &name),
+        preface,
         files: vec![(channel::FILE.to_string(), channel::csv(&today))],
         whatif: true,
         warnings: channel::early_warnings(&mapped.counts),
@@ -676,6 +874,7 @@ mod tests {
                 *bot,
                 false,
                 parent.map(str::to_string),
+                Vec::new(),
             )
             .expect("a message");
         }
