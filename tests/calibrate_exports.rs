@@ -1140,6 +1140,8 @@ fn an_input_named_as_an_output_is_refused_and_kept() {
         &["slack", "inside this export"],
     );
     assert!(!slack.join("res").exists());
+}
+
 /// A Slack export of one channel over `days` days, one question a day at
 /// noon UTC from 2023-01-01 on, each answered 2 s later by a bot in its
 /// thread: one day file per month.

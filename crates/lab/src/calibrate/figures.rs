@@ -218,9 +218,9 @@ mod tests {
         let p = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../tests/data/exports/discord/general.json");
         let s = export::Settings::default();
-        let (r, name) = export::read(&p, None, None).expect("reads");
+        let (r, name) = export::read(&p, None, &s).expect("reads");
         let m = export::map(r, &s);
-        let log = export::to_log(&m, &s, &p, &name);
+        let log = export::to_log(&m, &s, &p, &name, i64::MIN);
         let mut view = View::of(&log);
         let cal = fit::calibrate(&log, &mut view, &fit::Settings::default());
         assert!(cal.no_claims);
