@@ -239,6 +239,12 @@ fn bad_schemes_input_is_refused() {
         ("cooldown_ms = -1", "schemes.cooldown_ms", ":2:1:"),
         ("fallback_ms = -5", "schemes.fallback_ms", ":2:1:"),
         ("fallback_ms = nan", "schemes.fallback_ms", ":2:1:"),
+        ("max_fallbacks = 101", "schemes.max_fallbacks", ":2:1:"),
+        (
+            "scheme = \"selector\"\nfallback_ms = 1000\nmax_fallbacks = 100\n[workload]\ncount = 10000000",
+            "schemes.max_fallbacks",
+            ":4:1:",
+        ),
         (
             "scheme = \"selector\"\n[schemes.selector]\nfoo = 1",
             "schemes.selector.foo",
@@ -482,6 +488,54 @@ fn the_owner_fallback_takes_a_hung_owners_question() {
             assert_eq!(get(&r, "duplicate_rate"), 0.0, "{policy:?} {schemes}");
         }
     }
+}
+
+/// The owner's fallback under `spec`, in closed form. A hung owner
+/// (hang_p h = 0.2) claims the question and holds its claim for the TTL;
+/// a fallback that has seen that claim live skips at its fallback time,
+/// as a CSMA wait that saw it does. With a 45 s TTL and fallbacks at 10 s
+/// and 20 s, every question costs exactly its owner's one inference
+/// (1.00 calls a question, no second claim, nothing aborted). With a 5 s
+/// TTL (longer than a healthy owner's 4 s inference, shorter than the
+/// fallback) the hung owner's claim has expired when the fallback looks:
+/// it takes the question, and hangs with probability h, so calls are
+/// 1 + h and unanswered h^2, as under `none` (3.89 binomial SE).
+#[test]
+fn the_owner_fallback_under_spec_skips_a_live_claim() {
+    let (n, h) = (20_000u32, 0.2);
+    let a = format!(
+        "respond_p = 0.6\nhang_p = {h}\ncsma = {{ kind = \"fixed\", ms = 3000 }}\ninference = {{ kind = \"fixed\", ms = 4000 }}"
+    );
+    let schemes = "scheme = \"owner\"\nfallback_ms = 10000\nmax_fallbacks = 2";
+    let with_ttl = |ttl: u32| {
+        format!(
+            "{}\n[server]\nttl_ms = {ttl}\n",
+            scenario(&a, &format!("count = {n}"), schemes)
+        )
+    };
+    let r = run(&with_ttl(45_000), PolicyKind::Spec, 17);
+    assert_eq!(get(&r, "inference_calls_per_msg"), 1.0);
+    assert_eq!(get(&r, "duplicate_rate"), 0.0);
+    let got = get(&r, "unanswered_rate");
+    let tol = Z_1E4 * (h * (1.0 - h) / f64::from(n)).sqrt();
+    assert!((got - h).abs() < tol, "45 s TTL: unanswered {got}");
+
+    let r = run(&with_ttl(5_000), PolicyKind::Spec, 17);
+    let calls = get(&r, "inference_calls_per_msg");
+    // Two fallbacks: 1 + h + h^2 calls, h^3 unanswered. The extra calls
+    // of a question are 0, 1 or 2 with probabilities 1 - h, h (1 - h),
+    // h^2: variance h + 3h^2 - (h + h^2)^2.
+    let want = 1.0 + h + h * h;
+    let var = h + 3.0 * h * h - (h + h * h).powi(2);
+    let tol_c = Z_1E4 * (var / f64::from(n)).sqrt();
+    eprintln!("5 s TTL: calls {calls:.4}, want {want:.4} +- {tol_c:.4}");
+    assert!((calls - want).abs() < tol_c, "5 s TTL: calls {calls}");
+    let got = get(&r, "unanswered_rate");
+    let want = h * h * h;
+    let tol = Z_1E4 * (want * (1.0 - want) / f64::from(n)).sqrt();
+    eprintln!("5 s TTL: unanswered {got:.4}, want {want:.4} +- {tol:.4}");
+    assert!((got - want).abs() < tol, "5 s TTL: unanswered {got}");
+    assert_eq!(get(&r, "duplicate_rate"), 0.0);
 }
 
 /// A selector that crashes (crash_p c per selection) and is down for
