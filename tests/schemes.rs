@@ -239,6 +239,15 @@ fn bad_schemes_input_is_refused() {
         ("cooldown_ms = -1", "schemes.cooldown_ms", ":2:1:"),
         ("fallback_ms = -5", "schemes.fallback_ms", ":2:1:"),
         ("fallback_ms = nan", "schemes.fallback_ms", ":2:1:"),
+        ("max_fallbacks = 101", "schemes.max_fallbacks", ":2:1:"),
+        // A fallback is a duration: 1e12 ms was accepted, and its timers
+        // then passed the horizon with every question answered.
+        ("fallback_ms = 1e12", "schemes.fallback_ms", ":2:1:"),
+        (
+            "scheme = \"selector\"\nfallback_ms = 1000\nmax_fallbacks = 100\n[workload]\ncount = 10000000",
+            "schemes.max_fallbacks",
+            ":4:1:",
+        ),
         (
             "scheme = \"selector\"\n[schemes.selector]\nfoo = 1",
             "schemes.selector.foo",
@@ -267,6 +276,108 @@ fn bad_schemes_input_is_refused() {
         assert_eq!(o.status.code(), Some(2), "{line}: {err}");
         assert_eq!(err.lines().count(), 1, "{line}: {err}");
         assert!(err.contains(key) && err.contains(at), "{line}: {err}");
+    }
+}
+
+/// A hung selection is wasted inference (docs/metrics.md), a completed
+/// one is not. The selection hangs with probability s = 0.3 (its question
+/// then gets nothing); otherwise the chosen agent answers once. Per
+/// question: 1 + (1 - s) calls, s of them wasted, so the wasted count
+/// rate is s / (2 - s) = 0.1765, and the wasted time 0 (a hang is 0 s
+/// and nothing else is wasted). Tolerance: 3.89 SE of the ratio (delta
+/// method: d/dH of H / (2n - H) is 2n / (2n - H)^2, H binomial).
+#[test]
+fn a_hung_selection_is_wasted() {
+    let (n, sp) = (5_000u32, 0.3);
+    let toml = scenario(
+        "respond_p = 0.6\ninference = { kind = \"fixed\", ms = 4000 }",
+        &format!("count = {n}"),
+        &format!("scheme = \"selector\"\n[schemes.selector]\nhang_p = {sp}"),
+    );
+    let r = run(&toml, PolicyKind::None, 8);
+    let want = sp / (2.0 - sp);
+    let nf = f64::from(n);
+    let tol = Z_1E4 * 2.0 * nf / ((2.0 - sp) * nf).powi(2) * (nf * sp * (1.0 - sp)).sqrt();
+    let got = get(&r, "wasted_inference_count_rate");
+    eprintln!("hung selections: wasted count rate {got:.4}, want {want:.4} +- {tol:.4}");
+    assert!((got - want).abs() < tol, "{got}");
+    assert_eq!(get(&r, "wasted_inference_rate"), 0.0);
+    assert_eq!(get(&r, "duplicate_rate"), 0.0);
+}
+
+/// Settings that do nothing under the run's schemes pass with a warning
+/// on stderr naming the key and its line:col (exit 0); the same settings
+/// across a sweep of schemes that use them warn of nothing.
+#[test]
+fn settings_that_do_nothing_are_warned_of() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cases = [
+        ("fallback_ms = 5000", Some(("schemes.fallback_ms", ":2:1:"))),
+        (
+            "scheme = \"owner\"\n[schemes.selector]\nhang_p = 0.1",
+            Some(("schemes.selector", ":3:")),
+        ),
+        ("scheme = \"mentions\"", Some(("schemes.scheme", ":2:1:"))),
+        (
+            "fallback_ms = 5000\n[sweep]\n\"schemes.scheme\" = [\"open\", \"owner\"]",
+            None,
+        ),
+        ("scheme = \"mentions\"\ndefault_agent = \"agent-001\"", None),
+    ];
+    for (i, (text, want)) in cases.into_iter().enumerate() {
+        let file = dir.path().join(format!("w{i}.toml"));
+        std::fs::write(&file, format!("[schemes]\n{text}\n")).expect("write");
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_herdsim"))
+            .arg("validate")
+            .arg(&file)
+            .output()
+            .expect("herdsim runs");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{text}: {err}");
+        let warnings: Vec<&str> = err.lines().filter(|l| l.contains("warning")).collect();
+        match want {
+            Some((key, at)) => {
+                assert_eq!(warnings.len(), 1, "{text}: {err}");
+                assert!(
+                    warnings[0].contains(&format!("key `{key}`")) && warnings[0].contains(at),
+                    "{text}: {err}"
+                );
+            }
+            None => assert!(warnings.is_empty(), "{text}: {err}"),
+        }
+    }
+}
+
+/// `schemes.default_agent` names an agent by its number, whatever the
+/// padding: `agent-0` is valid across a sweep of the agent count from 5
+/// to 1500 (whose ids are `agent-000` and `agent-0000`), and it is the
+/// agent that answers: under `mentions` with no mentions, every question
+/// answered once.
+#[test]
+fn the_default_agent_is_named_by_its_number() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("sweep.toml");
+    std::fs::write(
+        &file,
+        "[schemes]\nscheme = \"mentions\"\ndefault_agent = \"agent-0\"\n[sweep]\n\"agents.0.count\" = [5, 1500]\n",
+    )
+    .expect("write");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_herdsim"))
+        .arg("validate")
+        .arg(&file)
+        .output()
+        .expect("herdsim runs");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    for name in ["agent-0", "agent-000", "agent-00000"] {
+        let toml = scenario(
+            "respond_p = 0.6",
+            "count = 200",
+            &format!("scheme = \"mentions\"\ndefault_agent = \"{name}\""),
+        );
+        let r = run(&toml, PolicyKind::None, 3);
+        assert_eq!(get(&r, "unanswered_rate"), 0.0, "{name}");
+        assert_eq!(get(&r, "responses_per_msg"), 1.0, "{name}");
     }
 }
 
@@ -482,6 +593,54 @@ fn the_owner_fallback_takes_a_hung_owners_question() {
             assert_eq!(get(&r, "duplicate_rate"), 0.0, "{policy:?} {schemes}");
         }
     }
+}
+
+/// The owner's fallback under `spec`, in closed form. A hung owner
+/// (hang_p h = 0.2) claims the question and holds its claim for the TTL;
+/// a fallback that has seen that claim live skips at its fallback time,
+/// as a CSMA wait that saw it does. With a 45 s TTL and fallbacks at 10 s
+/// and 20 s, every question costs exactly its owner's one inference
+/// (1.00 calls a question, no second claim, nothing aborted). With a 5 s
+/// TTL (longer than a healthy owner's 4 s inference, shorter than the
+/// fallback) the hung owner's claim has expired when the fallback looks:
+/// it takes the question, and hangs with probability h, so calls are
+/// 1 + h and unanswered h^2, as under `none` (3.89 binomial SE).
+#[test]
+fn the_owner_fallback_under_spec_skips_a_live_claim() {
+    let (n, h) = (20_000u32, 0.2);
+    let a = format!(
+        "respond_p = 0.6\nhang_p = {h}\ncsma = {{ kind = \"fixed\", ms = 3000 }}\ninference = {{ kind = \"fixed\", ms = 4000 }}"
+    );
+    let schemes = "scheme = \"owner\"\nfallback_ms = 10000\nmax_fallbacks = 2";
+    let with_ttl = |ttl: u32| {
+        format!(
+            "{}\n[server]\nttl_ms = {ttl}\n",
+            scenario(&a, &format!("count = {n}"), schemes)
+        )
+    };
+    let r = run(&with_ttl(45_000), PolicyKind::Spec, 17);
+    assert_eq!(get(&r, "inference_calls_per_msg"), 1.0);
+    assert_eq!(get(&r, "duplicate_rate"), 0.0);
+    let got = get(&r, "unanswered_rate");
+    let tol = Z_1E4 * (h * (1.0 - h) / f64::from(n)).sqrt();
+    assert!((got - h).abs() < tol, "45 s TTL: unanswered {got}");
+
+    let r = run(&with_ttl(5_000), PolicyKind::Spec, 17);
+    let calls = get(&r, "inference_calls_per_msg");
+    // Two fallbacks: 1 + h + h^2 calls, h^3 unanswered. The extra calls
+    // of a question are 0, 1 or 2 with probabilities 1 - h, h (1 - h),
+    // h^2: variance h + 3h^2 - (h + h^2)^2.
+    let want = 1.0 + h + h * h;
+    let var = h + 3.0 * h * h - (h + h * h).powi(2);
+    let tol_c = Z_1E4 * (var / f64::from(n)).sqrt();
+    eprintln!("5 s TTL: calls {calls:.4}, want {want:.4} +- {tol_c:.4}");
+    assert!((calls - want).abs() < tol_c, "5 s TTL: calls {calls}");
+    let got = get(&r, "unanswered_rate");
+    let want = h * h * h;
+    let tol = Z_1E4 * (want * (1.0 - want) / f64::from(n)).sqrt();
+    eprintln!("5 s TTL: unanswered {got:.4}, want {want:.4} +- {tol:.4}");
+    assert!((got - want).abs() < tol, "5 s TTL: unanswered {got}");
+    assert_eq!(get(&r, "duplicate_rate"), 0.0);
 }
 
 /// A selector that crashes (crash_p c per selection) and is down for

@@ -781,3 +781,18 @@ fn a_bad_schemes_flag_exits_2_with_one_message() {
         );
     }
 }
+
+/// A negative budget reaches tune's own check (exit 2, naming the flag and
+/// what it must be), instead of the argument parser's advice to write
+/// `-- -5`, which then fails too.
+#[test]
+fn a_negative_budget_is_refused_by_its_own_check() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = tune(COLLIDE, dir.path(), &["--max-ttfr-p95-ms", "-5"]).code(2);
+    let err = stderr(&a);
+    assert!(
+        err.contains("--max-ttfr-p95-ms -5: must be a positive number"),
+        "{err}"
+    );
+    assert!(!err.contains("-- -5"), "{err}");
+}

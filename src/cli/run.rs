@@ -67,6 +67,9 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     let budget = memory::budget(args.max_memory);
     let (scenario, sets) = (args.scenario.as_deref(), &args.set);
     let plan = Plan::load(scenario, sets, args.seed, args.reps, budget)?;
+    for w in plan.loaded.scheme_warnings() {
+        super::note(format_args!("herdsim: warning: {w}"));
+    }
     let shard = match args.shard {
         Some(spec) => Some(resolve_shard(spec, plan.points.len(), args.quiet)?),
         None => None,

@@ -21,7 +21,11 @@ pub struct Args {
     /// Latency budget: the mean p95 time to first response (ms) a setting
     /// may have. Without it latency does not count at all (the output then
     /// says what the recommendation cost in p95).
-    #[arg(long = "max-ttfr-p95-ms", value_name = "MS")]
+    #[arg(
+        long = "max-ttfr-p95-ms",
+        value_name = "MS",
+        allow_negative_numbers = true
+    )]
     pub max_ttfr_p95_ms: Option<f64>,
     /// Search this key over LO..HI (optionally in steps of STEP), or pin it
     /// to VALUE. Built in: agents.csma.min_ms=0..10000,

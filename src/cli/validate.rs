@@ -33,6 +33,9 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         args.reps,
         budget,
     )?;
+    for w in plan.loaded.scheme_warnings() {
+        super::note(format_args!("herdsim: warning: {w}"));
+    }
     let text = plan
         .loaded
         .resolved_toml()

@@ -37,6 +37,11 @@ pub const DEFAULT_MAX_EVENTS: u64 = 1_000_000_000;
 /// Largest `max_events`.
 pub const MAX_MAX_EVENTS: u64 = 1_000_000_000_000;
 
+/// Most fallbacks a question may have (`schemes.max_fallbacks`): under
+/// `owner` at most the agents but one ever take part; under `selector`
+/// each is one more selection.
+pub const MAX_FALLBACKS: u32 = 100;
+
 /// Most message ids a squatter pre-claims (`agents.N.squat_ahead`).
 pub const MAX_SQUAT_AHEAD: u32 = 100;
 

@@ -135,7 +135,14 @@ impl Request {
             threads,
             max_pending: usize::MAX,
         };
-        settings.max_pending = memory_check(&loaded, &base, &space, &settings, self.max_memory)?;
+        settings.max_pending = memory_check(
+            &loaded,
+            &base,
+            &space,
+            &settings,
+            self.max_memory,
+            self.reps,
+        )?;
         let schemes = match &self.schemes {
             Some(text) => self.scheme_searches(text, &loaded, &params, &settings)?,
             None => Vec::new(),
@@ -183,7 +190,7 @@ impl Request {
             let mut st = settings.clone();
             st.levels = levels;
             let base = l.base()?;
-            st.max_pending = memory_check(&l, &base, &space, &st, self.max_memory)?;
+            st.max_pending = memory_check(&l, &base, &space, &st, self.max_memory, self.reps)?;
             out.push(SchemeSearch {
                 scheme,
                 asked: named,
@@ -250,6 +257,7 @@ fn memory_check(
     space: &Space,
     s: &Settings,
     max_memory: Option<u64>,
+    reps_flag: Option<u32>,
 ) -> Result<usize, TuneError> {
     use crate::sweep::memory::{self, JOB_BYTES, Need, POINT_AGENT_BYTES, POINT_BYTES};
     let budget = memory::budget(max_memory);
@@ -258,9 +266,41 @@ fn memory_check(
     let runs = super::estimated_runs(space, s, grid);
     let agents = base.agent_count();
     let per_candidate = POINT_BYTES.saturating_add(agents.saturating_mul(POINT_AGENT_BYTES));
+    let (cand_bytes, run_bytes) = (
+        candidates.saturating_mul(per_candidate),
+        runs.saturating_mul(JOB_BYTES),
+    );
     let held = memory::PROCESS_BYTES
-        .saturating_add(candidates.saturating_mul(per_candidate))
-        .saturating_add(runs.saturating_mul(JOB_BYTES));
+        .saturating_add(cand_bytes)
+        .saturating_add(run_bytes);
+    // What the search holds (its replications, its candidates) alone is too
+    // much: that is the replications' or the grid's doing, not the agents'.
+    if held > budget {
+        let what = if run_bytes >= cand_bytes {
+            let origin = match reps_flag {
+                Some(r) => format!("--reps {r}"),
+                None => format!("{}: key `reps` ({})", loaded.file, s.reps),
+            };
+            format!(
+                "{origin} (up to --max-reps {}): the search's {runs} replications need about \
+                 {} of memory to hold, more than the {} this run may use (--max-memory); \
+                 lower --reps and --max-reps",
+                s.max_reps,
+                memory::show(held),
+                memory::show(budget)
+            )
+        } else {
+            format!(
+                "--grid {}: the search's {candidates} candidates need about {} of memory to \
+                 hold, more than the {} this run may use (--max-memory); use fewer levels or \
+                 parameters",
+                s.levels,
+                memory::show(held),
+                memory::show(budget)
+            )
+        };
+        return Err(bad(what));
+    }
     let need = Need {
         held,
         agents,
@@ -401,9 +441,19 @@ fn named_weights(parts: &[&str], flag: &str) -> Result<Weights, String> {
     Ok(w)
 }
 
+/// Largest weight of `--objective`. Only the weights' ratios matter; the
+/// objective's spread is formed from squares of weighted rates, which a
+/// weight near 1e154 overflows (and then nothing can be ranked or drawn).
+pub const MAX_WEIGHT: f64 = 1e6;
+
 fn weight(v: &str, flag: &str) -> Result<f64, String> {
     match v.trim().parse::<f64>() {
-        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+        Ok(x) if x.is_finite() && (0.0..=MAX_WEIGHT).contains(&x) => Ok(x),
+        Ok(x) if x.is_finite() && x > MAX_WEIGHT => Err(format!(
+            "{flag}: weight `{}` is above {MAX_WEIGHT:e}; only the weights' ratios matter, \
+             so divide them all by the same number",
+            v.trim()
+        )),
         _ => Err(format!(
             "{flag}: weight `{}` must be a number >= 0",
             v.trim()
@@ -414,6 +464,17 @@ fn weight(v: &str, flag: &str) -> Result<f64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A weight whose squares overflow is refused, naming the flag and
+    /// saying what to do; the largest accepted one is 1e6.
+    #[test]
+    fn weights_that_overflow_are_refused() {
+        for text in ["1,1e200,1", "dup=1e7", "1,1,1e308"] {
+            let e = parse_weights(text).expect_err(text);
+            assert!(e.contains("--objective") && e.contains("ratios"), "{e}");
+        }
+        assert!(parse_weights("1,1e6,1").is_ok());
+    }
 
     #[test]
     fn weights_parse_both_ways() {
@@ -513,6 +574,25 @@ mod tests {
         };
         let s = r.check().expect("fits 64 GiB");
         assert!(s.settings.max_pending < usize::MAX);
+    }
+
+    /// A search too large to hold because of its replications names
+    /// `--reps`, not an agent count it did not change.
+    #[test]
+    fn too_many_replications_name_reps() {
+        let r = Request {
+            reps: Some(100_000_000),
+            max_memory: Some(1 << 30),
+            ..request()
+        };
+        match r.check() {
+            Err(e) if e.exit_code() == 2 => {
+                let m = e.to_string();
+                assert!(m.contains("--reps 100000000"), "{m}");
+                assert!(!m.contains("agents"), "{m}");
+            }
+            _ => panic!("1e8 replications must be refused as bad input"),
+        }
     }
 
     #[test]

@@ -386,9 +386,20 @@ pub struct Agent<N: AgentNaming = Text> {
     /// since the last operator post.
     agent_msgs: u32,
     /// Under `owner` with a fallback: the questions this agent is a
-    /// fallback for, with where to answer, until it takes one or sees an
-    /// answer to it.
-    owed: Vec<(N::Msg, N::Dest)>,
+    /// fallback for, until it takes one or sees an answer to it.
+    owed: Vec<Owed<N>>,
+}
+
+/// A question an agent is the fallback for (under `owner`).
+#[derive(Debug, Clone)]
+struct Owed<N: AgentNaming> {
+    q: N::Msg,
+    /// Where the answer goes.
+    to: N::Dest,
+    /// The local time (ms) it last saw another agent's claim on the
+    /// question: a claim still believed live at the fallback time makes
+    /// the fallback skip, as a claim seen during a CSMA wait does.
+    claim_seen: Option<i64>,
 }
 
 impl Agent<Text> {
@@ -493,13 +504,26 @@ impl<N: AgentNaming> Agent<N> {
         match input {
             Input::Server { msg, depth } => self.on_server(now_us, msg, depth, out),
             Input::Timer { msg_id } => {
-                if let Some(i) = self.owed.iter().position(|(q, _)| q == msg_id) {
-                    // Its fallback time: no answer seen; take the question
-                    // as the owner does (CSMA wait, then claim or infer).
-                    let (q, to) = self.owed.swap_remove(i);
-                    self.call_client_drawing(now_us, out, |c, t, d, a| {
-                        c.on_message(t, q, to, false, d, a)
-                    });
+                if let Some(i) = self.owed.iter().position(|o| o.q == *msg_id) {
+                    // Its fallback time: no answer seen. A claim it saw
+                    // that is still believed live (the owner's, or an
+                    // earlier fallback's, within the TTL): skip, as a
+                    // CSMA wait that saw it does. Otherwise take the
+                    // question as the owner does (CSMA wait, then claim or
+                    // infer).
+                    let Owed { q, to, claim_seen } = self.owed.swap_remove(i);
+                    let ttl = i64::try_from(self.client.config().ttl_ms).unwrap_or(i64::MAX);
+                    let now_ms = self.local_ms(now_us);
+                    if claim_seen.is_some_and(|s| s.saturating_add(ttl) > now_ms) {
+                        out.push(Output::Skip {
+                            msg_id: q,
+                            reason: SkipReason::SeenClaim,
+                        });
+                    } else {
+                        self.call_client_drawing(now_us, out, |c, t, d, a| {
+                            c.on_message(t, q, to, false, d, a)
+                        });
+                    }
                 } else {
                     self.call_client_drawing(now_us, out, |c, t, d, a| c.on_timer(t, msg_id, d, a));
                 }
@@ -627,12 +651,8 @@ impl<N: AgentNaming> Agent<N> {
             ServerMsg::Error { .. } => None,
         };
         if let Some(id) = subject {
-            // An answer to a question it is a fallback for: forget it.
-            if !self.owed.is_empty()
-                && matches!(msg, ServerMsg::Msg { .. })
-                && let Some(i) = self.owed.iter().position(|(q, _)| q == id)
-            {
-                self.owed.swap_remove(i);
+            if !self.owed.is_empty() {
+                self.owed_sees(now, msg, id);
             }
             self.settle(id, out);
         }
@@ -771,6 +791,35 @@ impl<N: AgentNaming> Agent<N> {
         self.settle(msg_id, out);
     }
 
+    /// A server message about `id`, a question this agent may be the
+    /// fallback for: an answer to it ends the debt; another agent's claim
+    /// on it (relayed, or the server's FLOOR_CLAIMED) in the question's
+    /// channel is noted with the local time it was seen.
+    fn owed_sees(&mut self, now: u64, msg: &ServerMsg<N>, id: &N::Msg) {
+        let Some(i) = self.owed.iter().position(|o| o.q == *id) else {
+            return;
+        };
+        let claim = match msg {
+            ServerMsg::Msg { .. } => {
+                self.owed.swap_remove(i);
+                return;
+            }
+            ServerMsg::RespondingTo { from, channel, .. } => Some((from, channel)),
+            ServerMsg::FloorClaimed {
+                holder, channel, ..
+            } => Some((holder, channel)),
+            ServerMsg::Yield { .. } | ServerMsg::Error { .. } => None,
+        };
+        let t = self.local_ms(now);
+        if let Some((from, channel)) = claim
+            && from != self.id()
+            && *channel == self.owed[i].to
+        {
+            let o = &mut self.owed[i];
+            o.claim_seen = Some(o.claim_seen.map_or(t, |s| s.max(t)));
+        }
+    }
+
     /// Under `owner` with a fallback: seat (owner + k) mod n is the k-th
     /// fallback of the question (k = 1 .. at most `max_fallbacks`): it
     /// holds the question and looks again k * `fallback_us` from now.
@@ -780,7 +829,11 @@ impl<N: AgentNaming> Agent<N> {
         if k == 0 || k > self.gate.max_fallbacks || self.is_busy(q) {
             return;
         }
-        self.owed.push((q.clone(), to.clone()));
+        self.owed.push(Owed {
+            q: q.clone(),
+            to: to.clone(),
+            claim_seen: None,
+        });
         out.push(Output::Wants { msg_id: q.clone() });
         self.slots.entry(q.clone()).or_default().busy = true;
         out.push(Output::SetTimer {
@@ -1005,7 +1058,7 @@ impl<N: AgentNaming> Agent<N> {
         if !slot.busy || slot.running.is_some() || self.client.is_tracking(msg_id) {
             return;
         }
-        if !self.owed.is_empty() && self.owed.iter().any(|(q, _)| q == msg_id) {
+        if !self.owed.is_empty() && self.owed.iter().any(|o| o.q == *msg_id) {
             return;
         }
         self.slots.remove(msg_id);

@@ -149,6 +149,13 @@ impl RunAccumulator {
         self.wasted_count += 1;
     }
 
+    /// One inference wasted whose time was already billed (a selection:
+    /// billed when it started): `us` of it wasted.
+    pub fn wasted_billed(&mut self, us: u64) {
+        self.wasted_us += u128::from(us);
+        self.wasted_count += 1;
+    }
+
     /// Close the run.
     pub fn finish(&self, server: ServerCounts, events: u64) -> RunResult {
         let per = |x: u64| ratio(x as f64, self.messages as f64);

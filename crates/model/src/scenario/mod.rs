@@ -668,6 +668,81 @@ impl Loaded {
         }
     }
 
+    /// Settings of `[schemes]` that make no sense for any scheme this run
+    /// uses (the scenario's, and every value a `schemes.scheme` sweep
+    /// gives): warnings, not errors, each naming the key and where it is
+    /// (a sweep across schemes must still run). A key a sweep sets is left
+    /// alone.
+    pub fn scheme_warnings(&self) -> Vec<String> {
+        use crate::agent::Scheme;
+        let Ok(s) = self.base() else {
+            return Vec::new();
+        };
+        let swept = |key: &str| {
+            self.sweep
+                .iter()
+                .any(|a| validate::paths_overlap(&a.key, key))
+        };
+        let mut schemes = vec![s.schemes.scheme];
+        for a in self.sweep.iter().filter(|a| a.key == "schemes.scheme") {
+            schemes = a
+                .values
+                .iter()
+                .filter_map(|v| v.as_str().and_then(Scheme::from_name))
+                .collect();
+        }
+        let uses = |x: Scheme| schemes.contains(&x);
+        let names = schemes
+            .iter()
+            .map(|x| x.name())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut out = Vec::new();
+        let mut warn = |key: &str, message: String| {
+            out.push(self.error_at(key, message).to_string());
+        };
+        if s.schemes.fallback_ms > 0.0
+            && !swept("schemes.fallback_ms")
+            && !uses(Scheme::Owner)
+            && !uses(Scheme::Selector)
+        {
+            warn(
+                "schemes.fallback_ms",
+                format!(
+                    "has no effect: a fallback exists only under `owner` and `selector`, and \
+                     this run uses {names}"
+                ),
+            );
+        }
+        let selector_table = toml::from_str::<toml::Table>(&self.text)
+            .ok()
+            .and_then(|t| t.get("schemes")?.as_table()?.get("selector").cloned())
+            .is_some();
+        if selector_table && !uses(Scheme::Selector) {
+            warn(
+                "schemes.selector",
+                format!(
+                    "has no effect: the selector exists only under `selector`, and this run \
+                     uses {names}"
+                ),
+            );
+        }
+        if uses(Scheme::Mentions)
+            && s.workload.mention_p == 0.0
+            && s.schemes.default_agent.is_empty()
+            && !swept("workload.mention_p")
+            && !swept("schemes.default_agent")
+        {
+            warn(
+                "schemes.scheme",
+                "under `mentions` nothing is answered: `workload.mention_p` is 0 and no \
+                 `schemes.default_agent` is set"
+                    .into(),
+            );
+        }
+        out
+    }
+
     /// Validate the unswept scenario. A bad value that a sweep axis
     /// replaces at every point is left to the check of each point.
     fn check_base(&self, s: &Scenario) -> Result<(), ScenarioError> {

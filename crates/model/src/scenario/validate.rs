@@ -7,7 +7,7 @@ use super::{
 };
 use crate::dist::{DataCache, DistError, DistSpec};
 use crate::floor::PolicyKind;
-use crate::limits::{MAX_DURATION_MS, MAX_SQUAT_AHEAD, MAX_TIME_MS};
+use crate::limits::{MAX_DURATION_MS, MAX_FALLBACKS, MAX_SQUAT_AHEAD, MAX_TIME_MS};
 use std::path::Path;
 use toml::Spanned;
 use toml::Value;
@@ -63,7 +63,43 @@ pub fn check(s: &Scenario, base_dir: &Path, cache: &DataCache) -> Result<(), (St
 fn check_schemes(s: &Scenario, base_dir: &Path, cache: &DataCache) -> Result<(), (String, String)> {
     let c = &s.schemes;
     time("schemes.cooldown_ms", c.cooldown_ms)?;
-    time("schemes.fallback_ms", c.fallback_ms)?;
+    // A duration, not a time: with at most MAX_FALLBACKS of them after a
+    // post, a question's last fallback stays far inside the horizon (a
+    // time of 1e12 ms, k times over, passed it with every question
+    // answered and was blamed on the workload).
+    duration("schemes.fallback_ms", c.fallback_ms)?;
+    if c.max_fallbacks > MAX_FALLBACKS {
+        return fail(
+            "schemes.max_fallbacks",
+            format!(
+                "{} fallbacks a question is more than the {MAX_FALLBACKS} herdsim accepts",
+                c.max_fallbacks
+            ),
+        );
+    }
+    // Under `selector` every fallback is one more selection (an inference
+    // and a message) a question; with every choice hung, each question
+    // makes all of them. The run must be able to hold that many messages.
+    if c.scheme == crate::agent::Scheme::Selector && c.fallback_ms > 0.0 {
+        let w = &s.workload;
+        let posts = match w.duration_ms {
+            Some(d) => d / w.mean_gap_ms,
+            None => w.count as f64,
+        };
+        let selections = posts * (1.0 + f64::from(c.max_fallbacks));
+        if selections > crate::limits::MAX_MESSAGES as f64 {
+            return fail(
+                "schemes.max_fallbacks",
+                format!(
+                    "{posts:.0} questions with up to {} selections each could make {selections:e} \
+                     selections, more than the {:e} messages a run may post; lower \
+                     `schemes.max_fallbacks` or the workload",
+                    1 + c.max_fallbacks,
+                    crate::limits::MAX_MESSAGES as f64
+                ),
+            );
+        }
+    }
     let sel = &c.selector;
     dist(
         "schemes.selector.inference",
@@ -83,8 +119,10 @@ fn check_schemes(s: &Scenario, base_dir: &Path, cache: &DataCache) -> Result<(),
         let n: u64 = s.agents.iter().map(|g| u64::from(g.count)).sum();
         let n = usize::try_from(n).unwrap_or(usize::MAX);
         let id = |i| crate::names::agent_id(i, n);
-        let known = crate::names::parse_agent(&c.default_agent, n)
-            .is_some_and(|i| id(i as usize) == c.default_agent);
+        // The number names the agent, whatever its padding (`agent-0`,
+        // `agent-000`, `agent-0000`): one spelling across a sweep of the
+        // agent count, whose ids widen at 1000 agents.
+        let known = crate::names::parse_agent(&c.default_agent, n).is_some();
         if !known {
             let range = match n {
                 0 => "none".to_string(),

@@ -34,6 +34,10 @@ use std::sync::atomic::AtomicBool;
 
 pub use driver::Outcome;
 
+/// The operator's IDENTIFY name (here, not in `driver`, so that `observe`
+/// needs nothing of the driver that imports it).
+pub const OPERATOR: &str = "operator";
+
 /// Why a connection to the server did not open (`live`'s agents,
 /// `observe`): in words a user can act on (how to trust a private CA, the
 /// limit a server went over), with the WebSocket error as the source where

@@ -2,7 +2,7 @@
 //! (docs/live.md, "Metrics"). Everything here is fed by the driver at its
 //! scenario-time clock; nothing reads a clock itself.
 
-use super::driver::OPERATOR;
+use super::OPERATOR;
 use crate::agent::Scheme;
 use crate::metrics::run::{MessageOutcome, RunAccumulator, ServerCounts};
 use crate::metrics::{RunResult, stats::Percentiles};

@@ -279,6 +279,7 @@ impl World<'_> {
             msg: m,
             key,
             counted,
+            selection: false,
         });
         if counted {
             self.acc.started();
@@ -299,7 +300,9 @@ impl World<'_> {
     /// question (a selection is no answer), but an inference in the bill,
     /// billed now for the time it will run (to its end, its crash, or 0 s
     /// for a hang, as an agent's hung inference), so that its end is not
-    /// counted again.
+    /// counted again. A hung or crashed selection is wasted inference (its
+    /// count, and a crashed one's time to the crash), as an agent's; a
+    /// completed one is not, posted or not (docs/metrics.md).
     fn start_selection(&mut self, a: u32, m: u32, dur: u64, end: InferenceEnd) {
         let now = self.eng.now();
         let (key, billed) = match end {
@@ -313,14 +316,21 @@ impl World<'_> {
                 dur,
             ),
         };
+        let channel = self.msgs.get(&m).is_some_and(|i| i.channel_msg);
         self.agents[a as usize].running.push(Inference {
             msg: m,
             key,
             counted: false,
+            selection: channel,
         });
-        if self.msgs.get(&m).is_some_and(|i| i.channel_msg) {
+        if channel {
             self.acc.started();
             self.acc.billed(billed);
+            // A hung selection is wasted (a call of 0 s), as an agent's
+            // hung inference; a crashed one when the crash comes.
+            if end == InferenceEnd::Hang {
+                self.acc.wasted_billed(0);
+            }
         }
         let until = key.map(|_| now + dur);
         self.trace_state(
@@ -340,8 +350,11 @@ impl World<'_> {
         if let Some(k) = r.key {
             self.eng.cancel(k);
         }
-        if let (true, Some(ran)) = (r.counted, wasted) {
-            self.acc.wasted(ran);
+        match wasted {
+            Some(ran) if r.counted => self.acc.wasted(ran),
+            // A selection's time was billed when it started.
+            Some(ran) if r.selection => self.acc.wasted_billed(ran),
+            _ => {}
         }
     }
 }

@@ -155,6 +155,10 @@ struct Inference {
     key: Option<EventKey>,
     /// It counts in the metrics (its message is a channel message).
     counted: bool,
+    /// A selection on a channel question: not an answer (`counted` is
+    /// false, so its selection is no reply in the counts), but a crash
+    /// that cuts it is wasted inference, as an agent's.
+    selection: bool,
 }
 
 /// One agent as the world sees it: the actor, plus what the world keeps

@@ -9,6 +9,15 @@
 //! Memory is 4 bytes per number in the window plus one [`MsgInfo`] per
 //! open message: a message held open for the whole run (a hung inference)
 //! costs 4 bytes per later number, which `max_events` bounds.
+//!
+//! Time: each window entry is pushed once (at the back, when a newer
+//! number opens) and popped at most once (from the front, when every
+//! older number has closed), so a run's window work is linear in its
+//! messages. The back is never trimmed: trimming it when the newest
+//! message closed, with an old one still open, walked back over every
+//! empty entry to the old one, and the next message pushed them all
+//! again, which made a run with one question held open (a selector's
+//! fallbacks on a hung choice) quadratic in its messages.
 
 use super::messages::MsgInfo;
 use std::collections::VecDeque;
@@ -26,6 +35,9 @@ pub(super) struct OpenMsgs {
     slab: Vec<MsgInfo>,
     /// Free slab entries.
     free: Vec<u32>,
+    /// Window entries pushed and popped so far (the test of linear work).
+    #[cfg(test)]
+    work: u64,
 }
 
 impl OpenMsgs {
@@ -64,6 +76,10 @@ impl OpenMsgs {
             self.base = m;
         }
         if m < self.base {
+            #[cfg(test)]
+            {
+                self.work += u64::from(self.base - m);
+            }
             for _ in m..self.base {
                 self.window.push_front(EMPTY);
             }
@@ -71,6 +87,10 @@ impl OpenMsgs {
         }
         let i = (m - self.base) as usize;
         if i >= self.window.len() {
+            #[cfg(test)]
+            {
+                self.work += (i + 1 - self.window.len()) as u64;
+            }
             self.window.resize(i + 1, EMPTY);
         }
         self.window[i] = s;
@@ -83,9 +103,10 @@ impl OpenMsgs {
         while self.window.front() == Some(&EMPTY) {
             self.window.pop_front();
             self.base += 1;
-        }
-        while self.window.back() == Some(&EMPTY) {
-            self.window.pop_back();
+            #[cfg(test)]
+            {
+                self.work += 1;
+            }
         }
         self.free.push(s);
         let info = &mut self.slab[s as usize];
@@ -127,10 +148,36 @@ mod tests {
         assert_eq!(o.remove(&3).map(|i| i.post_us), None);
         assert_eq!((o.base, o.window.len()), (5, 5));
         assert_eq!(o.remove(&9).map(|i| i.post_us), Some(9));
-        assert_eq!((o.base, o.window.len()), (5, 1));
+        // The back is not trimmed (the next number reuses it).
+        assert_eq!((o.base, o.window.len()), (5, 5));
         o.insert(6, info(6)); // reuses the freed slab entries
         assert_eq!(o.slab.len(), 3);
         assert_eq!(o.numbers(), vec![5, 6]);
+        assert_eq!(o.remove(&5).map(|i| i.post_us), Some(5));
+        assert_eq!(o.remove(&6).map(|i| i.post_us), Some(6));
+        assert!(o.window.is_empty() && o.numbers().is_empty());
+    }
+
+    /// One message held open (number 0, a question whose selections go on)
+    /// while n later messages open and close one after the other: the
+    /// window work stays at most 2 entries a message (one push, one pop),
+    /// for every n, instead of growing with n. Counted, not timed.
+    #[test]
+    fn an_old_open_message_keeps_the_work_linear() {
+        for n in [1_000u32, 10_000, 100_000] {
+            let mut o = OpenMsgs::default();
+            o.insert(0, info(0));
+            for m in 1..=n {
+                o.insert(m, info(u64::from(m)));
+                assert!(o.remove(&m).is_some());
+            }
+            assert!(o.remove(&0).is_some());
+            let work = o.work;
+            assert!(
+                work <= 2 * u64::from(n) + 2,
+                "n = {n}: {work} window entries pushed and popped"
+            );
+        }
     }
 
     #[derive(Debug, Clone)]

@@ -181,7 +181,8 @@ impl Prepared {
             ids.push(SELECTOR.to_string());
         }
         let dense = dense_names(&ids, &groups, &w.channel, &s.script);
-        let default_agent = ids.iter().position(|a| *a == s.schemes.default_agent);
+        // By its number, whatever its padding (validation checked it).
+        let default_agent = names::parse_agent(&s.schemes.default_agent, n).map(|i| i as usize);
         let handles: Vec<AgentId> = ids.iter().map(|a| agent_of(&dense, a)).collect();
         let mut index_of = vec![NOT_AGENT; dense.agents()];
         for (i, h) in handles.iter().enumerate() {

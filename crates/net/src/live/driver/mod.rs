@@ -51,8 +51,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// The operator's IDENTIFY name.
-pub const OPERATOR: &str = "operator";
+pub use super::OPERATOR;
 
 /// Real time without any frame of our own traffic, once the workload is
 /// over and no timer is pending, after which the run ends.

@@ -511,6 +511,7 @@ pub fn axes<'a, DB: DrawingBackend>(
 where
     DB::ErrorType: 'static,
 {
+    let (x, y) = (layout::sane_range(a.x), layout::sane_range(a.y));
     let mut builder = ChartBuilder::on(area);
     if let Some((c, st)) = &a.caption {
         builder.caption(c, st.clone());
@@ -523,12 +524,12 @@ where
         .margin_left(left)
         .x_label_area_size(a.label_areas.0)
         .y_label_area_size(a.label_areas.1)
-        .build_cartesian_2d(a.x.0..a.x.1, a.y.0..a.y.1)
+        .build_cartesian_2d(x.0..x.1, y.0..y.1)
         .map_err(de)?;
     let (pw, ph) = chart.plotting_area().dim_in_pixel();
     let (xn, yn) = (a.x_ticks.count(pw), a.y_ticks.count(ph));
-    let x_dec = layout::tick_decimals(a.x.0, a.x.1, xn);
-    let y_dec = layout::tick_decimals(a.y.0, a.y.1, yn);
+    let x_dec = layout::tick_decimals(x.0, x.1, xn);
+    let y_dec = layout::tick_decimals(y.0, y.1, yn);
     let xfmt = |v: &f64| a.x_ticks.label(*v, x_dec);
     let yfmt = |v: &f64| a.y_ticks.label(*v, y_dec);
     let mut mesh = chart.configure_mesh();

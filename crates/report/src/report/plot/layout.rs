@@ -127,6 +127,35 @@ pub fn dashes(start: f64, end: f64, period: f64, on: f64) -> Vec<(f64, f64)> {
     out
 }
 
+/// An axis range plotters can lay ticks on in finite time. Its tick
+/// search divides the span until the ticks are too many, and walks from
+/// one end to the other by the step: on an infinite or NaN end, or a span
+/// so small beside the values that adding the step changes nothing (the
+/// objective of `tune --objective 1,1e200,1`), it never ends. So: ends
+/// that are not finite are replaced (by the other end, or 0..1), ends
+/// are kept within +-1e300 (the span stays finite), and a non-zero span
+/// below 1e-9 of the values (or below 1e-12) is widened about its middle
+/// to that. Every range a figure of sane values has is returned as it is.
+pub fn sane_range(r: (f64, f64)) -> (f64, f64) {
+    const BIG: f64 = 1e300;
+    let (lo, hi) = match (r.0.is_finite(), r.1.is_finite()) {
+        (true, true) => r,
+        (true, false) => (r.0, r.0 + 1.0),
+        (false, true) => (r.1 - 1.0, r.1),
+        (false, false) => (0.0, 1.0),
+    };
+    let (lo, hi) = (lo.clamp(-BIG, BIG), hi.clamp(-BIG, BIG));
+    let span = hi - lo;
+    let mag = lo.abs().max(hi.abs());
+    let min_span = (mag * 1e-9).max(1e-12);
+    if span == 0.0 || span.abs() >= min_span {
+        return (lo, hi);
+    }
+    let mid = lo / 2.0 + hi / 2.0;
+    let half = span.signum() * min_span / 2.0;
+    (mid - half, mid + half)
+}
+
 /// Scale and unit of a time axis whose largest value is `max_ms`: seconds
 /// from 2 s on, milliseconds below.
 pub fn time_unit(max_ms: f64) -> (f64, &'static str) {
@@ -279,6 +308,72 @@ pub fn capitalize(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Absurd ranges come back finite, ordered as given, with a span the
+    /// tick step can walk (adding a tenth of the step to an end moves it),
+    /// and a range of sane values comes back unchanged.
+    #[test]
+    fn absurd_ranges_are_made_walkable() {
+        for r in [
+            (0.0, 1.0),
+            (2.5, 3e4),
+            (-1.0, 100.0),
+            (5.0, 5.0),
+            (1.0, 0.0),
+        ] {
+            assert_eq!(sane_range(r), r);
+        }
+        let absurd = [
+            (0.0, f64::INFINITY),
+            (f64::NEG_INFINITY, 3.0),
+            (f64::NAN, f64::NAN),
+            (-f64::MAX, f64::MAX),
+            (1e200, 1e200 * (1.0 + 1e-15)),
+            (1e200, 1.08e200),
+            (0.0, 1e-300),
+            (7.0, 7.0 + 1e-14),
+        ];
+        for r in absurd {
+            let (lo, hi) = sane_range(r);
+            assert!(
+                lo.is_finite() && hi.is_finite() && (hi - lo).is_finite(),
+                "{r:?}"
+            );
+            let step = tick_step(lo.min(hi), lo.max(hi), 12) / 10.0;
+            assert!(lo.min(hi) + step > lo.min(hi), "{r:?}: step {step}");
+        }
+    }
+
+    /// plotters' own tick search finishes on every absurd range once it
+    /// is made sane (the figure of `tune --objective 1,1e200,1` drew for
+    /// ever): a chart on an in-memory bitmap with each range as its y axis.
+    #[test]
+    fn a_chart_with_absurd_ranges_is_drawn() {
+        use plotters::prelude::*;
+        super::super::output::ensure_fonts().expect("fonts");
+        for r in [
+            (0.0, f64::INFINITY),
+            (-f64::MAX, f64::MAX),
+            (1e200, 1e200 * (1.0 + 1e-15)),
+            (0.0, 1e-300),
+        ] {
+            let mut buf = vec![0u8; 200 * 150 * 3];
+            let root = BitMapBackend::with_buffer(&mut buf, (200, 150)).into_drawing_area();
+            let axes = super::super::draw::Axes {
+                caption: None,
+                margins: [5, 5, 5, 5],
+                label_areas: (20, 40),
+                x: r,
+                y: r,
+                x_ticks: super::super::draw::Ticks::Every(60.0),
+                y_ticks: super::super::draw::Ticks::Every(40.0),
+                x_desc: None,
+                y_desc: None,
+                fonts: (10.0, 10.0),
+            };
+            super::super::draw::axes(&root, &axes).expect("drawn");
+        }
+    }
 
     #[test]
     fn ticks_drop_useless_decimals() {

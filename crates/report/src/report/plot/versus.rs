@@ -160,7 +160,10 @@ where
         .margin(12)
         .x_label_area_size(30)
         .y_label_area_size(70)
-        .build_cartesian_2d(-0.6f64..1.6f64, lo..y1)
+        .build_cartesian_2d(-0.6f64..1.6f64, {
+            let (lo, y1) = super::layout::sane_range((lo, y1));
+            lo..y1
+        })
         .map_err(de)?;
     let y_dec = decimals_for(tick_step(lo, y1, 6));
     chart
