@@ -738,6 +738,13 @@ pub fn pareto_chart(name: &str, out: &Outcome, s: &Settings) -> ParetoChart {
             Some("unanswered_rate"),
         ));
     }
+    // Across schemes, one group per scheme, in evaluation order.
+    let mut schemes: Vec<crate::agent::Scheme> = Vec::new();
+    for x in out.candidates.iter().filter_map(|c| c.scheme) {
+        if !schemes.contains(&x) {
+            schemes.push(x);
+        }
+    }
     let points = out
         .candidates
         .iter()
@@ -745,6 +752,7 @@ pub fn pareto_chart(name: &str, out: &Outcome, s: &Settings) -> ParetoChart {
         .map(|c| {
             let x = c.summary(BUDGET_METRIC);
             ParetoPoint {
+                group: c.scheme.and_then(|x| schemes.iter().position(|y| *y == x)),
                 x_ms: (x.mean, x.ci95),
                 ys: panels
                     .iter()
@@ -794,6 +802,10 @@ pub fn pareto_chart(name: &str, out: &Outcome, s: &Settings) -> ParetoChart {
         budget_ms: s.budget_ms,
         panels: panels.into_iter().map(|(a, _)| a).collect(),
         points,
+        groups: schemes
+            .iter()
+            .map(|x| format!("scheme {}", x.name()))
+            .collect(),
     }
 }
 

@@ -1314,6 +1314,13 @@ impl YAxis {
             let min_mean = pts().map(|p| p.1).fold(f64::INFINITY, f64::min);
             linear_range(kind, bars, lo, hi, min_mean)
         };
+        // A marker on an edge (a 0, a share at 100%, a log axis's zero row)
+        // is drawn whole; a bar starts on the axis and needs no room.
+        let range = if bars || empty {
+            range
+        } else {
+            layout::edge_room(range, all.iter().flatten().map(|p| p.1))
+        };
         YAxis { range, log, empty }
     }
 }
