@@ -122,6 +122,7 @@ fn tune_default(c: &mut Criterion) {
     let base = l.base().expect("resolves");
     let settings = Settings {
         policy: PolicyKind::Spec,
+        current_policy: PolicyKind::Spec,
         seed: base.seed,
         reps: base.reps,
         max_reps: base.reps * 4,

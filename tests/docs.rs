@@ -149,6 +149,95 @@ fn links(text: &str) -> Vec<(usize, String)> {
     out
 }
 
+/// The cells of a table row as GitHub-flavoured Markdown splits them: on
+/// every `|` not escaped with a backslash (inside code spans too), a
+/// leading and a trailing `|` dropped.
+fn table_cells(line: &str) -> usize {
+    let row = line.trim();
+    let row = row.strip_prefix('|').unwrap_or(row);
+    let row = match row.strip_suffix('|') {
+        Some(r) if !r.ends_with('\\') => r,
+        _ => row,
+    };
+    let mut cells = 1;
+    let mut escaped = false;
+    for c in row.chars() {
+        if c == '|' && !escaped {
+            cells += 1;
+        }
+        escaped = c == '\\' && !escaped;
+    }
+    cells
+}
+
+/// A table's delimiter row: `|---|:--:|`, every cell dashes with optional
+/// colons, and at least one `|` (a line of dashes alone is a rule).
+fn is_delimiter_row(line: &str) -> bool {
+    let row = line.trim();
+    row.contains('|')
+        && row.contains('-')
+        && row.trim_matches('|').split('|').all(|c| {
+            let c = c.trim();
+            let c = c.strip_prefix(':').unwrap_or(c);
+            let c = c.strip_suffix(':').unwrap_or(c);
+            !c.is_empty() && c.chars().all(|x| x == '-')
+        })
+}
+
+/// Every table of `text` (outside code blocks) whose delimiter row has
+/// another number of cells than its header: GitHub then renders no table
+/// at all. As (line, header cells, delimiter cells).
+fn broken_tables(text: &str) -> Vec<(usize, usize, usize)> {
+    let mut out = Vec::new();
+    let mut fence = false;
+    let mut prev: Option<&str> = None;
+    for (n, l) in text.lines().enumerate() {
+        if l.trim_start().starts_with("```") {
+            fence = !fence;
+            prev = None;
+            continue;
+        }
+        if fence {
+            continue;
+        }
+        if let Some(h) = prev.filter(|h| h.contains('|') && is_delimiter_row(l)) {
+            let (hc, dc) = (table_cells(h), table_cells(l));
+            if hc != dc {
+                out.push((n + 1, hc, dc));
+            }
+        }
+        prev = Some(l);
+    }
+    out
+}
+
+#[test]
+fn every_markdown_table_has_a_delimiter_row_as_wide_as_its_header() {
+    // The check itself: one column too many is caught, an escaped pipe
+    // and a code span are not miscounted, a rule is not a table.
+    let doc = "| a | b |\n|---|---|---|\n| 1 | 2 |\n\n| `x\\|y` | b |\n|:--|--:|\n\n\
+               text\n---\n\n```\n| a |\n|---|---|\n```\n";
+    assert_eq!(broken_tables(doc), [(2, 2, 3)]);
+    assert_eq!(table_cells("a | b"), 2);
+    let mut broken = Vec::new();
+    let mut tables = 0;
+    for f in markdown_files() {
+        let text = std::fs::read_to_string(Path::new(ROOT).join(&f)).expect("reads");
+        tables += text.lines().filter(|l| is_delimiter_row(l)).count();
+        for (line, h, d) in broken_tables(&text) {
+            broken.push(format!(
+                "{f}:{line}: a header of {h} cells, a delimiter row of {d}"
+            ));
+        }
+    }
+    assert!(tables > 10, "found only {tables} tables");
+    assert!(
+        broken.is_empty(),
+        "tables that do not render:\n{}",
+        broken.join("\n")
+    );
+}
+
 #[test]
 fn every_doc_link_stays_in_the_repo_and_resolves() {
     let root = Path::new(ROOT).canonicalize().expect("root");

@@ -650,6 +650,16 @@ fn the_right_policy_agrees() {
     ] {
         assert_eq!(agree[m], "true", "{m}\n{stdout}");
     }
+    // Issue 47: live-check cannot tell spec from tombstone; the advice says
+    // what can, and does not send you to the scenario you just ran.
+    let flat = stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(!flat.contains("live-check.toml"), "{stdout}");
+    if flat.contains("cannot tell spec from") {
+        assert!(
+            flat.contains("use a scenario in which their simulations differ"),
+            "{stdout}"
+        );
+    }
 }
 
 /// A value of the file that `--set` replaces is not validated: a bad

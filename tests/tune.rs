@@ -301,12 +301,70 @@ fn policy_and_extra_parameters_show_in_the_output() {
     );
     let (h, rows) = candidates(&dir.path().join("collide/tune/candidates.csv"));
     let p = col(&h, "agents.respond_p");
+    // The current settings run under the scenario's own policy (spec), every
+    // candidate searched under --policy.
+    assert_eq!(rows[0][col(&h, "policy")], "spec");
     assert!(
         rows.iter()
+            .skip(1)
             .all(|r| r[col(&h, "policy")] == "agentchat-0.36")
     );
     // A float range prints with the decimals of its step.
     assert!(rows.iter().skip(1).all(|r| r[p].len() == 5), "{rows:?}");
+}
+
+/// A fitted scenario says its channel runs without floor control
+/// (`policies = ["none"]`): the current settings are that, policy included,
+/// with the duplicates it has, while the search runs under `--policy`
+/// (spec) and the current settings are never recommended.
+#[test]
+fn the_current_settings_run_under_the_scenarios_own_policy() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = tune(
+        COLLIDE,
+        dir.path(),
+        &[
+            "--set",
+            "policies=[\"none\"]",
+            "--set",
+            "workload.count=40",
+            "--grid",
+            "3",
+            "--reps",
+            "2",
+        ],
+    )
+    .success();
+    let text = stdout(&a);
+    let f = flat(&text);
+    assert!(
+        f.contains("# herdsim tune: scenario `collide`, policy spec,"),
+        "{text}"
+    );
+    assert!(
+        f.contains("the current settings (policy none, CSMA 0..2000 ms, TTL 60000 ms)"),
+        "{text}"
+    );
+    let (h, rows) = candidates(&dir.path().join("collide/tune/candidates.csv"));
+    let (po, so, ch) = (col(&h, "policy"), col(&h, "source"), col(&h, "chosen"));
+    assert_eq!(
+        (rows[0][po].as_str(), rows[0][so].as_str()),
+        ("none", "current")
+    );
+    assert_eq!(rows[0][ch], "false");
+    assert!(rows.iter().skip(1).all(|r| r[po] == "spec"), "{rows:?}");
+    // Five agents that all answer, without floor control: most answers are
+    // duplicates (under spec, none are).
+    let dup = num(&rows[0][col(&h, "duplicate_rate_mean")]);
+    assert!(dup > 0.5, "current duplicate_rate {dup}");
+    let table = text
+        .lines()
+        .find(|l| l.starts_with("#   duplicate_rate "))
+        .unwrap_or_else(|| panic!("duplicate_rate row in:\n{text}"));
+    assert!(
+        !table.contains("0 ± 0%                    0 ± 0%"),
+        "{table}"
+    );
 }
 
 #[test]

@@ -107,6 +107,11 @@ impl Weights {
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub policy: PolicyKind,
+    /// The policy the current settings run under: the scenario's own
+    /// (`policies`: `policy` when the scenario lists it, else the first it
+    /// lists). When it differs from `policy`, the current settings are a
+    /// reference only, never recommended.
+    pub current_policy: PolicyKind,
     /// Master seed: replication `r` of every candidate uses `rep_seed(seed, 0, r)`.
     pub seed: u64,
     /// Replications of every candidate.
@@ -159,10 +164,19 @@ pub struct Candidate {
     /// The scheme it ran under, when `tune` searched across schemes
     /// (`--schemes`); `None` otherwise.
     pub scheme: Option<Scheme>,
+    /// The policy it ran under when not the one searched
+    /// ([`Settings::policy`]): the current settings of a scenario whose own
+    /// policy is another ([`Settings::current_policy`]).
+    pub own_policy: Option<PolicyKind>,
     prepared: Prepared,
 }
 
 impl Candidate {
+    /// The policy it ran under, `searched` unless it has its own.
+    pub fn policy(&self, searched: PolicyKind) -> PolicyKind {
+        self.own_policy.unwrap_or(searched)
+    }
+
     /// Replications run.
     pub fn reps(&self) -> usize {
         self.runs.len()
@@ -512,11 +526,16 @@ impl Tuner<'_> {
                 .map_err(|e| TuneError::Input(format!("{}: {e}", self.loaded.file)))?;
         prepared.set_max_pending(self.s.max_pending);
         let values = self.space.current();
-        let eligible = values
-            .as_ref()
-            .is_some_and(|v| self.space.valid(v) && self.space.contains(v));
+        // Under another policy than the one searched, the current settings
+        // are the reference the recommendation is measured against, not a
+        // point of the search.
+        let own_policy = Some(self.s.current_policy).filter(|p| *p != self.s.policy);
+        let eligible = own_policy.is_none()
+            && values
+                .as_ref()
+                .is_some_and(|v| self.space.valid(v) && self.space.contains(v));
         let id = self.cands.len();
-        if let Some(v) = &values {
+        if let Some(v) = values.as_ref().filter(|_| own_policy.is_none()) {
             // Only an exact match on the lattice is the same candidate.
             if self.space.snap(v) == *v {
                 self.seen.insert(bits(v), id);
@@ -529,6 +548,7 @@ impl Tuner<'_> {
             eligible,
             runs: Vec::new(),
             scheme: None,
+            own_policy,
             prepared,
         });
         Ok(id)
@@ -558,6 +578,7 @@ impl Tuner<'_> {
             eligible: true,
             runs: Vec::new(),
             scheme: None,
+            own_policy: None,
             prepared,
         });
         Ok(id)
@@ -586,10 +607,11 @@ impl Tuner<'_> {
         let mut ids = ids.to_vec();
         ids.sort_unstable();
         ids.dedup();
-        let (policy, seed) = (self.s.policy, self.s.seed);
+        let seed = self.s.seed;
         let jobs: Vec<Job> = ids
             .iter()
             .flat_map(|&id| {
+                let policy = self.cands[id].policy(self.s.policy);
                 (self.cands[id].reps() as u32..n).map(move |rep| Job {
                     point: id,
                     policy,
@@ -819,6 +841,7 @@ mod tests {
         let space = Space::new(&loaded, &[]).expect("space");
         let settings = Settings {
             policy: PolicyKind::Spec,
+            current_policy: PolicyKind::Spec,
             seed: 7,
             reps: 4,
             max_reps: 8,

@@ -73,7 +73,7 @@ pub fn candidates_csv(
     for c in &out.candidates {
         let mut rec = vec![
             scenario.to_string(),
-            s.policy.name().to_string(),
+            c.policy(s.policy).name().to_string(),
             c.id.to_string(),
             c.source.name().to_string(),
         ];
@@ -140,17 +140,24 @@ fn change(p: &Paired, scale: f64, unit: &str) -> String {
 /// A short description of a candidate's settings: `CSMA 0..9800 ms, TTL
 /// 45000 ms, agents.respond_p 0.45`.
 pub fn describe(space: &Space, c: &Candidate) -> String {
+    // The current settings under the scenario's own policy, when it is not
+    // the one searched, say so first.
+    let policy = c.own_policy.map(|p| format!("policy {}", p.name()));
     let Some(v) = &c.values else {
-        return "the scenario as written".into();
+        return match policy {
+            Some(p) => format!("the scenario as written, {p}"),
+            None => "the scenario as written".into(),
+        };
     };
-    let mut parts = vec![
+    let mut parts: Vec<String> = policy.into_iter().collect();
+    parts.extend([
         format!(
             "CSMA {}..{} ms",
             value_text(&space.dims[0], v[0]),
             value_text(&space.dims[1], v[1])
         ),
         format!("TTL {} ms", value_text(&space.dims[2], v[2])),
-    ];
+    ]);
     for (d, x) in space.dims.iter().zip(v).skip(3) {
         parts.push(format!("{} {}", d.key, value_text(d, *x)));
     }
@@ -731,6 +738,13 @@ pub fn pareto_chart(name: &str, out: &Outcome, s: &Settings) -> ParetoChart {
             Some("unanswered_rate"),
         ));
     }
+    // Across schemes, one group per scheme, in evaluation order.
+    let mut schemes: Vec<crate::agent::Scheme> = Vec::new();
+    for x in out.candidates.iter().filter_map(|c| c.scheme) {
+        if !schemes.contains(&x) {
+            schemes.push(x);
+        }
+    }
     let points = out
         .candidates
         .iter()
@@ -738,6 +752,7 @@ pub fn pareto_chart(name: &str, out: &Outcome, s: &Settings) -> ParetoChart {
         .map(|c| {
             let x = c.summary(BUDGET_METRIC);
             ParetoPoint {
+                group: c.scheme.and_then(|x| schemes.iter().position(|y| *y == x)),
                 x_ms: (x.mean, x.ci95),
                 ys: panels
                     .iter()
@@ -787,6 +802,10 @@ pub fn pareto_chart(name: &str, out: &Outcome, s: &Settings) -> ParetoChart {
         budget_ms: s.budget_ms,
         panels: panels.into_iter().map(|(a, _)| a).collect(),
         points,
+        groups: schemes
+            .iter()
+            .map(|x| format!("scheme {}", x.name()))
+            .collect(),
     }
 }
 

@@ -124,8 +124,17 @@ impl Request {
             .map_err(bad)?;
         let space = Space::new(&loaded, &params).map_err(bad)?;
         let levels = self.levels(&space)?;
+        // The current settings run under the scenario's own policy: the one
+        // searched when the scenario lists it, else the first it lists.
+        let listed = base.policy_kinds();
+        let current_policy = if listed.contains(&policy) {
+            policy
+        } else {
+            listed.first().copied().unwrap_or(policy)
+        };
         let mut settings = Settings {
             policy,
+            current_policy,
             seed: self.seed.unwrap_or(base.seed),
             reps,
             max_reps,
@@ -189,6 +198,11 @@ impl Request {
             let levels = self.levels(&space)?;
             let mut st = settings.clone();
             st.levels = levels;
+            // Only the scenario's own scheme has current settings of its
+            // own; another scheme's start from them under the policy searched.
+            if scheme != own {
+                st.current_policy = st.policy;
+            }
             let base = l.base()?;
             st.max_pending = memory_check(&l, &base, &space, &st, self.max_memory, self.reps)?;
             out.push(SchemeSearch {

@@ -16,30 +16,18 @@ pub const SCHEME_METRICS: [&str; 6] = [
     "inference_s_per_msg",
 ];
 
-/// Metric names, in CSV column order. Rates are fractions in 0..1.
-pub const METRICS: [&str; 21] = [
-    "duplicate_rate",
-    "responses_per_msg",
-    "unanswered_rate",
-    "wasted_inference_rate",
-    "wasted_inference_count_rate",
-    "ttfr_p50_ms",
-    "ttfr_p95_ms",
-    "ttfr_p99_ms",
-    "claims",
-    "yields",
-    "expired_claims",
-    "relayed",
-    "lost",
-    "events",
-    "messages",
-    "overruled",
-    "inferences",
-    "starters_per_msg",
-    "single_starter_rate",
-    "inference_calls_per_msg",
-    "inference_s_per_msg",
-];
+/// Metric names, in CSV column order ([`super::catalogue::CATALOGUE`]'s).
+/// Rates are fractions in 0..1.
+pub const METRICS: [&str; 21] = {
+    let c = &super::catalogue::CATALOGUE;
+    let mut names = [""; 21];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = c[i].name;
+        i += 1;
+    }
+    names
+};
 
 /// What one message contributed, handed over when it is finished.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

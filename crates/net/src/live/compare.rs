@@ -209,6 +209,64 @@ pub fn counts_csv(scenario: &str, policy: &str, lines: &[CountLine]) -> anyhow::
     w.into_inner().map_err(|e| anyhow::anyhow!("{e}"))
 }
 
+/// The bundled scenario made to tell policies apart in `live --compare`
+/// (its `name`, and its path in the repository).
+pub const LIVE_CHECK: (&str, &str) = ("live-check", "scenarios/live-check.toml");
+
+/// The policies [`LIVE_CHECK`] tells apart, in groups: its simulations
+/// under two policies of different groups differ, under two of one group
+/// they agree (a 1 s TTL against 3 s inference separates agentchat's
+/// sweep and no floor at all from the expiry at the deadline, which
+/// `spec`, `tombstone` and `server-time` share).
+pub const LIVE_CHECK_GROUPS: [&[&str]; 3] = [
+    &["spec", "tombstone", "server-time"],
+    &["agentchat-0.36"],
+    &["none"],
+];
+
+fn live_check_separates(a: &str, b: &str) -> bool {
+    let group = |p: &str| LIVE_CHECK_GROUPS.iter().position(|g| g.contains(&p));
+    group(a).is_some() && group(b).is_some() && group(a) != group(b)
+}
+
+/// What `live --compare` says when every metric of a live run under `me`
+/// also agrees with a simulation of each policy of `alike` (on the
+/// scenario `scenario`, by name): the scenario cannot tell them apart, and
+/// what can. It points at [`LIVE_CHECK`] only for the policies that one
+/// tells from `me`, and never at the scenario being run.
+pub fn alike_advice(scenario: &str, me: &str, alike: &[&str]) -> String {
+    let list = alike.join(", ");
+    let mut text = format!(
+        "every metric agrees with a simulation of {list} too: this scenario cannot tell {me} \
+         from {list}"
+    );
+    let here = scenario == LIVE_CHECK.0;
+    let (told, rest): (Vec<&str>, Vec<&str>) = alike
+        .iter()
+        .partition(|p| !here && live_check_separates(me, p));
+    if !told.is_empty() {
+        text.push_str(&format!(
+            "; to check which policy a server runs, {} tells {me} from {}",
+            LIVE_CHECK.1,
+            told.join(", ")
+        ));
+    }
+    if !rest.is_empty() {
+        let names: Vec<String> = std::iter::once(me)
+            .chain(rest.iter().copied())
+            .map(|p| format!("\"{p}\""))
+            .collect();
+        text.push_str(&format!(
+            "; to tell {me} from {}, use a scenario in which their simulations differ \
+             (herdsim run SCENARIO --set 'policies=[{}]' shows whether they do)",
+            rest.join(", "),
+            names.join(",")
+        ));
+    }
+    text.push('\n');
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -255,5 +313,73 @@ mod tests {
         assert!((t + 3.674).abs() < 1e-3, "{t}");
         assert!((p - 0.0213).abs() < 1e-3, "{p}");
         assert!(welch(&[1.0], &[2.0, 3.0]).1.is_nan());
+    }
+    /// Issue 47: on scenarios/live-check.toml itself, the advice never
+    /// points at scenarios/live-check.toml; elsewhere it does, for the
+    /// policies live-check tells apart only.
+    #[test]
+    fn the_advice_never_points_at_the_scenario_being_run() {
+        let here = alike_advice("live-check", "spec", &["tombstone", "server-time"]);
+        assert!(!here.contains("live-check.toml"), "{here}");
+        assert!(
+            here.contains(
+                "cannot tell spec from tombstone, server-time; to tell spec from \
+                           tombstone, server-time, use a scenario in which their simulations \
+                           differ (herdsim run SCENARIO --set \
+                           'policies=[\"spec\",\"tombstone\",\"server-time\"]' shows"
+            ),
+            "{here}"
+        );
+        // The default scenario cannot tell spec from agentchat-0.36 or
+        // tombstone: live-check tells the first, not the second.
+        let default = alike_advice("default", "spec", &["agentchat-0.36", "tombstone"]);
+        assert!(
+            default.contains("scenarios/live-check.toml tells spec from agentchat-0.36;"),
+            "{default}"
+        );
+        assert!(
+            default.contains("to tell spec from tombstone, use"),
+            "{default}"
+        );
+        let all = alike_advice("default", "agentchat-0.36", &["spec", "none"]);
+        assert!(
+            all.contains("tells agentchat-0.36 from spec, none\n"),
+            "{all}"
+        );
+        assert!(!all.contains("use a scenario"), "{all}");
+    }
+
+    /// [`LIVE_CHECK_GROUPS`] is what the simulation of scenarios/live-check.toml
+    /// gives: every metric agrees within a group, some metric differs across.
+    #[test]
+    fn live_check_tells_apart_the_groups_it_says() {
+        use crate::floor::PolicyKind;
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(LIVE_CHECK.1);
+        let loaded = crate::scenario::Loaded::load_with(Some(&path), &[]).expect("loads");
+        let base = loaded.base().expect("resolves");
+        assert_eq!(base.name, LIVE_CHECK.0);
+        let p = crate::model::Prepared::with_cache(&base, &loaded.base_dir, &loaded.data)
+            .expect("prepares");
+        let sim = |name: &str| -> Vec<RunResult> {
+            let policy: PolicyKind = name.parse().expect("a policy");
+            crate::live::seeds(base.seed, base.reps)
+                .into_iter()
+                .map(|seed| crate::model::simulate(&p, policy, seed, None).expect("runs"))
+                .collect()
+        };
+        let names: Vec<&str> = LIVE_CHECK_GROUPS
+            .iter()
+            .flat_map(|g| g.iter().copied())
+            .collect();
+        assert_eq!(names.len(), PolicyKind::ALL.len());
+        let runs: Vec<Vec<RunResult>> = names.iter().map(|n| sim(n)).collect();
+        for (i, a) in names.iter().enumerate() {
+            for (j, b) in names.iter().enumerate().skip(i + 1) {
+                let agree = compare(&runs[i], &runs[j]).iter().all(|l| l.agree);
+                assert_eq!(agree, !live_check_separates(a, b), "{a} against {b}");
+            }
+        }
     }
 }

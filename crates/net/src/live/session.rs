@@ -735,21 +735,19 @@ impl Checked {
         text.push_str(&compare::table(&lines));
         text.push('\n');
         text.push_str(&compare::counts_table(&counts));
-        let alike = self.alike_policies(&live, delays_path, reps)?.join(", ");
+        let alike = self.alike_policies(&live, delays_path, reps)?;
         let me = self.setup.policy.name();
         if alike.is_empty() {
             // Only this policy fits (or none does): nothing to add.
         } else if disagree {
             text.push_str(&format!(
-                "\nevery metric agrees with a simulation of {alike} instead: the server \
-                 arbitrates like that, not like {me}\n"
+                "\nevery metric agrees with a simulation of {} instead: the server \
+                 arbitrates like that, not like {me}\n",
+                alike.join(", ")
             ));
         } else {
-            text.push_str(&format!(
-                "\nevery metric agrees with a simulation of {alike} too: this scenario cannot \
-                 tell {me} from {alike}; to check which policy a server runs, use one where they \
-                 differ (scenarios/live-check.toml)\n"
-            ));
+            text.push('\n');
+            text.push_str(&compare::alike_advice(&self.name, me, &alike));
         }
         Ok((text, disagree))
     }

@@ -1,6 +1,6 @@
 //! The readable summary table `herdsim run` prints on stdout, and the one
-//! way every printed table and figure shows a metric ([`SHOWN`]: rates in
-//! %, times in s).
+//! way every printed table and figure shows a metric (from the metric
+//! catalogue, `crate::metrics::CATALOGUE`: rates in %, times in s).
 //!
 //! It fits the terminal (80 columns when stdout is not one): a few metrics
 //! (the CSV has them all), swept keys headed by the shortest unambiguous
@@ -17,25 +17,10 @@ pub const WIDTH: usize = 80;
 /// Gap between columns.
 const GAP: usize = 2;
 
-/// How a metric is shown to a reader, wherever it is printed or drawn:
-/// (metric, short name, unit, factor from the stored value). Rates are
-/// shares of messages or of inference time, shown in %; times are stored
-/// in ms and shown in s.
-pub const SHOWN: [(&str, &str, &str, f64); 11] = [
-    ("duplicate_rate", "dup", "%", 100.0),
-    ("unanswered_rate", "unans", "%", 100.0),
-    ("wasted_inference_rate", "waste", "%", 100.0),
-    ("ttfr_p95_ms", "p95", "s", 0.001),
-    ("responses_per_msg", "resp/msg", "", 1.0),
-    ("starters_per_msg", "starters", "", 1.0),
-    ("single_starter_rate", "1 starter", "%", 100.0),
-    ("wasted_inference_count_rate", "waste n", "%", 100.0),
-    ("ttfr_p50_ms", "p50", "s", 0.001),
-    ("inference_calls_per_msg", "calls/msg", "", 1.0),
-    // "s/msg" is part of the name, not a unit: the value is seconds of
-    // inference per question, shown as stored.
-    ("inference_s_per_msg", "infer s/msg", "", 1.0),
-];
+// How a metric is shown to a reader, wherever it is printed or drawn:
+// its short label, unit and scale come from the metric catalogue
+// (`crate::metrics::CATALOGUE`). Rates are shares of messages or of
+// inference time, shown in %; times are stored in ms and shown in s.
 
 /// The metrics of the printed table, in column order: the answers first
 /// (duplicates, unanswered, waste, latency), then how they came about,
@@ -53,10 +38,10 @@ const COLS: [&str; 9] = [
 ];
 
 /// The unit a metric is shown in and the factor from its stored value:
-/// from [`SHOWN`], else from its name (a `_rate` in %, a `_ms` in s).
+/// from the catalogue, else from its name (a `_rate` in %, a `_ms` in s).
 pub fn unit(metric: &str) -> (&'static str, f64) {
-    if let Some(&(_, _, u, f)) = SHOWN.iter().find(|s| s.0 == metric) {
-        (u, f)
+    if let Some(m) = crate::metrics::metric(metric) {
+        (m.unit, m.scale)
     } else if metric.ends_with("_rate") {
         ("%", 100.0)
     } else if metric.ends_with("_ms") {
@@ -70,12 +55,17 @@ pub fn unit(metric: &str) -> (&'static str, f64) {
 /// or its own name and unit when it has no short name.
 pub fn header(metric: &str) -> String {
     let (u, _) = unit(metric);
-    let name = SHOWN.iter().find(|s| s.0 == metric).map_or(metric, |s| s.1);
+    let name = label(metric).unwrap_or(metric);
     if u.is_empty() {
         name.to_string()
     } else {
         format!("{name} {u}")
     }
+}
+
+/// A metric's short label in the catalogue (`dup`), if it has one.
+pub fn label(metric: &str) -> Option<&'static str> {
+    crate::metrics::metric(metric).and_then(|m| m.label)
 }
 
 /// The key under a table: `short: csv_column` for each metric shown with
@@ -84,9 +74,9 @@ pub fn legend(metrics: &[&str], lead: &str, tail: &str, width: usize) -> String 
     let mut parts: Vec<String> = vec![lead.to_string()];
     let named: Vec<String> = metrics
         .iter()
-        .filter_map(|m| SHOWN.iter().find(|s| s.0 == *m))
+        .filter_map(|m| label(m).map(|l| (l, *m)))
         // A pair stays on one line: no break inside it (see `wrap`).
-        .map(|s| format!("{}: {}", s.1, s.0).replace(' ', "\u{a0}"))
+        .map(|(l, m)| format!("{l}: {m}").replace(' ', "\u{a0}"))
         .collect();
     if !named.is_empty() {
         parts.push(format!("{}.", named.join("; ")));
@@ -430,6 +420,35 @@ mod tests {
         assert_eq!(mean_ci(2.5, None), "2.50 ±n/a");
         assert_eq!(mean_ci(f64::NAN, None), "n/a");
         assert_eq!(mean_ci(-0.0001, Some(0.3)), "0.00 ±0.30");
+    }
+
+    /// Issue 47: every metric of summary.csv has one catalogue entry, and
+    /// every column a table heads is a catalogue label with its unit.
+    #[test]
+    fn every_metric_and_every_label_is_in_the_catalogue() {
+        use crate::metrics::{CATALOGUE, metric};
+        let head = super::super::csv_out::summary_csv("s", &[], &[]).expect("csv");
+        let head = String::from_utf8(head).expect("utf8");
+        let metrics: Vec<&str> = head
+            .trim_end()
+            .split(',')
+            .filter_map(|c| c.strip_suffix("_mean"))
+            .collect();
+        assert_eq!(metrics.len(), METRICS.len(), "{head}");
+        for m in &metrics {
+            assert!(metric(m).is_some(), "{m} has no catalogue entry");
+        }
+        let names: Vec<&str> = CATALOGUE.iter().map(|m| m.name).collect();
+        assert_eq!(names, METRICS, "one entry per metric, in CSV order");
+        for m in COLS {
+            let c = metric(m).expect("in the catalogue");
+            let want = match (c.label, c.unit) {
+                (Some(l), "") => l.to_string(),
+                (Some(l), u) => format!("{l} {u}"),
+                (None, _) => panic!("{m}: a table column needs a catalogue label"),
+            };
+            assert_eq!(header(m), want);
+        }
     }
 
     #[test]

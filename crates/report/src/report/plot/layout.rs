@@ -297,6 +297,28 @@ impl LogAxis {
 }
 
 /// `s` with its first letter in upper case.
+/// Room for a marker on an edge of a y axis `range`: a point drawn on the
+/// axis's bottom (a 0 on an axis from 0) or top (100% on a share's axis
+/// that ends there) would be cut in half by the plot's edge, so the range
+/// is widened by 4% on each side some value of `ys` sits on (within 1% of
+/// the span). Nothing changes when no value sits on an edge; no tick is
+/// added beyond the old ends (they are whole steps).
+pub fn edge_room((y0, y1): (f64, f64), ys: impl IntoIterator<Item = f64>) -> (f64, f64) {
+    let span = y1 - y0;
+    if !(span.is_finite() && span > 0.0) {
+        return (y0, y1);
+    }
+    let (mut low, mut high) = (false, false);
+    for y in ys.into_iter().filter(|y| y.is_finite()) {
+        low |= y - y0 <= span * 0.01;
+        high |= y1 - y <= span * 0.01;
+    }
+    (
+        if low { y0 - span * 0.04 } else { y0 },
+        if high { y1 + span * 0.04 } else { y1 },
+    )
+}
+
 pub fn capitalize(s: &str) -> String {
     let mut c = s.chars();
     match c.next() {
@@ -499,5 +521,17 @@ mod tests {
     fn capitalizes_the_first_letter() {
         assert_eq!(capitalize("duplicate rate"), "Duplicate rate");
         assert_eq!(capitalize(""), "");
+    }
+
+    /// Issue 47: a point at 0 on an axis from 0 (or at 100% on one ending
+    /// there) gets room to be drawn whole; one inside leaves the range alone.
+    #[test]
+    fn markers_on_an_edge_get_room() {
+        assert_eq!(edge_room((0.0, 100.0), [0.0, 50.0]), (-4.0, 100.0));
+        assert_eq!(edge_room((0.0, 100.0), [100.0, 50.0]), (0.0, 104.0));
+        assert_eq!(edge_room((0.0, 100.0), [0.0, 100.0]), (-4.0, 104.0));
+        assert_eq!(edge_room((0.0, 100.0), [3.0, 90.0]), (0.0, 100.0));
+        assert_eq!(edge_room((0.0, 100.0), [f64::NAN]), (0.0, 100.0));
+        assert_eq!(edge_room((1.0, 1.0), [1.0]), (1.0, 1.0));
     }
 }

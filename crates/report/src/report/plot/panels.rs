@@ -159,50 +159,27 @@ struct MetricInfo {
     log_ok: bool,
 }
 
-/// Shares drawn on a log axis when the series live on different scales.
-const LOG_SHARES: [&str; 4] = [
-    "duplicate_rate",
-    "unanswered_rate",
-    "wasted_inference_rate",
-    "wasted_inference_count_rate",
-];
+/// A share drawn on a log axis when the series live on different scales:
+/// one whose answer is how close to zero it gets (lower is better in the
+/// metric catalogue: duplicates, unanswered, waste).
+fn log_share(name: &str) -> bool {
+    crate::metrics::metric(name)
+        .is_some_and(|m| m.share && m.better == crate::metrics::catalogue::Better::Lower)
+}
 
-/// The panel title, the y axis name (without its unit) and the kind of
-/// every metric herdsim writes.
-#[rustfmt::skip]
-const KNOWN: [(&str, &str, &str, Kind); 18] = {
-    use Kind::{Millis, Percent, Plain};
-    [
-        ("duplicate_rate", "Duplicate responses", "messages with 2+ replies", Percent),
-        ("responses_per_msg", "Responses per message", "replies per message", Plain),
-        ("unanswered_rate", "Unanswered messages", "messages with no reply", Percent),
-        ("wasted_inference_rate", "Wasted inference time", "inference time wasted", Percent),
-        ("wasted_inference_count_rate", "Wasted inferences", "inferences wasted", Percent),
-        ("ttfr_p50_ms", "Median time to first response", "p50 time to first reply", Millis),
-        ("ttfr_p95_ms", "p95 time to first response", "p95 time to first reply", Millis),
-        ("ttfr_p99_ms", "p99 time to first response", "p99 time to first reply", Millis),
-        ("single_starter_rate", "Messages one agent started on",
-            "messages with exactly one starter", Percent),
-        ("starters_per_msg", "Agents starting per message", "inferences started per message",
-            Plain),
-        ("claims", "Claims sent", "RESPONDING_TO per run", Plain),
-        ("yields", "YIELDs sent", "YIELDs per run", Plain),
-        ("expired_claims", "Expired claims", "claims expired per run", Plain),
-        ("relayed", "Server fan-out", "messages relayed per run", Plain),
-        ("lost", "Lost messages", "messages lost per run", Plain),
-        ("events", "Simulation events", "events per run", Plain),
-        ("inference_calls_per_msg", "Inference calls per message",
-            "inferences started per message", Plain),
-        ("inference_s_per_msg", "Inference seconds per message",
-            "inference seconds per message", Plain),
-    ]
-};
-
-/// Title, axis name and kind of a metric: from [`KNOWN`], else from its
-/// name (a `_rate` is a percentage, a `_ms` a time).
+/// Title, axis name and kind of a metric: from the metric catalogue
+/// ([`crate::metrics::CATALOGUE`]), else from its name (a `_rate` is a
+/// percentage, a `_ms` a time).
 pub(super) fn describe(name: &str) -> (String, String, Kind) {
-    if let Some(&(_, title, axis, kind)) = KNOWN.iter().find(|k| k.0 == name) {
-        return (title.to_string(), axis.to_string(), kind);
+    if let Some(m) = crate::metrics::metric(name) {
+        let kind = if m.share {
+            Kind::Percent
+        } else if m.unit == "s" {
+            Kind::Millis
+        } else {
+            Kind::Plain
+        };
+        return (m.title.to_string(), m.axis.to_string(), kind);
     }
     let kind = if name.ends_with("_rate") {
         Kind::Percent
@@ -904,7 +881,7 @@ fn metric_infos(
             title,
             axis,
             kind,
-            log_ok: kind == Kind::Plain || LOG_SHARES.contains(&base),
+            log_ok: kind == Kind::Plain || log_share(base),
         });
     }
     if metrics.is_empty() {
@@ -1245,7 +1222,7 @@ struct Unit {
 
 impl Unit {
     /// Rates in %, times in s, counts as they are: the units of the
-    /// printed tables (`report::table::SHOWN`).
+    /// printed tables (the metric catalogue's).
     fn of(kind: Kind) -> Unit {
         let (scale, name) = match kind {
             Kind::Percent => (100.0, "%"),
@@ -1313,6 +1290,13 @@ impl YAxis {
         } else {
             let min_mean = pts().map(|p| p.1).fold(f64::INFINITY, f64::min);
             linear_range(kind, bars, lo, hi, min_mean)
+        };
+        // A marker on an edge (a 0, a share at 100%, a log axis's zero row)
+        // is drawn whole; a bar starts on the axis and needs no room.
+        let range = if bars || empty {
+            range
+        } else {
+            layout::edge_room(range, all.iter().flatten().map(|p| p.1))
         };
         YAxis { range, log, empty }
     }

@@ -7,8 +7,8 @@
 //! their 95% confidence intervals on both axes.
 
 use super::draw::{
-    self, Axes, BLUE, GREEN, Header, LIGHT_GREY, LegendEntry, ORANGE, Plot, Shape, Swatch, Ticks,
-    VERMILLION, de,
+    self, Axes, BLUE, BROWN, GREEN, Header, LIGHT_GREY, LegendEntry, ORANGE, PURPLE, Plot, SKY,
+    Shape, Swatch, Ticks, VERMILLION, de,
 };
 use super::layout::{self, HeaderRows};
 use super::output::{self, Figure, Format};
@@ -36,6 +36,9 @@ pub struct ParetoPoint {
     /// Within the latency budget.
     pub feasible: bool,
     pub mark: Mark,
+    /// Its group in [`ParetoChart::groups`] (the scheme it ran under,
+    /// with `tune --schemes`), if any.
+    pub group: Option<usize>,
 }
 
 /// A panel's y axis.
@@ -59,6 +62,27 @@ pub struct ParetoChart {
     /// The legend's words for the recommendation (default: "recommended
     /// (95% CI)"), e.g. how many replications its mean is over.
     pub chosen_label: Option<String>,
+    /// Names of the groups the points belong to (`tune --schemes`: one per
+    /// scheme, `scheme open`): each drawn in its own colour and shape, with
+    /// a legend entry. Empty: every candidate alike.
+    pub groups: Vec<String>,
+}
+
+/// The colours and shapes of the groups, in order (then round again). The
+/// front's green, the current settings' orange and the recommendation's
+/// vermillion are left out; the shapes tell groups apart in grey too.
+const GROUP_STYLES: [(RGBColor, Shape); 4] = [
+    (BLUE, Shape::Circle),
+    (PURPLE, Shape::TriangleDown),
+    (BROWN, Shape::Square),
+    (SKY, Shape::Cross),
+];
+
+/// The colour and shape of a candidate of `group`.
+fn group_style(group: Option<usize>) -> (RGBColor, Shape) {
+    group.map_or((BLUE, Shape::Circle), |g| {
+        GROUP_STYLES[g % GROUP_STYLES.len()]
+    })
 }
 
 /// Pixel size of a figure with `panels` panels side by side.
@@ -196,13 +220,26 @@ impl ParetoChart {
         };
         let front = Swatch::Line(GREEN, Shape::Circle, false);
         let budget_rule = Swatch::Rule(VERMILLION, true);
-        [
-            (true, mark(Shape::Circle, BLUE, true), candidate),
-            (
-                budget,
-                mark(Shape::Circle, LIGHT_GREY, false),
-                "over the budget",
-            ),
+        // With groups, one entry per group that has a point, in its colour.
+        let groups: Vec<LegendEntry> = self
+            .groups
+            .iter()
+            .enumerate()
+            .filter(|(g, _)| self.points.iter().any(|p| p.group == Some(*g)))
+            .map(|(g, name)| {
+                let (color, shape) = group_style(Some(g));
+                LegendEntry::new(mark(shape, color, true), name.as_str())
+            })
+            .collect();
+        let grouped = !groups.is_empty();
+        let over = if grouped {
+            "over the budget (grey, same shapes)"
+        } else {
+            "over the budget"
+        };
+        let entries: Vec<LegendEntry> = [
+            (!grouped, mark(Shape::Circle, BLUE, true), candidate),
+            (budget, mark(Shape::Circle, LIGHT_GREY, false), over),
             (true, front, "Pareto front"),
             (
                 has(Mark::Current),
@@ -221,7 +258,8 @@ impl ParetoChart {
         .into_iter()
         .filter(|e| e.0)
         .map(|(_, swatch, label)| LegendEntry::new(swatch, label))
-        .collect()
+        .collect();
+        groups.into_iter().chain(entries).collect()
     }
 
     fn draw_panel<DB: DrawingBackend>(
@@ -266,8 +304,9 @@ impl ParetoChart {
         self.draw_marked(pa, &f, panel, s)
     }
 
-    /// Every candidate: blue within the budget, grey rings over it, and a
-    /// triangle on the top edge when off the scale.
+    /// Every candidate: blue within the budget (with groups, its group's
+    /// colour and shape), grey rings over it, and a triangle on the top
+    /// edge when off the scale.
     fn draw_candidates<DB: DrawingBackend>(
         &self,
         pa: &Plot<DB>,
@@ -280,13 +319,10 @@ impl ParetoChart {
             let Some((x, y)) = f.at(p, panel) else {
                 continue;
             };
-            let shape = if y > f.y.1 {
-                Shape::TriangleUp
-            } else {
-                Shape::Circle
-            };
+            let (base, own) = group_style(p.group);
+            let shape = if y > f.y.1 { Shape::TriangleUp } else { own };
             let color = if p.feasible {
-                BLUE.mix(0.7)
+                base.mix(0.7)
             } else {
                 LIGHT_GREY.to_rgba()
             };
@@ -435,6 +471,7 @@ mod tests {
             ys: vec![(y, 0.0)],
             feasible: true,
             mark: Mark::Candidate,
+            group: None,
         }
     }
 
@@ -462,6 +499,7 @@ mod tests {
                     ys: vec![(0.3 / f64::from(i + 1), 0.01), (0.1, 0.0)],
                     feasible: x <= 9000.0,
                     mark: Mark::Candidate,
+                    group: Some(i as usize % 3),
                 }
             })
             .collect();
@@ -483,12 +521,31 @@ mod tests {
             ],
             points,
             chosen_label: None,
+            groups: vec![
+                "scheme open".into(),
+                "scheme owner".into(),
+                "scheme mentions".into(),
+            ],
         };
         for name in ["p.png", "p.svg"] {
             let out = dir.path().join(name);
             pareto_figure(&chart, &out).expect("draws");
             assert!(std::fs::metadata(&out).expect("written").len() > 1000);
         }
+        // Issue 47: with groups (tune --schemes), the legend says which is
+        // which, one entry per group in its own colour and shape, instead
+        // of one for every candidate.
+        let labels: Vec<String> = chart.legend().into_iter().map(|e| e.label).collect();
+        assert_eq!(
+            &labels[..3],
+            ["scheme open", "scheme owner", "scheme mentions"]
+        );
+        assert!(
+            !labels.iter().any(|l| l.starts_with("candidate")),
+            "{labels:?}"
+        );
+        let styles: Vec<(RGBColor, Shape)> = (0..3).map(|g| group_style(Some(g))).collect();
+        assert!(styles[0] != styles[1] && styles[1] != styles[2] && styles[0] != styles[2]);
     }
 
     #[test]
@@ -508,6 +565,7 @@ mod tests {
             }],
             points,
             chosen_label: None,
+            groups: Vec::new(),
         };
         let f = Frame::of(&chart, 0);
         assert_eq!((f.xs, f.xunit, f.ys), (0.001, "s", 100.0));

@@ -96,19 +96,30 @@ fn ci(s: &crate::metrics::stats::Summary) -> f64 {
     if s.n >= 2 { s.ci95 } else { 0.0 }
 }
 
-/// The top of the y axis: 15% above the highest CI end (cut at `cap`), at
-/// least `lo` + 1.
+/// The top of the y axis: 15% above the highest CI end, at least `lo` +
+/// 1, and never past `cap` (a share's axis ends at 100%).
 fn y_top(pts: &[(f64, crate::metrics::stats::Summary, RGBColor)], lo: f64, cap: f64) -> f64 {
     let hi = pts
         .iter()
         .map(|(_, s, _)| (s.mean + ci(s)).min(cap))
         .filter(|x| x.is_finite())
         .fold(0.0_f64, f64::max);
-    let mut y1 = hi + (hi - lo) * 0.15;
+    let mut y1 = (hi + (hi - lo) * 0.15).min(cap);
     if y1 - lo < 1e-9 {
-        y1 = lo + 1.0;
+        y1 = (lo + 1.0).min(cap);
     }
     y1
+}
+
+/// The y range of a panel: from `lo` to [`y_top`], with room for a dot
+/// on either end ([`super::layout::edge_room`]).
+fn y_range(
+    pts: &[(f64, crate::metrics::stats::Summary, RGBColor)],
+    lo: f64,
+    cap: f64,
+) -> (f64, f64) {
+    let y1 = y_top(pts, lo, cap);
+    super::layout::edge_room((lo, y1), pts.iter().map(|(_, s, _)| s.mean))
 }
 
 /// The x axis label of a side: `live` at 0, `simulated` at 1.
@@ -144,7 +155,7 @@ where
     } else {
         f64::INFINITY
     };
-    let y1 = y_top(&pts, lo, cap);
+    let (y0, y1) = y_range(&pts, lo, cap);
     let (title, _, _) = super::panels::describe(l.metric);
     let unit = if unit.is_empty() {
         String::new()
@@ -161,11 +172,11 @@ where
         .x_label_area_size(30)
         .y_label_area_size(70)
         .build_cartesian_2d(-0.6f64..1.6f64, {
-            let (lo, y1) = super::layout::sane_range((lo, y1));
-            lo..y1
+            let (y0, y1) = super::layout::sane_range((y0, y1));
+            y0..y1
         })
         .map_err(de)?;
-    let y_dec = decimals_for(tick_step(lo, y1, 6));
+    let y_dec = decimals_for(tick_step(y0, y1, 6));
     chart
         .configure_mesh()
         .disable_x_mesh()
@@ -225,4 +236,27 @@ where
         .draw_series(std::iter::once(Circle::new((x, s.mean), 5, color.filled())))
         .map_err(de)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn side(mean: f64, ci95: f64) -> (f64, Summary, RGBColor) {
+        (0.0, Summary { mean, ci95, n: 3 }, LIVE)
+    }
+
+    /// Issue 47: a share's axis ends at 100% (it ran to 115%), with room
+    /// for a dot at 0 or at 100; a count's goes 15% above its highest CI.
+    #[test]
+    fn a_shares_axis_ends_at_100() {
+        let pts = [side(95.0, 20.0), side(80.0, 5.0)];
+        assert_eq!(y_top(&pts, 0.0, 100.0), 100.0);
+        assert_eq!(y_range(&pts, 0.0, 100.0), (0.0, 100.0));
+        let at_ends = [side(100.0, 0.0), side(0.0, 0.0)];
+        assert_eq!(y_range(&at_ends, 0.0, 100.0), (-4.0, 104.0));
+        let count = [side(2.0, 0.5)];
+        assert!((y_top(&count, 0.0, f64::INFINITY) - 2.875).abs() < 1e-12);
+        assert_eq!(y_top(&[side(0.0, 0.0)], 0.0, 100.0), 1.0);
+    }
 }
