@@ -1,7 +1,6 @@
 //! The agent side, sans-IO: one [`Client`] per agent. It follows each
-//! message the agent wants to answer independently (docs/model.md, "What an
-//! agent does with one channel message" steps 3-7, modelling choices 4 and
-//! 16) and tells the caller
+//! message the agent wants to answer independently (wait, look, claim,
+//! infer, abort or reply) and tells the caller
 //! what to do through [`Action`]s; the caller owns the clock, the timers,
 //! the randomness and the network. The client owns the CSMA wait: it knows
 //! the window ([`ClientConfig::csma`]) and says how long to wait

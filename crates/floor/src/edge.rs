@@ -10,8 +10,8 @@
 //! runs its timers and counts it as the protocol says. Every refusal the
 //! server decides is typed ([`Refusal`]) and worded here
 //! ([`Refusal::render`]): herdsim's codes, or under `agentchat-0.36`
-//! agentchat's codes and exact texts (`src/serve` and the agentchat
-//! differential tests depend on them byte for byte).
+//! agentchat's codes and exact texts (a server that stands in for agentchat,
+//! such as `herdsim serve`, depends on them byte for byte).
 //!
 //! The frames: the client messages of [`crate::wire`] (`RESPONDING_TO`,
 //! `MSG`), `{"type":"JOIN","channel":"#c"}` and `{"type":"LEAVE",...}`, and

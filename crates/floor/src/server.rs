@@ -9,8 +9,7 @@
 //!
 //! Behaviour common to all policies (documented choices), except where
 //! `agentchat-0.36` follows the real server instead (its rules, with the
-//! server function each comes from, are on [`PolicyKind::Agentchat036`]
-//! and in `docs/agentchat.md`):
+//! server function each comes from, are on [`PolicyKind::Agentchat036`]):
 //! - Time never goes backwards: a `now_ms` earlier than the last handled
 //!   time is treated as the last handled time.
 //! - `Join`/`Leave` send nothing. A `Join` to an invalid channel name gets
@@ -102,7 +101,7 @@ pub struct Config {
     /// (the real server knows no operator: it is one connection like any
     /// other). Default false: the operator is exempt.
     pub rate_limit_operator: bool,
-    /// The floor-squatting defence (docs/protocol.md, "Floor squatting").
+    /// The floor-squatting defence (see [`ClaimGuard`]).
     /// Default [`ClaimGuard::Off`]: every policy as it is written (and
     /// `agentchat-0.36` as the real server, which has no such check).
     pub claim_guard: ClaimGuard,
