@@ -29,7 +29,8 @@
 //!
 //! Flags (all optional but `--url` and `--name`): `--channel '#general'`,
 //! `--policy spec` (`none` claims nothing: the herd), `--ttl-ms 45000`,
-//! `--csma-min-ms 0`, `--csma-max-ms 2000` (`herdsim tune` prints the
+//! `--csma-min-ms 2000`, `--csma-max-ms 8000` (the protocol's defaults,
+//! the library's `ClientConfig::default()`; `herdsim tune` prints the
 //! three it recommends in these flags), `--infer-min-ms 800`, `--infer-max-ms 1200`,
 //! `--seed 1`, `--run-ms 60000` (then it leaves). It prints `ready` on
 //! stdout once it has joined, and at the end one line of counts:
@@ -46,7 +47,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures_util::{SinkExt, StreamExt};
 use herdsim_floor::dialect::{self, Kind};
-use herdsim_floor::{Action, Client, ClientConfig, CsmaWindow, PolicyKind, ServerMsg};
+use herdsim_floor::{Action, Client, ClientConfig, CsmaWindow, PolicyKind, ServerMsg, Text};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Value, json};
@@ -104,10 +105,11 @@ fn parse_args() -> Result<Args, String> {
         policy: policy
             .parse()
             .map_err(|_| format!("--policy {policy}: not a policy"))?,
-        ttl_ms: num("ttl-ms", 45_000)?,
+        // The protocol's defaults, the library's.
+        ttl_ms: num("ttl-ms", ClientConfig::<Text>::default().ttl_ms)?,
         csma: CsmaWindow {
-            min_ms: num("csma-min-ms", 0)?,
-            max_ms: num("csma-max-ms", 2_000)?,
+            min_ms: num("csma-min-ms", CsmaWindow::default().min_ms)?,
+            max_ms: num("csma-max-ms", CsmaWindow::default().max_ms)?,
         },
         infer_ms: (num("infer-min-ms", 800)?, num("infer-max-ms", 1_200)?),
         seed: num("seed", 1)?,
@@ -221,12 +223,10 @@ async fn run(a: Args) -> Result<Counts, String> {
     let _ = std::io::stdout().flush();
 
     let mut floor = Client::new(ClientConfig {
-        id: me.clone(),
         policy: a.policy,
         ttl_ms: a.ttl_ms,
-        recheck_on_expiry: false,
-        max_rechecks: 0,
         csma: a.csma,
+        ..ClientConfig::new(me.clone())
     });
     // The agent's randomness: the CSMA draws the client asks for (once per
     // wait, as a uniform number in [0, 1)) and the fake model's latency.

@@ -51,7 +51,6 @@
 
 use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
@@ -270,10 +269,10 @@ impl Config {
                 cfg.ttl_ms = match v.parse::<u64>() {
                     Ok(t) if t > 0 => t,
                     _ => {
-                        return Err(ConfigError(format!(
-                            "{ttl_var}=`{}` is invalid: expected a positive integer number of milliseconds",
-                            clip(&raw)
-                        )));
+                        return Err(ConfigError::BadTtl {
+                            var: ttl_var,
+                            value: clip(&raw),
+                        });
                     }
                 };
             }
@@ -285,10 +284,10 @@ impl Config {
                     "true" | "1" | "yes" | "on" => true,
                     "false" | "0" | "no" | "off" => false,
                     _ => {
-                        return Err(ConfigError(format!(
-                            "{ENABLED_VAR}=`{}` is invalid: expected true or false",
-                            clip(&raw)
-                        )));
+                        return Err(ConfigError::BadEnabled {
+                            var: ENABLED_VAR,
+                            value: clip(&raw),
+                        });
                     }
                 };
             }
@@ -308,17 +307,28 @@ impl Config {
     }
 }
 
-/// A [`Config`] the server refuses; the text says which setting and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError(pub String);
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
+/// A [`Config`] the server refuses: which setting, and why (the text
+/// names the variable and the value).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The TTL variable is not a positive integer number of ms.
+    #[error("{var}=`{value}` is invalid: expected a positive integer number of milliseconds")]
+    BadTtl {
+        /// The variable (`AGENTCHAT_RESPOND_TTL_MS`).
+        var: &'static str,
+        /// Its value (clipped).
+        value: String,
+    },
+    /// The enabled variable is not true or false.
+    #[error("{var}=`{value}` is invalid: expected true or false")]
+    BadEnabled {
+        /// The variable (`AGENTCHAT_RESPOND_ENABLED`).
+        var: &'static str,
+        /// Its value (clipped).
+        value: String,
+    },
 }
-
-impl std::error::Error for ConfigError {}
 
 /// Who sent a client message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
