@@ -178,7 +178,7 @@ async fn the_example_agent_stays_bounded_against_a_server_that_pings_and_never_r
             Ok(Err(_)) => break, // the agent hung up
             Err(_) => panic!("the agent neither reads nor hangs up"),
         }
-        if rounds % 64 == 0 {
+        if rounds.is_multiple_of(64) {
             let rss = peak_rss_kib(pid);
             assert!(rss < RSS_BOUND_KIB, "the agent's peak RSS {rss} KiB");
         }
