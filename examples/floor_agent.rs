@@ -29,12 +29,17 @@
 //!
 //! Flags (all optional but `--url` and `--name`): `--channel '#general'`,
 //! `--policy spec` (`none` claims nothing: the herd), `--ttl-ms 45000`,
-//! `--csma-min-ms 0`, `--csma-max-ms 2000` (`herdsim tune` prints the
+//! `--csma-min-ms 2000`, `--csma-max-ms 8000` (the protocol's defaults,
+//! the library's `ClientConfig::default()`; `herdsim tune` prints the
 //! three it recommends in these flags), `--infer-min-ms 800`, `--infer-max-ms 1200`,
 //! `--seed 1`, `--run-ms 60000` (then it leaves). It prints `ready` on
 //! stdout once it has joined, and at the end one line of counts:
 //! `questions=Q started=S aborted=A answered=N skipped=K`.
-//! Every wait is bounded: the handshake by 10 s, the run by `--run-ms`.
+//! Every wait is bounded: the handshake by 10 s, each send by 10 s, the
+//! run by `--run-ms`. What a server can make it hold is bounded too: frames
+//! of at most 1 MiB, and a WebSocket write buffer of one largest frame, so
+//! a server that pings and never reads ends the connection (exit 1) rather
+//! than filling memory with pongs.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -42,14 +47,27 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures_util::{SinkExt, StreamExt};
 use herdsim_floor::dialect::{self, Kind};
-use herdsim_floor::{Action, Client, ClientConfig, CsmaWindow, PolicyKind, ServerMsg};
+use herdsim_floor::{Action, Client, ClientConfig, CsmaWindow, PolicyKind, ServerMsg, Text};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
-/// The longest frame read (longer ones are ignored unparsed).
+/// The longest frame read (a longer one ends the connection).
 const MAX_FRAME_BYTES: usize = 1 << 20;
+
+/// The WebSocket bounds: frames up to [`MAX_FRAME_BYTES`], writes made at
+/// once, and a write buffer of one largest frame (the pongs to a server
+/// that does not read stop there: a write past it is an error).
+fn ws_config() -> WebSocketConfig {
+    WebSocketConfig::default()
+        .max_message_size(Some(MAX_FRAME_BYTES))
+        .max_frame_size(Some(MAX_FRAME_BYTES))
+        .read_buffer_size(8 * 1024)
+        .write_buffer_size(0)
+        .max_write_buffer_size(2 * MAX_FRAME_BYTES)
+}
 
 /// The flags, each `--name value`.
 struct Args {
@@ -87,10 +105,11 @@ fn parse_args() -> Result<Args, String> {
         policy: policy
             .parse()
             .map_err(|_| format!("--policy {policy}: not a policy"))?,
-        ttl_ms: num("ttl-ms", 45_000)?,
+        // The protocol's defaults, the library's.
+        ttl_ms: num("ttl-ms", ClientConfig::<Text>::default().ttl_ms)?,
         csma: CsmaWindow {
-            min_ms: num("csma-min-ms", 0)?,
-            max_ms: num("csma-max-ms", 2_000)?,
+            min_ms: num("csma-min-ms", CsmaWindow::default().min_ms)?,
+            max_ms: num("csma-max-ms", CsmaWindow::default().max_ms)?,
         },
         infer_ms: (num("infer-min-ms", 800)?, num("infer-max-ms", 1_200)?),
         seed: num("seed", 1)?,
@@ -161,11 +180,19 @@ async fn send(ws: &mut Ws, text: String) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
-/// IDENTIFY, then JOIN the channel; each answer awaited for at most 10 s.
-/// Returns the id the server names this agent by (WELCOME's `agent_id`
-/// without its `@`): `from`, `holder` and `winner` carry it.
+/// IDENTIFY, then JOIN the channel, all within 10 s (however many other
+/// frames, pings included, the server sends meanwhile). Returns the id the
+/// server names this agent by (WELCOME's `agent_id` without its `@`):
+/// `from`, `holder` and `winner` carry it.
 async fn handshake(ws: &mut Ws, a: &Args) -> Result<String, String> {
     let limit = Duration::from_secs(10);
+    tokio::time::timeout(limit, identify_and_join(ws, a, limit))
+        .await
+        .map_err(|_| "no WELCOME and JOINED within 10 s".to_string())?
+}
+
+/// [`handshake`]'s steps, each answer awaited for at most `limit`.
+async fn identify_and_join(ws: &mut Ws, a: &Args, limit: Duration) -> Result<String, String> {
     send(ws, json!({"type": "IDENTIFY", "name": a.name}).to_string()).await?;
     let me = loop {
         let v = next_json(ws, limit).await?;
@@ -186,7 +213,7 @@ async fn handshake(ws: &mut Ws, a: &Args) -> Result<String, String> {
 async fn run(a: Args) -> Result<Counts, String> {
     let (mut ws, _) = tokio::time::timeout(
         Duration::from_secs(10),
-        tokio_tungstenite::connect_async(a.url.as_str()),
+        tokio_tungstenite::connect_async_with_config(a.url.as_str(), Some(ws_config()), false),
     )
     .await
     .map_err(|_| format!("{}: no connection within 10 s", a.url))?
@@ -196,12 +223,10 @@ async fn run(a: Args) -> Result<Counts, String> {
     let _ = std::io::stdout().flush();
 
     let mut floor = Client::new(ClientConfig {
-        id: me.clone(),
         policy: a.policy,
         ttl_ms: a.ttl_ms,
-        recheck_on_expiry: false,
-        max_rechecks: 0,
         csma: a.csma,
+        ..ClientConfig::new(me.clone())
     });
     // The agent's randomness: the CSMA draws the client asks for (once per
     // wait, as a uniform number in [0, 1)) and the fake model's latency.

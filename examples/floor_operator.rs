@@ -14,8 +14,10 @@
 //! ```
 //!
 //! A question goes out with an id of ours (`q0`, `q1`, ...), which
-//! `herdsim serve` keeps; a real agentchat server assigns its own (in
-//! `msg_id`) and echoes the question back, and the echo tells us which.
+//! `herdsim serve` keeps (unless another sender took it first: then it
+//! relays the question under an id of its own, and echoes it); a real
+//! agentchat server assigns its own (in `msg_id`) and echoes the question
+//! back, and the echo tells us which.
 //! An answer is a channel MSG in reply to a question. The
 //! frames are read through the floor's agentchat dialect
 //! (`herdsim_floor::dialect`), so replays of the channel's history and the
@@ -175,8 +177,8 @@ async fn run(a: &Args) -> Result<Tally, String> {
             id,
             from,
             to,
+            content,
             in_reply_to,
-            ..
         }) = ServerMsg::from_value(&v)
         else {
             continue;
@@ -185,12 +187,20 @@ async fn run(a: &Args) -> Result<Tally, String> {
             continue;
         }
         match in_reply_to {
-            // Our own question relayed back (agentchat echoes it, under an
-            // id of its own): the oldest question not yet echoed.
+            // Our own question relayed back (agentchat echoes each, under
+            // an id of its own; `herdsim serve` only one it relayed under
+            // an id of its own because ours was another sender's): the
+            // question its text names, else the oldest not yet echoed.
             None if from == me => {
-                if echoed < tally.len() && !by_id.contains_key(&id) {
-                    by_id.insert(id.clone(), echoed);
-                    tally[echoed].0 = id;
+                let named = content
+                    .strip_prefix("question ")
+                    .and_then(|r| r.strip_suffix(" for the floor"))
+                    .and_then(|n| n.parse::<usize>().ok())
+                    .filter(|&k| k < tally.len());
+                let k = named.unwrap_or(echoed);
+                if k < tally.len() && !by_id.contains_key(&id) {
+                    by_id.insert(id.clone(), k);
+                    tally[k].0 = id;
                 }
                 echoed += 1;
             }

@@ -11,10 +11,18 @@
 //! - after each: every send written to its recipient, each payload encoded
 //!   once however many recipients share it ([`Sends`]).
 //!
-//! Bounds: frames of at most 64 KiB; at most 256 connections; a connection
-//! has 10 s to finish the WebSocket handshake and to identify, each write
-//! 10 s, and at most 256 frames queued to it (one that does not read is
-//! dropped, and leaves the floor). The name `operator` is the operator.
+//! Bounds, each per connection, and each broken by dropping that
+//! connection only (it leaves the floor; the others are untouched):
+//! - frames of at most 64 KiB, read through an 8 KiB buffer;
+//! - at most 256 frames and 1 MiB queued to it by the floor;
+//! - a WebSocket write buffer of one largest frame: the pongs to a peer
+//!   that pings and never reads stop there (tungstenite's write buffer is
+//!   unbounded by default: 450 MB/s of pongs before this bound);
+//! - 10 s to finish the WebSocket handshake and to identify, 10 s for each
+//!   write, and 60 s of silence (a ping is sent after 30 s: a live peer's
+//!   WebSocket answers it).
+//!
+//! At most 256 connections. The name `operator` is the operator.
 //!
 //! ```text
 //! cargo run --release --example floor_server -- --listen 127.0.0.1:6667 --policy spec
@@ -25,6 +33,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
@@ -38,7 +47,36 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 const MAX_FRAME: usize = 64 * 1024;
 const MAX_CONNS: usize = 256;
 const QUEUE: usize = 256;
+/// Bytes the floor may queue to one connection (frames not yet written).
+const QUEUE_BYTES: usize = 1 << 20;
+/// The WebSocket read buffer of a connection.
+const READ_BUFFER: usize = 8 * 1024;
 const LIMIT: Duration = Duration::from_secs(10);
+/// Silence after which a connection is pinged, and dropped at twice it.
+const QUIET: Duration = Duration::from_secs(30);
+
+/// The floor's side of one connection's outbound queue: frames (at most
+/// [`QUEUE`]) and their bytes (at most [`QUEUE_BYTES`]), the bytes
+/// counted back by the connection as it writes them.
+#[derive(Clone)]
+struct Outbox {
+    tx: mpsc::Sender<Arc<str>>,
+    bytes: Arc<AtomicUsize>,
+}
+
+impl Outbox {
+    /// Queue `text`; `false` when the queue is full in frames or bytes
+    /// (the connection does not keep up, and is dropped).
+    fn offer(&self, text: Arc<str>) -> bool {
+        let len = text.len();
+        let queued = self.bytes.fetch_add(len, Ordering::Relaxed);
+        if queued + len > QUEUE_BYTES || self.tx.try_send(text).is_err() {
+            self.bytes.fetch_sub(len, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+}
 
 /// What a connection tells the floor. `conn` tells a connection from a
 /// later one under the same name.
@@ -47,7 +85,7 @@ enum Event {
     Hello {
         conn: u64,
         name: String,
-        tx: mpsc::Sender<Arc<str>>,
+        tx: Outbox,
         ok: oneshot::Sender<bool>,
     },
     Frame {
@@ -64,7 +102,7 @@ enum Event {
 async fn floor(mut server: Server, mut events: mpsc::Receiver<Event>) {
     let start = Instant::now();
     let now = || u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
-    let mut conns: BTreeMap<String, (u64, mpsc::Sender<Arc<str>>)> = BTreeMap::new();
+    let mut conns: BTreeMap<String, (u64, Outbox)> = BTreeMap::new();
     let mut sends = Sends::new();
     loop {
         // A deadline past what `Instant` holds is never.
@@ -122,13 +160,26 @@ async fn floor(mut server: Server, mut events: mpsc::Receiver<Event>) {
             // A connection that does not read is dropped: its writer ends,
             // and its Gone event takes it off the floor.
             if let Some((_, tx)) = conns.get(to)
-                && tx.try_send(text).is_err()
+                && !tx.offer(text)
             {
                 conns.remove(to);
             }
         }
         sends.clear();
     }
+}
+
+/// The WebSocket bounds of a connection: frames up to [`MAX_FRAME`], a
+/// small read buffer, writes made at once and a write buffer of one
+/// largest frame (a frame that would grow it past that is an error, which
+/// ends the connection).
+fn ws_config() -> WebSocketConfig {
+    WebSocketConfig::default()
+        .max_message_size(Some(MAX_FRAME))
+        .max_frame_size(Some(MAX_FRAME))
+        .read_buffer_size(READ_BUFFER)
+        .write_buffer_size(0)
+        .max_write_buffer_size(2 * MAX_FRAME)
 }
 
 /// One connection: the handshake, then frames to the floor and the
@@ -138,9 +189,7 @@ async fn connection(
     conn: u64,
     floor: mpsc::Sender<Event>,
 ) -> Result<(), String> {
-    let cfg = WebSocketConfig::default()
-        .max_message_size(Some(MAX_FRAME))
-        .max_frame_size(Some(MAX_FRAME));
+    let cfg = ws_config();
     let ws = tokio_tungstenite::accept_async_with_config(stream, Some(cfg));
     let mut ws = tokio::time::timeout(LIMIT, ws)
         .await
@@ -161,11 +210,15 @@ async fn connection(
     });
     let name = name.await.ok().flatten().ok_or("no IDENTIFY in time")?;
     let (tx, mut rx) = mpsc::channel(QUEUE);
+    let bytes = Arc::new(AtomicUsize::new(0));
     let (ok, free) = oneshot::channel();
     let hello = Event::Hello {
         conn,
         name: name.clone(),
-        tx,
+        tx: Outbox {
+            tx,
+            bytes: Arc::clone(&bytes),
+        },
         ok,
     };
     floor.send(hello).await.map_err(|_| "the floor is gone")?;
@@ -182,27 +235,46 @@ async fn connection(
         return Err(format!("{name}: name in use"));
     }
     let (mut write, mut read) = ws.split();
+    let (mut heard, mut pinged) = (Instant::now(), false);
     loop {
+        let quiet = heard + if pinged { 2 * QUIET } else { QUIET };
         tokio::select! {
-            frame = read.next() => match frame {
-                Some(Ok(Message::Text(t))) => {
-                    let bytes = t.as_str().as_bytes().to_vec();
-                    if floor.send(Event::Frame { name: name.clone(), bytes }).await.is_err() {
-                        break;
+            frame = read.next() => {
+                (heard, pinged) = (Instant::now(), false);
+                match frame {
+                    Some(Ok(Message::Text(t))) => {
+                        let bytes = t.as_str().as_bytes().to_vec();
+                        if floor.send(Event::Frame { name: name.clone(), bytes }).await.is_err() {
+                            break;
+                        }
                     }
+                    // A read error includes a full write buffer (the
+                    // pongs to a peer that does not read).
+                    Some(Ok(Message::Close(_)) | Err(_)) | None => break,
+                    Some(Ok(_)) => {} // pings are answered by tungstenite; binary is ignored
                 }
-                Some(Ok(Message::Close(_)) | Err(_)) | None => break,
-                Some(Ok(_)) => {} // pings are answered by tungstenite; binary is ignored
-            },
+            }
             text = rx.recv() => match text {
                 Some(text) => {
+                    let len = text.len();
                     let sent = tokio::time::timeout(LIMIT, write.send(Message::text(text.to_string()))).await;
+                    bytes.fetch_sub(len, Ordering::Relaxed);
                     if !matches!(sent, Ok(Ok(()))) {
                         break;
                     }
                 }
                 None => break, // dropped by the floor
             },
+            () = tokio::time::sleep_until(quiet.into()) => {
+                if pinged {
+                    break; // silent, and no answer to the ping
+                }
+                pinged = true;
+                let ping = tokio::time::timeout(LIMIT, write.send(Message::Ping(Default::default())));
+                if !matches!(ping.await, Ok(Ok(()))) {
+                    break;
+                }
+            }
         }
     }
     let _ = floor.send(Event::Gone { conn, name }).await;

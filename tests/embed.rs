@@ -140,6 +140,8 @@ fn run(srv: Srv, policy: &str) -> Vec<usize> {
                 policy,
             ])
             .args([
+                "--csma-min-ms",
+                "0",
                 "--csma-max-ms",
                 "1000",
                 "--infer-min-ms",

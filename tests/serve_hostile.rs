@@ -527,13 +527,14 @@ async fn claim_and_sync(ws: &mut hostile::Ws, claim: &Value, sync: &str) -> Vec<
     }
 }
 
-/// Issue 39, item 5, a client's own posts: under `relayed` and `clock`,
-/// a squatter posts a MSG under the id the operator will use next (`m1`)
-/// and claims it with an honest `started_at`. The operator's own `m1` is
-/// then refused (`id_taken`: an id stands for one message while the guard
-/// remembers it), so no honest claim can land on the squatter's floor; the
-/// server's ids (`s1`, ...) cannot be taken at all, and a message posted
-/// without an id is claimed by the honest agent with no YIELD.
+/// Issue 39, item 5, and issue 47, item 3, a client's own posts: under
+/// `relayed` and `clock`, a squatter posts a MSG under the id the operator
+/// will use next (`m1`) and claims it with an honest `started_at`. The
+/// operator's own `m1` is then relayed under the server's next id (`s1`)
+/// and echoed to the operator (before, it was refused `id_taken`: the
+/// squatter could block every operator message whose id it guessed); the
+/// honest agent claims `s1` and holds the floor with no YIELD. The
+/// server's ids cannot be posted under at all.
 #[tokio::test]
 async fn the_claim_guard_holds_against_a_clients_own_posts() {
     for guard in ["relayed", "clock"] {
@@ -555,29 +556,33 @@ async fn the_claim_guard_holds_against_a_clients_own_posts() {
         let squat = json!({"type": "RESPONDING_TO", "msg_id": "m1", "started_at": unix_ms(), "channel": "#general"});
         let got = claim_and_sync(&mut sq, &squat, "#sync-sq").await;
         assert!(got.iter().all(|v| v["type"] != "ERROR"), "{guard}: {got:?}");
-        // The operator's m1: refused, never relayed.
+        // The operator's m1: relayed as s1, and echoed to the operator.
         let real = json!({"type": "MSG", "to": "#general", "content": "the question", "id": "m1"});
         send(&mut op, &real).await;
-        let e = until(&mut op, "ERROR").await;
-        assert_eq!(e["code"], "id_taken", "{guard}: {e}");
-        // The server's next id cannot be taken either.
-        let s1 = json!({"type": "MSG", "to": "#general", "content": "decoy", "id": "s1"});
-        send(&mut sq, &s1).await;
-        let e = until(&mut sq, "ERROR").await;
-        assert_eq!(e["code"], "id_taken", "{guard}: {e}");
-        // The operator sends it without an id: the honest agent claims the
-        // message it got and holds the floor (no YIELD, no ERROR).
-        send(
-            &mut op,
-            &json!({"type": "MSG", "to": "#general", "content": "the question"}),
-        )
-        .await;
+        // (The operator got the squatter's decoy first.)
+        let echo = loop {
+            let v = until(&mut op, "MSG").await;
+            if v["from"] == "operator" {
+                break v;
+            }
+        };
+        assert_eq!(
+            (echo["id"].as_str(), echo["from"].as_str()),
+            (Some("s1"), Some("operator")),
+            "{guard}: {echo}"
+        );
         let m = until(&mut honest, "MSG").await;
         assert_eq!(
-            (m["id"].as_str(), m["from"].as_str()),
-            (Some("s1"), Some("operator")),
+            (m["id"].as_str(), m["from"].as_str(), m["content"].as_str()),
+            (Some("s1"), Some("operator"), Some("the question")),
             "{m}"
         );
+        // The server's next id cannot be taken.
+        let s2 = json!({"type": "MSG", "to": "#general", "content": "decoy", "id": "s2"});
+        send(&mut sq, &s2).await;
+        let e = until(&mut sq, "ERROR").await;
+        assert_eq!(e["code"], "id_taken", "{guard}: {e}");
+        // The honest agent claims the operator's message and holds it.
         let claim = json!({"type": "RESPONDING_TO", "msg_id": "s1", "started_at": unix_ms(), "channel": "#general"});
         let got = claim_and_sync(&mut honest, &claim, "#sync-h").await;
         assert!(

@@ -33,9 +33,15 @@ pub struct Server {
 
 impl Server {
     pub fn spawn(args: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_herdsim"))
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .args(args)
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_herdsim"));
+        cmd.args(["serve", "--listen", "127.0.0.1:0"]).args(args);
+        Server::spawn_command(cmd)
+    }
+
+    /// Any server that prints `... ws://ADDR` as its first line on stderr
+    /// (`herdsim serve`, `examples/floor_server.rs`).
+    pub fn spawn_command(mut cmd: Command) -> Server {
+        let mut child = cmd
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

@@ -1,7 +1,6 @@
 //! The agent side, sans-IO: one [`Client`] per agent. It follows each
-//! message the agent wants to answer independently (docs/model.md, "What an
-//! agent does with one channel message" steps 3-7, modelling choices 4 and
-//! 16) and tells the caller
+//! message the agent wants to answer independently (wait, look, claim,
+//! infer, abort or reply) and tells the caller
 //! what to do through [`Action`]s; the caller owns the clock, the timers,
 //! the randomness and the network. The client owns the CSMA wait: it knows
 //! the window ([`ClientConfig::csma`]) and says how long to wait
@@ -47,11 +46,22 @@ use litemap::LiteMap;
 use std::borrow::Borrow;
 
 use crate::naming::{Naming, Text};
-use crate::policy::{PolicyKind, Rules};
+use crate::policy::{DEFAULT_TTL_MS, PolicyKind, Rules};
 use crate::ttl_audit::TtlAudit;
 use crate::wire::{ClientMsg, ServerMsg, Stamp};
 
-/// Per-agent client configuration.
+/// Per-agent client configuration. [`Default`] (and [`ClientConfig::new`],
+/// which names the agent) is the protocol's: policy `spec`, claims
+/// believed live for 45 s (the server's default TTL), CSMA 2-8 s
+/// ([`CsmaWindow::default`]), no recheck.
+///
+/// The protocol as written has no recheck: an agent that skipped for a
+/// claim never looks at the message again, so `recheck_on_expiry: false`
+/// (and `max_rechecks` then unread, 0 by default) is the protocol.
+/// `recheck_on_expiry: true` with `max_rechecks: n` is a deviation an
+/// embedder may choose: up to `n` more decisions, each once the latest
+/// claim seen is believed expired with no answer seen, which answers a
+/// question whose claimant crashed or hung after the TTL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientConfig<N: Naming = Text> {
     /// This agent's id (as the server knows it).
@@ -71,15 +81,56 @@ pub struct ClientConfig<N: Naming = Text> {
     pub csma: CsmaWindow,
 }
 
+impl<N: Naming> Default for ClientConfig<N>
+where
+    N::Agent: Default,
+{
+    /// The protocol's defaults, for an agent whose id is `N::Agent`'s
+    /// default (empty text): set [`ClientConfig::id`], or use
+    /// [`ClientConfig::new`].
+    fn default() -> Self {
+        ClientConfig::new(N::Agent::default())
+    }
+}
+
+impl<N: Naming> ClientConfig<N> {
+    /// The protocol's defaults (see [`ClientConfig`]) for agent `id`.
+    pub fn new(id: impl Into<N::Agent>) -> Self {
+        ClientConfig {
+            id: id.into(),
+            policy: PolicyKind::Spec,
+            ttl_ms: DEFAULT_TTL_MS,
+            recheck_on_expiry: false,
+            max_rechecks: 0,
+            csma: CsmaWindow::default(),
+        }
+    }
+}
+
+/// The protocol's CSMA window, shortest wait (ms).
+pub const DEFAULT_CSMA_MIN_MS: u64 = 2_000;
+/// The protocol's CSMA window, longest wait (ms).
+pub const DEFAULT_CSMA_MAX_MS: u64 = 8_000;
+
 /// The CSMA window: a wait before claiming of `min_ms` to `max_ms` (ms),
 /// agentchat's `AGENTCHAT_CSMA_MIN_MS` and `AGENTCHAT_CSMA_MAX_MS` (what
-/// `herdsim tune` recommends).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// `herdsim tune` recommends). [`Default`]: the protocol's 2-8 s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CsmaWindow {
     /// The shortest wait (ms).
     pub min_ms: u64,
     /// The longest wait (ms).
     pub max_ms: u64,
+}
+
+impl Default for CsmaWindow {
+    /// 2000 to 8000 ms ([`DEFAULT_CSMA_MIN_MS`], [`DEFAULT_CSMA_MAX_MS`]).
+    fn default() -> Self {
+        CsmaWindow {
+            min_ms: DEFAULT_CSMA_MIN_MS,
+            max_ms: DEFAULT_CSMA_MAX_MS,
+        }
+    }
 }
 
 impl CsmaWindow {

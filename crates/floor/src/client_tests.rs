@@ -859,3 +859,38 @@ fn csma_wait_is_drawn_in_the_window_once_per_wait() {
     let mut fixed = || 1.0;
     assert_eq!(fixed.csma_delay_us(w), 300_000);
 }
+
+/// Issue 48, item 3: the defaults are the protocol's (CSMA 2-8 s, the
+/// server's 45 s TTL, `spec`, no recheck), the same as the server's.
+#[test]
+fn the_defaults_are_the_protocols() {
+    let w = CsmaWindow::default();
+    assert_eq!((w.min_ms, w.max_ms), (2_000, 8_000));
+    assert_eq!(w.delay_us(0.5), 5_000_000);
+    let c: ClientConfig = ClientConfig::new("agent-a");
+    assert_eq!(c.id, "agent-a");
+    assert_eq!(c.policy, PolicyKind::Spec);
+    assert_eq!(c.ttl_ms, crate::Config::default().ttl_ms);
+    assert_eq!(c.ttl_ms, 45_000);
+    assert!(!c.recheck_on_expiry);
+    assert_eq!(c.max_rechecks, 0);
+    assert_eq!(c.csma, w);
+    assert_eq!(
+        ClientConfig::default(),
+        ClientConfig {
+            id: String::new(),
+            ..c
+        }
+    );
+    // A question waits in the protocol's window.
+    let mut a = Client::new(ClientConfig::new("agent-a"));
+    let mut out = Vec::new();
+    a.on_message(0, "q1", G, false, &mut || 1.0, &mut out);
+    assert_eq!(
+        out,
+        [Action::Wait {
+            msg_id: "q1".into(),
+            delay_us: 8_000_000
+        }]
+    );
+}

@@ -110,7 +110,7 @@ mod tests {
     use serde_json::json;
 
     /// Frames exactly as a real agentchat 0.36 server sent them
-    /// (tests/data/agentchat-wire).
+    /// (recorded from a real agentchat 0.36.19 server).
     const RELAYED: &str = r##"{"type":"MSG","ts":1795491300380,"from":"@bc7cd64cbeb7668a","from_name":"operator","to":"#general","content":"question 0","msg_id":"1795491300380-qcckay","verified":false}"##;
     const CLAIMED: &str = r##"{"type":"FLOOR_CLAIMED","ts":1795491300574,"msg_id":"1795491300380-qcckay","channel":"#general","holder":"@8add8b0bb401a1db","holder_name":"agent-001","started_at":1700000069202}"##;
     const REPLAY: &str = r##"{"type":"MSG","ts":1795491297060,"from":"@server","from_name":"Server","to":"#general","content":"operator came online","replay":true}"##;

@@ -10,8 +10,8 @@
 //! runs its timers and counts it as the protocol says. Every refusal the
 //! server decides is typed ([`Refusal`]) and worded here
 //! ([`Refusal::render`]): herdsim's codes, or under `agentchat-0.36`
-//! agentchat's codes and exact texts (`src/serve` and the agentchat
-//! differential tests depend on them byte for byte).
+//! agentchat's codes and exact texts (a server that stands in for agentchat,
+//! such as `herdsim serve`, depends on them byte for byte).
 //!
 //! The frames: the client messages of [`crate::wire`] (`RESPONDING_TO`,
 //! `MSG`), `{"type":"JOIN","channel":"#c"}` and `{"type":"LEAVE",...}`, and
@@ -193,13 +193,6 @@ pub enum Refusal {
         /// The id.
         id: String,
     },
-    /// The claim guard: a MSG id remembered as another sender's message.
-    IdTaken {
-        /// The id.
-        id: String,
-        /// The channel.
-        channel: String,
-    },
 }
 
 impl Refusal {
@@ -255,12 +248,6 @@ impl Refusal {
                 pick("id_taken", "INVALID_MSG"),
                 format!(
                     "message id `{id}` has the form of the ids the server gives (s1, s2, ...); send another id, or none"
-                ),
-            ),
-            Refusal::IdTaken { id, channel } => (
-                pick("id_taken", "INVALID_MSG"),
-                format!(
-                    "message id `{id}` is taken in {channel} by another sender's message; send another id, or none"
                 ),
             ),
         }
@@ -363,10 +350,7 @@ mod tests {
                 "Rate limit exceeded (max 1 message per second)".to_string()
             )
         );
-        let taken = Refusal::IdTaken {
-            id: "m1".into(),
-            channel: "#g".into(),
-        };
+        let taken = Refusal::ServerFormId { id: "s1".into() };
         assert_eq!(taken.render(ours).0, "id_taken");
         assert_eq!(taken.render(theirs).0, "INVALID_MSG");
     }

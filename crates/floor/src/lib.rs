@@ -54,7 +54,7 @@
 //! // hands the server `Input::Tick` at that time (claims expire).
 //! ```
 //!
-//! `examples/floor_server.rs` in the repository puts that loop behind a
+//! The herdsim repository's `floor_server` example puts that loop behind a
 //! WebSocket. An agent feeds every
 //! question it wants to answer to [`Client::on_message`], every frame from
 //! the server to [`Client::on_server_msg`], every timer to
@@ -160,3 +160,8 @@ pub use wire::{ClientMsg, DecodeError, ServerMsg, YieldDetail};
 
 #[cfg(test)]
 pub(crate) mod proptests;
+
+/// The README's two loops, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -10,7 +10,7 @@
 //! - [`PolicyKind::judge`]: the pure contest decision for one incoming claim
 //!   against the current slot of its (channel, msg_id).
 //!
-//! The five policies (docs/protocol.md; docs/model.md modelling choices 5-8, 19):
+//! The five policies:
 //!
 //! | behaviour | `none` | `spec` | `agentchat-0.36` | `tombstone` | `server-time` |
 //! |---|---|---|---|---|---|
@@ -44,7 +44,7 @@ pub enum PolicyKind {
     /// the other channel members like any message (as with `enabled =
     /// false`), and never answered with a YIELD.
     None,
-    /// The protocol as written (docs/protocol.md, `spec`):
+    /// The protocol as written (`spec`):
     /// claim table keyed by (channel, msg_id); earliest (`started_at`,
     /// agent id) wins; the loser (the later claimant, or the displaced
     /// holder) gets `YIELD {msg_id, winner, channel}`; every claim is

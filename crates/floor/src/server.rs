@@ -9,8 +9,7 @@
 //!
 //! Behaviour common to all policies (documented choices), except where
 //! `agentchat-0.36` follows the real server instead (its rules, with the
-//! server function each comes from, are on [`PolicyKind::Agentchat036`]
-//! and in `docs/agentchat.md`):
+//! server function each comes from, are on [`PolicyKind::Agentchat036`]):
 //! - Time never goes backwards: a `now_ms` earlier than the last handled
 //!   time is treated as the last handled time.
 //! - `Join`/`Leave` send nothing. A `Join` to an invalid channel name gets
@@ -52,7 +51,6 @@
 
 use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
@@ -102,7 +100,7 @@ pub struct Config {
     /// (the real server knows no operator: it is one connection like any
     /// other). Default false: the operator is exempt.
     pub rate_limit_operator: bool,
-    /// The floor-squatting defence (docs/protocol.md, "Floor squatting").
+    /// The floor-squatting defence (see [`ClaimGuard`]).
     /// Default [`ClaimGuard::Off`]: every policy as it is written (and
     /// `agentchat-0.36` as the real server, which has no such check).
     pub claim_guard: ClaimGuard,
@@ -136,14 +134,18 @@ pub struct Config {
 /// before the relay.
 ///
 /// A claim names (channel, id), not the message's sender, so while the
-/// guard is on an id stands for one message: a channel MSG whose id the
-/// server remembers as the message of another sender still connected (it
-/// has not disconnected since) in that channel, or whose id has
-/// the form of the server's own (`s1`, `s2`, ...), is refused (`id_taken`;
-/// `INVALID_MSG` under `agentchat-0.36`), so a client cannot post a message
-/// under the id the next real one will have and claim it in advance. A MSG
-/// relayed under an id the guard does not remember (a new message) drops
-/// any claim left on that id from an older message.
+/// guard is on an id stands for one sender's message. A channel MSG whose
+/// id has the form of the server's own (`s1`, `s2`, ...) is refused
+/// (`id_taken`; `INVALID_MSG` under `agentchat-0.36`). A channel MSG whose
+/// id the server remembers as the message of another sender still
+/// connected (it has not disconnected since) in that channel is relayed
+/// under the server's next id instead, and echoed to its sender (the one
+/// MSG a sender is sent back, so it learns the id its message goes by):
+/// a client that posts under the id another will use next, and claims it
+/// in advance, holds a floor nobody else asks for, and cannot block the
+/// other's message either. A MSG relayed under an id the guard does not
+/// remember (a new message) drops any claim left on that id from an older
+/// message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ClaimGuard {
     /// No check (default).
@@ -267,10 +269,10 @@ impl Config {
                 cfg.ttl_ms = match v.parse::<u64>() {
                     Ok(t) if t > 0 => t,
                     _ => {
-                        return Err(ConfigError(format!(
-                            "{ttl_var}=`{}` is invalid: expected a positive integer number of milliseconds",
-                            clip(&raw)
-                        )));
+                        return Err(ConfigError::BadTtl {
+                            var: ttl_var,
+                            value: clip(&raw),
+                        });
                     }
                 };
             }
@@ -282,10 +284,10 @@ impl Config {
                     "true" | "1" | "yes" | "on" => true,
                     "false" | "0" | "no" | "off" => false,
                     _ => {
-                        return Err(ConfigError(format!(
-                            "{ENABLED_VAR}=`{}` is invalid: expected true or false",
-                            clip(&raw)
-                        )));
+                        return Err(ConfigError::BadEnabled {
+                            var: ENABLED_VAR,
+                            value: clip(&raw),
+                        });
                     }
                 };
             }
@@ -305,17 +307,28 @@ impl Config {
     }
 }
 
-/// A [`Config`] the server refuses; the text says which setting and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError(pub String);
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
+/// A [`Config`] the server refuses: which setting, and why (the text
+/// names the variable and the value).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The TTL variable is not a positive integer number of ms.
+    #[error("{var}=`{value}` is invalid: expected a positive integer number of milliseconds")]
+    BadTtl {
+        /// The variable (`AGENTCHAT_RESPOND_TTL_MS`).
+        var: &'static str,
+        /// Its value (clipped).
+        value: String,
+    },
+    /// The enabled variable is not true or false.
+    #[error("{var}=`{value}` is invalid: expected true or false")]
+    BadEnabled {
+        /// The variable (`AGENTCHAT_RESPOND_ENABLED`).
+        var: &'static str,
+        /// Its value (clipped).
+        value: String,
+    },
 }
-
-impl std::error::Error for ConfigError {}
 
 /// Who sent a client message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -551,6 +564,9 @@ pub struct Stats {
     pub claims_refused: u64,
     /// Agents disconnected by the flood limit ([`Config::frame_limit`]).
     pub frame_closed: u64,
+    /// Channel MSGs relayed under a server id because the claim guard
+    /// remembers their own id as another sender's message.
+    pub ids_renamed: u64,
 }
 
 /// A read-only view of one entry of the claim table. `A`: how agents are
@@ -1065,12 +1081,14 @@ impl<N: Naming> Server<N> {
     /// with the client's `id`: `None` when the guard lets it through (to
     /// the policy's own checks), else the ERROR's code (`id_taken`, or
     /// `INVALID_MSG` under `agentchat-0.36`) and message: an id of the
-    /// server's form (`s1`, `s2`, ...) or one remembered as another
-    /// sender's message in `channel`. Changes nothing; [`Server::handle`]
-    /// applies the same check.
+    /// server's form (`s1`, `s2`, ...). An id remembered as another
+    /// sender's message is not refused: [`Server::handle`] relays that MSG
+    /// under the server's next id (and echoes it to its sender), so no
+    /// client can block another's message by posting under its id first.
+    /// Changes nothing; [`Server::handle`] applies the same check.
     pub fn msg_guard_refusal<A, D, M>(
         &self,
-        now_ms: u64,
+        _now_ms: u64,
         from: &A,
         channel: &D,
         id: &M,
@@ -1084,7 +1102,7 @@ impl<N: Naming> Server<N> {
         if !is_channel(&self.names, &channel) {
             return None;
         }
-        let refusal = self.id_refusal(now_ms, &from.to_owned(), &channel, &id.to_owned())?;
+        let refusal = self.id_refusal(&from.to_owned(), &channel, &id.to_owned())?;
         Some(refusal.render(self.rules.errors))
     }
 
@@ -1579,18 +1597,29 @@ impl<N: Naming> Server<N> {
         }
         if matches!(dest, Place::Channel)
             && let Some(id) = &msg.id
-            && let Some(refusal) = self.id_refusal(now, &msg.from, &msg.to, id)
+            && let Some(refusal) = self.id_refusal(&msg.from, &msg.to, id)
         {
             return self.refuse(&msg.from, refusal, out);
         }
+        // Another sender's id: this message is relayed under the server's
+        // next id instead, and echoed to its sender so it learns it.
+        let renamed = matches!(dest, Place::Channel)
+            && msg
+                .id
+                .as_ref()
+                .is_some_and(|id| self.id_taken(now, &msg.from, &msg.to, id));
         let MsgReq {
             from,
-            id,
+            mut id,
             to,
             content,
             in_reply_to,
             ..
         } = msg;
+        if renamed {
+            id = None;
+            self.stats.ids_renamed += 1;
+        }
         let dm = matches!(dest, Place::Dm(_));
         // The release sends nothing and the relay reads only the
         // membership, so releasing first lets the relay take the fields.
@@ -1612,6 +1641,14 @@ impl<N: Naming> Server<N> {
             self.stats.relayed += 1;
             out.push(peer, relayed);
             return;
+        }
+        if renamed {
+            self.stats.relayed += 1;
+            let echo = relayed.clone();
+            let ServerMsg::Msg { from, .. } = &echo else {
+                unreachable!("built as a Msg above")
+            };
+            out.push(from.clone(), echo);
         }
         self.fan_out(relayed, out);
     }
@@ -1783,31 +1820,27 @@ impl<N: Naming> Server<N> {
     }
 
     /// Claim guard: why a channel MSG from `from` with the client's `id`
-    /// to `channel` is refused, if it is: an id of the server's form, or
-    /// one the guard remembers as the message of another sender still on
-    /// the connection it posted it from, in `channel`.
-    fn id_refusal(
-        &self,
-        now: u64,
-        from: &N::Agent,
-        channel: &N::Dest,
-        id: &N::Msg,
-    ) -> Option<Refusal> {
+    /// is refused, if it is: an id of the server's form.
+    fn id_refusal(&self, _from: &N::Agent, _channel: &N::Dest, id: &N::Msg) -> Option<Refusal> {
         if self.cfg.claim_guard == ClaimGuard::Off || self.names.msg_is_empty(id) {
             return None;
         }
-        let shown = clip(&self.names.show_msg(id));
-        if is_server_form(&self.names.show_msg(id)) {
-            return Some(Refusal::ServerFormId { id: shown });
+        let shown = self.names.show_msg(id);
+        is_server_form(&shown).then(|| Refusal::ServerFormId { id: clip(&shown) })
+    }
+
+    /// Claim guard: whether the client's `id` for a channel MSG from
+    /// `from` is remembered as the message of another sender still on the
+    /// connection it posted it from, in `channel` (the MSG is then relayed
+    /// under a server id: an id stands for one sender's message).
+    fn id_taken(&self, now: u64, from: &N::Agent, channel: &N::Dest, id: &N::Msg) -> bool {
+        if self.cfg.claim_guard == ClaimGuard::Off || self.names.msg_is_empty(id) {
+            return false;
         }
         let key = (channel.clone(), id.clone());
-        match self.relays.owner(now.max(self.now), &key) {
-            Some(sender) if sender != from => Some(Refusal::IdTaken {
-                id: shown,
-                channel: clip(&self.names.show_dest(channel)),
-            }),
-            _ => None,
-        }
+        self.relays
+            .owner(now.max(self.now), &key)
+            .is_some_and(|sender| sender != from)
     }
 
     fn insert_claim(

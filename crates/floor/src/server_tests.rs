@@ -1526,11 +1526,23 @@ fn the_guard_forgets_relays_after_ten_minutes_and_beyond_its_count() {
     );
 }
 
-/// Issue 39, item 5: a client posts a message under the id the next real
-/// one will have and claims it. Under the guard an id stands for one
-/// message: the real one is refused under a taken id (its sender is told
-/// and may send it under another), the server's own ids cannot be taken,
-/// and a claim on the squatter's message is not a claim on any other.
+/// The id a channel MSG in `out` is relayed under, and who gets it.
+fn relayed_ids(out: &[Outgoing]) -> Vec<(&str, &str)> {
+    out.iter()
+        .filter_map(|o| match &o.msg {
+            ServerMsg::Msg { id, .. } => Some((o.to.as_str(), id.as_str())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Issue 39, item 5, and issue 47, item 3: a client posts a message under
+/// the id the next real one will have and claims it. Under the guard an id
+/// stands for one sender's message: the real one is relayed under the
+/// server's next id (and echoed to its sender, so it learns the id), not
+/// refused, so the squatter can neither hold its floor nor block it; the
+/// server's own ids cannot be taken, and a claim on the squatter's message
+/// is not a claim on any other.
 #[test]
 fn the_guard_keeps_a_clients_own_post_from_taking_anothers_id() {
     for guard in [
@@ -1545,7 +1557,8 @@ fn the_guard_keeps_a_clients_own_post_from_taking_anothers_id() {
         // The squatter posts "m1" and claims it, honestly dated.
         assert_eq!(to(&h.post(1, "agent-c", "m1")).len(), 3);
         assert!(error_code(&h.claim(2, "agent-c", "m1", 2)).is_none());
-        // The operator's "m1" is refused, not relayed.
+        // The operator's "m1": relayed under s1 to every member, and
+        // echoed to the operator; no ERROR.
         let out = h.run(
             3,
             Input::Client {
@@ -1560,55 +1573,87 @@ fn the_guard_keeps_a_clients_own_post_from_taking_anothers_id() {
             },
         );
         assert_eq!(
-            error_code(&out),
-            Some(("operator", "id_taken")),
+            relayed_ids(&out),
+            [
+                ("operator", "s1"),
+                ("agent-a", "s1"),
+                ("agent-b", "s1"),
+                ("agent-c", "s1")
+            ],
             "{guard:?}"
         );
-        assert!(
-            h.s.msg_guard_refusal(3, "operator", G, "m1").is_some()
-                && h.s.msg_guard_refusal(3, "agent-c", G, "m1").is_none()
-                && h.s
-                    .msg_guard_refusal(3, "agent-a", "@agent-b", "m1")
-                    .is_none()
-        );
-        // The server's ids cannot be taken: "s1" is refused, and a MSG
-        // without an id gets s1, which the honest agent claims and holds.
-        assert_eq!(
-            error_code(&h.post(4, "agent-c", "s1")),
-            Some(("agent-c", "id_taken"))
-        );
-        assert_eq!(
-            error_code(&h.post(4, "agent-c", "s12")),
-            Some(("agent-c", "id_taken"))
-        );
-        assert!(error_code(&h.post(4, "agent-c", "s")).is_none());
-        assert!(error_code(&h.post(4, "agent-c", "s1x")).is_none());
-        let out = h.msg(5, "agent-a", G, None);
-        assert!(
-            matches!(&out[0].msg, ServerMsg::Msg { id, .. } if id == "s1"),
-            "{out:?}"
-        );
-        let out = h.claim(6, "agent-b", "s1", 6);
+        assert_eq!(h.s.stats().ids_renamed, 1);
+        assert!(h.s.msg_guard_refusal(3, "operator", G, "m1").is_none());
+        // The honest agent claims the operator's message and holds it: the
+        // squatter's early claim is on its own decoy, not on s1.
+        let out = h.claim(4, "agent-b", "s1", 4);
         assert!(!to(&out).contains(&("agent-b", "YIELD")), "{out:?}");
         assert_eq!(h.holder(G, "s1").map(|(a, _)| a), Some("agent-b"));
-        assert_eq!(h.s.stats().refused_msgs, 3);
+        assert_eq!(h.holder(G, "m1").map(|(a, _)| a), Some("agent-c"));
+        // The squatter posting "m1" again is its own message (no new id).
+        assert_eq!(relayed_ids(&h.post(5, "agent-c", "m1")).len(), 3);
+        // The server's ids cannot be taken: "s2" is refused, and a MSG
+        // without an id gets s2.
+        assert_eq!(
+            error_code(&h.post(6, "agent-c", "s2")),
+            Some(("agent-c", "id_taken"))
+        );
+        assert_eq!(
+            error_code(&h.post(6, "agent-c", "s12")),
+            Some(("agent-c", "id_taken"))
+        );
+        assert!(error_code(&h.post(6, "agent-c", "s")).is_none());
+        assert!(error_code(&h.post(6, "agent-c", "s1x")).is_none());
+        let out = h.msg(7, "agent-a", G, None);
+        assert!(
+            matches!(&out[0].msg, ServerMsg::Msg { id, .. } if id == "s2"),
+            "{out:?}"
+        );
+        assert_eq!(h.s.stats().refused_msgs, 2);
     }
+    // A squatter on an agent's reply id (an answer's id is often
+    // predictable) cannot block the answer either: renamed, relayed, and
+    // it releases the answerer's claim as any answer does.
+    let mut h = guarded(PolicyKind::Spec, ClaimGuard::Relayed);
+    h.post(1, "agent-a", "q");
+    h.claim(2, "agent-b", "q", 2);
+    h.post(3, "agent-c", "q-answer");
+    let out = h.run(
+        4,
+        Input::Client {
+            from: "agent-b".into(),
+            role: Role::Agent,
+            msg: ClientMsg::Msg {
+                id: Some("q-answer".into()),
+                to: G.into(),
+                content: "a".into(),
+                in_reply_to: Some("q".into()),
+            },
+        },
+    );
+    assert_eq!(
+        relayed_ids(&out),
+        [("agent-b", "s1"), ("agent-a", "s1"), ("agent-c", "s1")]
+    );
+    assert_eq!(h.holder(G, "q"), None);
     // Once the squatter has disconnected (its claims released), its ids
-    // are free: the operator's m1 is a new message.
+    // are free: the operator's m1 is a new message under its own id.
     let mut h = guarded(PolicyKind::Spec, ClaimGuard::Relayed);
     h.post(1, "agent-c", "m1");
     h.claim(2, "agent-c", "m1", 2);
     h.claim(2, "agent-b", "m1", 3);
-    assert!(h.s.msg_guard_refusal(3, "agent-a", G, "m1").is_some());
     h.run(
         3,
         Input::Disconnect {
             agent: "agent-c".into(),
         },
     );
-    assert!(h.s.msg_guard_refusal(3, "agent-a", G, "m1").is_none());
-    assert_eq!(to(&h.post(4, "agent-a", "m1")).len(), 1);
+    assert_eq!(
+        relayed_ids(&h.post(4, "agent-a", "m1")),
+        [("agent-b", "m1")]
+    );
     assert_eq!(h.holder(G, "m1"), None);
+    assert_eq!(h.s.stats().ids_renamed, 0);
     // Without the guard nothing changes: the same id is relayed twice.
     let mut off = H::abc(PolicyKind::Spec);
     assert_eq!(to(&off.post(1, "agent-c", "m1")).len(), 2);
@@ -1643,9 +1688,9 @@ fn a_new_message_under_a_forgotten_id_drops_the_old_claim() {
             },
         );
     }
-    assert!(h.s.msg_guard_refusal(4, "agent-a", G, "x").is_none());
     assert_eq!(h.holder(G, "x").map(|(a, _)| a), Some("agent-c"));
-    h.post(4, "agent-a", "x");
+    // Forgotten, so not another's: relayed under its own id.
+    assert_eq!(relayed_ids(&h.post(4, "agent-a", "x")).len(), 2);
     assert_eq!(h.holder(G, "x"), None);
     let out = h.claim(5, "agent-b", "x", 5);
     assert!(!to(&out).contains(&("agent-b", "YIELD")), "{out:?}");

@@ -1,4 +1,5 @@
-//! Wire protocol types. JSON exactly as in docs/protocol.md.
+//! Wire protocol types: the JSON frames of RESPONDING_TO (the crate's
+//! README lists them).
 //!
 //! Encoding: [`ClientMsg`] and [`ServerMsg`] implement [`serde::Serialize`]
 //! with the fields in the order the protocol text lists them, and
