@@ -728,7 +728,6 @@ fn calibrate_whatif(out: &Path, export: &Path) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-
 /// Issue 47: an LLM agent that posts a notice, a progress message and its
 /// answer in one thread answered once: one agent posting three messages
 /// under each question is 0% duplicates (it read as 100%), and two
