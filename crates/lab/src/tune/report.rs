@@ -207,22 +207,41 @@ fn percent(conf: f64) -> String {
     }
 }
 
-/// Rows of the metrics table: (label, metric or None for the objective,
-/// scale, unit).
-const ROWS: [(&str, Option<&str>, f64, &str); 7] = [
-    ("objective", None, 1.0, ""),
-    ("duplicate_rate", Some("duplicate_rate"), 100.0, "%"),
-    (
-        "wasted_inference_rate",
-        Some("wasted_inference_rate"),
-        100.0,
-        "%",
-    ),
-    ("unanswered_rate", Some("unanswered_rate"), 100.0, "%"),
-    ("ttfr_p50_ms", Some("ttfr_p50_ms"), 1.0, ""),
-    ("ttfr_p95_ms", Some("ttfr_p95_ms"), 1.0, ""),
-    ("ttfr_p99_ms", Some("ttfr_p99_ms"), 1.0, ""),
+/// Rows of the metrics table: the metric (None: the objective). Each is
+/// shown as the metric catalogue says (shares in %, times in s), under
+/// its CSV name less a unit the name carries (`ttfr_p95`, in s).
+const ROWS: [Option<&str>; 7] = [
+    None,
+    Some("duplicate_rate"),
+    Some("wasted_inference_rate"),
+    Some("unanswered_rate"),
+    Some("ttfr_p50_ms"),
+    Some("ttfr_p95_ms"),
+    Some("ttfr_p99_ms"),
 ];
+
+/// A row's label, scale and unit (after the number) from the metric
+/// catalogue.
+fn row(metric: Option<&str>) -> (String, f64, String) {
+    let Some(name) = metric else {
+        return ("objective".into(), 1.0, String::new());
+    };
+    match crate::metrics::catalogue::metric(name) {
+        Some(m) => {
+            let unit = match m.unit {
+                "" => String::new(),
+                "%" => "%".into(),
+                u => format!(" {u}"),
+            };
+            let label = match m.unit {
+                "s" => name.strip_suffix("_ms").unwrap_or(name).to_string(),
+                _ => name.to_string(),
+            };
+            (label, m.scale, unit)
+        }
+        None => (name.to_string(), 1.0, String::new()),
+    }
+}
 
 fn values(c: &Candidate, metric: Option<&str>, s: &Settings) -> Vec<f64> {
     match metric {
@@ -518,7 +537,9 @@ fn achievement_table(
         if show_current { "current" } else { "" },
         if show_current { "change (paired)" } else { "" }
     );
-    for (label, metric, scale, unit) in ROWS {
+    for metric in ROWS {
+        let (label, scale, unit) = row(metric);
+        let unit = unit.as_str();
         let b = summary(best, metric, s);
         let mut line = format!("#   {label:<24}{:<26}", pm((b.mean, b.ci95), scale, unit));
         if show_current {
@@ -1100,37 +1121,53 @@ fn schemes_table(
         if who.is_empty() { "" } else { ", beside " },
         who.join(" and ")
     );
-    let mut head = format!("#   {:<22}", "metric");
+    let mut head = format!("#   {:<24}", "metric");
     for (label, _) in &cols {
         let _ = write!(head, "{label:<24}");
     }
     let _ = writeln!(t, "{}", head.trim_end());
     // Across schemes the bill differs (a selector's call, an owner's one
     // inference against a herd's several): what each choice costs.
-    for (label, metric, scale, unit) in ROWS.into_iter().chain(BILL_ROWS) {
-        let mut line = format!("#   {label:<22}");
+    for metric in ROWS.into_iter().chain(BILL_ROWS) {
+        let (label, scale, unit) = row(metric);
+        let mut line = format!("#   {label:<24}");
         for (_, c) in &cols {
             let sm = summary(c, metric, s);
-            let _ = write!(line, "{:<24}", pmc((sm.mean, sm.ci95), scale, unit));
+            let _ = write!(line, "{:<24}", pmc((sm.mean, sm.ci95), scale, &unit));
         }
         let _ = writeln!(t, "{}", line.trim_end());
     }
 }
 
 /// The inference bill's rows, in the table across schemes only.
-const BILL_ROWS: [(&str, Option<&str>, f64, &str); 2] = [
-    (
-        "inference_calls/msg",
-        Some("inference_calls_per_msg"),
-        1.0,
-        "",
-    ),
-    ("inference_s/msg", Some("inference_s_per_msg"), 1.0, ""),
-];
+const BILL_ROWS: [Option<&str>; 2] = [Some("inference_calls_per_msg"), Some("inference_s_per_msg")];
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Tune's tables show each metric as the catalogue says: every row
+    /// is in it, shares in %, times in s (as every other table), never ms.
+    #[test]
+    fn every_row_is_shown_as_the_catalogue_says() {
+        for metric in ROWS.into_iter().chain(BILL_ROWS).flatten() {
+            let m = crate::metrics::catalogue::metric(metric)
+                .unwrap_or_else(|| panic!("{metric} is not in the catalogue"));
+            let (label, scale, unit) = row(Some(metric));
+            assert_eq!(scale, m.scale, "{metric}");
+            assert!(!label.ends_with("_ms"), "{label}");
+            match m.unit {
+                "%" => assert_eq!(unit, "%"),
+                "s" => assert_eq!(unit, " s"),
+                _ => assert_eq!(unit, ""),
+            }
+        }
+        assert_eq!(
+            row(Some("ttfr_p95_ms")),
+            ("ttfr_p95".into(), 0.001, " s".into())
+        );
+        assert_eq!(row(None), ("objective".into(), 1.0, String::new()));
+    }
 
     #[test]
     fn long_comments_wrap_within_the_width() {
