@@ -88,7 +88,8 @@ fn to_py(py: Python<'_>, e: &Error, dict_scenario: bool) -> PyErr {
 }
 
 /// Run `work` on a thread of its own; meanwhile wait without the GIL,
-/// calling `progress(done, total)` and checking for Ctrl-C every [`POLL`].
+/// calling `progress(done, total)` and checking for Ctrl-C every [`POLL`]
+/// (the wait ends the moment the work does, not at the next poll).
 /// On Ctrl-C (or an exception from `progress`) `stop` is set, the work is
 /// waited for (it stops at the next replication), and that exception is
 /// returned beside the work's own result.
@@ -101,12 +102,25 @@ fn watched<T: Send>(
 ) -> (T, Option<PyErr>) {
     let mut raised: Option<PyErr> = None;
     let mut last = (u64::MAX, u64::MAX);
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    // Behind a mutex so that the wait, off the GIL, may borrow it.
+    let done_rx = std::sync::Mutex::new(done_rx);
     let out = std::thread::scope(|s| {
-        let handle = s.spawn(work);
+        let handle = s.spawn(move || {
+            let out = work();
+            // Wakes the waiting thread at once (a closed channel does too,
+            // should `work` panic).
+            let _ = done_tx.send(());
+            out
+        });
         loop {
             let finished = py.detach(|| {
-                std::thread::sleep(POLL);
-                handle.is_finished()
+                done_rx.lock().map_or(true, |rx| {
+                    !matches!(
+                        rx.recv_timeout(POLL),
+                        Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+                    )
+                })
             });
             if raised.is_none() {
                 let now = (
