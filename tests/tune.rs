@@ -708,7 +708,7 @@ fn across_schemes_the_runner_up_is_named_with_its_costs() {
     // The table shows it beside the recommendation and the current settings.
     assert!(
         text.contains(
-            "#   metric                recommended             current                 runner-up\n"
+            "#   metric                  recommended             current                 runner-up\n"
         ),
         "{text}"
     );
