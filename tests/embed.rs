@@ -14,8 +14,10 @@
 //! `examples/floor_server.rs` (the floor behind a minimal transport) show
 //! that the server half embeds too.
 
+mod common;
+
+use common::example_bin;
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -30,26 +32,6 @@ const GAP: Duration = Duration::from_millis(2500);
 /// After the last question: the slowest answer is at most 1 s + 2 s away.
 const TAIL: Duration = Duration::from_secs(5);
 const WAIT: Duration = Duration::from_secs(20);
-
-/// An example, built by `cargo test` beside the test binaries
-/// (`target/<profile>/examples/`).
-fn example_bin(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let profile = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile>/deps/");
-    let bin = profile
-        .join("examples")
-        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        bin.is_file(),
-        "{} is missing: `cargo test` without a target filter builds the examples; \
-         with one, run `cargo build --release --examples` first",
-        bin.display()
-    );
-    bin
-}
 
 /// Processes killed on drop, the last started first.
 struct Procs(Vec<Child>);

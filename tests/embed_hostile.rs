@@ -10,13 +10,14 @@
 
 #![cfg(target_os = "linux")]
 
+mod common;
 mod hostile;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::example_bin;
 use futures_util::{SinkExt, StreamExt};
 use hostile::{Server, WAIT, attack, connect, ping_flood};
 use serde_json::{Value, json};
@@ -27,24 +28,6 @@ use tokio_tungstenite::tungstenite::Message;
 /// Peak resident memory allowed to the example server, KiB (idle it holds
 /// a few MiB; unbounded, the flood below takes it past a gigabyte).
 const RSS_BOUND_KIB: u64 = 160 * 1024;
-
-/// An example, built by `cargo test` beside the test binaries.
-fn example_bin(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let profile = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile>/deps/");
-    let bin = profile
-        .join("examples")
-        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        bin.is_file(),
-        "{} is missing: run `cargo build --release --examples` first",
-        bin.display()
-    );
-    bin
-}
 
 /// A client of the example server is served: IDENTIFY -> WELCOME, JOIN ->
 /// JOINED, within 2 s.

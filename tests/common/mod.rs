@@ -176,3 +176,23 @@ pub fn check_invariants(
     }
     Ok(())
 }
+
+/// An example, built by `cargo test` beside the test binaries
+/// (`target/<profile>/examples/`).
+pub fn example_bin(name: &str) -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let profile = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target/<profile>/deps/");
+    let bin = profile
+        .join("examples")
+        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        bin.is_file(),
+        "{} is missing: `cargo test` without a target filter builds the examples; \
+         with one, run `cargo build --release --examples` first",
+        bin.display()
+    );
+    bin
+}
