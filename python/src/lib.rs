@@ -23,7 +23,7 @@ use herdsim_lab::sweep::{self, Plan, memory};
 use pyo3::exceptions::PyKeyboardInterrupt;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -248,14 +248,6 @@ fn run(
     }
 }
 
-/// Where a scenario's relative paths point: its own folder.
-#[pyfunction]
-fn scenario_dir(path: PathBuf) -> PathBuf {
-    path.parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .map_or_else(|| Path::new(".").to_path_buf(), Path::to_path_buf)
-}
-
 /// A Python dict, written as JSON by the caller, as TOML scenario text (a
 /// JSON `null` has no TOML form and is refused, naming its key).
 #[pyfunction]
@@ -299,7 +291,6 @@ fn null_key(v: &serde_json::Value, at: &str) -> Option<String> {
 fn _herdsim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("VERSION", herdsim_lab::VERSION)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
-    m.add_function(wrap_pyfunction!(scenario_dir, m)?)?;
     m.add_function(wrap_pyfunction!(dict_to_toml, m)?)?;
     Ok(())
 }
