@@ -224,21 +224,26 @@ struct Raw {
     what: What,
 }
 
+/// What `buf` holds: decompressed when it is gzipped (told by its first
+/// bytes, whatever the file is called), and whether it was. Every input of
+/// calibrate's (a frame log, an export's file) is read through it.
+pub(crate) fn ungzipped<R: BufRead + 'static>(
+    mut buf: R,
+) -> std::io::Result<(Box<dyn Read>, bool)> {
+    if buf.fill_buf()?.starts_with(&[0x1f, 0x8b]) {
+        Ok((Box::new(flate2::read::MultiGzDecoder::new(buf)), true))
+    } else {
+        Ok((Box::new(buf), false))
+    }
+}
+
 /// Read `path` (plain or gzipped). `channel`: the channel to read (default:
 /// observe's, else the one with the most messages).
 pub fn read(path: &Path, channel: Option<&str>) -> Result<Log, LogError> {
     let file =
         crate::files::open_input(path).map_err(|e| LogError(format!("{}: {e}", path.display())))?;
-    let mut buf = BufReader::new(file);
-    let gz = buf
-        .fill_buf()
-        .map(|b| b.starts_with(&[0x1f, 0x8b]))
+    let (inner, _) = ungzipped(BufReader::new(file))
         .map_err(|e| LogError(format!("{}: {e}", path.display())))?;
-    let inner: Box<dyn Read> = if gz {
-        Box::new(flate2::read::MultiGzDecoder::new(buf))
-    } else {
-        Box::new(buf)
-    };
     let mut reader = BufReader::new(inner.take(MAX_LOG_BYTES + 1));
     let mut st = State::new(path);
     let mut line = Vec::new();

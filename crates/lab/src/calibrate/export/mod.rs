@@ -199,16 +199,9 @@ pub fn input(path: &Path, format: Option<&str>) -> Result<Input, Error> {
 /// gzipped.
 fn head(path: &Path) -> Option<Vec<u8>> {
     use std::io::Read;
-    let mut f = std::io::BufReader::new(crate::files::open_input(path).ok()?);
-    let gz = std::io::BufRead::fill_buf(&mut f)
-        .ok()?
-        .starts_with(&[0x1f, 0x8b]);
+    let f = std::io::BufReader::new(crate::files::open_input(path).ok()?);
+    let (r, _) = super::read::ungzipped(f).ok()?;
     let mut out = Vec::with_capacity(4096);
-    let r: Box<dyn Read> = if gz {
-        Box::new(flate2::read::MultiGzDecoder::new(f))
-    } else {
-        Box::new(f)
-    };
     // A cut or corrupt stream: what was read so far tells.
     let _ = r.take(4096).read_to_end(&mut out);
     Some(out)

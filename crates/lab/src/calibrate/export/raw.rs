@@ -532,22 +532,10 @@ where
             path.display()
         ));
     }
-    let mut buf = std::io::BufReader::with_capacity(1 << 16, file);
-    let gz = buf
-        .fill_buf()
-        .map(|b| b.starts_with(&[0x1f, 0x8b]))
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    if gz {
-        each_in(
-            path,
-            flate2::read::MultiGzDecoder::new(buf),
-            (limit, limit),
-            true,
-            f,
-        )
-    } else {
-        each_in(path, buf, (limit, limit), false, f)
-    }
+    let buf = std::io::BufReader::with_capacity(1 << 16, file);
+    let (reader, gz) =
+        crate::calibrate::read::ungzipped(buf).map_err(|e| format!("{}: {e}", path.display()))?;
+    each_in(path, reader, (limit, limit), gz, f)
 }
 
 /// [`each`] on `reader` (`path` names it in errors; `limit`: the bytes
