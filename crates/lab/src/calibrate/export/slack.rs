@@ -22,6 +22,7 @@
 
 use super::Reading;
 use super::raw::{self, RawMsg, User};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The most entries a zipped export may have (a 16-channel workspace's
@@ -318,19 +319,18 @@ pub(super) fn read_zip(
         }
     }
     let last = |f: &str| f.rsplit('/').next().unwrap_or("").to_string();
-    let mut folders: Vec<(String, u64)> = Vec::new();
+    // Each folder's day-file bytes, in folder order (a map: a hostile zip
+    // may hold a million entries, each in a folder of its own).
+    let mut folders: BTreeMap<&str, u64> = BTreeMap::new();
     for e in entries.iter().filter(|e| is_day(&e.name)) {
-        match folders.iter_mut().find(|(f, _)| *f == e.folder) {
-            Some((_, n)) => *n = n.saturating_add(e.size),
-            None => folders.push((e.folder.clone(), e.size)),
-        }
+        let n = folders.entry(e.folder.as_str()).or_insert(0);
+        *n = n.saturating_add(e.size);
     }
-    folders.sort();
     let chosen = match channel {
         Some(c) => folders
-            .iter()
-            .find(|(f, _)| last(f) == c)
-            .map(|(f, _)| f.clone())
+            .keys()
+            .find(|f| last(f) == c)
+            .map(|f| f.to_string())
             .ok_or_else(|| {
                 format!(
                     "{}: no channel folder {:?} in this Slack export (--channel)",
@@ -339,13 +339,14 @@ pub(super) fn read_zip(
                 )
             })?,
         None => {
-            let mut best: Option<&(String, u64)> = None;
-            for f in &folders {
-                if best.is_none_or(|b| f.1 > b.1) {
-                    best = Some(f);
+            // The largest; of equal ones, the first in folder order.
+            let mut best: Option<(&str, u64)> = None;
+            for (&f, &n) in &folders {
+                if best.is_none_or(|b| n > b.1) {
+                    best = Some((f, n));
                 }
             }
-            best.map(|(f, _)| f.clone()).ok_or_else(|| {
+            best.map(|(f, _)| f.to_string()).ok_or_else(|| {
                 format!(
                     "{}: a zip without day files (YYYY-MM-DD.json): not a Slack export",
                     path.display()
