@@ -1,5 +1,5 @@
 //! A real agent process that embeds the agent half of the floor
-//! (`herdsim-floor`'s [`Client`]) around a fake model.
+//! (`herdsim-floor`'s [`Agent`]) around a fake model.
 //!
 //! It connects to an agentchat-style WebSocket server (`herdsim serve`, or
 //! any server speaking the chat subset), identifies, joins one channel and
@@ -7,17 +7,19 @@
 //! decides; this file only carries out its actions with real timers and a
 //! real socket:
 //!
-//! - a question in: [`Client::on_message`]; every frame the floor knows
-//!   (relayed claims, YIELD, answers): [`Client::on_server_msg`];
-//! - `Wait`: the CSMA delay the client drew in its window
-//!   (`--csma-min-ms`..`--csma-max-ms`, from this process's random
-//!   numbers), then [`Client::on_timer`]; `WakeAt`: the same at the time
-//!   given;
-//! - `Send` (a claim) and `Post` (an answer): the frame goes to the server
-//!   as JSON;
-//! - `StartInference`: the fake model "thinks" for a time drawn uniformly
-//!   from `infer-min-ms..infer-max-ms`, then [`Client::on_inference_done`];
-//!   `Abort`: that inference is dropped (its bill counted as wasted).
+//! - every frame the floor knows (relayed messages and claims, YIELD,
+//!   releases): [`AgentInput::Frame`]; a question it would answer:
+//!   [`AgentInput::Answer`] (the floor decides whether and when: its CSMA
+//!   wait in `--csma-min-ms`..`--csma-max-ms`, drawn from this process's
+//!   random numbers, its exemptions);
+//! - at [`Agent::poll_timeout`]: [`AgentInput::Timeout`] (the floor's
+//!   timers are inside it);
+//! - [`AgentOutput::Transmit`] (a claim, an answer): the frame goes to the
+//!   server as JSON;
+//! - [`AgentOutput::StartInference`]: the fake model "thinks" for a time
+//!   drawn uniformly from `infer-min-ms..infer-max-ms`, then
+//!   [`AgentInput::InferenceDone`]; [`AgentOutput::AbortInference`]: that
+//!   inference is dropped (its bill counted as wasted).
 //!
 //! Its clock is the wall clock in ms since the Unix epoch, as a real agent's
 //! `started_at` is: claims from agents on one machine (or on synchronised
@@ -47,7 +49,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures_util::{SinkExt, StreamExt};
 use herdsim_floor::dialect::{self, Kind};
-use herdsim_floor::{Action, Client, ClientConfig, CsmaWindow, PolicyKind, ServerMsg, Text};
+use herdsim_floor::{
+    Agent, AgentInput, AgentOutput, ClientConfig, CsmaWindow, Millis, PolicyKind, ServerMsg, Text,
+};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Value, json};
@@ -124,12 +128,13 @@ fn parse_args() -> Result<Args, String> {
     Ok(args)
 }
 
-/// The local clock: ms since the Unix epoch.
-fn now_ms() -> i64 {
+/// The local clock: ms since the Unix epoch (the floor's time, converted
+/// here at the edge).
+fn now_ms() -> Millis {
     let d = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+    Millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 #[derive(Default)]
@@ -222,31 +227,35 @@ async fn run(a: Args) -> Result<Counts, String> {
     println!("ready");
     let _ = std::io::stdout().flush();
 
-    let mut floor = Client::new(ClientConfig {
-        policy: a.policy,
-        ttl_ms: a.ttl_ms,
-        csma: a.csma,
-        ..ClientConfig::new(me.clone())
-    });
-    // The agent's randomness: the CSMA draws the client asks for (once per
-    // wait, as a uniform number in [0, 1)) and the fake model's latency.
+    // The agent's randomness: the CSMA draws the agent half asks for (once
+    // per wait, as a uniform number in [0, 1)) on one stream, the fake
+    // model's latency on another.
+    let mut csma_rng = ChaCha8Rng::seed_from_u64(a.seed);
     let mut rng = ChaCha8Rng::seed_from_u64(a.seed);
-    // Timers the floor asked for (CSMA ends, wakes) and inferences under
-    // way, each by message id: (local time due, message id).
-    let mut timers: Vec<(i64, String)> = Vec::new();
-    let mut thinking: Vec<(i64, String)> = Vec::new();
-    let mut actions = Vec::new();
+    rng.set_stream(1);
+    let mut floor = Agent::new(
+        ClientConfig {
+            policy: a.policy,
+            ttl_ms: a.ttl_ms,
+            csma: a.csma,
+            ..ClientConfig::new(me.clone())
+        },
+        move || csma_rng.random::<f64>(),
+    );
+    // Inferences under way: (local time due, message id). The floor's own
+    // timers are inside it: one wake, at `poll_timeout`.
+    let mut thinking: Vec<(Millis, String)> = Vec::new();
     let mut n = Counts::default();
-    let end = now_ms().saturating_add(i64::try_from(a.run_ms).unwrap_or(i64::MAX));
+    let end = now_ms().saturating_add(a.run_ms);
     loop {
-        let next_due = timers
+        let next_due = thinking
             .iter()
-            .chain(&thinking)
             .map(|(t, _)| *t)
+            .chain(floor.poll_timeout())
             .min()
             .unwrap_or(end)
             .min(end);
-        let wait = Duration::from_millis(u64::try_from(next_due - now_ms()).unwrap_or(0));
+        let wait = Duration::from_millis(next_due.saturating_since(now_ms()));
         tokio::select! {
             frame = ws.next() => {
                 let text = match frame {
@@ -266,52 +275,50 @@ async fn run(a: Args) -> Result<Counts, String> {
                     continue;
                 };
                 let now = now_ms();
+                floor.handle_input(now, AgentInput::Frame(&msg));
                 // A question: a channel MSG that answers nothing, not ours.
-                if let ServerMsg::Msg { id, from, to, in_reply_to: None, .. } = &msg
+                // This agent would answer any; the floor decides whether and when.
+                if let ServerMsg::Msg { from, to, in_reply_to: None, .. } = &msg
                     && *from != me
                     && *to == a.channel
                 {
                     n.questions += 1;
-                    let mut u = || rng.random::<f64>();
-                    floor.on_message(now, id.clone(), to.clone(), false, &mut u, &mut actions);
+                    floor.handle_input(now, AgentInput::Answer(&msg));
                 }
-                floor.on_server_msg(now, &msg, &mut actions);
             }
             () = tokio::time::sleep(wait) => {
                 let now = now_ms();
                 if now >= end {
                     break;
                 }
-                for (_, id) in take_due(&mut timers, now) {
-                    floor.on_timer(now, id.as_str(), &mut || rng.random::<f64>(), &mut actions);
-                }
+                floor.handle_input(now, AgentInput::Timeout);
                 for (_, id) in take_due(&mut thinking, now) {
                     let answer = format!("{}'s answer to {id}", a.name);
                     let reply = format!("{id}-{}", a.name);
-                    floor.on_inference_done(now, id.as_str(), Some(reply), answer, &mut actions);
+                    let done = AgentInput::InferenceDone {
+                        msg_id: &id,
+                        reply_id: Some(&reply),
+                        content: &answer,
+                    };
+                    floor.handle_input(now, done);
                     n.answered += 1;
                 }
             }
         }
-        for act in actions.drain(..) {
-            let now = now_ms();
-            match act {
-                Action::Wait { msg_id, delay_us } => {
-                    let wait = i64::try_from(delay_us / 1000).unwrap_or(i64::MAX);
-                    timers.push((now.saturating_add(wait), msg_id));
-                }
-                Action::WakeAt { msg_id, at_ms } => timers.push((at_ms, msg_id)),
-                Action::Send(m) | Action::Post(m) => send(&mut ws, m.to_json_string()).await?,
-                Action::StartInference { msg_id, .. } => {
+        while let Some(out) = floor.poll_output() {
+            match out {
+                AgentOutput::Transmit(m) => send(&mut ws, m.to_json_string()).await?,
+                AgentOutput::StartInference { msg_id, .. } => {
                     n.started += 1;
                     let took = rng.random_range(a.infer_ms.0..=a.infer_ms.1);
-                    thinking.push((now + i64::try_from(took).unwrap_or(0), msg_id));
+                    thinking.push((now_ms().saturating_add(took), msg_id));
                 }
-                Action::Abort { msg_id, .. } => {
+                AgentOutput::AbortInference { msg_id, .. } => {
                     n.aborted += 1;
                     thinking.retain(|(_, id)| *id != msg_id);
                 }
-                Action::Skip { .. } => n.skipped += 1,
+                AgentOutput::Skipped { .. } => n.skipped += 1,
+                _ => {}
             }
         }
     }
@@ -320,7 +327,7 @@ async fn run(a: Args) -> Result<Counts, String> {
 }
 
 /// The entries due by `now`, taken out in time order.
-fn take_due(list: &mut Vec<(i64, String)>, now: i64) -> Vec<(i64, String)> {
+fn take_due(list: &mut Vec<(Millis, String)>, now: Millis) -> Vec<(Millis, String)> {
     let (mut due, keep): (Vec<_>, Vec<_>) = list.drain(..).partition(|(t, _)| *t <= now);
     *list = keep;
     due.sort();

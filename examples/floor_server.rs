@@ -37,7 +37,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
-use herdsim_floor::{Config, Input, PolicyKind, Role, Sends, Server, edge};
+use herdsim_floor::{Config, Input, Millis, PolicyKind, Role, Sends, Server, edge};
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc, oneshot};
@@ -108,7 +108,7 @@ async fn floor(mut server: Server, mut events: mpsc::Receiver<Event>) {
         // A deadline past what `Instant` holds is never.
         let wake = server
             .poll_timeout()
-            .and_then(|t| start.checked_add(Duration::from_millis(t)));
+            .and_then(|t| start.checked_add(Duration::from_millis(t.as_ms())));
         let sleep = tokio::time::sleep_until(wake.unwrap_or(start).into());
         let input = tokio::select! {
             () = sleep, if wake.is_some() => Input::Tick,
@@ -139,7 +139,7 @@ async fn floor(mut server: Server, mut events: mpsc::Receiver<Event>) {
             Input::Join { agent, channel } => Some((agent.clone(), channel.clone())),
             _ => None,
         };
-        server.handle(now(), input, &mut sends);
+        server.handle(Millis(now()), input, &mut sends);
         let texts: Vec<Arc<str>> = sends
             .payloads()
             .iter()

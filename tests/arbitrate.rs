@@ -320,7 +320,7 @@ fn protocol_errors_go_to_the_sender_and_exit_0() {
 }
 
 #[test]
-fn operator_is_never_yielded_and_dm_goes_to_one_agent() {
+fn the_operators_claim_takes_the_floor_and_dm_goes_to_one_agent() {
     let input = with_members(
         &["agent-a", "agent-b"],
         &[
@@ -338,6 +338,8 @@ fn operator_is_never_yielded_and_dm_goes_to_one_agent() {
             relay(1000, "operator", "agent-a", 500),
             relay(1001, "agent-a", "operator", 1),
             relay(1001, "agent-b", "operator", 1),
+            // Humans always get the floor: the holder is displaced.
+            r##"{"at_ms":1001,"to":"agent-a","msg":{"type":"YIELD","msg_id":"m1","winner":"operator","channel":"#general"}}"##.to_string(),
             r#"{"at_ms":1002,"to":"agent-b","msg":{"type":"MSG","id":"s1","from":"operator","to":"@agent-b","content":"psst"}}"#.to_string(),
         ]
     );

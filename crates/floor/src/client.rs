@@ -164,11 +164,16 @@ impl<F: FnMut() -> f64> CsmaDraw for F {
 
 /// Why the client decided not to infer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SkipReason {
     /// A claim from another agent is believed live.
     SeenClaim,
     /// Another agent already answered.
     SeenResponse,
+    /// The message @mentions other agents and not this one: it is theirs
+    /// (decided by [`crate::Agent`]; the [`Client`] is told exemptions by
+    /// its caller).
+    AddressedToOthers,
 }
 
 /// What the caller must do.
@@ -226,6 +231,11 @@ enum Phase {
     Csma,
     /// Skipped because of a claim; waiting until it is believed expired.
     Recheck,
+    /// Skipped because of a claim, with no recheck: listening, until the
+    /// claim is believed expired, for a FLOOR_RELEASED that frees the
+    /// floor (then a new CSMA wait). Not "tracking": a caller sees the
+    /// message finished.
+    Watching,
     /// Inference running.
     Inferring {
         started_at: i64,
@@ -260,6 +270,8 @@ pub struct Client<N: Naming = Text> {
     /// The messages being handled, by id: a handful at a time, so a flat
     /// sorted vector (no tree node allocated per message).
     msgs: LiteMap<N::Msg, Track<N>>,
+    /// How many of `msgs` are [`Phase::Watching`].
+    watching: usize,
 }
 
 impl Client<Text> {
@@ -280,6 +292,7 @@ impl<N: Naming> Client<N> {
             cfg,
             names,
             msgs: LiteMap::new(),
+            watching: 0,
         }
     }
 
@@ -304,7 +317,14 @@ impl<N: Naming> Client<N> {
         out: &mut Vec<Action<N>>,
     ) {
         let msg_id = msg_id.into();
-        if self.msgs.contains_key(&msg_id) {
+        if self.watching > 0 {
+            self.stop_watching_expired(now_ms);
+        }
+        if self
+            .msgs
+            .get(&msg_id)
+            .is_some_and(|t| t.phase != Phase::Watching)
+        {
             return;
         }
         let reply_to = reply_to.into();
@@ -326,7 +346,7 @@ impl<N: Naming> Client<N> {
             });
             Phase::Csma
         };
-        self.msgs.insert(
+        let old = self.msgs.insert(
             msg_id.clone(),
             Track {
                 id: msg_id,
@@ -337,6 +357,22 @@ impl<N: Naming> Client<N> {
                 rechecks: 0,
             },
         );
+        if old.is_some() {
+            self.watching = self.watching.saturating_sub(1);
+        }
+    }
+
+    /// Drop the watched messages whose claim is believed expired at `now_ms`
+    /// (no release can matter to them any more).
+    fn stop_watching_expired(&mut self, now_ms: i64) {
+        let ttl = self.ttl;
+        let before = self.msgs.len();
+        self.msgs.retain(|_, t| {
+            t.phase != Phase::Watching
+                || t.last_claim_seen
+                    .is_some_and(|s| s.saturating_add(ttl) > now_ms)
+        });
+        self.watching -= before - self.msgs.len();
     }
 
     /// The CSMA timer fired, or a `WakeAt` was reached (`now_ms >= at_ms`
@@ -358,7 +394,7 @@ impl<N: Naming> Client<N> {
         let believed_until = t.last_claim_seen.map(|s| s.saturating_add(ttl));
         let claim_live = believed_until.is_some_and(|until| until > now_ms);
         match t.phase {
-            Phase::Inferring { .. } => {}
+            Phase::Inferring { .. } | Phase::Watching => {}
             // No response was seen: one seen while waiting already finished
             // the message (`on_reply_seen`), and a message seen answered
             // never starts waiting. A recheck is left: a message waits only
@@ -404,6 +440,10 @@ impl<N: Naming> Client<N> {
                             msg_id: t.id.clone(),
                             at_ms,
                         });
+                    } else if self.rules.announce_release {
+                        // Listen for a release until the claim is believed over.
+                        t.phase = Phase::Watching;
+                        self.watching += 1;
                     } else {
                         self.msgs.remove(msg_id);
                     }
@@ -450,6 +490,13 @@ impl<N: Naming> Client<N> {
         if self.is_inferring(&id) {
             return;
         }
+        if self
+            .msgs
+            .get(&id)
+            .is_some_and(|t| t.phase == Phase::Watching)
+        {
+            self.watching -= 1;
+        }
         let reply_to = reply_to.into();
         let exempt = self.names.starts_dm(&reply_to);
         if self.rules.clients_claim && !exempt {
@@ -478,8 +525,15 @@ impl<N: Naming> Client<N> {
         };
     }
 
-    /// Any server message delivered to this agent.
-    pub fn on_server_msg(&mut self, now_ms: i64, msg: &ServerMsg<N>, out: &mut Vec<Action<N>>) {
+    /// Any server message delivered to this agent. A FLOOR_RELEASED may
+    /// start a new CSMA wait: the call takes the draw.
+    pub fn on_server_msg(
+        &mut self,
+        now_ms: i64,
+        msg: &ServerMsg<N>,
+        draw: &mut (impl CsmaDraw + ?Sized),
+        out: &mut Vec<Action<N>>,
+    ) {
         // Every message below only matters for a tracked message.
         if self.msgs.is_empty() {
             return;
@@ -497,6 +551,9 @@ impl<N: Naming> Client<N> {
                 holder,
                 ..
             } => self.on_floor_claimed(now_ms, msg_id, channel, holder),
+            ServerMsg::FloorReleased {
+                msg_id, channel, ..
+            } => self.on_released(msg_id, channel, draw, out),
             ServerMsg::Msg {
                 from,
                 in_reply_to: Some(m),
@@ -571,6 +628,41 @@ impl<N: Naming> Client<N> {
         }
     }
 
+    /// FLOOR_RELEASED: the claim on `msg_id` is gone with its holder (a
+    /// disconnect, a leave), so no claim seen for it is live any more. A
+    /// message skipped for it and watched starts a new CSMA wait at once; one
+    /// still waiting will claim when its wait ends; one waiting for a
+    /// recheck rechecks at its wake (its `WakeAt` stands: the caller's timer
+    /// is not withdrawn) and then finds no live claim. Nothing once an
+    /// answer was seen.
+    fn on_released(
+        &mut self,
+        msg_id: &N::Msg,
+        channel: &N::Dest,
+        draw: &mut (impl CsmaDraw + ?Sized),
+        out: &mut Vec<Action<N>>,
+    ) {
+        let Some(t) = self.msgs.get_mut(msg_id) else {
+            return;
+        };
+        if t.reply_to != *channel || t.response_seen {
+            return;
+        }
+        match t.phase {
+            Phase::Inferring { .. } => {}
+            Phase::Csma | Phase::Recheck => t.last_claim_seen = None,
+            Phase::Watching => {
+                t.last_claim_seen = None;
+                t.phase = Phase::Csma;
+                self.watching -= 1;
+                out.push(Action::Wait {
+                    msg_id: t.id.clone(),
+                    delay_us: draw.csma_delay_us(self.cfg.csma),
+                });
+            }
+        }
+    }
+
     /// Another agent's reply to `msg_id`: note it seen; a message waiting
     /// for its recheck is finished (no recheck will happen).
     fn on_reply_seen(&mut self, from: &N::Agent, msg_id: &N::Msg) {
@@ -579,8 +671,15 @@ impl<N: Naming> Client<N> {
         }
         if let Some(t) = self.msgs.get_mut(msg_id) {
             t.response_seen = true;
-            if t.phase == Phase::Recheck {
-                self.msgs.remove(msg_id);
+            match t.phase {
+                Phase::Recheck => {
+                    self.msgs.remove(msg_id);
+                }
+                Phase::Watching => {
+                    self.msgs.remove(msg_id);
+                    self.watching -= 1;
+                }
+                Phase::Csma | Phase::Inferring { .. } => {}
             }
         }
     }
@@ -673,12 +772,19 @@ impl<N: Naming> Client<N> {
         Q: Ord + ?Sized,
         N::Msg: Borrow<Q>,
     {
-        self.msgs.remove(msg_id);
+        if self
+            .msgs
+            .remove(msg_id)
+            .is_some_and(|t| t.phase == Phase::Watching)
+        {
+            self.watching -= 1;
+        }
     }
 
     /// Forget every message (e.g. the agent restarted).
     pub fn reset(&mut self) {
         self.msgs.clear();
+        self.watching = 0;
     }
 
     /// What this client's decisions so far asked of the TTL: a CSMA timer
@@ -689,9 +795,10 @@ impl<N: Naming> Client<N> {
         self.ttl_audit
     }
 
-    /// Messages currently tracked.
+    /// Messages currently tracked (waiting, rechecking or inferring; not
+    /// the ones only listened to for a release).
     pub fn tracked(&self) -> usize {
-        self.msgs.len()
+        self.msgs.len() - self.watching
     }
 
     /// Whether `msg_id` is still being handled (waiting, rechecking or
@@ -701,7 +808,9 @@ impl<N: Naming> Client<N> {
         Q: Ord + ?Sized,
         N::Msg: Borrow<Q>,
     {
-        self.msgs.contains_key(msg_id)
+        self.msgs
+            .get(msg_id)
+            .is_some_and(|t| t.phase != Phase::Watching)
     }
 
     /// Whether an inference is running for `msg_id`.

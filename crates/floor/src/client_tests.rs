@@ -128,6 +128,7 @@ fn seen_claim_during_csma_skips() {
         step(&mut c, |c, o| c.on_server_msg(
             2000,
             &claim_from("agent-a", "m1", 1),
+            &mut || 0.5,
             o
         ))
         .is_empty()
@@ -163,11 +164,11 @@ fn floor_claimed_counts_as_a_seen_claim_and_own_claims_do_not() {
         c.on_message(1000, "m1", G, false, &mut half, o)
     });
     let out = step(&mut c, |c, o| {
-        c.on_server_msg(1500, &floor_claimed("m1", "agent-b"), o)
+        c.on_server_msg(1500, &floor_claimed("m1", "agent-b"), &mut || 0.5, o)
     });
     assert!(out.is_empty(), "{out:?}");
     step(&mut c, |c, o| {
-        c.on_server_msg(1500, &claim_from("agent-b", "m1", 1), o)
+        c.on_server_msg(1500, &claim_from("agent-b", "m1", 1), &mut || 0.5, o)
     });
     let out = step(&mut c, |c, o| c.on_timer(4000, "m1", &mut half, o));
     assert_eq!(out, started("m1", 4000));
@@ -177,7 +178,7 @@ fn floor_claimed_counts_as_a_seen_claim_and_own_claims_do_not() {
         c.on_message(1000, "m1", G, false, &mut half, o)
     });
     let out = step(&mut c, |c, o| {
-        c.on_server_msg(2000, &floor_claimed("m1", "agent-a"), o)
+        c.on_server_msg(2000, &floor_claimed("m1", "agent-a"), &mut || 0.5, o)
     });
     assert!(out.is_empty(), "{out:?}");
     let out = step(&mut c, |c, o| c.on_timer(4000, "m1", &mut half, o));
@@ -195,7 +196,7 @@ fn floor_claimed_counts_as_a_seen_claim_and_own_claims_do_not() {
         c.on_message(1000, "m1", G, false, &mut half, o)
     });
     step(&mut c, |c, o| {
-        c.on_server_msg(2000, &floor_claimed("m1", "agent-a"), o)
+        c.on_server_msg(2000, &floor_claimed("m1", "agent-a"), &mut || 0.5, o)
     });
     let out = step(&mut c, |c, o| c.on_timer(47_000, "m1", &mut half, o));
     assert_eq!(out, started("m1", 47_000));
@@ -231,9 +232,11 @@ fn claims_for_other_channels_or_messages_are_not_counted() {
             c.on_message(1000, "m1", G, false, &mut half, o)
         });
         step(&mut c, |c, o| {
-            c.on_server_msg(2000, &claim("m1", "#other"), o)
+            c.on_server_msg(2000, &claim("m1", "#other"), &mut || 0.5, o)
         });
-        step(&mut c, |c, o| c.on_server_msg(2000, &claim("m2", G), o));
+        step(&mut c, |c, o| {
+            c.on_server_msg(2000, &claim("m2", G), &mut || 0.5, o)
+        });
         let out = step(&mut c, |c, o| c.on_timer(4000, "m1", &mut half, o));
         assert_eq!(out, started("m1", 4000), "{p}");
     }
@@ -244,7 +247,7 @@ fn a_claim_seen_longer_than_ttl_ago_is_believed_expired() {
     let mut c = client(PolicyKind::Spec);
     step(&mut c, |c, o| c.on_message(0, "m1", G, false, &mut half, o));
     step(&mut c, |c, o| {
-        c.on_server_msg(1000, &claim_from("agent-a", "m1", 1), o)
+        c.on_server_msg(1000, &claim_from("agent-a", "m1", 1), &mut || 0.5, o)
     });
     // seen 1000 + 45000 = 46000: live at 45999, expired at 46000.
     let mut c2 = c.clone();
@@ -268,7 +271,7 @@ fn seen_response_skips_even_without_claims_and_under_none() {
             c.on_message(1000, "m1", G, false, &mut half, o)
         });
         step(&mut c, |c, o| {
-            c.on_server_msg(2000, &reply_from("agent-a", "m1"), o)
+            c.on_server_msg(2000, &reply_from("agent-a", "m1"), &mut || 0.5, o)
         });
         let out = step(&mut c, |c, o| c.on_timer(4000, "m1", &mut half, o));
         assert_eq!(
@@ -312,6 +315,7 @@ fn exempt_messages_infer_at_once_and_never_abort() {
         step(&mut c, |c, o| c.on_server_msg(
             1100,
             &yield_to_me("m1", "agent-a"),
+            &mut || 0.5,
             o
         ))
         .is_empty()
@@ -320,6 +324,7 @@ fn exempt_messages_infer_at_once_and_never_abort() {
         step(&mut c, |c, o| c.on_server_msg(
             1100,
             &claim_from("agent-a", "m1", 1),
+            &mut || 0.5,
             o
         ))
         .is_empty()
@@ -346,7 +351,7 @@ fn yield_aborts_a_running_inference() {
         let mut c = client(p);
         start(&mut c, 1000, "m1");
         let out = step(&mut c, |c, o| {
-            c.on_server_msg(4100, &yield_to_me("m1", "agent-a"), o)
+            c.on_server_msg(4100, &yield_to_me("m1", "agent-a"), &mut || 0.5, o)
         });
         assert_eq!(
             out,
@@ -385,7 +390,7 @@ fn a_client_that_claimed_nothing_ignores_yield() {
         }]
     );
     let out = step(&mut c, |c, o| {
-        c.on_server_msg(4100, &yield_to_me("m1", "agent-a"), o)
+        c.on_server_msg(4100, &yield_to_me("m1", "agent-a"), &mut || 0.5, o)
     });
     assert!(out.is_empty(), "{out:?}");
     assert_eq!(c.tracked(), 1);
@@ -404,7 +409,7 @@ fn agentchat_yield_naming_myself_is_ignored() {
             reason: "Another agent claimed first".into(),
         }),
     };
-    assert!(step(&mut c, |c, o| c.on_server_msg(4100, &y, o)).is_empty());
+    assert!(step(&mut c, |c, o| c.on_server_msg(4100, &y, &mut || 0.5, o)).is_empty());
     assert!(c.is_inferring("m1"));
 }
 
@@ -426,13 +431,14 @@ fn earlier_relayed_claim_aborts_under_spec_and_tombstone_only() {
             step(&mut c, |c, o| c.on_server_msg(
                 4100,
                 &claim_from("agent-a", "m1", 4001),
+                &mut || 0.5,
                 o
             ))
             .is_empty()
         );
         // Tie at 4000: agent-a < agent-b, so it is earlier.
         let out = step(&mut c, |c, o| {
-            c.on_server_msg(4100, &claim_from("agent-a", "m1", 4000), o)
+            c.on_server_msg(4100, &claim_from("agent-a", "m1", 4000), &mut || 0.5, o)
         });
         assert_eq!(!out.is_empty(), aborts, "{p}");
         if aborts {
@@ -452,6 +458,7 @@ fn earlier_relayed_claim_aborts_under_spec_and_tombstone_only() {
         step(&mut c, |c, o| c.on_server_msg(
             4100,
             &claim_from("agent-c", "m1", 4000),
+            &mut || 0.5,
             o
         ))
         .is_empty()
@@ -467,6 +474,7 @@ fn ignore_yield_disables_both_abort_paths_but_not_the_skip() {
         step(&mut c, |c, o| c.on_server_msg(
             4100,
             &yield_to_me("m1", "agent-a"),
+            &mut || 0.5,
             o
         ))
         .is_empty()
@@ -475,6 +483,7 @@ fn ignore_yield_disables_both_abort_paths_but_not_the_skip() {
         step(&mut c, |c, o| c.on_server_msg(
             4100,
             &claim_from("agent-a", "m1", 1),
+            &mut || 0.5,
             o
         ))
         .is_empty()
@@ -489,7 +498,7 @@ fn ignore_yield_disables_both_abort_paths_but_not_the_skip() {
     });
     c.set_ignore_yield("m2", true);
     step(&mut c, |c, o| {
-        c.on_server_msg(2000, &claim_from("agent-a", "m2", 1), o)
+        c.on_server_msg(2000, &claim_from("agent-a", "m2", 1), &mut || 0.5, o)
     });
     let out = step(&mut c, |c, o| c.on_timer(4000, "m2", &mut half, o));
     assert!(matches!(&out[..], [Action::Skip { .. }]));
@@ -500,7 +509,7 @@ fn recheck_after_the_claim_is_believed_expired() {
     let mut c = rechecking(1);
     step(&mut c, |c, o| c.on_message(0, "m1", G, false, &mut half, o));
     step(&mut c, |c, o| {
-        c.on_server_msg(1000, &claim_from("agent-a", "m1", 1), o)
+        c.on_server_msg(1000, &claim_from("agent-a", "m1", 1), &mut || 0.5, o)
     });
     let out = step(&mut c, |c, o| c.on_timer(3000, "m1", &mut half, o));
     assert_eq!(
@@ -534,12 +543,12 @@ fn recheck_limit_and_newer_claims() {
     let mut c = rechecking(1);
     step(&mut c, |c, o| c.on_message(0, "m1", G, false, &mut half, o));
     step(&mut c, |c, o| {
-        c.on_server_msg(1000, &claim_from("agent-a", "m1", 1), o)
+        c.on_server_msg(1000, &claim_from("agent-a", "m1", 1), &mut || 0.5, o)
     });
     step(&mut c, |c, o| c.on_timer(3000, "m1", &mut half, o));
     // A newer claim seen while waiting: wait for it too.
     step(&mut c, |c, o| {
-        c.on_server_msg(5000, &claim_from("agent-c", "m1", 2), o)
+        c.on_server_msg(5000, &claim_from("agent-c", "m1", 2), &mut || 0.5, o)
     });
     let out = step(&mut c, |c, o| c.on_timer(11_000, "m1", &mut half, o));
     assert_eq!(
@@ -559,7 +568,7 @@ fn recheck_limit_and_newer_claims() {
     );
     // Second decision: a claim again, but the recheck budget (1) is spent.
     step(&mut c, |c, o| {
-        c.on_server_msg(16_000, &claim_from("agent-a", "m1", 3), o)
+        c.on_server_msg(16_000, &claim_from("agent-a", "m1", 3), &mut || 0.5, o)
     });
     let out = step(&mut c, |c, o| c.on_timer(18_000, "m1", &mut half, o));
     assert_eq!(
@@ -577,11 +586,11 @@ fn response_during_recheck_wait_finishes_the_message() {
     let mut c = rechecking(3);
     step(&mut c, |c, o| c.on_message(0, "m1", G, false, &mut half, o));
     step(&mut c, |c, o| {
-        c.on_server_msg(1000, &claim_from("agent-a", "m1", 1), o)
+        c.on_server_msg(1000, &claim_from("agent-a", "m1", 1), &mut || 0.5, o)
     });
     step(&mut c, |c, o| c.on_timer(3000, "m1", &mut half, o));
     step(&mut c, |c, o| {
-        c.on_server_msg(6000, &reply_from("agent-a", "m1"), o)
+        c.on_server_msg(6000, &reply_from("agent-a", "m1"), &mut || 0.5, o)
     });
     assert_eq!(c.tracked(), 0);
     assert!(step(&mut c, |c, o| c.on_timer(11_000, "m1", &mut half, o)).is_empty());
@@ -592,7 +601,7 @@ fn no_recheck_without_the_flag_or_for_a_response_skip() {
     let mut c = client(PolicyKind::Spec);
     step(&mut c, |c, o| c.on_message(0, "m1", G, false, &mut half, o));
     step(&mut c, |c, o| {
-        c.on_server_msg(1000, &claim_from("agent-a", "m1", 1), o)
+        c.on_server_msg(1000, &claim_from("agent-a", "m1", 1), &mut || 0.5, o)
     });
     assert_eq!(
         step(&mut c, |c, o| c.on_timer(3000, "m1", &mut half, o)).len(),
@@ -601,10 +610,10 @@ fn no_recheck_without_the_flag_or_for_a_response_skip() {
     let mut c = rechecking(1);
     step(&mut c, |c, o| c.on_message(0, "m1", G, false, &mut half, o));
     step(&mut c, |c, o| {
-        c.on_server_msg(1000, &claim_from("agent-a", "m1", 1), o)
+        c.on_server_msg(1000, &claim_from("agent-a", "m1", 1), &mut || 0.5, o)
     });
     step(&mut c, |c, o| {
-        c.on_server_msg(1000, &reply_from("agent-a", "m1"), o)
+        c.on_server_msg(1000, &reply_from("agent-a", "m1"), &mut || 0.5, o)
     });
     assert_eq!(
         step(&mut c, |c, o| c.on_timer(3000, "m1", &mut half, o)).len(),
@@ -626,7 +635,7 @@ fn messages_are_independent_and_state_self_cleans() {
         step(&mut c, |c, o| c.on_timer(5000 + i, &m, &mut half, o));
         if i % 2 == 0 {
             step(&mut c, |c, o| {
-                c.on_server_msg(6000, &yield_to_me(&m, "agent-a"), o)
+                c.on_server_msg(6000, &yield_to_me(&m, "agent-a"), &mut || 0.5, o)
             });
         } else {
             step(&mut c, |c, o| {
@@ -684,7 +693,7 @@ fn my_own_reply_is_not_a_seen_response() {
     let mut c = client(PolicyKind::Spec);
     step(&mut c, |c, o| c.on_message(0, "m1", G, false, &mut half, o));
     step(&mut c, |c, o| {
-        c.on_server_msg(10, &reply_from("agent-b", "m1"), o)
+        c.on_server_msg(10, &reply_from("agent-b", "m1"), &mut || 0.5, o)
     });
     assert_eq!(
         step(&mut c, |c, o| c.on_timer(3000, "m1", &mut half, o)),
@@ -758,7 +767,7 @@ fn start_now_claims_only_on_a_channel_under_a_claiming_policy() {
             channel: "@operator".into(),
             detail: None,
         };
-        assert!(step(&mut c, |c, o| c.on_server_msg(1300, &y, o)).is_empty());
+        assert!(step(&mut c, |c, o| c.on_server_msg(1300, &y, &mut || 0.5, o)).is_empty());
         assert!(c.is_inferring("m1"), "{p}");
     }
 }
@@ -772,7 +781,7 @@ fn ttl_audit_of_a_client_the_ttl_did_and_did_not_touch() {
     // Skipping for a claim seen 44 999 ms before holds for any TTL above that.
     step(&mut c, |c, o| c.on_message(0, "m1", G, false, &mut half, o));
     step(&mut c, |c, o| {
-        c.on_server_msg(1000, &claim_from("agent-a", "m1", 1), o)
+        c.on_server_msg(1000, &claim_from("agent-a", "m1", 1), &mut || 0.5, o)
     });
     let mut live = c.clone();
     step(&mut live, |c, o| c.on_timer(45_999, "m1", &mut half, o));
@@ -787,7 +796,7 @@ fn ttl_audit_of_a_client_the_ttl_did_and_did_not_touch() {
     let mut r = rechecking(1);
     step(&mut r, |c, o| c.on_message(0, "m1", G, false, &mut half, o));
     step(&mut r, |c, o| {
-        c.on_server_msg(1000, &claim_from("agent-a", "m1", 1), o)
+        c.on_server_msg(1000, &claim_from("agent-a", "m1", 1), &mut || 0.5, o)
     });
     let out = step(&mut r, |c, o| c.on_timer(2000, "m1", &mut half, o));
     assert!(out.contains(&Action::WakeAt {
@@ -825,7 +834,7 @@ fn csma_wait_is_drawn_in_the_window_once_per_wait() {
     });
     // A claim seen, the wait ends: skip, and a recheck wake (no draw).
     step(&mut c, |c, o| {
-        c.on_server_msg(100, &claim_from("agent-a", "m1", 50), o)
+        c.on_server_msg(100, &claim_from("agent-a", "m1", 50), &mut || 0.5, o)
     });
     let out = step(&mut c, |c, o| c.on_timer(500, "m1", &mut counting, o));
     assert!(matches!(
@@ -893,4 +902,112 @@ fn the_defaults_are_the_protocols() {
             delay_us: 8_000_000
         }]
     );
+}
+
+fn released(m: &str, holder: &str) -> ServerMsg {
+    ServerMsg::FloorReleased {
+        msg_id: m.into(),
+        channel: G.into(),
+        holder: holder.into(),
+    }
+}
+
+/// Skip `m1` at 4 s for agent-a's claim seen at 2 s.
+fn skipped_for_a_claim(c: &mut Client) {
+    step(c, |c, o| c.on_message(1000, "m1", G, false, &mut half, o));
+    step(c, |c, o| {
+        c.on_server_msg(2000, &claim_from("agent-a", "m1", 1), &mut half, o)
+    });
+    let out = step(c, |c, o| c.on_timer(4000, "m1", &mut half, o));
+    assert_eq!(
+        out,
+        [Action::Skip {
+            msg_id: "m1".into(),
+            reason: SkipReason::SeenClaim
+        }]
+    );
+}
+
+#[test]
+fn a_release_after_a_skip_starts_a_new_wait_and_the_agent_claims() {
+    let mut c = client(PolicyKind::Spec);
+    skipped_for_a_claim(&mut c);
+    // Finished for the caller, but listening for a release.
+    assert_eq!((c.tracked(), c.is_tracking("m1")), (0, false));
+    let out = step(&mut c, |c, o| {
+        c.on_server_msg(9000, &released("m1", "agent-a"), &mut half, o)
+    });
+    assert_eq!(
+        out,
+        [Action::Wait {
+            msg_id: "m1".into(),
+            delay_us: 1_000_000
+        }]
+    );
+    assert!(c.is_tracking("m1"));
+    assert_eq!(
+        step(&mut c, |c, o| c.on_timer(10_000, "m1", &mut half, o)),
+        started("m1", 10_000)
+    );
+}
+
+#[test]
+fn a_release_while_waiting_clears_the_claim_seen() {
+    let mut c = client(PolicyKind::Spec);
+    step(&mut c, |c, o| {
+        c.on_message(1000, "m1", G, false, &mut half, o)
+    });
+    step(&mut c, |c, o| {
+        c.on_server_msg(1500, &claim_from("agent-a", "m1", 1), &mut half, o)
+    });
+    let out = step(&mut c, |c, o| {
+        c.on_server_msg(1800, &released("m1", "agent-a"), &mut half, o)
+    });
+    assert!(out.is_empty());
+    assert_eq!(
+        step(&mut c, |c, o| c.on_timer(2000, "m1", &mut half, o)),
+        started("m1", 2000)
+    );
+}
+
+#[test]
+fn no_release_matters_after_an_answer_after_the_ttl_or_under_agentchat() {
+    // An answer seen: the watch ends.
+    let mut c = client(PolicyKind::Spec);
+    skipped_for_a_claim(&mut c);
+    step(&mut c, |c, o| {
+        c.on_server_msg(5000, &reply_from("agent-a", "m1"), &mut half, o)
+    });
+    let out = step(&mut c, |c, o| {
+        c.on_server_msg(6000, &released("m1", "agent-a"), &mut half, o)
+    });
+    assert!(out.is_empty());
+    // The claim believed expired: a new message's arrival drops the watch.
+    let mut c = client(PolicyKind::Spec);
+    skipped_for_a_claim(&mut c);
+    step(&mut c, |c, o| {
+        c.on_message(47_001, "m2", G, false, &mut half, o)
+    });
+    let out = step(&mut c, |c, o| {
+        c.on_server_msg(47_002, &released("m1", "agent-a"), &mut half, o)
+    });
+    assert!(out.is_empty());
+    assert_eq!(c.tracked(), 1);
+    // agentchat-0.36 announces no release: nothing is watched.
+    let mut c = client(PolicyKind::Agentchat036);
+    skipped_for_a_claim(&mut c);
+    let out = step(&mut c, |c, o| {
+        c.on_server_msg(9000, &released("m1", "agent-a"), &mut half, o)
+    });
+    assert!(out.is_empty());
+    // The same message again after a watch is a new decision.
+    let mut c = client(PolicyKind::Spec);
+    skipped_for_a_claim(&mut c);
+    let out = step(&mut c, |c, o| {
+        c.on_message(9000, "m1", G, false, &mut half, o)
+    });
+    assert_eq!(out.len(), 1);
+    assert!(c.is_tracking("m1"));
+    c.reset();
+    assert_eq!(c.tracked(), 0);
 }

@@ -24,6 +24,8 @@
 //! | repeated claim by holder | - | ignored, nothing sent | re-judged, YIELD naming itself | ignored | ignored |
 //! | expiry | - | at deadline | 5 s sweeps at a phase | at deadline | at deadline |
 //! | a channel MSG releases | - | the holder's claim on `in_reply_to` (all its claims in the channel without `in_reply_to`) | all the sender's claims in the channel, if the server accepts the MSG | as `spec`, leaving an "answered" marker | as `spec` |
+//! | a claim gone with its holder (disconnect, leave) announced as `FLOOR_RELEASED` | - | yes | no | yes | yes |
+//! | an operator's claim | relayed | takes the floor (held, ordered first) | dropped | as `spec` | as `spec` |
 //! | MSG refused (rate limit, lurk, not identified), DMs | no (DMs relayed) | no | yes (DMs disabled) | no | no |
 //! | error codes | protocol (`bad_message`, ...) | same | agentchat's (`INVALID_MSG`, ...) | same as `spec` | same as `spec` |
 //! | YIELD form | - | `winner` | `holder` + `holder_started_at` + `reason` | `winner` | `winner` |
@@ -158,6 +160,8 @@ impl PolicyKind {
             release: Release::Holder,
             tombstone: false,
             leave_releases: true,
+            announce_release: true,
+            operator_takes_floor: true,
             yield_form: YieldForm::Winner,
             client_aborts_on_relayed_claim: true,
             ttl_var: TTL_VAR,
@@ -182,6 +186,8 @@ impl PolicyKind {
                 expiry: Expiry::Sweep,
                 release: Release::AllInChannel,
                 leave_releases: false,
+                announce_release: false,
+                operator_takes_floor: false,
                 yield_form: YieldForm::HolderDetail,
                 client_aborts_on_relayed_claim: false,
                 ttl_var: AGENTCHAT_TTL_VAR,
@@ -348,6 +354,15 @@ pub struct Rules {
     pub tombstone: bool,
     /// Leaving a channel releases the leaver's claims in it.
     pub leave_releases: bool,
+    /// A live claim dropped because its holder disconnected or left the
+    /// channel is announced to the channel as `FLOOR_RELEASED` (a herdsim
+    /// extension; a real agentchat server tells nobody).
+    pub announce_release: bool,
+    /// An operator's RESPONDING_TO takes the floor whatever its
+    /// `started_at` ("humans always get the floor"): the server holds it,
+    /// yields the agent it displaces and denies later agents' claims. When
+    /// `false` (agentchat 0.36) it is relayed and not tracked.
+    pub operator_takes_floor: bool,
     /// The YIELD form sent.
     pub yield_form: YieldForm,
     /// A (well-behaved) client aborts its running inference on a relayed

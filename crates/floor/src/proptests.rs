@@ -10,6 +10,7 @@ use serde_json::Value;
 use super::client::{Action, Client, ClientConfig, CsmaWindow};
 use super::policy::{Channels, Expiry, PolicyKind};
 use super::server::{Config, Input, Outgoing, Role, Server};
+use super::time::Millis;
 use super::wire::{ClientMsg, ServerMsg, Stamp, YieldDetail};
 
 /// agent-0 .. agent-4; index 5 is the operator.
@@ -159,6 +160,18 @@ struct Model {
 }
 
 impl Model {
+    /// The FLOOR_RELEASED sends for the claims `gone` of `holder`: to the
+    /// members of each claim's channel, in key then member order.
+    fn releases(&self, gone: &[(usize, usize)], holder: usize) -> Vec<(String, String, String)> {
+        let mut v = Vec::new();
+        for &(c, k) in gone {
+            for to in self.others(c, holder) {
+                v.push((to, channel(c), msg_id(k)));
+            }
+        }
+        v
+    }
+
     fn member(&self, a: usize, c: usize) -> bool {
         self.members.contains(&(c, a))
     }
@@ -171,6 +184,22 @@ impl Model {
         v.sort();
         v
     }
+}
+
+/// Every send of `out`, which must all be FLOOR_RELEASED: (to, channel, msg_id).
+fn released(out: &[Outgoing]) -> Vec<(String, String, String)> {
+    out.iter()
+        .map(|o| match &o.msg {
+            ServerMsg::FloorReleased {
+                msg_id, channel, ..
+            } => (o.to.clone(), channel.clone(), msg_id.clone()),
+            other => (
+                o.to.clone(),
+                "not a release".into(),
+                other.type_name().into(),
+            ),
+        })
+        .collect()
 }
 
 fn is_relay_to(out: &[Outgoing], expect: &[String], ty: &str) -> bool {
@@ -206,13 +235,15 @@ proptest! {
                 Op::Join(a, c) => { m.members.insert((c, a)); prop_assert!(out.is_empty()); }
                 Op::Leave(a, c) => {
                     m.members.remove(&(c, a));
+                    let gone: Vec<(usize, usize)> = m.claims.iter().filter(|(k, cl)| k.0 == c && cl.holder == a).map(|(k, _)| *k).collect();
                     m.claims.retain(|k, cl| !(k.0 == c && cl.holder == a));
-                    prop_assert!(out.is_empty());
+                    prop_assert_eq!(released(&out), m.releases(&gone, a));
                 }
                 Op::Disconnect(a) => {
                     m.members.retain(|&(_, x)| x != a);
+                    let gone: Vec<(usize, usize)> = m.claims.iter().filter(|(_, cl)| cl.holder == a).map(|(k, _)| *k).collect();
                     m.claims.retain(|_, cl| cl.holder != a);
-                    prop_assert!(out.is_empty());
+                    prop_assert_eq!(released(&out), m.releases(&gone, a));
                 }
                 Op::Tick => prop_assert!(out.is_empty()),
                 Op::Claim { to: Tgt::Dm(_), .. } => prop_assert!(out.is_empty(), "DM claim sent {:?}", out),
@@ -226,11 +257,35 @@ proptest! {
                     let others = m.others(c, who);
                     let n = others.len();
                     if who == OPERATOR {
-                        prop_assert!(is_relay_to(&out, &others, "RESPONDING_TO"));
+                        // The operator takes the floor whatever its
+                        // started_at (a repeat changes nothing).
+                        let held = m.claims.get(&(c, msg)).map(|cl| cl.holder);
+                        if held == Some(OPERATOR) {
+                            prop_assert!(out.is_empty());
+                            continue;
+                        }
+                        prop_assert!(is_relay_to(&out[..n], &others, "RESPONDING_TO"));
+                        if let Some(old) = held {
+                            prop_assert_eq!(out.len(), n + 1);
+                            prop_assert_eq!(&out[n], &Outgoing { to: agent(old), msg: ServerMsg::Yield {
+                                msg_id: msg_id(msg), winner: agent(OPERATOR), channel: channel(c), detail: None } });
+                            yields += 1;
+                        } else {
+                            prop_assert_eq!(out.len(), n);
+                        }
+                        m.claims.insert((c, msg), MClaim { holder: who, started_at, deadline: now + ttl, contest: vec![(i64::MIN, agent(who))] });
                         continue;
                     }
                     let me = (started_at, agent(who));
                     match m.claims.get_mut(&(c, msg)) {
+                        Some(cl) if cl.holder == OPERATOR => {
+                            // An agent's claim on the operator's floor loses.
+                            prop_assert_eq!(out.len(), n + 1);
+                            prop_assert!(is_relay_to(&out[..n], &others, "RESPONDING_TO"));
+                            prop_assert_eq!(&out[n], &Outgoing { to: agent(who), msg: ServerMsg::Yield {
+                                msg_id: msg_id(msg), winner: agent(OPERATOR), channel: channel(c), detail: None } });
+                            yields += 1;
+                        }
                         None => {
                             prop_assert!(is_relay_to(&out, &others, "RESPONDING_TO"));
                             m.claims.insert((c, msg), MClaim { holder: who, started_at, deadline: now + ttl, contest: vec![me] });
@@ -276,14 +331,14 @@ proptest! {
             }
             // The whole table agrees with the model.
             prop_assert_eq!(s.claim_count(), m.claims.len());
-            prop_assert_eq!(s.poll_timeout(), m.claims.values().map(|c| c.deadline).min());
+            prop_assert_eq!(s.poll_timeout().map(Millis::as_ms), m.claims.values().map(|c| c.deadline).min());
             for c in 0..CHANNELS {
                 for k in 0..MSGS {
                     let want = m.claims.get(&(c, k));
                     let got = s.holder(&channel(c), &msg_id(k));
                     prop_assert_eq!(got.map(|(h, st)| (h.to_string(), st)), want.map(|w| (agent(w.holder), Stamp::Int(w.started_at))));
                     if let Some(w) = want {
-                        let min = w.contest.iter().min();
+                        let min = w.contest.iter().min_by_key(|x| (x.0, x.1.clone()));
                         prop_assert_eq!(min.map(|x| &x.1), Some(&agent(w.holder)), "holder is not the contest minimum");
                         prop_assert!(w.deadline > now);
                     }
@@ -311,7 +366,7 @@ proptest! {
         let table = |s: &Server| -> Vec<Option<(String, Stamp, u64)>> {
             (0..CHANNELS)
                 .flat_map(|c| (0..MSGS).map(move |k| (c, k)))
-                .map(|(c, k)| s.claim_info(&channel(c), &msg_id(k)).map(|i| (i.holder.to_string(), i.started_at, i.granted_at)))
+                .map(|(c, k)| s.claim_info(&channel(c), &msg_id(k)).map(|i| (i.holder.to_string(), i.started_at, i.granted_at.0)))
                 .collect()
         };
         for (dt, op) in script {
@@ -363,8 +418,8 @@ proptest! {
         for (dt, op) in script {
             now += dt;
             // poll_timeout is exact: nothing changes before it, something at it.
-            if let Some(t) = s.poll_timeout() {
-                prop_assert!(t > s.now());
+            if let Some(t) = s.poll_timeout().map(Millis::as_ms) {
+                prop_assert!(t > s.now().as_ms());
                 if t <= now {
                     let before = (s.claim_count(), s.marker_count());
                     let mut probe = s.clone();
@@ -393,7 +448,8 @@ proptest! {
                         prop_assert!(s.is_member(&o.to, channel), "relayed to non-member {}", o.to);
                         prop_assert!(&o.to != from);
                     }
-                    ServerMsg::FloorClaimed { channel, holder, .. } => {
+                    ServerMsg::FloorClaimed { channel, holder, .. }
+                    | ServerMsg::FloorReleased { channel, holder, .. } => {
                         prop_assert!(s.is_member(&o.to, channel));
                         prop_assert!(&o.to != holder);
                     }
@@ -428,8 +484,12 @@ proptest! {
                 }
                 Op::Claim { who, .. } => {
                     prop_assert!(yields.len() <= 1);
-                    if !enabled || policy == PolicyKind::None || *who == OPERATOR {
+                    if !enabled || policy == PolicyKind::None || (*who == OPERATOR && !policy.rules().operator_takes_floor) {
                         prop_assert!(yields.is_empty());
+                    }
+                    if *who == OPERATOR {
+                        // The operator takes the floor: only a displaced agent is yielded.
+                        prop_assert!(yields.iter().all(|y| y.to != agent(OPERATOR)));
                     }
                     // The YIELD is the last message sent, after every relay.
                     if let Some(y) = yields.first() {
@@ -455,9 +515,9 @@ proptest! {
             for c in 0..CHANNELS {
                 for k in 0..MSGS {
                     if let Some(info) = s.claim_info(&channel(c), &msg_id(k)) {
-                        prop_assert_eq!(info.deadline, info.granted_at + ttl);
-                        prop_assert!(info.deadline * 1000 > horizon_us, "claim outlived its TTL");
-                        prop_assert!(info.granted_at <= now);
+                        prop_assert_eq!(info.deadline.0, info.granted_at.0 + ttl);
+                        prop_assert!(info.deadline.0 * 1000 > horizon_us, "claim outlived its TTL");
+                        prop_assert!(info.granted_at.0 <= now);
                         prop_assert_eq!(s.holder(&channel(c), &msg_id(k)).is_some(), !info.answered);
                     }
                 }
@@ -488,9 +548,9 @@ proptest! {
             match kind {
                 0 => c.on_message(now, &id, "#c0", dt % 7 == 0, &mut || 0.5, &mut out),
                 1 => c.on_timer(now, &id, &mut || 0.5, &mut out),
-                2 => c.on_server_msg(now, &ServerMsg::RespondingTo { msg_id: id.clone(), from: "agent-0".into(), started_at: dt.into(), channel: "#c0".into() }, &mut out),
-                3 => c.on_server_msg(now, &ServerMsg::Yield { msg_id: id.clone(), winner: "agent-0".into(), channel: "#c0".into(), detail: None }, &mut out),
-                4 => c.on_server_msg(now, &ServerMsg::Msg { id: "s".into(), from: "agent-2".into(), to: "#c0".into(), content: String::new(), in_reply_to: Some(id.clone()) }, &mut out),
+                2 => c.on_server_msg(now, &ServerMsg::RespondingTo { msg_id: id.clone(), from: "agent-0".into(), started_at: dt.into(), channel: "#c0".into() }, &mut || 0.5, &mut out),
+                3 => c.on_server_msg(now, &ServerMsg::Yield { msg_id: id.clone(), winner: "agent-0".into(), channel: "#c0".into(), detail: None }, &mut || 0.5, &mut out),
+                4 => c.on_server_msg(now, &ServerMsg::Msg { id: "s".into(), from: "agent-2".into(), to: "#c0".into(), content: String::new(), in_reply_to: Some(id.clone()) }, &mut || 0.5, &mut out),
                 _ => c.on_inference_done(now, &id, None, String::new(), &mut out),
             }
             for a in &out {

@@ -10,7 +10,7 @@
 //! Behaviour common to all policies (documented choices), except where
 //! `agentchat-0.36` follows the real server instead (its rules, with the
 //! server function each comes from, are on [`PolicyKind::Agentchat036`]):
-//! - Time never goes backwards: a `now_ms` earlier than the last handled
+//! - Time never goes backwards: a `now` earlier than the last handled
 //!   time is treated as the last handled time.
 //! - `Join`/`Leave` send nothing. A `Join` to an invalid channel name gets
 //!   an `ERROR` (code `bad_channel`; agentchat: `INVALID_MSG`). Under
@@ -29,10 +29,17 @@
 //! - A `RESPONDING_TO` whose `channel` is a DM target (`@id`) creates no
 //!   claim and nothing is sent (the protocol does not apply to DMs); it
 //!   still counts in `claims_received` (agentchat: `ERROR INVALID_MSG`).
-//! - The operator ([`Role::Operator`]) never claims: its RESPONDING_TO is
-//!   never tracked (so it never gets a YIELD), and is relayed as is to the
-//!   other members only under the policies that relay raw claims (or with
-//!   tracking off).
+//! - The operator's ([`Role::Operator`]) RESPONDING_TO takes the floor
+//!   where [`crate::policy::Rules::operator_takes_floor`] (every tracking
+//!   policy but `agentchat-0.36`): held whatever its `started_at`, ordered
+//!   before every agent's claim, a live holder displaced with a YIELD; a
+//!   repeat changes nothing. Under `agentchat-0.36` it is not tracked and
+//!   (that policy relaying no raw claims) dropped; with tracking off it is
+//!   relayed as any claim.
+//! - A live claim released because its holder disconnected or left is
+//!   announced to the rest of its channel as
+//!   [`crate::ServerMsg::FloorReleased`] where
+//!   [`crate::policy::Rules::announce_release`].
 //! - With `enabled = false` (and under `none`) nothing is tracked and no
 //!   YIELD is ever sent: a RESPONDING_TO is relayed to the other members
 //!   like any message (after the usual checks: channel name, `started_at`,
@@ -64,6 +71,7 @@ use crate::policy::{
     REASON_DENIED, REASON_DISPLACED, Release, Rules, Slot, Verdict, YieldForm,
 };
 use crate::relay_memory::RelayMemory;
+use crate::time::Millis;
 use crate::ttl_audit::TtlAudit;
 use crate::wire::{ClientMsg, DecodeError, ServerMsg, Stamp, YieldDetail, clip};
 
@@ -335,7 +343,8 @@ pub enum ConfigError {
 pub enum Role {
     /// An agent: may claim, may be yielded.
     Agent,
-    /// The human operator: never claims, is never yielded.
+    /// The human operator: its claim takes the floor (see the module
+    /// docs); it is never yielded.
     Operator,
 }
 
@@ -421,7 +430,7 @@ impl<N: Naming> Server<N> {
     /// Tests: [`Server::handle`], appending the sends to `out` owned.
     pub(crate) fn run_owned(&mut self, now_ms: u64, input: Input<N>, out: &mut Vec<Outgoing<N>>) {
         let mut sends = Sends::new();
-        self.handle(now_ms, input, &mut sends);
+        self.handle(Millis(now_ms), input, &mut sends);
         out.extend(sends.iter().map(|(to, msg)| Outgoing {
             to: to.clone(),
             msg: msg.clone(),
@@ -578,9 +587,9 @@ pub struct ClaimInfo<'a, A: ?Sized = str> {
     /// As sent by the holder.
     pub started_at: Stamp,
     /// Server time of the grant (the deadline is this plus the TTL).
-    pub granted_at: u64,
+    pub granted_at: Millis,
     /// Server time the claim expires at.
-    pub deadline: u64,
+    pub deadline: Millis,
     /// A `tombstone` "answered" marker rather than a live claim.
     pub answered: bool,
 }
@@ -791,13 +800,13 @@ impl<N: Naming> Server<N> {
         &self.names
     }
 
-    /// The one way in: handle `input` at server time `now_ms` (due timers
+    /// The one way in: handle `input` at server time `now` (due timers
     /// first), appending what to send, in order, to `out` (which it does
     /// not clear). A frame from a transport becomes an input at the edge
     /// ([`crate::edge::decode`]); [`Input::Tick`] at [`Server::poll_timeout`]
     /// runs the timers.
-    pub fn handle(&mut self, now_ms: u64, input: Input<N>, out: &mut Sends<N>) {
-        let now = self.advance(now_ms);
+    pub fn handle(&mut self, now: Millis, input: Input<N>, out: &mut Sends<N>) {
+        let now = self.advance(now.0);
         if self.cfg.frame_limit && self.rules.msg_gate == MsgGate::Agentchat {
             let agent = match &input {
                 Input::Join { agent, .. } | Input::Leave { agent, .. } => Some(agent),
@@ -813,7 +822,7 @@ impl<N: Naming> Server<N> {
             {
                 let agent = agent.clone();
                 self.stats.frame_closed += 1;
-                return self.disconnect(&agent);
+                return self.disconnect(&agent, out);
             }
         }
         match input {
@@ -831,8 +840,8 @@ impl<N: Naming> Server<N> {
                 }
             }
             Input::Join { agent, channel } => self.join(agent, channel, out),
-            Input::Leave { agent, channel } => self.leave(&agent, &channel),
-            Input::Disconnect { agent } => self.disconnect(&agent),
+            Input::Leave { agent, channel } => self.leave(&agent, &channel, out),
+            Input::Disconnect { agent } => self.disconnect(&agent, out),
             Input::Undecodable { from, error, claim } => {
                 if claim {
                     self.stats.claims_received += 1;
@@ -878,7 +887,11 @@ impl<N: Naming> Server<N> {
     /// change state: the earliest claim (or marker) deadline, or under
     /// `agentchat-0.36` the first sweep at or after it. `None` when no claim
     /// is tracked.
-    pub fn poll_timeout(&self) -> Option<u64> {
+    pub fn poll_timeout(&self) -> Option<Millis> {
+        self.poll_timeout_ms().map(Millis)
+    }
+
+    fn poll_timeout_ms(&self) -> Option<u64> {
         let (&(deadline, _), _) = self.deadlines.first_key_value()?;
         match self.rules.expiry {
             Expiry::Sweep if self.cfg.sweep_every_ms > 0 => {
@@ -932,8 +945,8 @@ impl<N: Naming> Server<N> {
     }
 
     /// The last handled server time.
-    pub fn now(&self) -> u64 {
-        self.now
+    pub fn now(&self) -> Millis {
+        Millis(self.now)
     }
 
     /// The current holder of (channel, msg_id) and its `started_at`, if a
@@ -963,8 +976,8 @@ impl<N: Naming> Server<N> {
         Some(ClaimInfo {
             holder: &c.holder,
             started_at: c.started_at,
-            granted_at: c.granted_at,
-            deadline: c.deadline,
+            granted_at: Millis(c.granted_at),
+            deadline: Millis(c.deadline),
             answered: c.answered,
         })
     }
@@ -1053,7 +1066,7 @@ impl<N: Naming> Server<N> {
     }
 
     /// What the claim guard ([`Config::claim_guard`]) would answer, at
-    /// server time `now_ms`, to a claim by `from` (in `role`) on
+    /// server time `now`, to a claim by `from` (in `role`) on
     /// `(channel, msg_id)` dated `started_at`: `None` when it lets the
     /// claim through (to the policy's own checks), else the ERROR's code
     /// and message. Changes nothing: a server that wants to refuse such a
@@ -1061,7 +1074,7 @@ impl<N: Naming> Server<N> {
     /// [`Server::handle`] applies the same check.
     pub fn claim_guard_refusal<D, M>(
         &self,
-        now_ms: u64,
+        now: Millis,
         role: Role,
         channel: &D,
         msg_id: &M,
@@ -1072,12 +1085,12 @@ impl<N: Naming> Server<N> {
         M: ToOwned<Owned = N::Msg> + ?Sized,
     {
         let key = (channel.to_owned(), msg_id.to_owned());
-        let refusal = self.guard_refusal(now_ms, role, &key, started_at)?;
+        let refusal = self.guard_refusal(now.0, role, &key, started_at)?;
         Some(refusal.render(self.rules.errors))
     }
 
-    /// What the claim guard ([`Config::claim_guard`]) would answer, at
-    /// server time `now_ms`, to a channel MSG from `from` to `channel`
+    /// What the claim guard ([`Config::claim_guard`]) would answer to a
+    /// channel MSG from `from` to `channel`
     /// with the client's `id`: `None` when the guard lets it through (to
     /// the policy's own checks), else the ERROR's code (`id_taken`, or
     /// `INVALID_MSG` under `agentchat-0.36`) and message: an id of the
@@ -1088,7 +1101,6 @@ impl<N: Naming> Server<N> {
     /// Changes nothing; [`Server::handle`] applies the same check.
     pub fn msg_guard_refusal<A, D, M>(
         &self,
-        _now_ms: u64,
         from: &A,
         channel: &D,
         id: &M,
@@ -1214,6 +1226,9 @@ impl<N: Naming> Server<N> {
             ServerMsg::RespondingTo { channel, from, .. } => (channel, from),
             ServerMsg::FloorClaimed {
                 channel, holder, ..
+            }
+            | ServerMsg::FloorReleased {
+                channel, holder, ..
             } => (channel, holder),
             // Never relayed to a channel.
             ServerMsg::Yield { .. } | ServerMsg::Error { .. } => return,
@@ -1300,7 +1315,7 @@ impl<N: Naming> Server<N> {
         self.members.entry(channel).or_default().insert(agent);
     }
 
-    fn leave(&mut self, agent: &N::Agent, channel: &N::Dest) {
+    fn leave(&mut self, agent: &N::Agent, channel: &N::Dest, out: &mut Sends<N>) {
         if let Some(m) = self.members.get_mut(channel) {
             m.remove(agent);
             if m.0.is_empty() {
@@ -1314,7 +1329,29 @@ impl<N: Naming> Server<N> {
             }
         }
         if self.rules.leave_releases {
-            self.release_all_in(agent, channel);
+            for key in self.release_all_in(agent, channel) {
+                self.announce_released(agent, key, out);
+            }
+        }
+    }
+
+    /// Tell the channel a live claim is gone with its holder (a disconnect,
+    /// a leave), where the policy does ([`Rules::announce_release`]): the
+    /// agents that skipped the message for it decide again at once rather
+    /// than after their TTL.
+    fn announce_released(
+        &mut self,
+        holder: &N::Agent,
+        (channel, msg_id): Key<N>,
+        out: &mut Sends<N>,
+    ) {
+        if self.rules.announce_release {
+            let msg = ServerMsg::FloorReleased {
+                msg_id,
+                channel,
+                holder: holder.clone(),
+            };
+            self.fan_out(msg, out);
         }
     }
 
@@ -1337,7 +1374,7 @@ impl<N: Naming> Server<N> {
         }
     }
 
-    fn disconnect(&mut self, agent: &N::Agent) {
+    fn disconnect(&mut self, agent: &N::Agent, out: &mut Sends<N>) {
         self.relays.disconnect(agent);
         self.frames.remove(agent);
         // The connection's state goes with it (`_handleDisconnect`,
@@ -1355,7 +1392,9 @@ impl<N: Naming> Server<N> {
             }
         }
         for key in self.held_by.remove(agent).unwrap_or_default() {
-            self.remove_claim(&key);
+            if self.remove_claim(&key).is_some() {
+                self.announce_released(agent, key, out);
+            }
         }
     }
 
@@ -1377,6 +1416,9 @@ impl<N: Naming> Server<N> {
             // JavaScript holds the parsed double: it compares it, stores it
             // and echoes it (2^53 + 1 comes back as 2^53).
             claim.started_at = Stamp::from_f64(claim.started_at.as_f64());
+        }
+        if claim.role == Role::Operator && self.tracking() && self.rules.operator_takes_floor {
+            return self.operator_claim(now, claim, out);
         }
         if !self.tracking() || claim.role == Role::Operator {
             return self.relay_untracked_claim(claim, out);
@@ -1467,6 +1509,39 @@ impl<N: Naming> Server<N> {
     fn relay_untracked_claim(&mut self, claim: ClaimReq<N>, out: &mut Sends<N>) {
         if !self.tracking() || self.rules.announce == Announce::RelayEvery {
             self.fan_out(claim.relayed(), out);
+        }
+    }
+
+    /// An operator's claim under [`Rules::operator_takes_floor`]: humans
+    /// always get the floor, so it is granted whatever its `started_at`
+    /// (ordered before every agent's claim), displacing a live holder (who
+    /// gets a YIELD naming the operator) or an answered marker, and
+    /// announced as any grant. Agents' later claims are denied until the
+    /// operator answers, leaves or the claim expires.
+    fn operator_claim(&mut self, now: u64, claim: ClaimReq<N>, out: &mut Sends<N>) {
+        let key = (claim.channel.clone(), claim.msg_id.clone());
+        if self
+            .claims
+            .get(&key)
+            .is_some_and(|c| !c.answered && c.holder == claim.from)
+        {
+            return; // a repeat: the floor is the operator's already
+        }
+        let displaced = self
+            .remove_claim(&key)
+            .filter(|c| !c.answered && c.holder != claim.from)
+            .map(|c| c.holder);
+        let first = Stamp::Float(f64::NEG_INFINITY);
+        let (channel, msg_id) = (&claim.channel, &claim.msg_id);
+        self.insert_claim(channel, msg_id, &claim.from, claim.started_at, first, now);
+        let y = displaced.map(|old| {
+            self.stats.overruled += 1;
+            let at = claim.started_at;
+            self.make_yield(old, (channel, msg_id), &claim.from, at, REASON_DISPLACED)
+        });
+        self.announce_grant(claim, out);
+        if let Some((to, y)) = y {
+            out.push(to, y);
         }
     }
 
@@ -1790,7 +1865,9 @@ impl<N: Naming> Server<N> {
     /// "answered" marker under `tombstone`).
     fn release_on_msg(&mut self, from: &N::Agent, to: &N::Dest, in_reply_to: Option<&N::Msg>) {
         match (self.rules.release, in_reply_to) {
-            (Release::AllInChannel, _) | (Release::Holder, None) => self.release_all_in(from, to),
+            (Release::AllInChannel, _) | (Release::Holder, None) => {
+                self.release_all_in(from, to);
+            }
             (Release::Holder, Some(m)) => {
                 let key = (to.clone(), m.clone());
                 let held = self
@@ -1919,15 +1996,17 @@ impl<N: Naming> Server<N> {
         self.unhold(&holder, key);
     }
 
-    /// Release every live claim of `agent` in `channel` (no markers).
-    fn release_all_in(&mut self, agent: &N::Agent, channel: &N::Dest) {
+    /// Release every live claim of `agent` in `channel` (no markers); the
+    /// keys released.
+    fn release_all_in(&mut self, agent: &N::Agent, channel: &N::Dest) -> Vec<Key<N>> {
         let Some(held) = self.held_by.get(agent) else {
-            return;
+            return Vec::new();
         };
         let keys: Vec<Key<N>> = held.iter().filter(|(c, _)| c == channel).cloned().collect();
-        for key in keys {
-            self.remove_claim(&key);
+        for key in &keys {
+            self.remove_claim(key);
         }
+        keys
     }
 }
 

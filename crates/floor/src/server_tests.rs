@@ -249,7 +249,7 @@ fn spec_first_claim_is_granted_and_relayed_to_other_members_only() {
     assert_eq!(h.s.claim_count(), 1);
     let info = h.s.claim_info(G, "m1");
     assert_eq!(
-        info.map(|i| (i.granted_at, i.deadline)),
+        info.map(|i| (i.granted_at.0, i.deadline.0)),
         Some((1000, 46_000))
     );
     assert_eq!(h.s.stats().claims_received, 1);
@@ -291,7 +291,7 @@ fn spec_earlier_claim_displaces_holder_with_fresh_deadline() {
     );
     assert_eq!(out[2].msg, yield_spec("m1", "agent-c"));
     assert_eq!(h.holder(G, "m1"), Some(("agent-c", Stamp::Int(500))));
-    assert_eq!(h.s.claim_info(G, "m1").map(|i| i.deadline), Some(46_200));
+    assert_eq!(h.s.claim_info(G, "m1").map(|i| i.deadline.0), Some(46_200));
     assert_eq!(h.s.stats().overruled, 1);
     assert_eq!(h.s.claim_count(), 1);
 }
@@ -320,7 +320,7 @@ fn spec_repeated_claim_by_holder_changes_nothing() {
     assert!(h.claim(2000, "agent-a", "m1", 400).is_empty());
     assert!(h.claim(2000, "agent-a", "m1", 900).is_empty());
     assert_eq!(h.holder(G, "m1"), Some(("agent-a", Stamp::Int(500))));
-    assert_eq!(h.s.claim_info(G, "m1").map(|i| i.deadline), Some(46_000));
+    assert_eq!(h.s.claim_info(G, "m1").map(|i| i.deadline.0), Some(46_000));
     assert_eq!(h.s.stats().claims_received, 3);
 }
 
@@ -347,16 +347,16 @@ fn spec_expiry_exactly_at_deadline() {
     });
     h.join(0, "agent-a", G);
     h.join(0, "agent-b", G);
-    assert_eq!(h.s.poll_timeout(), None);
+    assert_eq!(h.s.poll_timeout().map(Millis::as_ms), None);
     h.claim(1000, "agent-a", "m1", 500);
-    assert_eq!(h.s.poll_timeout(), Some(4000));
+    assert_eq!(h.s.poll_timeout().map(Millis::as_ms), Some(4000));
     h.tick(3999);
     assert_eq!(h.holder(G, "m1"), Some(("agent-a", Stamp::Int(500))));
     assert_eq!(h.s.stats().expired, 0);
     h.tick(4000);
     assert_eq!(h.holder(G, "m1"), None);
     assert_eq!(h.s.stats().expired, 1);
-    assert_eq!(h.s.poll_timeout(), None);
+    assert_eq!(h.s.poll_timeout().map(Millis::as_ms), None);
     // Expired: a later claim is granted, no YIELD.
     let out = h.claim(4000, "agent-b", "m1", 900);
     assert_eq!(to(&out), [("agent-a", "RESPONDING_TO")]);
@@ -396,7 +396,7 @@ fn spec_msg_from_holder_clears_its_claim_and_is_relayed() {
     );
     assert_eq!(h.holder(G, "m1"), None);
     assert_eq!(h.holder(G, "m2"), Some(("agent-a", Stamp::Int(500))));
-    assert_eq!(h.s.poll_timeout(), Some(46_000));
+    assert_eq!(h.s.poll_timeout().map(Millis::as_ms), Some(46_000));
     // A MSG from a non-holder clears nothing.
     h.msg(2000, "agent-b", G, Some("m2"));
     assert_eq!(h.holder(G, "m2"), Some(("agent-a", Stamp::Int(500))));
@@ -447,14 +447,31 @@ fn disconnect_clears_all_claims_and_memberships() {
     h.claim(1000, "agent-a", "m1", 500);
     h.claim_as(1000, "agent-a", Role::Agent, "#other", "m2", 500);
     h.claim(1000, "agent-b", "m3", 500);
-    assert!(
-        h.run(
-            1500,
-            Input::Disconnect {
-                agent: "agent-a".into()
-            }
-        )
-        .is_empty()
+    // Each channel hears that the claim in it is gone.
+    let out = h.run(
+        1500,
+        Input::Disconnect {
+            agent: "agent-a".into(),
+        },
+    );
+    let released: Vec<(&str, &str, &str)> = out
+        .iter()
+        .map(|o| match &o.msg {
+            ServerMsg::FloorReleased {
+                msg_id,
+                channel,
+                holder,
+            } if holder == "agent-a" => (o.to.as_str(), channel.as_str(), msg_id.as_str()),
+            _ => ("", "", "not a release"),
+        })
+        .collect();
+    assert_eq!(
+        released,
+        [
+            ("agent-b", G, "m1"),
+            ("agent-c", G, "m1"),
+            ("agent-d", "#other", "m2")
+        ]
     );
     assert_eq!(h.holder(G, "m1"), None);
     assert_eq!(h.holder("#other", "m2"), None);
@@ -495,7 +512,7 @@ fn dm_claims_create_nothing() {
             assert!(out.is_empty(), "{p}");
         }
         assert_eq!(h.s.claim_count(), 0);
-        assert_eq!(h.s.poll_timeout(), None);
+        assert_eq!(h.s.poll_timeout().map(Millis::as_ms), None);
         assert_eq!(h.s.stats().claims_received, 1);
     }
 }
@@ -510,27 +527,53 @@ fn dm_msg_goes_to_the_target_only_and_clears_nothing() {
 }
 
 #[test]
-fn operator_never_claims_and_is_never_yielded() {
-    let mut h = H::abc(PolicyKind::Spec);
-    h.join(0, "operator", G);
-    let out = h.claim_as(1000, "operator", Role::Operator, G, "m1", 1);
-    // Relayed as is (spec relays raw claims), but not tracked.
-    assert_eq!(out.len(), 3);
-    assert!(out.iter().all(|o| o.msg.type_name() == "RESPONDING_TO"));
-    assert_eq!(h.s.claim_count(), 0);
-    let out = h.claim(1100, "agent-a", "m1", 500);
-    assert!(out.iter().all(|o| o.msg.type_name() == "RESPONDING_TO"));
-    let out = h.claim_as(1200, "operator", Role::Operator, G, "m1", 1);
-    assert!(out.iter().all(|o| o.msg.type_name() == "RESPONDING_TO"));
-    assert_eq!(h.holder(G, "m1"), Some(("agent-a", Stamp::Int(500))));
-    assert_eq!(h.s.stats().yields, 0);
-    // agentchat-0.36 never relays raw claims: the operator's is dropped.
+fn the_operators_claim_takes_the_floor() {
+    // Humans always get the floor: held whatever its started_at, later
+    // agents' claims denied, a holder displaced; a repeat changes nothing.
+    for p in [
+        PolicyKind::Spec,
+        PolicyKind::Tombstone,
+        PolicyKind::ServerTime,
+    ] {
+        let mut h = H::abc(p);
+        h.join(0, "operator", G);
+        let out = h.claim_as(1000, "operator", Role::Operator, G, "m1", 9_000);
+        assert_eq!(out.len(), 3, "{p}");
+        assert!(out.iter().all(|o| o.msg.type_name() == "RESPONDING_TO"));
+        assert_eq!(h.holder(G, "m1").map(|(a, _)| a), Some("operator"));
+        let out = h.claim(1100, "agent-a", "m1", 500);
+        let y = out.last().map(|o| (o.to.as_str(), &o.msg));
+        assert!(
+            matches!(y, Some(("agent-a", ServerMsg::Yield { winner, .. })) if winner == "operator"),
+            "{p}: {out:?}"
+        );
+        assert_eq!(h.holder(G, "m1").map(|(a, _)| a), Some("operator"));
+        assert!(
+            h.claim_as(1200, "operator", Role::Operator, G, "m1", 9_100)
+                .is_empty()
+        );
+        // An agent's live claim is displaced by the operator's.
+        h.claim(1300, "agent-b", "m2", 500);
+        let out = h.claim_as(1400, "operator", Role::Operator, G, "m2", 9_000);
+        let y = out.last().map(|o| (o.to.as_str(), &o.msg));
+        assert!(
+            matches!(y, Some(("agent-b", ServerMsg::Yield { winner, .. })) if winner == "operator"),
+            "{p}: {out:?}"
+        );
+        assert_eq!(h.s.stats().yields, 2);
+        // The operator's answer releases it.
+        h.msg(1500, "operator", G, Some("m1"));
+        assert_eq!(h.holder(G, "m1"), None);
+    }
+    // agentchat-0.36 never relays raw claims and never tracks the
+    // operator's: it is dropped (as the real server does).
     let mut h = H::abc(PolicyKind::Agentchat036);
     h.join(0, "operator", G);
     assert!(
         h.claim_as(1000, "operator", Role::Operator, G, "m1", 1)
             .is_empty()
     );
+    assert_eq!(h.s.claim_count(), 0);
 }
 
 #[test]
@@ -558,7 +601,7 @@ fn disabled_tracking_still_relays_claims() {
         assert_eq!(h.s.claim_count(), 0);
         assert_eq!(h.holder(G, "m1"), None);
         assert_eq!(h.s.stats().yields, 0);
-        assert_eq!(h.s.poll_timeout(), None);
+        assert_eq!(h.s.poll_timeout().map(Millis::as_ms), None);
     }
 }
 
@@ -745,8 +788,8 @@ fn time_never_goes_backwards() {
     h.join(0, "agent-a", G);
     h.claim(5000, "agent-a", "m1", 1);
     h.tick(100);
-    assert_eq!(h.s.now(), 5000);
-    assert_eq!(h.s.claim_info(G, "m1").map(|i| i.deadline), Some(6000));
+    assert_eq!(h.s.now().as_ms(), 5000);
+    assert_eq!(h.s.claim_info(G, "m1").map(|i| i.deadline.0), Some(6000));
 }
 
 #[test]
@@ -853,7 +896,7 @@ fn agentchat_repeated_claim_by_holder() {
         yield_ac("m1", "agent-a", 400, "Earlier started_at timestamp")
     );
     assert_eq!(h.holder(G, "m1"), Some(("agent-a", Stamp::Int(400))));
-    assert_eq!(h.s.claim_info(G, "m1").map(|i| i.deadline), Some(47_000));
+    assert_eq!(h.s.claim_info(G, "m1").map(|i| i.deadline.0), Some(47_000));
     assert_eq!(h.s.stats().overruled, 0);
     assert_eq!(h.s.stats().yields, 3);
 }
@@ -887,7 +930,7 @@ fn agentchat_expired_claim_wins_until_the_sweep() {
     h.join(0, "agent-a", G);
     h.join(0, "agent-b", G);
     h.claim(1000, "agent-a", "m1", 500); // deadline 4000
-    assert_eq!(h.s.poll_timeout(), Some(5000));
+    assert_eq!(h.s.poll_timeout().map(Millis::as_ms), Some(5000));
     h.tick(4500);
     // Past its deadline, not swept yet: still holds, and still wins.
     assert_eq!(h.holder(G, "m1"), Some(("agent-a", Stamp::Int(500))));
@@ -899,7 +942,7 @@ fn agentchat_expired_claim_wins_until_the_sweep() {
     h.tick(5000);
     assert_eq!(h.holder(G, "m1"), None);
     assert_eq!(h.s.stats().expired, 1);
-    assert_eq!(h.s.poll_timeout(), None);
+    assert_eq!(h.s.poll_timeout().map(Millis::as_ms), None);
 }
 
 #[test]
@@ -917,7 +960,7 @@ fn agentchat_sweep_due_with_a_claim_runs_first() {
     assert_eq!(to(&out), [("agent-a", "FLOOR_CLAIMED")]);
     assert_eq!(h.holder(G, "m1"), Some(("agent-b", Stamp::Int(900))));
     // A claim whose deadline is exactly a sweep time goes at that sweep.
-    assert_eq!(h.s.poll_timeout(), Some(10_000));
+    assert_eq!(h.s.poll_timeout().map(Millis::as_ms), Some(10_000));
 }
 
 #[test]
@@ -970,7 +1013,7 @@ fn tombstone_marker_denies_later_claims_until_the_deadline() {
         ]
     );
     assert_eq!(out[2].msg, yield_spec("m1", "agent-b"));
-    assert_eq!(h.s.poll_timeout(), Some(11_000));
+    assert_eq!(h.s.poll_timeout().map(Millis::as_ms), Some(11_000));
     h.tick(11_000);
     assert_eq!(h.s.marker_count(), 0);
     assert_eq!(h.s.stats().expired, 0);
@@ -1046,7 +1089,7 @@ fn tombstone_marker_reaching_its_deadline_with_an_input_is_removed_silently() {
     assert!(out.is_empty());
     assert_eq!((h.s.claim_count(), h.s.marker_count()), (0, 0));
     assert_eq!(h.s.stats().expired, 0);
-    assert_eq!(h.s.poll_timeout(), None);
+    assert_eq!(h.s.poll_timeout().map(Millis::as_ms), None);
 }
 
 /// `AGENTCHAT_CLAIM_TTL_MS` as the server's `parseInt` reads it.
@@ -1080,7 +1123,7 @@ fn agentchat_ttl_is_parsed_like_parse_int() {
     });
     h.join(0, "agent-a", G);
     h.claim(1000, "agent-a", "m1", 5);
-    assert_eq!(h.s.poll_timeout(), None);
+    assert_eq!(h.s.poll_timeout().map(Millis::as_ms), None);
     assert_eq!(h.holder(G, "m1"), Some(("agent-a", Stamp::Int(5))));
 }
 
@@ -1099,7 +1142,7 @@ fn agentchat_sweeps_follow_phase_and_drift() {
     h.claim(1000, "agent-a", "m1", 5);
     // Deadline 4000; sweeps at 1200, 6200.7, ...: the first at or after it
     // is at 6200.7 ms, so due at 6201.
-    assert_eq!(h.s.poll_timeout(), Some(6201));
+    assert_eq!(h.s.poll_timeout().map(Millis::as_ms), Some(6201));
     let mut out = Vec::new();
     h.s.run_owned(6200, Input::Tick, &mut out);
     assert_eq!(h.s.claim_count(), 1);
@@ -1160,9 +1203,9 @@ fn frames_and_sends_match_typed_inputs() {
             assert_eq!(got, want, "{p} at {t}: decoded frame");
             // Appended to what is there.
             let mut sends = Sends::new();
-            grouped.s.handle(t, Input::Tick, &mut sends);
+            grouped.s.handle(Millis(t), Input::Tick, &mut sends);
             let before = sends.len();
-            grouped.s.handle(t, input.clone(), &mut sends);
+            grouped.s.handle(Millis(t), input.clone(), &mut sends);
             assert_eq!(sends.len(), before + want.len(), "{p} at {t}: appended");
             assert_eq!(sends.is_empty(), sends.sends().is_empty(), "{p} at {t}");
             assert_eq!(sends.len(), sends.sends().len());
@@ -1332,10 +1375,13 @@ fn releases_touch_only_that_agents_claims_in_that_channel() {
     );
     assert_eq!(h.s.claim_count(), 3);
     // The deadline index went with them: the next timer is the survivors'.
-    assert_eq!(h.s.poll_timeout(), Some(100 + DEFAULT_TTL_MS));
+    assert_eq!(
+        h.s.poll_timeout().map(Millis::as_ms),
+        Some(100 + DEFAULT_TTL_MS)
+    );
     h.tick(100 + DEFAULT_TTL_MS);
     assert_eq!((h.s.claim_count(), h.s.stats().expired), (0, 3));
-    assert_eq!(h.s.poll_timeout(), None);
+    assert_eq!(h.s.poll_timeout().map(Millis::as_ms), None);
 }
 
 // ------------------------------------------------------------ claim guard
@@ -1429,7 +1475,7 @@ fn relayed_guard_uses_agentchat_codes_and_exempts_the_operator() {
     let out = h.claim_as(2, "operator", Role::Operator, G, "m1", 5);
     assert!(error_code(&out).is_none(), "{out:?}");
     assert_eq!(
-        h.s.claim_guard_refusal(2, Role::Operator, G, "m1", Stamp::Int(5)),
+        h.s.claim_guard_refusal(Millis(2), Role::Operator, G, "m1", Stamp::Int(5)),
         None
     );
 }
@@ -1466,7 +1512,7 @@ fn clock_guard_refuses_a_claim_dated_before_the_relay_less_the_skew() {
         (arrival + 10, true),
     ] {
         let r =
-            h.s.claim_guard_refusal(6000, Role::Agent, G, "m1", Stamp::Int(s));
+            h.s.claim_guard_refusal(Millis(6000), Role::Agent, G, "m1", Stamp::Int(s));
         assert_eq!(r.is_none(), ok, "{s}: {r:?}");
         if let Some((code, message)) = r {
             assert_eq!(code, "bad_started_at");
@@ -1476,7 +1522,7 @@ fn clock_guard_refuses_a_claim_dated_before_the_relay_less_the_skew() {
     // A float earlier than the floor is refused too.
     let f = Stamp::Float((arrival - 2000) as f64 + 0.5);
     assert!(
-        h.s.claim_guard_refusal(6000, Role::Agent, G, "m1", f)
+        h.s.claim_guard_refusal(Millis(6000), Role::Agent, G, "m1", f)
             .is_some()
     );
     let out = h.claim(6000, "agent-a", "m1", 1);
@@ -1490,12 +1536,24 @@ fn the_guard_forgets_relays_after_ten_minutes_and_beyond_its_count() {
     let mut h = guarded(PolicyKind::Spec, ClaimGuard::Relayed);
     h.post(0, "agent-c", "old");
     assert!(
-        h.s.claim_guard_refusal(RELAY_MEMORY_MS, Role::Agent, G, "old", Stamp::Int(0))
-            .is_none()
+        h.s.claim_guard_refusal(
+            Millis(RELAY_MEMORY_MS),
+            Role::Agent,
+            G,
+            "old",
+            Stamp::Int(0)
+        )
+        .is_none()
     );
     assert!(
-        h.s.claim_guard_refusal(RELAY_MEMORY_MS + 1, Role::Agent, G, "old", Stamp::Int(0))
-            .is_some()
+        h.s.claim_guard_refusal(
+            Millis(RELAY_MEMORY_MS + 1),
+            Role::Agent,
+            G,
+            "old",
+            Stamp::Int(0)
+        )
+        .is_some()
     );
     // A later relay forgets what is older than the memory.
     h.post(RELAY_MEMORY_MS + 1, "agent-c", "new");
@@ -1504,8 +1562,14 @@ fn the_guard_forgets_relays_after_ten_minutes_and_beyond_its_count() {
     h.post(RELAY_MEMORY_MS + 2, "agent-c", "new");
     h.post(2 * RELAY_MEMORY_MS, "agent-c", "other");
     assert!(
-        h.s.claim_guard_refusal(2 * RELAY_MEMORY_MS, Role::Agent, G, "new", Stamp::Int(0))
-            .is_none()
+        h.s.claim_guard_refusal(
+            Millis(2 * RELAY_MEMORY_MS),
+            Role::Agent,
+            G,
+            "new",
+            Stamp::Int(0)
+        )
+        .is_none()
     );
     // At most RELAY_MEMORY_PER_SENDER relays of one sender, its oldest
     // forgotten first (the whole memory's bound is the relay memory's own
@@ -1516,12 +1580,12 @@ fn the_guard_forgets_relays_after_ten_minutes_and_beyond_its_count() {
     }
     assert_eq!(h.s.relays_remembered(), RELAY_MEMORY_PER_SENDER);
     assert!(
-        h.s.claim_guard_refusal(t, Role::Agent, G, "x0", Stamp::Int(0))
+        h.s.claim_guard_refusal(Millis(t), Role::Agent, G, "x0", Stamp::Int(0))
             .is_some()
     );
     let last = format!("x{}", RELAY_MEMORY_PER_SENDER + 9);
     assert!(
-        h.s.claim_guard_refusal(t, Role::Agent, G, &last, Stamp::Int(0))
+        h.s.claim_guard_refusal(Millis(t), Role::Agent, G, &last, Stamp::Int(0))
             .is_none()
     );
 }
@@ -1583,7 +1647,7 @@ fn the_guard_keeps_a_clients_own_post_from_taking_anothers_id() {
             "{guard:?}"
         );
         assert_eq!(h.s.stats().ids_renamed, 1);
-        assert!(h.s.msg_guard_refusal(3, "operator", G, "m1").is_none());
+        assert!(h.s.msg_guard_refusal("operator", G, "m1").is_none());
         // The honest agent claims the operator's message and holds it: the
         // squatter's early claim is on its own decoy, not on s1.
         let out = h.claim(4, "agent-b", "s1", 4);
@@ -1875,7 +1939,11 @@ fn agentchat_sweep_period_is_configurable() {
         });
         h.join(0, "agent-a", G);
         h.claim(1000, "agent-a", "m1", 5);
-        assert_eq!(h.s.poll_timeout(), Some(swept_at), "every {every}");
+        assert_eq!(
+            h.s.poll_timeout().map(Millis::as_ms),
+            Some(swept_at),
+            "every {every}"
+        );
         let mut out = Vec::new();
         h.s.run_owned(swept_at - 1, Input::Tick, &mut out);
         assert_eq!(h.s.claim_count(), 1, "every {every}");
@@ -1967,7 +2035,7 @@ fn reject_answers_with_the_reason_and_counts_a_claim() {
             }],
             "{p}"
         );
-        assert_eq!(h.s.now(), 7);
+        assert_eq!(h.s.now().as_ms(), 7);
         assert_eq!(h.s.stats().claims_received, 2, "{p}");
         h.s.run_owned(8, bad(&DecodeError::NotObject, false), &mut out);
         assert_eq!(h.s.stats().claims_received, 2, "{p}");
@@ -2001,7 +2069,13 @@ fn the_guard_forgets_a_relay_only_after_its_memory() {
     h.post(RELAY_MEMORY_MS, "agent-c", "new");
     assert_eq!(h.s.relays_remembered(), 2);
     assert_eq!(
-        h.s.claim_guard_refusal(RELAY_MEMORY_MS, Role::Agent, G, "old", Stamp::Int(0)),
+        h.s.claim_guard_refusal(
+            Millis(RELAY_MEMORY_MS),
+            Role::Agent,
+            G,
+            "old",
+            Stamp::Int(0)
+        ),
         None
     );
     h.post(RELAY_MEMORY_MS + 1, "agent-c", "newer");
@@ -2070,7 +2144,7 @@ fn agentchat_a_sweep_runs_once_even_for_a_claim_granted_at_its_instant() {
     h.tick(5000); // the sweep of 5000 runs, with nothing to expire
     h.claim(5000, "agent-a", "m1", 1); // deadline 5000: already past
     assert_eq!(h.holder(G, "m1"), Some(("agent-a", Stamp::Int(1))));
-    assert_eq!(h.s.poll_timeout(), Some(10_000));
+    assert_eq!(h.s.poll_timeout().map(Millis::as_ms), Some(10_000));
     h.tick(5000);
     h.tick(9999);
     assert_eq!(h.holder(G, "m1"), Some(("agent-a", Stamp::Int(1))));
@@ -2125,7 +2199,7 @@ fn clock_guard_accepts_a_double_exactly_at_the_floor() {
     h.post(at, "agent-c", "m1");
     let floor = 2f64.powi(63);
     let check = |h: &H, x: f64| {
-        h.s.claim_guard_refusal(at, Role::Agent, G, "m1", Stamp::Float(x))
+        h.s.claim_guard_refusal(Millis(at), Role::Agent, G, "m1", Stamp::Float(x))
     };
     assert_eq!(check(&h, floor), None);
     assert!(check(&h, 2f64.powi(62)).is_some());

@@ -215,6 +215,21 @@ pub enum ServerMsg<N: Naming = Text> {
         /// The holder's `started_at`.
         started_at: Stamp,
     },
+    /// `{"type":"FLOOR_RELEASED","msg_id","channel","holder"}`: the live
+    /// claim `holder` held on `msg_id` is gone because the holder
+    /// disconnected or left the channel (not on expiry, not on an answer):
+    /// the floor is free. A herdsim extension of the protocol (the policies
+    /// `spec`, `tombstone` and `server-time` send it; a real agentchat
+    /// server does not). An agent that skipped the message for that claim
+    /// decides again (see [`crate::Client`]).
+    FloorReleased {
+        /// The message whose claim is gone.
+        msg_id: N::Msg,
+        /// The claim's channel.
+        channel: N::Dest,
+        /// The agent that held it.
+        holder: N::Agent,
+    },
     /// Relayed MSG: `{"type":"MSG","id","from","to","content","in_reply_to"}`
     /// (`in_reply_to` only when present).
     Msg {
@@ -521,6 +536,7 @@ impl<N: Naming> ServerMsg<N> {
             ServerMsg::RespondingTo { .. } => "RESPONDING_TO",
             ServerMsg::Yield { .. } => "YIELD",
             ServerMsg::FloorClaimed { .. } => "FLOOR_CLAIMED",
+            ServerMsg::FloorReleased { .. } => "FLOOR_RELEASED",
             ServerMsg::Msg { .. } => "MSG",
             ServerMsg::Error { .. } => "ERROR",
         }
@@ -566,6 +582,15 @@ impl<N: Naming> ServerMsg<N> {
                 channel: dest(channel),
                 holder: agent(holder),
                 started_at: *started_at,
+            },
+            ServerMsg::FloorReleased {
+                msg_id,
+                channel,
+                holder,
+            } => ServerMsg::FloorReleased {
+                msg_id: msg(msg_id),
+                channel: dest(channel),
+                holder: agent(holder),
             },
             ServerMsg::Msg {
                 id,
@@ -635,6 +660,15 @@ impl ServerMsg {
                 f.push(("channel", F::S(channel)));
                 f.push(("holder", F::S(holder)));
                 f.push(("started_at", F::N(*started_at)));
+            }
+            ServerMsg::FloorReleased {
+                msg_id,
+                channel,
+                holder,
+            } => {
+                f.push(("msg_id", F::S(msg_id)));
+                f.push(("channel", F::S(channel)));
+                f.push(("holder", F::S(holder)));
             }
             ServerMsg::Msg {
                 id,
@@ -723,6 +757,11 @@ impl ServerMsg {
                 channel: req_channel(m, "channel")?,
                 holder: req_agent(m, "holder")?,
                 started_at: req_stamp(m, "started_at")?,
+            }),
+            "FLOOR_RELEASED" => Ok(ServerMsg::FloorReleased {
+                msg_id: req_id(m, "msg_id")?,
+                channel: req_channel(m, "channel")?,
+                holder: req_agent(m, "holder")?,
             }),
             "MSG" => Ok(ServerMsg::Msg {
                 id: req_id(m, "id")?,

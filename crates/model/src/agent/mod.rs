@@ -234,6 +234,11 @@ pub enum Output<N: Naming = Text> {
     /// The agent decided to answer `msg_id` (its `respond_p` drew yes, it
     /// was a DM or an @mention, or a scripted inference started).
     Wants { msg_id: N::Msg },
+    /// The agent takes up `msg_id` again after it had let it go: the claim
+    /// it skipped for was released (FLOOR_RELEASED, its holder gone), so it
+    /// starts a new CSMA wait. Not a second "wants": it holds the message
+    /// open again.
+    Again { msg_id: N::Msg },
     /// Feed [`Input::Timer`] for `msg_id` at driver time `at_us`.
     SetTimer {
         msg_id: N::Msg,
@@ -641,12 +646,16 @@ impl<N: AgentNaming> Agent<N> {
         depth: Option<u32>,
         out: &mut Vec<Output<N>>,
     ) {
-        self.call_client(now, out, |c, t, a| c.on_server_msg(t, msg, a));
+        self.call_client_drawing(now, out, |c, t, d, a| c.on_server_msg(t, msg, d, a));
         // Only the message this one is about can have changed state.
         let subject = match msg {
             ServerMsg::RespondingTo { msg_id, .. }
             | ServerMsg::Yield { msg_id, .. }
             | ServerMsg::FloorClaimed { msg_id, .. } => Some(msg_id),
+            ServerMsg::FloorReleased { msg_id, .. } => {
+                self.taken_up_again(msg_id, out);
+                Some(msg_id)
+            }
             ServerMsg::Msg { in_reply_to, .. } => in_reply_to.as_ref(),
             ServerMsg::Error { .. } => None,
         };
@@ -694,6 +703,21 @@ impl<N: AgentNaming> Agent<N> {
                 _ => (id, depth),
             };
             self.consider(now, id, from, to, content, depth, out);
+        }
+    }
+
+    /// After a FLOOR_RELEASED: a message the client let go (skipped for the
+    /// released claim) and took up again holds the agent busy again.
+    fn taken_up_again(&mut self, msg_id: &N::Msg, out: &mut Vec<Output<N>>) {
+        if !self.client.is_tracking(msg_id) {
+            return;
+        }
+        let slot = self.slots.entry(msg_id.clone()).or_default();
+        if !slot.busy {
+            slot.busy = true;
+            out.push(Output::Again {
+                msg_id: msg_id.clone(),
+            });
         }
     }
 
@@ -808,6 +832,14 @@ impl<N: AgentNaming> Agent<N> {
             ServerMsg::FloorClaimed {
                 holder, channel, ..
             } => Some((holder, channel)),
+            ServerMsg::FloorReleased { channel, .. } => {
+                // The claim it saw is gone with its holder: at its fallback
+                // time it takes the question.
+                if *channel == self.owed[i].to {
+                    self.owed[i].claim_seen = None;
+                }
+                return;
+            }
             ServerMsg::Yield { .. } | ServerMsg::Error { .. } => None,
         };
         let t = self.local_ms(now);
@@ -1082,46 +1114,4 @@ impl CsmaDraw for ScenarioCsma<'_> {
     }
 }
 
-/// Does `content` @mention `id` (as a whole word)?
-pub fn mentions(content: &str, id: &str) -> bool {
-    // Most messages mention nobody: a quick scan first (this runs for
-    // every delivery of a channel message).
-    if !has_at(content.as_bytes()) {
-        return false;
-    }
-    content.split_whitespace().any(|w| {
-        w.strip_prefix('@').map(|rest| {
-            rest.trim_end_matches(|c: char| !c.is_ascii_alphanumeric() && c != '-' && c != '_')
-        }) == Some(id)
-    })
-}
-
-/// Does `content` @mention anybody (a word `@name`)?
-pub fn mentions_anyone(content: &str) -> bool {
-    if !has_at(content.as_bytes()) {
-        return false;
-    }
-    content.split_whitespace().any(|w| {
-        w.strip_prefix('@')
-            .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_alphanumeric()))
-    })
-}
-
-/// Whether `bytes` contain an `@`, eight bytes at a time (the classic
-/// "has a zero byte" test on the bytes XOR `@`): chat messages are short,
-/// and a library scan's set-up costs more than the scan here.
-fn has_at(bytes: &[u8]) -> bool {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    const ATS: u64 = ONES * b'@' as u64;
-    let mut chunks = bytes.chunks_exact(8);
-    for chunk in &mut chunks {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(chunk);
-        let x = u64::from_le_bytes(word) ^ ATS;
-        if x.wrapping_sub(ONES) & !x & HIGHS != 0 {
-            return true;
-        }
-    }
-    chunks.remainder().contains(&b'@')
-}
+pub use crate::floor::address::{mentions, mentions_anyone};

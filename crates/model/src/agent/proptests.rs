@@ -84,6 +84,14 @@ impl Driver {
         let mut last_done: Option<String> = None;
         for (i, o) in out.iter().enumerate() {
             match o {
+                Output::Again { msg_id } => {
+                    prop_assert!(
+                        !self.busy.contains_key(&**msg_id),
+                        "Again for busy {}",
+                        msg_id
+                    );
+                    self.busy.insert(msg_id.to_string(), true);
+                }
                 Output::Wants { msg_id } => {
                     // A second relay of a message it is busy with draws
                     // again (the simulator never sends one).

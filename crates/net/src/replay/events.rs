@@ -33,7 +33,11 @@ pub fn apply(
     event: &Value,
     out: &mut Sends,
 ) {
-    server.handle(at_ms, floor::edge::decode(agent, role, event), out);
+    server.handle(
+        floor::Millis(at_ms),
+        floor::edge::decode(agent, role, event),
+        out,
+    );
 }
 
 /// The `{"type":"DISCONNECT"}` event.

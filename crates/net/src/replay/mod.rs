@@ -154,7 +154,7 @@ pub fn replay_bounded<R: BufRead, W: Write, E: Write>(
         // Timers due strictly before this line (those due at `at_ms` run
         // inside `handle`). Each Tick removes at least one entry, so this ends.
         while let Some(t) = server.poll_timeout() {
-            if t >= line.at_ms {
+            if t.as_ms() >= line.at_ms {
                 break;
             }
             server.handle(t, Input::Tick, &mut sends);

@@ -22,7 +22,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::Shared;
 use super::budget::{Inbound, Payload, Queued, Usage};
-use crate::floor::{ClientMsg, Input, Role, Sends, Server, Stats};
+use crate::floor::{ClientMsg, Input, Millis, Role, Sends, Server, Stats};
 use crate::replay::events;
 use crate::term::note;
 
@@ -143,7 +143,7 @@ impl Hub {
     pub async fn run(mut self, mut rx: mpsc::Receiver<Event>) -> Outcome {
         loop {
             let timer = self.server.poll_timeout().map(|t| {
-                tokio::time::Instant::from_std(self.shared.start + Duration::from_millis(t))
+                tokio::time::Instant::from_std(self.shared.start + Duration::from_millis(t.as_ms()))
             });
             tokio::select! {
                 ev = rx.recv() => match ev {
@@ -152,7 +152,7 @@ impl Hub {
                 },
                 () = sleep_until(timer), if timer.is_some() => {
                     let now = self.now_ms();
-                    self.server.handle(now, Input::Tick, &mut self.sends);
+                    self.server.handle(Millis(now), Input::Tick, &mut self.sends);
                     self.route();
                 }
             }
@@ -295,7 +295,7 @@ impl Hub {
             Some("MSG") => {
                 let to = event.get("to").and_then(Value::as_str)?;
                 let msg_id = event.get("id").and_then(Value::as_str)?;
-                self.server.msg_guard_refusal(now, id, to, msg_id)
+                self.server.msg_guard_refusal(id, to, msg_id)
             }
             Some("RESPONDING_TO") => {
                 let Ok(ClientMsg::RespondingTo {
@@ -306,10 +306,13 @@ impl Hub {
                 else {
                     return None;
                 };
-                if let Some(refusal) = self
-                    .server
-                    .claim_guard_refusal(now, role, &channel, &msg_id, started_at)
-                {
+                if let Some(refusal) = self.server.claim_guard_refusal(
+                    Millis(now),
+                    role,
+                    &channel,
+                    &msg_id,
+                    started_at,
+                ) {
                     return Some(refusal);
                 }
                 let holds = self

@@ -208,8 +208,8 @@ pub struct Options {
     pub limits: Limits,
     /// Write every input the floor handled to this file (arbitrate format).
     pub log: Option<PathBuf>,
-    /// The IDENTIFY name that makes a connection the operator (who never
-    /// claims and is never yielded). Default `operator`.
+    /// The IDENTIFY name that makes a connection the operator (whose claim
+    /// takes the floor, and who is never yielded). Default `operator`.
     pub operator_name: String,
     /// The `server` field of WELCOME. Default `herdsim`.
     pub server_name: String,

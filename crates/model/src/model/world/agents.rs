@@ -141,6 +141,13 @@ impl World<'_> {
                 infer_us,
             } => self.send_reply(a, msg, parent, infer_us),
             Output::Wants { msg_id } => self.wants(msg_id),
+            Output::Again { msg_id } => {
+                let m = msg_id.number();
+                if let Some(info) = m.and_then(|m| self.msgs.get_mut(&m)) {
+                    info.pending += 1;
+                }
+                self.trace_state(a, m, "again", || serde_json::json!({}));
+            }
             Output::SetTimer {
                 msg_id,
                 at_us,
@@ -178,13 +185,20 @@ impl World<'_> {
                 let reason = match reason {
                     floor::SkipReason::SeenClaim => "seen_claim",
                     floor::SkipReason::SeenResponse => "seen_response",
+                    _ => "addressed_to_others",
                 };
                 let m = msg_id.number();
                 self.trace_state(a, m, "skip", || serde_json::json!({"reason": reason}));
             }
             Output::Idle { msg_id } => {
                 if let Some(m) = msg_id.number() {
-                    self.release(m);
+                    let slot = &mut self.agents[a as usize];
+                    if !slot.alive && self.policy.rules().announce_release {
+                        // A crash: held open until the disconnect is seen.
+                        slot.held_till_seen.push(m);
+                    } else {
+                        self.release(m);
+                    }
                 }
             }
             Output::Lost {

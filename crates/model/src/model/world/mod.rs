@@ -171,6 +171,10 @@ struct AgentSlot {
     alive: bool,
     /// Running inferences (a handful at most: a linear list).
     running: Vec<Inference>,
+    /// Messages a crash let go of, held open until the server notices the
+    /// disconnect: under a policy that announces a released claim, the
+    /// other agents may take the question up again then.
+    held_till_seen: Vec<u32>,
 }
 
 /// One direction of an agent's link: its random stream and, under FIFO,
@@ -317,6 +321,7 @@ fn simulate_audited(
             inc: 0,
             alive: true,
             running: Vec::new(),
+            held_till_seen: Vec::new(),
         })
         .collect();
     let link = |i: usize, k: u64| Link {
@@ -515,6 +520,9 @@ impl World<'_> {
             Ev::DisconnectSeen { agent } => {
                 let name = self.p.handles[agent as usize];
                 self.server_input(Input::Disconnect { agent: name });
+                for m in std::mem::take(&mut self.agents[agent as usize].held_till_seen) {
+                    self.release(m);
+                }
                 let d = self.p.restart.sample_us(&mut self.server_rng);
                 self.eng.post_in(d, Ev::Reconnect { agent });
             }

@@ -5,7 +5,7 @@
 use super::links::PREFETCH_AHEAD;
 use super::relays::CURSOR_MIN;
 use super::{ClientMsg, Ev, Input, MsgInfo, World};
-use crate::floor::{Naming, Role};
+use crate::floor::{Millis, Naming, Role};
 
 impl World<'_> {
     pub(super) fn server_now_ms(&self) -> u64 {
@@ -17,7 +17,7 @@ impl World<'_> {
         let now_ms = self.server_now_ms();
         let mut out = std::mem::take(&mut self.out);
         out.clear();
-        self.server.handle(now_ms, input, &mut out);
+        self.server.handle(Millis(now_ms), input, &mut out);
         let (payloads, sends) = (out.payloads(), out.sends());
         self.batching = sends.len() >= CURSOR_MIN;
         if self.batching {
@@ -74,7 +74,7 @@ impl World<'_> {
     pub(super) fn schedule_wake(&mut self) {
         let at = self.server.poll_timeout().map(|t_ms| {
             let now = self.eng.now();
-            let at = t_ms.saturating_mul(1000);
+            let at = t_ms.as_ms().saturating_mul(1000);
             if at <= now {
                 // Due now: wake at the next millisecond so a Tick makes progress.
                 (now / 1000).saturating_add(1).saturating_mul(1000)

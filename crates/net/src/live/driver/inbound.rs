@@ -131,6 +131,7 @@ impl Driver<'_> {
             }
             ServerMsg::RespondingTo { msg_id, .. }
             | ServerMsg::FloorClaimed { msg_id, .. }
+            | ServerMsg::FloorReleased { msg_id, .. }
             | ServerMsg::Yield { msg_id, .. } => {
                 if !self.depth.contains_key(msg_id) {
                     self.ledger.foreign_floor += 1;

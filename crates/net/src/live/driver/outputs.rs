@@ -35,6 +35,7 @@ impl Driver<'_> {
                 Output::Send(msg) => self.on_send(a, now, &msg),
                 Output::Reply { msg, parent, .. } => self.on_reply(a, now, &msg, &parent),
                 Output::Wants { msg_id } => self.obs.wants(&msg_id),
+                Output::Again { msg_id } => self.trace_state(a, Some(&msg_id), "again", json!({})),
                 Output::SetTimer {
                     msg_id,
                     at_us,
@@ -161,6 +162,7 @@ impl Driver<'_> {
         let reason = match reason {
             floor::SkipReason::SeenClaim => "seen_claim",
             floor::SkipReason::SeenResponse => "seen_response",
+            _ => "addressed_to_others",
         };
         self.trace_state(a, Some(msg_id), "skip", json!({"reason": reason}));
     }

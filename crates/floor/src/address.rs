@@ -1,0 +1,142 @@
+//! Who a message is addressed to, from its text: the @mention rule the
+//! agent half ([`crate::Agent`]) and herdsim's simulator share.
+//!
+//! A mention is a whitespace-separated word `@name`; `name` ends at the
+//! first character that is not an ASCII letter or digit, `-` or `_` (so
+//! `@alice,` and `@alice?` mention `alice`, and `bob@example.com` mentions
+//! nobody).
+
+/// Does `content` @mention `id` (as a whole word)?
+pub fn mentions(content: &str, id: &str) -> bool {
+    // Most messages mention nobody: a quick scan first (this runs for
+    // every delivery of a channel message).
+    if !has_at(content.as_bytes()) {
+        return false;
+    }
+    content.split_whitespace().any(|w| {
+        w.strip_prefix('@').map(|rest| {
+            rest.trim_end_matches(|c: char| !c.is_ascii_alphanumeric() && c != '-' && c != '_')
+        }) == Some(id)
+    })
+}
+
+/// Does `content` @mention anybody (a word `@name`)?
+pub fn mentions_anyone(content: &str) -> bool {
+    if !has_at(content.as_bytes()) {
+        return false;
+    }
+    content.split_whitespace().any(|w| {
+        w.strip_prefix('@')
+            .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_alphanumeric()))
+    })
+}
+
+/// The words that address a whole room rather than one member: a message
+/// `@everyone` (or `@here`, `@channel`, `@room`, `@all`) is addressed to
+/// nobody in particular.
+pub const BROADCAST: [&str; 5] = ["everyone", "here", "channel", "room", "all"];
+
+/// The names `content` @mentions, in order (with repeats), broadcast words
+/// ([`BROADCAST`]) included.
+pub fn mentioned(content: &str) -> impl Iterator<Item = &str> {
+    let any = has_at(content.as_bytes());
+    content
+        .split_whitespace()
+        .filter(move |_| any)
+        .filter_map(|w| w.strip_prefix('@'))
+        .map(|rest| {
+            rest.trim_end_matches(|c: char| !c.is_ascii_alphanumeric() && c != '-' && c != '_')
+        })
+        .filter(|name| name.starts_with(|c: char| c.is_ascii_alphanumeric()))
+}
+
+/// Whether `content` is addressed to someone other than `me`: it
+/// @mentions a name that is neither `me` nor a broadcast word, and not
+/// `me`. Such a message is left to the agents it names (see
+/// [`crate::Agent`]).
+pub fn addressed_to_others(content: &str, me: &str) -> bool {
+    let mut others = false;
+    for name in mentioned(content) {
+        if name == me {
+            return false;
+        }
+        others |= !BROADCAST.contains(&name);
+    }
+    others
+}
+
+/// Whether `bytes` contain an `@`, eight bytes at a time (the classic
+/// "has a zero byte" test on the bytes XOR `@`): chat messages are short,
+/// and a library scan's set-up costs more than the scan here.
+pub(crate) fn has_at(bytes: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    const ATS: u64 = ONES * b'@' as u64;
+    let mut chunks = bytes.chunks_exact(8);
+    for chunk in &mut chunks {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let x = u64::from_le_bytes(word) ^ ATS;
+        if x.wrapping_sub(ONES) & !x & HIGHS != 0 {
+            return true;
+        }
+    }
+    chunks.remainder().contains(&b'@')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mention_is_a_whole_word() {
+        assert!(mentions("@alice what is the TTL?", "alice"));
+        assert!(mentions("ask @alice, please", "alice"));
+        assert!(!mentions("ask @alicia", "alice"));
+        assert!(!mentions("mail bob@alice.org", "alice"));
+        assert!(mentions_anyone("hey @bob"));
+        assert!(!mentions_anyone("an @ sign"));
+        assert!(!mentions_anyone("no mention"));
+    }
+
+    #[test]
+    fn a_message_naming_others_is_theirs() {
+        assert!(addressed_to_others("@bob what now?", "alice"));
+        assert!(!addressed_to_others("@bob and @alice, what now?", "alice"));
+        assert!(!addressed_to_others("@everyone what now?", "alice"));
+        assert!(!addressed_to_others("what now?", "alice"));
+        assert!(!addressed_to_others("mail bob@example.org", "alice"));
+        assert_eq!(
+            mentioned("@a, @b! @ @c.").collect::<Vec<_>>(),
+            ["a", "b", "c"]
+        );
+    }
+
+    #[test]
+    fn at_scan_matches_contains() {
+        let alphabet = [b'a', b'@', b' ', 0x80, 0xff, 0x3f, 0x41, 0xc0, 0x40];
+        for len in 0..40usize {
+            for k in 0..alphabet.len() * 7 {
+                let bytes: Vec<u8> = (0..len)
+                    .map(|i| {
+                        let pick = (i * 31 + k * 7 + len) % alphabet.len();
+                        if alphabet[pick] == b'@' && (i + k) % 3 != 0 {
+                            b'x'
+                        } else {
+                            alphabet[pick]
+                        }
+                    })
+                    .collect();
+                assert_eq!(has_at(&bytes), bytes.contains(&b'@'), "{bytes:?}");
+            }
+            let mut one = vec![b'z'; len];
+            for p in 0..len {
+                one[p] = b'@';
+                assert!(has_at(&one));
+                one[p] = b'A'; // 0x41: one bit away from `@`
+                assert!(!has_at(&one));
+                one[p] = b'z';
+            }
+        }
+    }
+}
