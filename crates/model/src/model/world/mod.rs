@@ -138,12 +138,16 @@ enum Ev {
 // channel, from bucket to bucket): keep it small.
 const _: () = assert!(std::mem::size_of::<Ev>() <= 24);
 
-/// The number of the message `msg` relays, if it is a MSG (the world's
-/// own messages are numbered; a number the world does not know is
+/// The number of the message `msg` relays, if it is a MSG, or whose
+/// claim it releases, if it is a FLOOR_RELEASED (the world's own messages
+/// are numbered; a number the world does not know is
 /// ignored where it is used).
 fn relay_of(msg: &ServerMsg) -> Option<u32> {
     match msg {
         ServerMsg::Msg { id, .. } => id.number(),
+        // A release keeps its question open until it arrives: an agent
+        // may take the question up again then.
+        ServerMsg::FloorReleased { msg_id, .. } => msg_id.number(),
         _ => None,
     }
 }
