@@ -165,6 +165,57 @@ count = 20
     assert_eq!(get(&r, "unanswered_rate"), 1.0);
 }
 
+/// agent-000 claims first and crashes at once; agent-001 skipped for its
+/// claim and has no recheck. The server sees the disconnect 5 s later and
+/// announces the claim released (FLOOR_RELEASED): agent-001 takes the
+/// question up again at once. Under `agentchat-0.36` nobody is told, and
+/// nobody answers.
+#[test]
+fn a_crashed_claimants_question_is_answered_after_the_release() {
+    let toml = r#"
+reps = 1
+[server]
+disconnect_detect = { kind = "fixed", ms = 5000 }
+restart = { kind = "fixed", ms = 1000000 }
+[network]
+base_ms = 40
+jitter = { kind = "fixed", ms = 0 }
+[[agents]]
+count = 1
+respond_p = 1.0
+csma = { kind = "fixed", ms = 1000 }
+inference = { kind = "fixed", ms = 2 }
+clock_skew = { kind = "fixed", ms = 0 }
+crash_p = 1.0
+[[agents]]
+count = 1
+respond_p = 1.0
+csma = { kind = "fixed", ms = 3000 }
+inference = { kind = "fixed", ms = 5000 }
+clock_skew = { kind = "fixed", ms = 0 }
+[workload]
+arrivals = "fixed"
+mean_gap_ms = 100000
+count = 1
+"#;
+    let r = run(toml, "spec", 1);
+    assert_eq!(get(&r, "unanswered_rate"), 0.0);
+    assert_eq!(get(&r, "duplicate_rate"), 0.0);
+    // post -> +40 delivered -> +1000 claim, crash within 2 ms -> +5000 the
+    // disconnect seen, released -> +40 delivered -> +3000 CSMA -> +5000
+    // inference -> +40 to the server; well inside the 45 s TTL.
+    let p50 = get(&r, "ttfr_p50_ms");
+    let expect = 40.0 + 1000.0 + 5000.0 + 40.0 + 3000.0 + 5000.0 + 40.0;
+    // (The crash falls within the 2 ms inference; the claim's started_at
+    // and the TTL run on the ms clock.)
+    assert!(
+        (expect..=expect + 5.0).contains(&p50),
+        "ttfr p50 {p50}, expected {expect} to 5 ms more"
+    );
+    let r = run(toml, "agentchat-0.36", 1);
+    assert_eq!(get(&r, "unanswered_rate"), 1.0);
+}
+
 #[test]
 fn crashing_agents_answer_nothing_and_waste_everything() {
     let toml = BASE.replace("respond_p = 1.0", "respond_p = 1.0\ncrash_p = 1.0");
