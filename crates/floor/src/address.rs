@@ -1,10 +1,55 @@
-//! Who a message is addressed to, from its text: the @mention rule the
-//! agent half ([`crate::Agent`]) and herdsim's simulator share.
+//! Addresses as text: the syntax of channel names (`#general`), agent ids
+//! and DM targets (`@agent-b`), which the wire decoder checks, and who a
+//! message @mentions, the rule the agent half ([`crate::Agent`]) and
+//! herdsim's simulator share.
 //!
 //! A mention is a whitespace-separated word `@name`; `name` ends at the
 //! first character that is not an ASCII letter or digit, `-` or `_` (so
 //! `@alice,` and `@alice?` mention `alice`, and `bob@example.com` mentions
 //! nobody).
+
+/// A parsed destination: a channel or a DM peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Target<'a> {
+    /// `#name` (the whole string, `#` included).
+    Channel(&'a str),
+    /// `@id`: the agent id, without `@`.
+    Dm(&'a str),
+}
+
+/// `#` followed by one or more of `[A-Za-z0-9_-]`.
+pub fn is_channel_name(s: &str) -> bool {
+    match s.strip_prefix('#') {
+        Some(name) => {
+            !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        }
+        None => false,
+    }
+}
+
+/// Non-empty, no whitespace or control characters, not starting with `#` or `@`.
+pub fn is_agent_id(s: &str) -> bool {
+    !s.is_empty()
+        && !s.starts_with('#')
+        && !s.starts_with('@')
+        && !s.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+/// Parse a channel name or a DM target (`@id`).
+pub fn parse_target(s: &str) -> Option<Target<'_>> {
+    if is_channel_name(s) {
+        Some(Target::Channel(s))
+    } else {
+        match s.strip_prefix('@') {
+            Some(id) if is_agent_id(id) => Some(Target::Dm(id)),
+            _ => None,
+        }
+    }
+}
 
 /// Does `content` @mention `id` (as a whole word)?
 pub fn mentions(content: &str, id: &str) -> bool {
@@ -87,6 +132,21 @@ pub(crate) fn has_at(bytes: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn channel_names() {
+        for ok in ["#general", "#a", "#A-b_9"] {
+            assert!(is_channel_name(ok), "{ok}");
+        }
+        for bad in ["", "#", "general", "# x", "#a.b", "#é", "@a", "##a"] {
+            assert!(!is_channel_name(bad), "{bad}");
+        }
+        assert_eq!(parse_target("#g"), Some(Target::Channel("#g")));
+        assert_eq!(parse_target("@agent-b"), Some(Target::Dm("agent-b")));
+        assert_eq!(parse_target("@"), None);
+        assert_eq!(parse_target("@a b"), None);
+        assert_eq!(parse_target("@#x"), None);
+    }
 
     #[test]
     fn a_mention_is_a_whole_word() {

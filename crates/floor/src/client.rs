@@ -178,6 +178,7 @@ pub enum SkipReason {
 
 /// What the caller must do.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Action<N: Naming = Text> {
     /// Wait `delay_us` (the CSMA delay, drawn through the [`CsmaDraw`]),
     /// then call `on_timer`. A delay, not a time: µs from now, so that a

@@ -26,10 +26,11 @@ use serde_json::Value;
 
 /// What a server frame is.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Kind {
     /// A MSG from a client (the operator, an agent or someone else).
     Msg,
-    /// RESPONDING_TO, FLOOR_CLAIMED or YIELD.
+    /// RESPONDING_TO, FLOOR_CLAIMED, FLOOR_RELEASED (herdsim's) or YIELD.
     Floor,
     /// An ERROR.
     Error,
@@ -76,7 +77,7 @@ pub fn classify(v: &mut Value) -> Kind {
             }
             Kind::Msg
         }
-        Some("RESPONDING_TO" | "FLOOR_CLAIMED" | "YIELD") => Kind::Floor,
+        Some("RESPONDING_TO" | "FLOOR_CLAIMED" | "FLOOR_RELEASED" | "YIELD") => Kind::Floor,
         Some("ERROR") => return Kind::Error,
         Some("AGENT_JOINED" | "AGENT_LEFT" | "JOINED" | "LEFT") => return Kind::Presence,
         Some(_) => return Kind::Other,
@@ -173,5 +174,10 @@ mod tests {
         let before = v.clone();
         assert_eq!(classify(&mut v), Kind::Msg);
         assert_eq!(v, before);
+        // A release is a floor frame (the live driver and the example agent
+        // act on it).
+        let mut v = json!({"type": "FLOOR_RELEASED", "msg_id": "m3",
+            "channel": "#general", "holder": "agent-001"});
+        assert_eq!(classify(&mut v), Kind::Floor);
     }
 }

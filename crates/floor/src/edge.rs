@@ -22,8 +22,8 @@
 
 use serde_json::Value;
 
+use crate::input::{Input, Role};
 use crate::policy::ErrorStyle;
-use crate::server::{Input, Role};
 use crate::wire::{ClientMsg, DecodeError};
 
 /// The input a frame from `from` (in `role`) stands for. Never fails: a
@@ -123,6 +123,7 @@ pub fn refusal(style: ErrorStyle, error: &DecodeError, claim: bool) -> (&'static
 /// or agentchat's codes and exact texts under `agentchat-0.36`). Names are
 /// as the server shows them (long ones clipped).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Refusal {
     /// A frame that did not decode; `claim`: it was a RESPONDING_TO.
     Undecodable {

@@ -17,6 +17,7 @@
 //!   caller that keeps its own timers (herdsim's simulator, whose timers
 //!   live on its event queue): CSMA wait, claim, infer, abort, reply.
 //! - [`server`]: the server side: channel membership, the claim table, relay.
+//! - [`input`]: what the server takes in ([`Input`], [`Role`]).
 //! - [`edge`]: the server's edge: wire frames to [`Input`]s, and the texts
 //!   of its typed refusals ([`edge::Refusal`]; agentchat's, under its policy).
 //! - [`wire`]: the JSON wire protocol (RESPONDING_TO, YIELD, MSG,
@@ -145,6 +146,7 @@ pub mod agent;
 pub mod client;
 pub mod dialect;
 pub mod edge;
+pub mod input;
 pub mod naming;
 pub mod policy;
 pub mod relay_memory;
@@ -155,9 +157,10 @@ pub mod wire;
 
 pub use agent::{Agent, AgentInput, AgentOutput};
 pub use client::{Action, Client, ClientConfig, CsmaDraw, CsmaWindow, SkipReason};
+pub use input::{Input, Role};
 pub use naming::{Naming, Place, Text};
 pub use policy::PolicyKind;
-pub use server::{ClaimGuard, ClaimInfo, Config, ConfigError, Input, Role, Sends, Server, Stats};
+pub use server::{ClaimGuard, ClaimInfo, Config, ConfigError, Sends, Server, Stats};
 pub use time::Millis;
 pub use ttl_audit::TtlAudit;
 pub use wire::{ClientMsg, DecodeError, ServerMsg, YieldDetail};

@@ -31,10 +31,11 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use crate::wire::{Target, parse_target};
+use crate::address::{Target, parse_target};
 
 /// What a destination is (see [`Naming::place`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Place<A> {
     /// A channel (`#name`, valid).
     Channel,
@@ -165,6 +166,6 @@ mod tests {
         assert!(is_channel(&t, &"#x".to_string()) && !is_channel(&t, &"@x".to_string()));
         assert!(is_dm(&t, &"@x".to_string()) && !is_dm(&t, &"#x".to_string()));
         // `is_channel_name` is what `place` calls a channel.
-        assert!(crate::wire::is_channel_name("#a-b_c1"));
+        assert!(crate::address::is_channel_name("#a-b_c1"));
     }
 }

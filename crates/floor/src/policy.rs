@@ -40,6 +40,7 @@ use crate::wire::Stamp;
 
 /// Which arbitration behaviour the server (and the matching client) follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum PolicyKind {
     /// No RESPONDING_TO at all: clients never claim, the server tracks
     /// nothing. A RESPONDING_TO that still reaches the server is relayed to
@@ -331,6 +332,7 @@ pub const REASON_DENIED: &str = "Another agent claimed first";
 
 /// The behaviours in which policies differ. Obtained from [`PolicyKind::rules`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Rules {
     /// The server keeps a claim table and sends YIELDs (`false` for `none`).
     pub tracks_claims: bool,
@@ -529,6 +531,7 @@ pub enum YieldForm {
 /// `A` is how agents are named (a wire id `str`, or a handle; see
 /// [`crate::naming`]).
 #[derive(Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Slot<'a, A: ?Sized = str> {
     /// No claim (or it expired and was removed).
     Free,
@@ -556,6 +559,7 @@ impl<A: ?Sized> Copy for Slot<'_, A> {}
 
 /// The outcome of one claim.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Verdict<A = String> {
     /// Free slot: the claimant becomes the holder.
     Grant,

@@ -8,8 +8,9 @@ use proptest::prelude::*;
 use serde_json::Value;
 
 use super::client::{Action, Client, ClientConfig, CsmaWindow};
+use super::input::{Input, Role};
 use super::policy::{Channels, Expiry, PolicyKind};
-use super::server::{Config, Input, Outgoing, Role, Server};
+use super::server::{Config, Outgoing, Server};
 use super::time::Millis;
 use super::wire::{ClientMsg, ServerMsg, Stamp, YieldDetail};
 

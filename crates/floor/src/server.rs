@@ -63,6 +63,7 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
 
 use crate::edge::Refusal;
+use crate::input::{Input, Role};
 use crate::naming::{Naming, Place, Text, is_channel};
 use crate::policy::{
     AGENTCHAT_CHANNEL_MAX, AGENTCHAT_DEFAULT_CHANNELS, AGENTCHAT_FRAMES_IDENTIFIED,
@@ -155,6 +156,7 @@ pub struct Config {
 /// remember (a new message) drops any claim left on that id from an older
 /// message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum ClaimGuard {
     /// No check (default).
     #[default]
@@ -338,83 +340,6 @@ pub enum ConfigError {
     },
 }
 
-/// Who sent a client message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    /// An agent: may claim, may be yielded.
-    Agent,
-    /// The human operator: its claim takes the floor (see the module
-    /// docs); it is never yielded.
-    Operator,
-}
-
-/// One input to the server, handled at a given server time.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Input<N: Naming = Text> {
-    /// A message a client sent.
-    Client {
-        /// The sender.
-        from: N::Agent,
-        /// Whether the sender is an agent or the operator.
-        role: Role,
-        /// What it sent.
-        msg: ClientMsg<N>,
-    },
-    /// The agent joins a channel (nothing is sent).
-    Join {
-        /// Who joins.
-        agent: N::Agent,
-        /// The channel joined.
-        channel: N::Dest,
-    },
-    /// The agent leaves a channel (nothing is sent). Under the policies with
-    /// [`Rules::leave_releases`] its claims in that channel are released.
-    Leave {
-        /// Who leaves.
-        agent: N::Agent,
-        /// The channel left.
-        channel: N::Dest,
-    },
-    /// The agent's connection is gone: it leaves every channel and all its
-    /// claims are released.
-    Disconnect {
-        /// Whose connection is gone.
-        agent: N::Agent,
-    },
-    /// Only "time is now T": run due timers (expiry, sweeps).
-    Tick,
-    /// A new connection for `agent` that has not identified yet. Agents
-    /// herdsim has never seen count as identified (the simulator's agents
-    /// always are); this input makes one that is not. Under `agentchat-0.36`
-    /// its claims are dropped silently and its MSGs and JOINs get
-    /// `AUTH_REQUIRED`, until `Identify`. Other policies ignore it.
-    Connect {
-        /// The agent id the connection will identify as.
-        agent: N::Agent,
-    },
-    /// A frame from `from` that did not decode ([`crate::edge::decode`]):
-    /// answered with an ERROR as the policy words it
-    /// ([`crate::edge::refusal`]); `claim`: it was meant as a RESPONDING_TO
-    /// (counted in [`Stats::claims_received`]).
-    Undecodable {
-        /// The sender.
-        from: N::Agent,
-        /// Why it did not decode.
-        error: DecodeError,
-        /// It was a RESPONDING_TO.
-        claim: bool,
-    },
-    /// The agent identifies; `lurk`: as a new identity in agentchat's lurk
-    /// window (it may claim, but its MSGs get `LURK_MODE`). Under other
-    /// policies it changes nothing.
-    Identify {
-        /// Who identifies.
-        agent: N::Agent,
-        /// A new identity in the lurk window.
-        lurk: bool,
-    },
-}
-
 /// One send in owned form: what the tests compare.
 #[cfg(test)]
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -552,6 +477,7 @@ impl<N: Naming> Sends<N> {
 
 /// Counters a production server would export too.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Stats {
     /// RESPONDING_TO messages received (valid or not).
     pub claims_received: u64,
@@ -581,6 +507,7 @@ pub struct Stats {
 /// A read-only view of one entry of the claim table. `A`: how agents are
 /// named (a wire id `str`, or a handle).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ClaimInfo<'a, A: ?Sized = str> {
     /// The agent holding the claim (or, for a marker, the answerer).
     pub holder: &'a A,
@@ -883,6 +810,12 @@ impl<N: Naming> Server<N> {
         }
     }
 
+    /// The `ERROR` code and message this server answers `refusal` with
+    /// (herdsim's codes, or agentchat's under `agentchat-0.36`).
+    pub fn render(&self, refusal: &Refusal) -> (&'static str, String) {
+        refusal.render(self.rules.errors)
+    }
+
     /// The next server time (ms) at which `handle(_, Input::Tick, _)` would
     /// change state: the earliest claim (or marker) deadline, or under
     /// `agentchat-0.36` the first sweep at or after it. `None` when no claim
@@ -1068,9 +1001,10 @@ impl<N: Naming> Server<N> {
     /// What the claim guard ([`Config::claim_guard`]) would answer, at
     /// server time `now`, to a claim by `from` (in `role`) on
     /// `(channel, msg_id)` dated `started_at`: `None` when it lets the
-    /// claim through (to the policy's own checks), else the ERROR's code
-    /// and message. Changes nothing: a server that wants to refuse such a
-    /// claim before it reaches the floor (and its log) asks this first;
+    /// claim through (to the policy's own checks), else the typed refusal
+    /// ([`Server::render`] words it as this server's ERROR). Changes
+    /// nothing: a server that wants to refuse such a claim before it
+    /// reaches the floor (and its log) asks this first;
     /// [`Server::handle`] applies the same check.
     pub fn claim_guard_refusal<D, M>(
         &self,
@@ -1079,32 +1013,27 @@ impl<N: Naming> Server<N> {
         channel: &D,
         msg_id: &M,
         started_at: Stamp,
-    ) -> Option<(&'static str, String)>
+    ) -> Option<Refusal>
     where
         D: ToOwned<Owned = N::Dest> + ?Sized,
         M: ToOwned<Owned = N::Msg> + ?Sized,
     {
         let key = (channel.to_owned(), msg_id.to_owned());
-        let refusal = self.guard_refusal(now.0, role, &key, started_at)?;
-        Some(refusal.render(self.rules.errors))
+        self.guard_refusal(now.0, role, &key, started_at)
     }
 
     /// What the claim guard ([`Config::claim_guard`]) would answer to a
     /// channel MSG from `from` to `channel`
     /// with the client's `id`: `None` when the guard lets it through (to
-    /// the policy's own checks), else the ERROR's code (`id_taken`, or
-    /// `INVALID_MSG` under `agentchat-0.36`) and message: an id of the
-    /// server's form (`s1`, `s2`, ...). An id remembered as another
+    /// the policy's own checks), else the typed refusal
+    /// ([`Refusal::ServerFormId`]: an id of the server's form, `s1`, `s2`,
+    /// ...; [`Server::render`] words it: `id_taken`, or `INVALID_MSG` under
+    /// `agentchat-0.36`). An id remembered as another
     /// sender's message is not refused: [`Server::handle`] relays that MSG
     /// under the server's next id (and echoes it to its sender), so no
     /// client can block another's message by posting under its id first.
     /// Changes nothing; [`Server::handle`] applies the same check.
-    pub fn msg_guard_refusal<A, D, M>(
-        &self,
-        from: &A,
-        channel: &D,
-        id: &M,
-    ) -> Option<(&'static str, String)>
+    pub fn msg_guard_refusal<A, D, M>(&self, from: &A, channel: &D, id: &M) -> Option<Refusal>
     where
         A: ToOwned<Owned = N::Agent> + ?Sized,
         D: ToOwned<Owned = N::Dest> + ?Sized,
@@ -1114,8 +1043,7 @@ impl<N: Naming> Server<N> {
         if !is_channel(&self.names, &channel) {
             return None;
         }
-        let refusal = self.id_refusal(&from.to_owned(), &channel, &id.to_owned())?;
-        Some(refusal.render(self.rules.errors))
+        self.id_refusal(&from.to_owned(), &channel, &id.to_owned())
     }
 
     /// [`Server::claim_guard_refusal`] for the claim on `key`.

@@ -1514,7 +1514,7 @@ fn clock_guard_refuses_a_claim_dated_before_the_relay_less_the_skew() {
         let r =
             h.s.claim_guard_refusal(Millis(6000), Role::Agent, G, "m1", Stamp::Int(s));
         assert_eq!(r.is_none(), ok, "{s}: {r:?}");
-        if let Some((code, message)) = r {
+        if let Some((code, message)) = r.map(|r| h.s.render(&r)) {
             assert_eq!(code, "bad_started_at");
             assert!(message.contains("1000 ms"), "{message}");
         }

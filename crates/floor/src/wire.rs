@@ -31,6 +31,7 @@
 //! `@` followed by an agent id. Ids are carried bare everywhere (the public
 //! agentchat server prefixes `@` to ids in some fields; herdsim does not).
 
+use crate::address::{is_agent_id, is_channel_name, parse_target};
 use crate::naming::{Naming, Text};
 use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
@@ -146,6 +147,7 @@ impl Serialize for Stamp {
 /// Generic over the [`Naming`] (default [`Text`]: the wire text itself;
 /// only that form is encoded and decoded).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ClientMsg<N: Naming = Text> {
     /// `{"type":"RESPONDING_TO","msg_id":..,"started_at":..,"channel":..}`
     ///
@@ -179,6 +181,7 @@ pub enum ClientMsg<N: Naming = Text> {
 /// Generic over the [`Naming`] (default [`Text`]: the wire text itself;
 /// only that form is encoded and decoded).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ServerMsg<N: Naming = Text> {
     /// Relayed claim: `{"type":"RESPONDING_TO","msg_id","from","started_at","channel"}`.
     RespondingTo {
@@ -255,6 +258,7 @@ pub enum ServerMsg<N: Naming = Text> {
 
 /// Extra YIELD fields of the `agentchat-0.36` form.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct YieldDetail {
     /// The holder's `started_at`.
     pub holder_started_at: Stamp,
@@ -265,6 +269,7 @@ pub struct YieldDetail {
 /// Why a message could not be decoded. `Display` gives the reason as sent
 /// back to the client in an `ERROR`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum DecodeError {
     /// The bytes are not one JSON value (serde_json's reason attached).
     #[error("not JSON: {0}")]
@@ -316,48 +321,6 @@ fn dm_hint(dm_allowed: &bool) -> &'static str {
         ", or `@agent` for a DM"
     } else {
         ""
-    }
-}
-
-/// A parsed destination: a channel or a DM peer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Target<'a> {
-    /// `#name` (the whole string, `#` included).
-    Channel(&'a str),
-    /// `@id`: the agent id, without `@`.
-    Dm(&'a str),
-}
-
-/// `#` followed by one or more of `[A-Za-z0-9_-]`.
-pub fn is_channel_name(s: &str) -> bool {
-    match s.strip_prefix('#') {
-        Some(name) => {
-            !name.is_empty()
-                && name
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-        }
-        None => false,
-    }
-}
-
-/// Non-empty, no whitespace or control characters, not starting with `#` or `@`.
-pub fn is_agent_id(s: &str) -> bool {
-    !s.is_empty()
-        && !s.starts_with('#')
-        && !s.starts_with('@')
-        && !s.chars().any(|c| c.is_whitespace() || c.is_control())
-}
-
-/// Parse a channel name or a DM target (`@id`).
-pub fn parse_target(s: &str) -> Option<Target<'_>> {
-    if is_channel_name(s) {
-        Some(Target::Channel(s))
-    } else {
-        match s.strip_prefix('@') {
-            Some(id) if is_agent_id(id) => Some(Target::Dm(id)),
-            _ => None,
-        }
     }
 }
 
@@ -881,21 +844,6 @@ mod tests {
             started_at: started_at.into(),
             channel: channel.into(),
         }
-    }
-
-    #[test]
-    fn channel_names() {
-        for ok in ["#general", "#a", "#A-b_9"] {
-            assert!(is_channel_name(ok), "{ok}");
-        }
-        for bad in ["", "#", "general", "# x", "#a.b", "#é", "@a", "##a"] {
-            assert!(!is_channel_name(bad), "{bad}");
-        }
-        assert_eq!(parse_target("#g"), Some(Target::Channel("#g")));
-        assert_eq!(parse_target("@agent-b"), Some(Target::Dm("agent-b")));
-        assert_eq!(parse_target("@"), None);
-        assert_eq!(parse_target("@a b"), None);
-        assert_eq!(parse_target("@#x"), None);
     }
 
     #[test]

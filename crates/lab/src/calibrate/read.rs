@@ -540,6 +540,8 @@ impl<'p> State<'p> {
                     self.keep(raw);
                 }
             }
+            // A kind of frame this reader does not know yet.
+            _ => self.skipped.other += 1,
         }
         Ok(())
     }

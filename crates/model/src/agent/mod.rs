@@ -657,7 +657,7 @@ impl<N: AgentNaming> Agent<N> {
                 Some(msg_id)
             }
             ServerMsg::Msg { in_reply_to, .. } => in_reply_to.as_ref(),
-            ServerMsg::Error { .. } => None,
+            _ => None,
         };
         if let Some(id) = subject {
             if !self.owed.is_empty() {
@@ -840,7 +840,7 @@ impl<N: AgentNaming> Agent<N> {
                 }
                 return;
             }
-            ServerMsg::Yield { .. } | ServerMsg::Error { .. } => None,
+            _ => None,
         };
         let t = self.local_ms(now);
         if let Some((from, channel)) = claim
@@ -935,6 +935,8 @@ impl<N: AgentNaming> Agent<N> {
                     }
                 }
                 Action::Skip { msg_id, reason } => out.push(Output::Skip { msg_id, reason }),
+                // The floor's actions today are all above.
+                _ => {}
             }
         }
     }

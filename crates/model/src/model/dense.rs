@@ -18,7 +18,7 @@
 //!   ids a floor squatter makes up (`m` and a number).
 
 use crate::agent::{self, AgentNaming};
-use crate::floor::{Naming, Place, wire};
+use crate::floor::{Naming, Place, address};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -146,7 +146,7 @@ impl DenseBuilder {
     pub fn build(&self) -> Dense {
         let mut agents = self.agents.clone();
         for d in &self.dests {
-            if let Some(wire::Target::Dm(peer)) = wire::parse_target(d) {
+            if let Some(address::Target::Dm(peer)) = address::parse_target(d) {
                 agents.push(peer.to_string());
             }
         }
@@ -175,13 +175,15 @@ fn intern(t: &mut Table, text: &str) -> DestId {
     if let Some(&d) = t.dest_of.get(text) {
         return d;
     }
-    let place = match wire::parse_target(text) {
-        Some(wire::Target::Channel(_)) => Place::Channel,
-        Some(wire::Target::Dm(peer)) => match t.agents.binary_search_by(|a| a.as_str().cmp(peer)) {
-            Ok(i) => Place::Dm(AgentId(i as u32)),
-            Err(_) => Place::Invalid,
-        },
-        None => Place::Invalid,
+    let place = match address::parse_target(text) {
+        Some(address::Target::Channel(_)) => Place::Channel,
+        Some(address::Target::Dm(peer)) => {
+            match t.agents.binary_search_by(|a| a.as_str().cmp(peer)) {
+                Ok(i) => Place::Dm(AgentId(i as u32)),
+                Err(_) => Place::Invalid,
+            }
+        }
+        _ => Place::Invalid,
     };
     let id = DestId(t.dests.len() as u32);
     t.dests.push(DestEntry {

@@ -624,7 +624,7 @@ impl Scenario {
         }
         if let Some(to) = &p.to {
             let dm = to.strip_prefix('@').is_some_and(|a| self.is_agent_id(a));
-            let channel = crate::floor::wire::is_channel_name(to);
+            let channel = crate::floor::address::is_channel_name(to);
             if !dm && !channel {
                 return Err((
                     k("post.to"),

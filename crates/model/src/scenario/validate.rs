@@ -467,7 +467,7 @@ fn signed_dist(
 
 fn channel(key: &str, c: &str) -> Result<(), (String, String)> {
     // The same rule the server applies on the wire.
-    if !crate::floor::wire::is_channel_name(c) {
+    if !crate::floor::address::is_channel_name(c) {
         return Err((
             key.to_string(),
             format!("`{c}` is not a channel name (`#` then letters, digits, `-`, `_`)"),

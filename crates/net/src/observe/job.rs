@@ -103,7 +103,7 @@ pub fn identity(name: &str, keyed: bool, key_file: Option<&Path>) -> Result<Iden
 /// The channel checked, and the results folder under `out`: `name`, by
 /// default `observe-CHANNEL` (without the #).
 pub fn folder(out: &Path, name: Option<&str>, channel: &str) -> Result<PathBuf, Error> {
-    if !crate::floor::wire::is_channel_name(channel) {
+    if !crate::floor::address::is_channel_name(channel) {
         return Err(Error::bad(format!(
             "--channel {channel}: a channel is # followed by letters, digits, - or _"
         )));

@@ -65,10 +65,7 @@ pub fn write_line<W: Write>(
         at_ms,
         agent,
         event,
-        role: match role {
-            Role::Agent => "agent",
-            Role::Operator => "operator",
-        },
+        role: role.as_str(),
     };
     serde_json::to_writer(&mut *out, &line).map_err(io::Error::other)?;
     out.write_all(b"\n")

@@ -32,7 +32,7 @@ use std::io::{self, BufRead, Read, Write};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::floor::wire::is_agent_id;
+use crate::floor::address::is_agent_id;
 use crate::floor::{Config, Input, Role, Sends, Server, ServerMsg, Stats};
 
 /// What a replay did.

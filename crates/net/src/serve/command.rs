@@ -35,9 +35,7 @@ pub struct Command {
 pub fn default_claim_guard(policy: PolicyKind) -> &'static str {
     match policy {
         PolicyKind::Agentchat036 => "off",
-        PolicyKind::None | PolicyKind::Spec | PolicyKind::Tombstone | PolicyKind::ServerTime => {
-            "relayed"
-        }
+        _ => "relayed",
     }
 }
 

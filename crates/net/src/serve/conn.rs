@@ -763,7 +763,7 @@ impl Conn {
             "name": name,
             "server": self.shared.server_name,
             "verified": false,
-            "role": match role { Role::Agent => "agent", Role::Operator => "operator" },
+            "role": role.as_str(),
             "policy": self.shared.policy_name,
         });
         self.reply(ws, welcome.to_string()).await

@@ -295,7 +295,8 @@ impl Hub {
             Some("MSG") => {
                 let to = event.get("to").and_then(Value::as_str)?;
                 let msg_id = event.get("id").and_then(Value::as_str)?;
-                self.server.msg_guard_refusal(id, to, msg_id)
+                let refusal = self.server.msg_guard_refusal(id, to, msg_id)?;
+                Some(self.server.render(&refusal))
             }
             Some("RESPONDING_TO") => {
                 let Ok(ClientMsg::RespondingTo {
@@ -313,7 +314,7 @@ impl Hub {
                     &msg_id,
                     started_at,
                 ) {
-                    return Some(refusal);
+                    return Some(self.server.render(&refusal));
                 }
                 let holds = self
                     .server

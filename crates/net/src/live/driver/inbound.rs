@@ -76,7 +76,6 @@ impl Driver<'_> {
             Kind::Replay => l.replays += 1,
             Kind::Notice => l.notices += 1,
             Kind::Presence => l.presence += 1,
-            Kind::Other => l.other += 1,
             Kind::Malformed => l.malformed += 1,
             Kind::Msg | Kind::Floor | Kind::Error => {
                 self.inward(&mut v);
@@ -94,6 +93,8 @@ impl Driver<'_> {
                     Err(_) => self.ledger.malformed += 1,
                 }
             }
+            // `Other`, and any kind the dialect learns later.
+            _ => l.other += 1,
         }
     }
 
@@ -146,6 +147,8 @@ impl Driver<'_> {
                 }
                 true
             }
+            // A server message this driver does not know: not ours.
+            _ => false,
         }
     }
 
