@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Callable, Union
 
-from . import _herdsim
+from . import _herdsim, floor
 from ._errors import HerdsimError, InputError, ScenarioError
 from ._table import Table
 
@@ -39,6 +39,7 @@ __all__ = [
     "ScenarioError",
     "Table",
     "VERSION",
+    "floor",
     "run",
     "sweep",
 ]

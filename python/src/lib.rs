@@ -15,6 +15,8 @@
 
 #![forbid(unsafe_code)]
 
+mod floor;
+
 use herdsim_lab::error::Error;
 use herdsim_lab::progress::Observer;
 use herdsim_lab::report::table;
@@ -292,5 +294,7 @@ fn _herdsim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("VERSION", herdsim_lab::VERSION)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(dict_to_toml, m)?)?;
+    m.add_class::<floor::FloorAgent>()?;
+    m.add_class::<floor::FloorServer>()?;
     Ok(())
 }
