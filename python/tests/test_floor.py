@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import heapq
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -158,3 +159,14 @@ def test_bad_input_raises_and_bad_frames_are_ignored() -> None:
     s = Server()
     sends = s.frame(0, "a", "{not json")
     assert [json.loads(f)["type"] for _, f in sends] == ["ERROR"]
+
+
+def test_the_readme_example_runs_as_it_says() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme[readme.index("## The floor, for a gateway") :]
+    code = section[section.index("```python") + len("```python") : section.index("```\n", 10)]
+    scope: dict[str, Any] = {}
+    exec(code, scope)
+    out = scope["out"]
+    assert out["type"] == "transmit"
+    assert json.loads(out["frame"])["type"] == "RESPONDING_TO"
