@@ -48,7 +48,7 @@ use std::io::Write;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures_util::{SinkExt, StreamExt};
-use herdsim_floor::dialect::{self, Kind};
+use herdsim_floor::dialect;
 use herdsim_floor::{
     Agent, AgentInput, AgentOutput, ClientConfig, CsmaWindow, Millis, PolicyKind, ServerMsg, Text,
 };
@@ -267,11 +267,7 @@ async fn run(a: Args) -> Result<Counts, String> {
                 // A real agentchat server's dialect read into the wire
                 // (herdsim serve's frames pass unchanged); replays of the
                 // channel's history, notices and presence are not the floor's.
-                let (kind, value) = dialect::read(&text, MAX_FRAME_BYTES);
-                if !matches!(kind, Kind::Msg | Kind::Floor) {
-                    continue;
-                }
-                let Ok(msg) = ServerMsg::from_value(&value) else {
+                let Some(msg) = dialect::server_msg(&text, MAX_FRAME_BYTES) else {
                     continue;
                 };
                 let now = now_ms();

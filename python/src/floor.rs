@@ -5,10 +5,10 @@
 //! wire's JSON text, times are integers of milliseconds (`Millis`), and
 //! nothing is decided here.
 
-use herdsim_lab::floor::dialect::{self, Kind};
+use herdsim_lab::floor::dialect;
 use herdsim_lab::floor::{
     self, AgentInput, AgentOutput, ClientConfig, Config, CsmaWindow, Input, Millis, PolicyKind,
-    Role, Sends, ServerMsg, SkipReason,
+    Role, Sends, ServerMsg,
 };
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -97,7 +97,7 @@ impl FloorAgent {
     /// (a MSG, a claim, a YIELD, a release, an ERROR); other frames
     /// (presence, replays, notices, garbage) are ignored.
     fn frame(&mut self, now_ms: u64, frame: &str) -> bool {
-        match server_msg(frame) {
+        match dialect::server_msg(frame, MAX_FRAME_BYTES) {
             Some(msg) => {
                 self.inner
                     .handle_input(Millis(now_ms), AgentInput::Frame(&msg));
@@ -110,7 +110,7 @@ impl FloorAgent {
     /// The agent would like to answer this MSG frame; the floor decides
     /// whether and when. `False` if the frame is no MSG.
     fn answer(&mut self, now_ms: u64, frame: &str) -> bool {
-        match server_msg(frame) {
+        match dialect::server_msg(frame, MAX_FRAME_BYTES) {
             Some(msg @ ServerMsg::Msg { .. }) => {
                 self.inner
                     .handle_input(Millis(now_ms), AgentInput::Answer(&msg));
@@ -173,7 +173,7 @@ impl FloorAgent {
             AgentOutput::Skipped { msg_id, reason } => {
                 d.set_item("type", "skipped")?;
                 d.set_item("msg_id", msg_id)?;
-                d.set_item("reason", skip_reason(reason))?;
+                d.set_item("reason", reason.as_str())?;
             }
             _ => d.set_item("type", "unknown")?,
         }
@@ -190,25 +190,6 @@ impl FloorAgent {
     fn id(&self) -> String {
         self.inner.config().id.clone()
     }
-}
-
-fn skip_reason(r: SkipReason) -> &'static str {
-    match r {
-        SkipReason::SeenClaim => "seen_claim",
-        SkipReason::SeenResponse => "seen_response",
-        SkipReason::AddressedToOthers => "addressed_to_others",
-        _ => "other",
-    }
-}
-
-/// A frame as the floor reads it: the dialect's MSG, floor or ERROR frame
-/// decoded, else `None`.
-fn server_msg(frame: &str) -> Option<ServerMsg> {
-    let (kind, value) = dialect::read(frame, MAX_FRAME_BYTES);
-    if !matches!(kind, Kind::Msg | Kind::Floor | Kind::Error) {
-        return None;
-    }
-    ServerMsg::from_value(&value).ok()
 }
 
 /// The server half: `herdsim_floor::Server`. Each call returns what to

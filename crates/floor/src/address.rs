@@ -51,29 +51,33 @@ pub fn parse_target(s: &str) -> Option<Target<'_>> {
     }
 }
 
+/// The words of `content` that are mentions, each without its `@` and
+/// trimmed of trailing characters that cannot end a name.
+fn mention_words(content: &str) -> impl Iterator<Item = &str> {
+    content
+        .split_whitespace()
+        .filter_map(|w| w.strip_prefix('@'))
+        .map(|rest| {
+            rest.trim_end_matches(|c: char| !c.is_ascii_alphanumeric() && c != '-' && c != '_')
+        })
+}
+
+/// Whether `name` can be a mentioned name: it starts with an ASCII letter
+/// or digit (`@ ` and `@,` mention nobody).
+fn is_name(name: &str) -> bool {
+    name.starts_with(|c: char| c.is_ascii_alphanumeric())
+}
+
 /// Does `content` @mention `id` (as a whole word)?
 pub fn mentions(content: &str, id: &str) -> bool {
     // Most messages mention nobody: a quick scan first (this runs for
     // every delivery of a channel message).
-    if !has_at(content.as_bytes()) {
-        return false;
-    }
-    content.split_whitespace().any(|w| {
-        w.strip_prefix('@').map(|rest| {
-            rest.trim_end_matches(|c: char| !c.is_ascii_alphanumeric() && c != '-' && c != '_')
-        }) == Some(id)
-    })
+    has_at(content.as_bytes()) && mention_words(content).any(|name| name == id)
 }
 
 /// Does `content` @mention anybody (a word `@name`)?
 pub fn mentions_anyone(content: &str) -> bool {
-    if !has_at(content.as_bytes()) {
-        return false;
-    }
-    content.split_whitespace().any(|w| {
-        w.strip_prefix('@')
-            .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_alphanumeric()))
-    })
+    has_at(content.as_bytes()) && mention_words(content).any(is_name)
 }
 
 /// The words that address a whole room rather than one member: a message
@@ -81,22 +85,15 @@ pub fn mentions_anyone(content: &str) -> bool {
 /// nobody in particular.
 pub const BROADCAST: [&str; 5] = ["everyone", "here", "channel", "room", "all"];
 
-/// The names `content` @mentions, in order (with repeats), broadcast words
-/// ([`BROADCAST`]) included.
+/// The names `content` @mentions (a name starts with an ASCII letter or
+/// digit), in order (with repeats), broadcast words ([`BROADCAST`])
+/// included.
 pub fn mentioned(content: &str) -> impl Iterator<Item = &str> {
-    let any = has_at(content.as_bytes());
-    content
-        .split_whitespace()
-        .filter(move |_| any)
-        .filter_map(|w| w.strip_prefix('@'))
-        .map(|rest| {
-            rest.trim_end_matches(|c: char| !c.is_ascii_alphanumeric() && c != '-' && c != '_')
-        })
-        .filter(|name| name.starts_with(|c: char| c.is_ascii_alphanumeric()))
+    mention_words(content).filter(|name| is_name(name))
 }
 
 /// Whether `content` is addressed to someone other than `me`: it
-/// @mentions a name that is neither `me` nor a broadcast word, and not
+/// @mentions a name that is not a broadcast word, and does not mention
 /// `me`. Such a message is left to the agents it names (see
 /// [`crate::Agent`]).
 pub fn addressed_to_others(content: &str, me: &str) -> bool {

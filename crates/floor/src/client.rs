@@ -176,6 +176,18 @@ pub enum SkipReason {
     AddressedToOthers,
 }
 
+impl SkipReason {
+    /// `seen_claim`, `seen_response` or `addressed_to_others`: the reason's
+    /// name in a trace line or a log.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            SkipReason::SeenClaim => "seen_claim",
+            SkipReason::SeenResponse => "seen_response",
+            SkipReason::AddressedToOthers => "addressed_to_others",
+        }
+    }
+}
+
 /// What the caller must do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

@@ -24,6 +24,8 @@
 
 use serde_json::Value;
 
+use crate::wire::ServerMsg;
+
 /// What a server frame is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -104,10 +106,21 @@ pub fn read(text: &str, max_bytes: usize) -> (Kind, Value) {
     }
 }
 
+/// A text frame as the agent half reads it ([`crate::AgentInput::Frame`]):
+/// a MSG, floor or ERROR frame ([`read`]) decoded into the wire's
+/// [`ServerMsg`]; `None` for every other frame (presence, replays,
+/// notices, a frame over `max_bytes`, garbage).
+pub fn server_msg(text: &str, max_bytes: usize) -> Option<ServerMsg> {
+    let (kind, value) = read(text, max_bytes);
+    if !matches!(kind, Kind::Msg | Kind::Floor | Kind::Error) {
+        return None;
+    }
+    ServerMsg::from_value(&value).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ServerMsg;
     use serde_json::json;
 
     /// Frames exactly as a real agentchat 0.36 server sent them
@@ -179,5 +192,31 @@ mod tests {
         let mut v = json!({"type": "FLOOR_RELEASED", "msg_id": "m3",
             "channel": "#general", "holder": "agent-001"});
         assert_eq!(classify(&mut v), Kind::Floor);
+    }
+
+    #[test]
+    fn server_msg_decodes_what_the_agent_half_reads() {
+        assert!(matches!(
+            server_msg(RELAYED, 1 << 20),
+            Some(ServerMsg::Msg { .. })
+        ));
+        assert!(matches!(
+            server_msg(CLAIMED, 1 << 20),
+            Some(ServerMsg::FloorClaimed { .. })
+        ));
+        let released = r##"{"type":"FLOOR_RELEASED","msg_id":"m","channel":"#g","holder":"a"}"##;
+        assert!(matches!(
+            server_msg(released, 1 << 20),
+            Some(ServerMsg::FloorReleased { .. })
+        ));
+        let error = r#"{"type":"ERROR","code":"x","message":"y"}"#;
+        assert!(matches!(
+            server_msg(error, 1 << 20),
+            Some(ServerMsg::Error { .. })
+        ));
+        for other in [REPLAY, NOTICE, r#"{"type":"JOINED"}"#, "{not json"] {
+            assert_eq!(server_msg(other, 1 << 20), None, "{other}");
+        }
+        assert_eq!(server_msg(RELAYED, 10), None);
     }
 }

@@ -821,12 +821,8 @@ impl<N: Naming> Server<N> {
     /// `agentchat-0.36` the first sweep at or after it. `None` when no claim
     /// is tracked.
     pub fn poll_timeout(&self) -> Option<Millis> {
-        self.poll_timeout_ms().map(Millis)
-    }
-
-    fn poll_timeout_ms(&self) -> Option<u64> {
         let (&(deadline, _), _) = self.deadlines.first_key_value()?;
-        match self.rules.expiry {
+        let at = match self.rules.expiry {
             Expiry::Sweep if self.cfg.sweep_every_ms > 0 => {
                 // The first sweep at or after the deadline, in ms (rounded up).
                 // A sweep that already ran does not run again (a TTL of 0
@@ -838,10 +834,11 @@ impl<N: Naming> Server<N> {
                     k = k.max(last + 1);
                 }
                 let at = (phase + k * period).div_ceil(1000);
-                Some(u64::try_from(at).unwrap_or(u64::MAX))
+                u64::try_from(at).unwrap_or(u64::MAX)
             }
-            _ => Some(deadline),
-        }
+            _ => deadline,
+        };
+        Some(Millis(at))
     }
 
     /// Sweep phase and period in microseconds.
@@ -1448,29 +1445,28 @@ impl<N: Naming> Server<N> {
     /// operator answers, leaves or the claim expires.
     fn operator_claim(&mut self, now: u64, claim: ClaimReq<N>, out: &mut Sends<N>) {
         let key = (claim.channel.clone(), claim.msg_id.clone());
-        if self
+        let held = self
             .claims
             .get(&key)
-            .is_some_and(|c| !c.answered && c.holder == claim.from)
-        {
-            return; // a repeat: the floor is the operator's already
-        }
-        let displaced = self
-            .remove_claim(&key)
-            .filter(|c| !c.answered && c.holder != claim.from)
-            .map(|c| c.holder);
+            .map(|c| (c.answered, c.holder == claim.from));
+        let verdict = match held {
+            None => Verdict::Grant,
+            Some((true, _)) => {
+                // An answered marker: gone, nobody to yield.
+                self.remove_claim(&key);
+                Verdict::Grant
+            }
+            // A repeat: the floor is the operator's already.
+            Some((false, true)) => Verdict::Repeat,
+            Some((false, false)) => Verdict::Displace,
+        };
+        let decision = Decision {
+            verdict,
+            held_started_at: Stamp::Int(0),
+            held_by: None,
+        };
         let first = Stamp::Float(f64::NEG_INFINITY);
-        let (channel, msg_id) = (&claim.channel, &claim.msg_id);
-        self.insert_claim(channel, msg_id, &claim.from, claim.started_at, first, now);
-        let y = displaced.map(|old| {
-            self.stats.overruled += 1;
-            let at = claim.started_at;
-            self.make_yield(old, (channel, msg_id), &claim.from, at, REASON_DISPLACED)
-        });
-        self.announce_grant(claim, out);
-        if let Some((to, y)) = y {
-            out.push(to, y);
-        }
+        self.apply_claim_verdict(now, claim, first, decision, out);
     }
 
     /// The value a claim is ordered by under the policy: its `started_at`,

@@ -6,7 +6,7 @@
 
 use super::{ClientMsg, Ev, Inference, Input, ServerMsg, World};
 use crate::agent::{self, InferenceEnd, TimerKind};
-use crate::floor::{self, Naming};
+use crate::floor::Naming;
 use crate::model::dense::{Dense, MsgId};
 use std::sync::Arc;
 
@@ -182,11 +182,7 @@ impl World<'_> {
                 self.trace_state(a, m, "done", || serde_json::json!({}));
             }
             Output::Skip { msg_id, reason } => {
-                let reason = match reason {
-                    floor::SkipReason::SeenClaim => "seen_claim",
-                    floor::SkipReason::SeenResponse => "seen_response",
-                    _ => "addressed_to_others",
-                };
+                let reason = reason.as_str();
                 let m = msg_id.number();
                 self.trace_state(a, m, "skip", || serde_json::json!({"reason": reason}));
             }

@@ -159,11 +159,7 @@ impl Driver<'_> {
 
     /// Agent `a` decided not to answer `msg_id`.
     fn on_skip(&mut self, a: usize, msg_id: &str, reason: floor::SkipReason) {
-        let reason = match reason {
-            floor::SkipReason::SeenClaim => "seen_claim",
-            floor::SkipReason::SeenResponse => "seen_response",
-            _ => "addressed_to_others",
-        };
+        let reason = reason.as_str();
         self.trace_state(a, Some(msg_id), "skip", json!({"reason": reason}));
     }
 
