@@ -288,13 +288,7 @@ async fn serve(listen: &str, policy: PolicyKind) -> Result<(), String> {
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     eprintln!("listening on ws://{addr}");
     let (tx, rx) = mpsc::channel(QUEUE);
-    tokio::spawn(floor(
-        Server::new(Config {
-            policy,
-            ..Config::default()
-        }),
-        rx,
-    ));
+    tokio::spawn(floor(Server::new(Config::for_policy(policy)), rx));
     let permits = Arc::new(Semaphore::new(MAX_CONNS));
     for conn in 0.. {
         let (stream, _) = listener.accept().await.map_err(|e| e.to_string())?;

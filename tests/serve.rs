@@ -18,7 +18,7 @@ use ed25519_dalek::pkcs8::EncodePublicKey;
 use ed25519_dalek::pkcs8::spki::der::pem::LineEnding;
 use ed25519_dalek::{Signer, SigningKey};
 use futures_util::{SinkExt, StreamExt};
-use herdsim::floor::{Config, PolicyKind};
+use herdsim::floor::{ClaimGuard, Config, PolicyKind};
 use herdsim::serve::{self, Limits, Options, Report};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -56,9 +56,12 @@ struct TestServer {
 fn options(policy: PolicyKind) -> Options {
     Options {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        // The policy exactly as written: these tests claim messages they
+        // never post (the guard, serve's default, has tests of its own in
+        // serve_hostile.rs).
         floor: Config {
-            policy,
-            ..Config::default()
+            claim_guard: ClaimGuard::Off,
+            ..Config::for_policy(policy)
         },
         ..Options::default()
     }

@@ -25,6 +25,9 @@ A DM, a message from ``@server`` and an @mention of the agent are
 answered at once without a claim; a message that @mentions only others is
 skipped. ``Server`` is the server half (membership, the claim table,
 relay): each call returns the frames to send as ``(recipient, json)``.
+Its ``claim_guard`` is ``"relayed"`` unless told (``"off"`` under
+``agentchat-0.36``), as ``herdsim serve``: a claim for a message it has
+not relayed is refused; ``claim_guard="off"`` runs the policy as written.
 Both wrap the Rust crate ``herdsim-floor`` (its docs have every rule).
 """
 

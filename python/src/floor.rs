@@ -7,8 +7,8 @@
 
 use herdsim_lab::floor::dialect;
 use herdsim_lab::floor::{
-    self, AgentInput, AgentOutput, ClientConfig, Config, CsmaWindow, Input, Millis, PolicyKind,
-    Role, Sends, ServerMsg,
+    self, AgentInput, AgentOutput, ClaimGuard, ClientConfig, Config, CsmaWindow, Input, Millis,
+    PolicyKind, Role, Sends, ServerMsg,
 };
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -223,14 +223,26 @@ impl FloorServer {
 #[pymethods]
 impl FloorServer {
     #[new]
-    #[pyo3(signature = (*, policy = "spec", ttl_ms = 45_000))]
-    fn new(py: Python<'_>, policy: &str, ttl_ms: u64) -> PyResult<Self> {
+    #[pyo3(signature = (*, policy = "spec", ttl_ms = 45_000, claim_guard = None))]
+    fn new(py: Python<'_>, policy: &str, ttl_ms: u64, claim_guard: Option<&str>) -> PyResult<Self> {
         let policy = policy_of(py, policy)?;
-        let cfg = Config {
-            policy,
+        let mut cfg = Config {
             ttl_ms,
-            ..Config::default()
+            ..Config::for_policy(policy)
         };
+        // None: the library's default for the policy (`relayed`, `off`
+        // under agentchat-0.36), as `herdsim serve`.
+        match claim_guard {
+            None => {}
+            Some("off") => cfg.claim_guard = ClaimGuard::Off,
+            Some("relayed") => cfg.claim_guard = ClaimGuard::Relayed,
+            Some(other) => {
+                return Err(input_error(
+                    py,
+                    format!("claim_guard `{other}`: expected \"off\" or \"relayed\""),
+                ));
+            }
+        }
         Ok(FloorServer {
             inner: floor::Server::new(cfg),
             sends: Sends::new(),

@@ -150,6 +150,8 @@ def test_bad_input_raises_and_bad_frames_are_ignored() -> None:
         Agent("#a")
     with pytest.raises(herdsim.InputError):
         Server(policy="nope")
+    with pytest.raises(herdsim.InputError, match="claim_guard"):
+        Server(claim_guard="clock")
     a = Agent("a")
     assert a.frame(0, "{not json") is False
     assert a.frame(0, '{"type":"AGENT_JOINED","agent":"x"}') is False
@@ -159,6 +161,17 @@ def test_bad_input_raises_and_bad_frames_are_ignored() -> None:
     s = Server()
     sends = s.frame(0, "a", "{not json")
     assert [json.loads(f)["type"] for _, f in sends] == ["ERROR"]
+
+
+def test_a_claim_for_a_message_never_relayed_is_refused_unless_the_guard_is_off() -> None:
+    claim = '{"type":"RESPONDING_TO","msg_id":"future","channel":"#g","started_at":1}'
+    for guard, want in [(None, ["ERROR"]), ("relayed", ["ERROR"]), ("off", ["RESPONDING_TO"])]:
+        s = Server(claim_guard=guard)
+        s.join(0, "a", "#g")
+        s.join(0, "b", "#g")
+        sends = s.frame(1, "a", claim)
+        assert [json.loads(f)["type"] for _, f in sends] == want, guard
+        assert s.holder("#g", "future") == (None if want == ["ERROR"] else "a")
 
 
 def test_the_readme_example_runs_as_it_says() -> None:

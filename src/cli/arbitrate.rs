@@ -9,7 +9,7 @@ use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 
 use super::CliError;
-use crate::floor::{Config, PolicyKind};
+use crate::floor::{ClaimGuard, Config, PolicyKind};
 use crate::replay::replay_bounded;
 
 #[derive(clap::Args, Debug)]
@@ -22,6 +22,12 @@ pub struct Args {
     /// agentchat-0.36), else 45000.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub ttl_ms: Option<u64>,
+    /// Floor-squatting defence: off or relayed (docs/protocol.md). Default
+    /// off: the policy exactly as written, so a transcript that starts
+    /// mid-session, or claims a message it never shows, replays as the
+    /// policy decides; `relayed` replays it as `herdsim serve` decides.
+    #[arg(long, value_name = "MODE", default_value = "off", value_parser = ["off", "relayed"])]
+    pub claim_guard: String,
     /// agentchat-0.36: the MSG rate limit in ms (a MSG less than this after
     /// the sender's previous one is refused with RATE_LIMITED); 0 = off.
     #[arg(long, default_value_t = crate::floor::policy::AGENTCHAT_RATE_LIMIT_MS)]
@@ -49,6 +55,10 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     if let Some(ttl) = args.ttl_ms {
         cfg.ttl_ms = ttl;
     }
+    cfg.claim_guard = match args.claim_guard.as_str() {
+        "relayed" => ClaimGuard::Relayed,
+        _ => ClaimGuard::Off,
+    };
     cfg.rate_limit_ms = args.rate_limit_ms;
     cfg.sweep_phase_ms = args.sweep_phase_ms;
     cfg.sweep_drift_us = args.sweep_drift_us;

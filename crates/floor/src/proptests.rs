@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::client::{Action, Client, ClientConfig, CsmaWindow};
 use super::input::{Input, Role};
 use super::policy::{Channels, Expiry, PolicyKind};
-use super::server::{Config, Outgoing, Server};
+use super::server::{ClaimGuard, Config, Outgoing, Server};
 use super::time::Millis;
 use super::wire::{ClientMsg, ServerMsg, Stamp, YieldDetail};
 
@@ -223,7 +223,7 @@ proptest! {
     /// DM claims create nothing.
     #[test]
     fn spec_server_matches_reference_model(ttl in 1u64..5_000, script in script()) {
-        let mut s = Server::new(Config { policy: PolicyKind::Spec, ttl_ms: ttl, enabled: true, ..Config::default() });
+        let mut s = Server::new(Config { policy: PolicyKind::Spec, ttl_ms: ttl, enabled: true, claim_guard: ClaimGuard::Off, ..Config::default() });
         let mut m = Model::default();
         let mut now = 0u64;
         let mut yields = 0u64;
@@ -360,7 +360,7 @@ proptest! {
         rate_limit_ms in prop_oneof![Just(0u64), 1u64..3000],
         script in script(),
     ) {
-        let cfg = Config { policy: PolicyKind::Agentchat036, ttl_ms: ttl, rate_limit_ms, ..Config::default() };
+        let cfg = Config { policy: PolicyKind::Agentchat036, ttl_ms: ttl, rate_limit_ms, claim_guard: ClaimGuard::Off, ..Config::default() };
         let mut s = Server::new(cfg);
         let mut created = BTreeSet::new();
         let mut now = 0u64;
@@ -413,7 +413,7 @@ proptest! {
         sweep_drift_us in 0u64..3000,
         script in script(),
     ) {
-        let cfg = Config { policy, ttl_ms: ttl, enabled, sweep_phase_ms, sweep_drift_us, ..Config::default() };
+        let cfg = Config { policy, ttl_ms: ttl, enabled, sweep_phase_ms, sweep_drift_us, claim_guard: ClaimGuard::Off, ..Config::default() };
         let mut s = Server::new(cfg);
         let mut now = 0u64;
         for (dt, op) in script {
@@ -783,7 +783,7 @@ proptest! {
             prop_assert_eq!(ClientMsg::decode_str(&m.to_json_string()), Ok(m));
         }
         for p in PolicyKind::ALL {
-            let mut s = Server::new(Config { policy: p, ..Config::default() });
+            let mut s = Server::new(Config::for_policy(p));
             let mut out = Vec::new();
             s.run_owned(0, Input::Join { agent: "agent-a".into(), channel: "#general".into() }, &mut out);
             s.run_value(1, "agent-a", Role::Agent, &v, &mut out);

@@ -109,9 +109,11 @@ pub struct Config {
     /// (the real server knows no operator: it is one connection like any
     /// other). Default false: the operator is exempt.
     pub rate_limit_operator: bool,
-    /// The floor-squatting defence (see [`ClaimGuard`]).
-    /// Default [`ClaimGuard::Off`]: every policy as it is written (and
-    /// `agentchat-0.36` as the real server, which has no such check).
+    /// The floor-squatting defence (see [`ClaimGuard`]). Default
+    /// [`ClaimGuard::default_for`] the policy: [`ClaimGuard::Relayed`]
+    /// (what `herdsim serve` runs), [`ClaimGuard::Off`] under
+    /// `agentchat-0.36` (the real server has no such check). Set
+    /// [`ClaimGuard::Off`] for a policy exactly as it is written.
     pub claim_guard: ClaimGuard,
     /// `agentchat-0.36` only: apply agentchat 0.36.19's flood limit to
     /// every agent's inputs (JOIN, LEAVE, MSG, RESPONDING_TO): the one that
@@ -155,14 +157,14 @@ pub struct Config {
 /// other's message either. A MSG relayed under an id the guard does not
 /// remember (a new message) drops any claim left on that id from an older
 /// message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ClaimGuard {
-    /// No check (default).
-    #[default]
+    /// No check: every policy as it is written.
     Off,
     /// A claim for a message the server has not relayed in that channel
-    /// (within the memory above) is refused.
+    /// (within the memory above) is refused. The default but under
+    /// `agentchat-0.36` ([`ClaimGuard::default_for`]).
     Relayed,
     /// As [`ClaimGuard::Relayed`], and a claim whose `started_at` is more
     /// than `skew_ms` earlier than the claimed message's relay, read on the
@@ -182,6 +184,21 @@ pub const DEFAULT_CLAIM_SKEW_MS: u64 = 1000;
 pub use crate::relay_memory::{RELAY_MEMORY_MAX, RELAY_MEMORY_MS, RELAY_MEMORY_PER_SENDER};
 
 impl ClaimGuard {
+    /// The guard a [`Config`] gets unless told otherwise, in the library
+    /// and in `herdsim serve` alike: [`ClaimGuard::Relayed`] (an honest
+    /// agent never trips it, since it learns of a message only from the
+    /// server; a squatter's claims for messages not yet sent are refused),
+    /// except [`ClaimGuard::Off`] under `agentchat-0.36`, a faithful model
+    /// of a real server that has no such check. The simulator's scenarios
+    /// keep `server.claim_guard = "off"` unless they say otherwise: their
+    /// agents are honest or are the squatters being measured.
+    pub fn default_for(policy: PolicyKind) -> ClaimGuard {
+        match policy {
+            PolicyKind::Agentchat036 => ClaimGuard::Off,
+            _ => ClaimGuard::Relayed,
+        }
+    }
+
     /// The name used by the scenario key and the flags: `off`, `relayed`,
     /// `clock`.
     pub fn name(self) -> &'static str {
@@ -205,11 +222,21 @@ fn is_server_form(id: &str) -> bool {
 pub const NEVER: u64 = u64::MAX;
 
 impl Default for Config {
-    /// Policy `spec`, TTL 45000 ms, tracking on, rate limit 1000 ms (the
-    /// operator exempt), a sweep every 5000 ms from phase 0, no drift.
+    /// Policy `spec`, TTL 45000 ms, tracking on, the claim guard
+    /// [`ClaimGuard::Relayed`], rate limit 1000 ms (the operator exempt), a
+    /// sweep every 5000 ms from phase 0, no drift: [`Config::for_policy`]
+    /// of `spec`.
     fn default() -> Self {
+        Config::for_policy(PolicyKind::Spec)
+    }
+}
+
+impl Config {
+    /// The defaults for `policy`: as [`Config::default`], with the policy's
+    /// own claim guard ([`ClaimGuard::default_for`]).
+    pub fn for_policy(policy: PolicyKind) -> Config {
         Config {
-            policy: PolicyKind::Spec,
+            policy,
             ttl_ms: DEFAULT_TTL_MS,
             enabled: true,
             rate_limit_ms: AGENTCHAT_RATE_LIMIT_MS,
@@ -217,7 +244,7 @@ impl Default for Config {
             sweep_drift_us: 0,
             sweep_every_ms: AGENTCHAT_SWEEP_MS,
             rate_limit_operator: false,
-            claim_guard: ClaimGuard::Off,
+            claim_guard: ClaimGuard::default_for(policy),
             frame_limit: false,
         }
     }
@@ -265,10 +292,7 @@ impl Config {
         get: impl Fn(&str) -> Option<String>,
     ) -> Result<Config, ConfigError> {
         let ttl_var = policy.rules().ttl_var;
-        let mut cfg = Config {
-            policy,
-            ..Config::default()
-        };
+        let mut cfg = Config::for_policy(policy);
         if let Some(raw) = get(ttl_var)
             && policy == PolicyKind::Agentchat036
         {

@@ -9,6 +9,16 @@ struct H {
     s: Server,
 }
 
+/// The defaults with the claim guard off: the policies exactly as they are
+/// written (most tests claim messages they never sent; the guard has tests
+/// of its own).
+fn unguarded() -> Config {
+    Config {
+        claim_guard: ClaimGuard::Off,
+        ..Config::default()
+    }
+}
+
 impl H {
     fn with(cfg: Config) -> H {
         H {
@@ -18,7 +28,7 @@ impl H {
     fn new(p: PolicyKind) -> H {
         H::with(Config {
             policy: p,
-            ..Config::default()
+            ..unguarded()
         })
     }
     /// `agent-a`, `agent-b`, `agent-c` in #general, `agent-d` in #other.
@@ -155,7 +165,7 @@ fn config_default() {
         policy: PolicyKind::Agentchat036,
         ttl_ms: 1234,
         sweep_every_ms: 700,
-        ..Config::default()
+        ..unguarded()
     };
     assert_eq!(Server::<Text>::new(given.clone()).config(), &given);
 }
@@ -343,7 +353,7 @@ fn spec_claims_are_per_channel_and_message() {
 fn spec_expiry_exactly_at_deadline() {
     let mut h = H::with(Config {
         ttl_ms: 3000,
-        ..Config::default()
+        ..unguarded()
     });
     h.join(0, "agent-a", G);
     h.join(0, "agent-b", G);
@@ -366,7 +376,7 @@ fn spec_expiry_exactly_at_deadline() {
 fn expiry_runs_before_the_input_at_the_same_instant() {
     let mut h = H::with(Config {
         ttl_ms: 3000,
-        ..Config::default()
+        ..unguarded()
     });
     h.join(0, "agent-a", G);
     h.join(0, "agent-b", G);
@@ -582,7 +592,7 @@ fn disabled_tracking_still_relays_claims() {
         let mut h = H::with(Config {
             policy: p,
             enabled: false,
-            ..Config::default()
+            ..unguarded()
         });
         for a in ["agent-a", "agent-b"] {
             h.join(0, a, G);
@@ -783,7 +793,7 @@ fn error_codes_follow_the_policys_error_style() {
 fn time_never_goes_backwards() {
     let mut h = H::with(Config {
         ttl_ms: 1000,
-        ..Config::default()
+        ..unguarded()
     });
     h.join(0, "agent-a", G);
     h.claim(5000, "agent-a", "m1", 1);
@@ -925,7 +935,7 @@ fn agentchat_expired_claim_wins_until_the_sweep() {
         policy: PolicyKind::Agentchat036,
         ttl_ms: 3000,
         enabled: true,
-        ..Config::default()
+        ..unguarded()
     });
     h.join(0, "agent-a", G);
     h.join(0, "agent-b", G);
@@ -951,7 +961,7 @@ fn agentchat_sweep_due_with_a_claim_runs_first() {
         policy: PolicyKind::Agentchat036,
         ttl_ms: 3000,
         enabled: true,
-        ..Config::default()
+        ..unguarded()
     });
     h.join(0, "agent-a", G);
     h.join(0, "agent-b", G);
@@ -993,7 +1003,7 @@ fn tombstone_marker_denies_later_claims_until_the_deadline() {
         policy: PolicyKind::Tombstone,
         ttl_ms: 10_000,
         enabled: true,
-        ..Config::default()
+        ..unguarded()
     });
     for a in ["agent-a", "agent-b", "agent-c"] {
         h.join(0, a, G);
@@ -1079,7 +1089,7 @@ fn tombstone_marker_reaching_its_deadline_with_an_input_is_removed_silently() {
         policy: PolicyKind::Tombstone,
         ttl_ms: 827,
         enabled: true,
-        ..Config::default()
+        ..unguarded()
     });
     h.join(0, "agent-a", G);
     h.claim(0, "agent-a", "m1", 0);
@@ -1119,7 +1129,7 @@ fn agentchat_ttl_is_parsed_like_parse_int() {
     let mut h = H::with(Config {
         policy: PolicyKind::Agentchat036,
         ttl_ms: NEVER,
-        ..Config::default()
+        ..unguarded()
     });
     h.join(0, "agent-a", G);
     h.claim(1000, "agent-a", "m1", 5);
@@ -1136,7 +1146,7 @@ fn agentchat_sweeps_follow_phase_and_drift() {
         ttl_ms: 3000,
         sweep_phase_ms: 1200,
         sweep_drift_us: 700,
-        ..Config::default()
+        ..unguarded()
     });
     h.join(0, "agent-a", G);
     h.claim(1000, "agent-a", "m1", 5);
@@ -1409,7 +1419,7 @@ fn guarded(p: PolicyKind, guard: ClaimGuard) -> H {
     let mut h = H::with(Config {
         policy: p,
         claim_guard: guard,
-        ..Config::default()
+        ..unguarded()
     });
     for a in ["agent-a", "agent-b", "agent-c"] {
         h.join(0, a, G);
@@ -1418,8 +1428,19 @@ fn guarded(p: PolicyKind, guard: ClaimGuard) -> H {
 }
 
 #[test]
-fn claim_guard_is_off_by_default_and_changes_nothing_then() {
-    assert_eq!(Config::default().claim_guard, ClaimGuard::Off);
+fn claim_guard_is_relayed_by_default_and_off_changes_nothing() {
+    assert_eq!(Config::default().claim_guard, ClaimGuard::Relayed);
+    for p in PolicyKind::ALL {
+        let want = match p {
+            PolicyKind::Agentchat036 => ClaimGuard::Off,
+            _ => ClaimGuard::Relayed,
+        };
+        assert_eq!(Config::for_policy(p).claim_guard, want, "{p:?}");
+        assert_eq!(
+            Config::from_vars(p, |_| None).map(|c| c.claim_guard),
+            Ok(want)
+        );
+    }
     let mut h = H::abc(PolicyKind::Spec);
     // A claim for a message never relayed is granted, as the spec says.
     assert_eq!(to(&h.claim(1, "agent-a", "future", 0)).len(), 2);
@@ -1773,7 +1794,7 @@ fn agentchat_frame_limit_disconnects_the_61st_frame_in_ten_seconds() {
     let cfg = |frame_limit| Config {
         policy: PolicyKind::Agentchat036,
         frame_limit,
-        ..Config::default()
+        ..unguarded()
     };
     let mut h = H::with(cfg(true));
     h.join(0, "agent-b", G); // agent-b: 1
@@ -1803,7 +1824,7 @@ fn agentchat_frame_limit_disconnects_the_61st_frame_in_ten_seconds() {
         let mut h = H::with(Config {
             policy: p,
             frame_limit: on,
-            ..Config::default()
+            ..unguarded()
         });
         for i in 0..200 {
             h.join(i, "agent-a", G);
@@ -1896,7 +1917,7 @@ fn operator_rate_limit_is_a_choice() {
         let mut h = H::with(Config {
             policy: PolicyKind::Agentchat036,
             rate_limit_operator: limited,
-            ..Config::default()
+            ..unguarded()
         });
         for a in ["operator", "agent-a", "agent-b"] {
             h.join(0, a, G);
@@ -1918,7 +1939,7 @@ fn operator_rate_limit_is_a_choice() {
     // Other policies have no rate limit at all.
     let mut h = H::with(Config {
         rate_limit_operator: true,
-        ..Config::default()
+        ..unguarded()
     });
     h.join(0, "agent-a", G);
     h.join(0, "operator", G);
@@ -1935,7 +1956,7 @@ fn agentchat_sweep_period_is_configurable() {
             policy: PolicyKind::Agentchat036,
             ttl_ms: 2000,
             sweep_every_ms: every,
-            ..Config::default()
+            ..unguarded()
         });
         h.join(0, "agent-a", G);
         h.claim(1000, "agent-a", "m1", 5);
@@ -2088,7 +2109,7 @@ fn the_guard_forgets_a_relay_only_after_its_memory() {
 fn a_claim_that_never_expires_is_held_even_at_the_last_instant() {
     let mut h = H::with(Config {
         ttl_ms: NEVER,
-        ..Config::default()
+        ..unguarded()
     });
     for a in ["agent-a", "agent-b"] {
         h.join(0, a, G);
@@ -2119,7 +2140,7 @@ fn agentchat_rate_limit_ends_exactly_after_the_limit() {
     let mut h = H::with(Config {
         policy: PolicyKind::Agentchat036,
         rate_limit_ms: 0,
-        ..Config::default()
+        ..unguarded()
     });
     h.join(0, "agent-a", G);
     h.join(0, "agent-b", G);
@@ -2137,7 +2158,7 @@ fn agentchat_a_sweep_runs_once_even_for_a_claim_granted_at_its_instant() {
     let mut h = H::with(Config {
         policy: PolicyKind::Agentchat036,
         ttl_ms: 0,
-        ..Config::default()
+        ..unguarded()
     });
     h.join(0, "agent-a", G);
     h.join(0, "agent-b", G);
@@ -2231,7 +2252,7 @@ fn agentchat_refuses_msgs_to_dms_unknown_channels_and_channels_not_joined() {
 fn ttl_audit_counts_the_age_of_released_claims_and_ends_at_an_expiry() {
     let mut h = H::with(Config {
         ttl_ms: 3000,
-        ..Config::default()
+        ..unguarded()
     });
     h.join(0, "agent-a", G);
     h.join(0, "agent-b", G);
@@ -2260,7 +2281,7 @@ fn ttl_audit_counts_a_tombstone_marker_that_lives_out_its_ttl() {
     let mut h = H::with(Config {
         policy: PolicyKind::Tombstone,
         ttl_ms: 3000,
-        ..Config::default()
+        ..unguarded()
     });
     h.join(0, "agent-a", G);
     h.join(0, "agent-b", G);

@@ -258,8 +258,8 @@ mod tests {
 
     fn replay_str(policy: PolicyKind, input: &str) -> (String, String, Summary) {
         let cfg = Config {
-            policy,
-            ..Config::default()
+            claim_guard: crate::floor::ClaimGuard::Off,
+            ..Config::for_policy(policy)
         };
         let (mut out, mut err) = (Vec::new(), Vec::new());
         let s = replay(cfg, input.as_bytes(), &mut out, &mut err);

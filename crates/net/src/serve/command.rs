@@ -30,13 +30,11 @@ pub struct Command {
 }
 
 /// The claim guard `herdsim serve` uses when --claim-guard is not given:
-/// `relayed`, except `off` under `agentchat-0.36` (a faithful model of the
-/// real server, which has no such check).
+/// the library's own default ([`ClaimGuard::default_for`]), `relayed`,
+/// except `off` under `agentchat-0.36` (a faithful model of the real
+/// server, which has no such check).
 pub fn default_claim_guard(policy: PolicyKind) -> &'static str {
-    match policy {
-        PolicyKind::Agentchat036 => "off",
-        _ => "relayed",
-    }
+    ClaimGuard::default_for(policy).name()
 }
 
 impl Command {
