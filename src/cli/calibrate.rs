@@ -1,10 +1,12 @@
-//! `herdsim calibrate`: flags -> [`crate::calibrate::run`] -> exit status.
+//! `herdsim calibrate`: flags -> [`crate::calibrate::request`] -> exit status.
 //! The fitting flags are shared with `herdsim observe`, which calibrates
 //! what it recorded.
 
 use super::{CliError, note};
-use crate::calibrate::{self, Options, fit::Settings};
-use std::path::{Path, PathBuf};
+use crate::calibrate::request::{self, Request};
+use crate::calibrate::{self, fit::Settings};
+use crate::term::Term;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// How to read the log, and the fit's assumptions.
@@ -80,6 +82,33 @@ pub struct Args {
     pub quiet: bool,
 }
 
+/// The request, every flag as given.
+pub fn request(args: Args) -> Request {
+    let f = args.fitting;
+    Request {
+        log: args.log,
+        out: args.out,
+        name: args.name,
+        channel: args.channel,
+        format: args.format,
+        humans: args.humans,
+        bots: args.bots,
+        unthreaded: args.unthreaded,
+        hash_authors: args.hash_authors,
+        since: args.since,
+        until: args.until,
+        speed: f.speed,
+        link_ms: f.link_ms,
+        ttl_ms: f.ttl_ms,
+        csma_ms: f.csma_ms,
+        policy: f.policy,
+        reps: f.reps,
+        seed: f.seed,
+        jobs: f.jobs,
+        plots: !f.no_plot,
+    }
+}
+
 impl Fitting {
     /// The settings, every flag checked.
     pub fn settings(&self) -> Result<Settings, CliError> {
@@ -100,30 +129,13 @@ impl Fitting {
     }
 }
 
-/// Calibrate `log` into `dir` (locked by the caller) and report: the
-/// report on stdout, warnings and the folder on stderr.
-pub fn calibrate_into(
-    log: &Path,
-    dir: &Path,
-    channel: Option<String>,
-    f: &Fitting,
-    quiet: bool,
-    export: Option<&calibrate::export::Settings>,
-) -> Result<calibrate::Finished, CliError> {
-    let opts = Options {
-        log: log.to_path_buf(),
-        dir: dir.to_path_buf(),
-        channel,
-        settings: f.settings()?,
-        reps: f.reps,
-        jobs: f.jobs()?,
-        plots: !f.no_plot,
-    };
+/// Check the flags, calibrate ([`request::run`]) and report: the report
+/// on stdout, warnings and the folder on stderr.
+pub fn run(args: Args) -> Result<ExitCode, CliError> {
+    let quiet = args.quiet;
+    let checked = request(args).check()?;
     let never = std::sync::atomic::AtomicBool::new(false);
-    let done = match export {
-        Some(x) => calibrate::export::run(&opts, x, &never)?,
-        None => calibrate::run(&opts, &never)?,
-    };
+    let done = request::run(&checked, &Term::notes(quiet), &never)?;
     super::print_out(&done.report)?;
     if !quiet {
         for w in &done.warnings {
@@ -135,41 +147,5 @@ pub fn calibrate_into(
             done.written.len()
         ));
     }
-    Ok(done)
-}
-
-pub use crate::calibrate::flags::in_folder;
-
-pub fn run(args: Args) -> Result<ExitCode, CliError> {
-    args.fitting.settings()?;
-    let name = args
-        .name
-        .clone()
-        .unwrap_or_else(|| calibrate::default_name(&args.log));
-    if let Err(m) = crate::scenario::validate::check_name(&name) {
-        return Err(CliError::bad(format!("--name {name}: {m}")));
-    }
-    let export = calibrate::export::settings(
-        &args.log,
-        args.format.as_deref(),
-        &args.humans,
-        &args.bots,
-        &args.unthreaded,
-        args.hash_authors,
-        calibrate::flags::period(args.since.as_deref(), args.until.as_deref())?,
-    )?;
-    let dir = args.out.join(&name);
-    // Before the folder is created or locked: an input there is not touched.
-    calibrate::refuse_into(&args.log, &dir)?;
-    in_folder(&dir, args.quiet, || {
-        calibrate_into(
-            &args.log,
-            &dir,
-            args.channel,
-            &args.fitting,
-            args.quiet,
-            export.as_ref(),
-        )
-    })?;
     Ok(ExitCode::SUCCESS)
 }

@@ -76,6 +76,7 @@ pub struct Args {
 pub fn run(args: Args) -> Result<ExitCode, CliError> {
     let search = Request {
         scenario: args.scenario,
+        text: None,
         sets: args.set,
         objective: args.objective,
         max_ttfr_p95_ms: args.max_ttfr_p95_ms,
@@ -90,7 +91,8 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
         schemes: args.schemes,
     }
     .check()?;
-    let done = request::run(&search, &args.out, &Term::tune(args.quiet))?;
+    let never = std::sync::atomic::AtomicBool::new(false);
+    let done = request::run(&search, &args.out, &Term::tune(args.quiet), &never)?;
     super::print_out(&done.text)?;
     if !args.quiet {
         note(format_args!(
@@ -104,19 +106,8 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
             done.dir.display()
         ));
     }
-    if done.outcome.chosen.is_none() {
-        return Err(CliError::Failure(anyhow::anyhow!(
-            "{}",
-            match search.settings.budget_ms {
-                Some(b) => format!(
-                    "no setting in the searched ranges meets --max-ttfr-p95-ms {}",
-                    crate::report::num(b)
-                ),
-                // Without a budget only a candidate that answered nothing
-                // is infeasible.
-                None => "no setting in the searched ranges answered anything".to_string(),
-            }
-        )));
+    if let Some(why) = request::unmet(&search, &done) {
+        return Err(CliError::Failure(anyhow::anyhow!("{why}")));
     }
     Ok(ExitCode::SUCCESS)
 }

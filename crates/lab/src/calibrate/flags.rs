@@ -143,16 +143,16 @@ pub fn jobs(jobs: Option<usize>) -> Result<usize, Error> {
     Ok(j)
 }
 
-/// Lock the results folder `dir` and run `f` in it; when `f` fails and
-/// the folder was made for it, the (empty) folder is removed again: bad
-/// input leaves nothing behind.
+/// Lock the results folder `dir` and run `f` in it (`obs` hears the
+/// lock's notes); when `f` fails and the folder was made for it, the
+/// (empty) folder is removed again: bad input leaves nothing behind.
 pub fn in_folder<T>(
     dir: &Path,
-    quiet: bool,
+    obs: &dyn crate::progress::Observer,
     f: impl FnOnce() -> Result<T, Error>,
 ) -> Result<T, Error> {
     let existed = dir.exists();
-    let lock = crate::sweep::outputs::lock_results(dir, &crate::term::Term::notes(quiet))?;
+    let lock = crate::sweep::outputs::lock_results(dir, obs)?;
     let result = f();
     drop(lock);
     if result.is_err() && !existed {

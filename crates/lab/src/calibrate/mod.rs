@@ -13,6 +13,7 @@
 //! - [`out`], [`report`], [`figures`]: what is written;
 //! - [`predict`]: the fitted scenario through the simulator;
 //! - [`export`]: Slack, Discord and Matrix exports into the same view;
+//! - [`request`]: `herdsim calibrate`'s options checked, then run;
 //! - [`whatif`]: an export's fitted scenario under each scheme and policy.
 //!
 //! Nothing here changes a simulated result: it reads logs and writes
@@ -26,6 +27,7 @@ pub mod out;
 pub mod predict;
 pub mod read;
 pub mod report;
+pub mod request;
 pub mod stats;
 pub mod view;
 pub mod whatif;
@@ -322,6 +324,19 @@ pub struct Extra {
     pub warnings: Vec<String>,
 }
 
+/// The failure of a calibration that was told to stop.
+pub const INTERRUPTED: &str =
+    "interrupted: the calibration stopped before it finished; its folder is as it was";
+
+/// Told to stop: some replications of a simulation never ran, so what it
+/// gives is not to be written.
+fn interrupted(stop: &AtomicBool) -> Result<(), Error> {
+    if stop.load(std::sync::atomic::Ordering::SeqCst) {
+        return Err(Error::Failure(anyhow::anyhow!(INTERRUPTED)));
+    }
+    Ok(())
+}
+
 /// [`run`] on a log already read.
 pub fn run_log(
     opts: &Options,
@@ -438,6 +453,7 @@ pub fn run_log(
     } else {
         None
     };
+    interrupted(stop)?;
     if let Some(p) = &prediction {
         let mut csv = String::from(
             "metric,observed,observed_ci_low,observed_ci_high,samples,predicted_mean,predicted_ci95,reps,within\n",
@@ -479,6 +495,7 @@ pub fn run_log(
                 )),
                 e => e,
             })?;
+        interrupted(stop)?;
         write(&stage.join(whatif::FILE), &whatif::csv(&rows), &mut written)?;
         preface.push_str(&whatif::text(&rows, opts.reps));
     }

@@ -49,6 +49,7 @@ use space::Space;
 use stats::Paired;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
 
 /// Weights of the objective. Each rate is a fraction in 0..1.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -232,6 +233,10 @@ impl Candidate {
 /// rejects: exit 2) or a failure; the error type of every sweep.
 pub use crate::sweep::Error as TuneError;
 
+/// The failure of a search that was told to stop.
+pub const INTERRUPTED: &str =
+    "interrupted: the search stopped before it finished; nothing was written";
+
 /// Everything tuning found.
 #[derive(Debug)]
 pub struct Outcome {
@@ -280,12 +285,15 @@ fn nan_last(x: f64) -> f64 {
 }
 
 /// Search `space` over `loaded` (the scenario with `--set` applied),
-/// telling `obs` how far it is (in runs, against an estimate).
+/// telling `obs` how far it is (in runs, against an estimate). When
+/// `stop` is set no further replication starts and the search fails with
+/// [`INTERRUPTED`] (a search cut short has no answer to give).
 pub fn tune(
     loaded: &Loaded,
     space: &Space,
     s: &Settings,
     obs: &dyn Observer,
+    stop: &AtomicBool,
 ) -> Result<Outcome, TuneError> {
     let pool = sweep::pool(s.threads).map_err(|m| TuneError::Failure(anyhow::anyhow!(m)))?;
     let mut t = Tuner {
@@ -294,6 +302,7 @@ pub fn tune(
         s,
         pool,
         obs,
+        stop,
         length: 0,
         cands: Vec::new(),
         seen: BTreeMap::new(),
@@ -335,6 +344,8 @@ struct Tuner<'a> {
     s: &'a Settings,
     pool: rayon::ThreadPool,
     obs: &'a dyn Observer,
+    /// Set: start no further replication (the search then fails).
+    stop: &'a AtomicBool,
     /// The length the progress meter was given (runs).
     length: u64,
     cands: Vec<Candidate>,
@@ -744,13 +755,17 @@ impl Tuner<'_> {
             obs.advance(1);
             Ok(())
         };
-        let never = std::sync::atomic::AtomicBool::new(false);
-        sweep::execute_ttl(jobs, &world, &self.pool, &done, &never).map_err(|e| {
+        let rows = sweep::execute_ttl(jobs, &world, &self.pool, &done, self.stop).map_err(|e| {
             match e.downcast_ref::<crate::model::RunLimit>() {
                 Some(limit) => TuneError::Input(limit.to_string()),
                 None => TuneError::from(e),
             }
-        })
+        })?;
+        // Stopped: some replications never ran, and nothing can be ranked.
+        if self.stop.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(TuneError::Failure(anyhow::anyhow!(INTERRUPTED)));
+        }
+        Ok(rows)
     }
 
     /// Feasible candidates best first, leaving out those that a candidate
@@ -851,7 +866,7 @@ mod tests {
             threads: 2,
             max_pending: usize::MAX,
         };
-        let out = tune(&loaded, &space, &settings, &()).expect("tunes");
+        let out = tune(&loaded, &space, &settings, &(), &AtomicBool::new(false)).expect("tunes");
         // Deterministic: of each family, the longest TTL runs first, and
         // only what it does not stand for runs after it (running the
         // shortest first, or every TTL, simulates more).

@@ -13,6 +13,7 @@ use crate::report::write_atomic;
 use crate::scenario::Loaded;
 use crate::sweep;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 /// Most candidates a grid may have.
@@ -21,8 +22,10 @@ pub const MAX_GRID: usize = 20_000;
 /// What to tune, as given (each field is a `herdsim tune` option).
 #[derive(Debug, Clone, Default)]
 pub struct Request {
-    /// Scenario file (none: the built-in default scenario).
+    /// Scenario file (none: the built-in default scenario, unless `text`).
     pub scenario: Option<PathBuf>,
+    /// Scenario text instead of a file (a Python dict's TOML).
+    pub text: Option<Text>,
     /// `--set KEY=VALUE`, applied first.
     pub sets: Vec<String>,
     /// `--objective` weights.
@@ -45,6 +48,15 @@ pub struct Request {
     /// `--schemes`: `all` or scheme names (none: the scenario's scheme only,
     /// as before schemes existed).
     pub schemes: Option<String>,
+}
+
+/// Scenario text that is not a file: what names it in messages, the
+/// TOML, and where its relative paths point.
+#[derive(Debug, Clone)]
+pub struct Text {
+    pub label: String,
+    pub toml: String,
+    pub base_dir: PathBuf,
 }
 
 /// A checked request: the scenario, the space searched and the settings.
@@ -85,7 +97,10 @@ impl Request {
             .iter()
             .map(|s| (s.clone(), format!("--set {s}")))
             .collect();
-        let loaded = Loaded::load_with(self.scenario.as_deref(), &sets)?;
+        let loaded = match &self.text {
+            Some(t) => Loaded::load_text_with(&t.label, &t.toml, &t.base_dir, &sets)?,
+            None => Loaded::load_with(self.scenario.as_deref(), &sets)?,
+        };
         if let Some(axis) = loaded.sweep.first() {
             let why = format!(
                 "herdsim tune searches its own grid and does not run a [sweep]; remove the \
@@ -325,8 +340,14 @@ fn memory_check(
 }
 
 /// Run `search` and write its files into `<out>/<name>/tune/` (checked
-/// first: a folder, not an input, and this process's alone).
-pub fn run(search: &Search, out: &Path, obs: &dyn Observer) -> Result<Tuned, TuneError> {
+/// first: a folder, not an input, and this process's alone). When `stop`
+/// is set the search fails before anything is written ([`super::tune`]).
+pub fn run(
+    search: &Search,
+    out: &Path,
+    obs: &dyn Observer,
+    stop: &AtomicBool,
+) -> Result<Tuned, TuneError> {
     let dir = out.join(&search.name).join("tune");
     let files = ["candidates.csv", "pareto.png", "recommended.env"];
     sweep::outputs::check_folders(out, &dir, &files)?;
@@ -345,7 +366,7 @@ pub fn run(search: &Search, out: &Path, obs: &dyn Observer) -> Result<Tuned, Tun
     let started = Instant::now();
     let (name, space, s) = (&search.name, &search.space, &search.settings);
     let (outcome, parts, text) = if search.schemes.is_empty() {
-        let outcome = tune(&search.loaded, space, s, obs)?;
+        let outcome = tune(&search.loaded, space, s, obs, stop)?;
         let text = report::recommendation(name, space, &outcome, s);
         (outcome, Vec::new(), text)
     } else {
@@ -355,6 +376,7 @@ pub fn run(search: &Search, out: &Path, obs: &dyn Observer) -> Result<Tuned, Tun
             base.schemes.scheme,
             base.schemes.default_agent.clone(),
             obs,
+            stop,
         )?;
         let text = report::recommendation_schemes(name, &so, s);
         let SchemesOutcome {
@@ -393,6 +415,23 @@ pub fn run(search: &Search, out: &Path, obs: &dyn Observer) -> Result<Tuned, Tun
         dir,
         elapsed,
         schemes: parts,
+    })
+}
+
+/// Why a finished search recommends nothing (the command line's
+/// error, exit 1), or None when it recommends a setting.
+pub fn unmet(search: &Search, done: &Tuned) -> Option<String> {
+    if done.outcome.chosen.is_some() {
+        return None;
+    }
+    Some(match search.settings.budget_ms {
+        Some(b) => format!(
+            "no setting in the searched ranges meets --max-ttfr-p95-ms {}",
+            crate::report::num(b)
+        ),
+        // Without a budget only a candidate that answered nothing is
+        // infeasible.
+        None => "no setting in the searched ranges answered anything".to_string(),
     })
 }
 
@@ -624,11 +663,33 @@ mod tests {
             ..request()
         };
         let search = r.check().expect("checks");
-        let done = run(&search, tmp.path(), &()).expect("runs");
+        let done = run(&search, tmp.path(), &(), &AtomicBool::new(false)).expect("runs");
         assert!(done.outcome.chosen.is_some());
         for f in ["candidates.csv", "pareto.png", "recommended.env"] {
             assert!(done.dir.join(f).is_file(), "{f}");
         }
         assert_eq!(done.dir, tmp.path().join(&search.name).join("tune"));
+    }
+
+    /// Told to stop, a search fails naming it and writes nothing (its
+    /// folder is left as it was: no candidates of a search cut short).
+    #[test]
+    fn a_stopped_search_writes_nothing() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let r = Request {
+            sets: vec!["workload.count=5".into(), "reps=2".into()],
+            grid: Some(2),
+            max_reps: Some(2),
+            ..request()
+        };
+        let search = r.check().expect("checks");
+        match run(&search, tmp.path(), &(), &AtomicBool::new(true)) {
+            Err(e) => assert_eq!(e.to_string(), super::super::INTERRUPTED),
+            Ok(_) => panic!("a stopped search must fail"),
+        }
+        let dir = tmp.path().join(&search.name).join("tune");
+        for f in ["candidates.csv", "pareto.png", "recommended.env"] {
+            assert!(!dir.join(f).exists(), "{f}");
+        }
     }
 }

@@ -269,11 +269,13 @@ fn score(o: &Outcome, id: usize, s: &Settings) -> (f64, f64) {
 
 /// Run every scheme's search in turn (each deterministic, on the same
 /// seeds), then rank their best: the recommendation and the runner-up.
+/// `stop`: as for [`tune`].
 pub fn tune_schemes(
     searches: &[SchemeSearch],
     own: Scheme,
     default_agent: String,
     obs: &dyn Observer,
+    stop: &std::sync::atomic::AtomicBool,
 ) -> Result<SchemesOutcome, TuneError> {
     let estimates: Vec<u64> = searches
         .iter()
@@ -290,7 +292,7 @@ pub fn tune_schemes(
             before,
             after: estimates[i + 1..].iter().sum(),
         };
-        let mut o = match tune(&x.loaded, &x.space, &x.settings, &stage) {
+        let mut o = match tune(&x.loaded, &x.space, &x.settings, &stage, stop) {
             Ok(o) => o,
             Err(e) => {
                 obs.finish();
