@@ -18,8 +18,61 @@ def run(
     fresh: bool,
     progress: Callable[[int, int], None] | None,
     base_dir: str | None,
-) -> tuple[str, str]: ...
-def dict_to_toml(json: str) -> str: ...
+) -> tuple[str, str]:
+    """``herdsim run``: the results folder and the table it prints."""
+
+def tune(
+    scenario: str | None,
+    text: str | None,
+    *,
+    objective: str,
+    max_ttfr_p95_ms: float | None,
+    params: list[str],
+    sets: list[str],
+    policy: str,
+    schemes: str | None,
+    seed: int | None,
+    reps: int | None,
+    max_reps: int | None,
+    grid: int | None,
+    jobs: int | None,
+    out: str,
+    progress: Callable[[int, int], None] | None,
+    base_dir: str | None,
+) -> tuple[str, str, str | None]:
+    """``herdsim tune`` (``params`` and ``sets`` as its ``--param`` and
+    ``--set``): the results folder (``<out>/<name>/tune``), the
+    recommendation it prints, and why nothing was recommended (its error,
+    exit 1) or None."""
+
+def calibrate(
+    log: str,
+    *,
+    out: str,
+    name: str | None,
+    channel: str | None,
+    format: str | None,
+    humans: list[str],
+    bots: list[str],
+    unthreaded: str,
+    hash_authors: bool,
+    since: str | None,
+    until: str | None,
+    speed: float,
+    link_ms: float | None,
+    ttl_ms: float,
+    csma_ms: str | None,
+    policy: str | None,
+    reps: int,
+    seed: int,
+    jobs: int | None,
+    plot: bool,
+) -> tuple[str, str, list[str], list[str]]:
+    """``herdsim calibrate`` (``csma_ms`` as its ``MIN..MAX``): the results
+    folder, the report it prints, its warnings and the files written."""
+
+def dict_to_toml(json: str) -> str:
+    """A scenario dict, as JSON, as TOML text."""
 
 class FloorAgent:
     def __init__(

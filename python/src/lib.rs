@@ -1,7 +1,8 @@
 //! `herdsim._herdsim`: the extension module behind the `herdsim` Python
 //! package (python/herdsim). It parses nothing of its own and decides
 //! nothing: each function hands its arguments to the same herdsim-lab call
-//! the command line makes (`herdsim run` is [`run`]), with the GIL released
+//! the command line makes (`herdsim run` is [`run`], `herdsim tune`
+//! [`tune`], `herdsim calibrate` [`calibrate`]), with the GIL released
 //! while Rust works, and turns the library's typed errors into the
 //! package's exception classes (herdsim/_errors.py).
 //!
@@ -11,17 +12,20 @@
 //! Ctrl-C the run is told to stop: no further replication starts, the
 //! finished ones stay in the results folder's journal (a second call with
 //! `resume=True` completes the run), and the call raises the one
-//! `KeyboardInterrupt` Python gave.
+//! `KeyboardInterrupt` Python gave. A tuning search or a calibration,
+//! which keep no journal, stops the same way and writes nothing.
 
 #![forbid(unsafe_code)]
 
 mod floor;
 
+use herdsim_lab::calibrate::request as calibration;
 use herdsim_lab::error::Error;
 use herdsim_lab::progress::Observer;
 use herdsim_lab::report::table;
 use herdsim_lab::sweep::runner::{self, JournalMode, Options, Outcome};
 use herdsim_lab::sweep::{self, Plan, memory};
+use herdsim_lab::tune::request::{self as search, Request};
 use pyo3::exceptions::PyKeyboardInterrupt;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
@@ -158,6 +162,18 @@ fn watched<T: Send>(
     }
 }
 
+/// `jobs=`: worker threads, 1 to [`sweep::MAX_THREADS`] (None: all cores).
+fn threads(jobs: Option<usize>) -> Result<usize, Error> {
+    match jobs {
+        Some(j) if j == 0 || j > sweep::MAX_THREADS => Err(Error::bad(format!(
+            "jobs={j}: must be from 1 to {} worker threads (None: all cores)",
+            sweep::MAX_THREADS
+        ))),
+        Some(j) => Ok(j),
+        None => Ok(sweep::default_threads()),
+    }
+}
+
 /// Run a scenario (a file, or TOML text with `text`), as `herdsim run`
 /// does, into `<out>/<scenario name>/`. Returns the results folder and the
 /// command line's table.
@@ -192,17 +208,7 @@ fn run(
         None => Plan::load(scenario.as_deref(), &sets, seed, reps, budget),
     }
     .map_err(|e| to_py(py, &e, dict))?;
-    let threads = match jobs {
-        Some(j) if j == 0 || j > sweep::MAX_THREADS => {
-            let m = format!(
-                "jobs={j}: must be from 1 to {} worker threads (None: all cores)",
-                sweep::MAX_THREADS
-            );
-            return Err(to_py(py, &Error::bad(m), dict));
-        }
-        Some(j) => j,
-        None => sweep::default_threads(),
-    };
+    let threads = threads(jobs).map_err(|e| to_py(py, &e, dict))?;
     let opts = Options {
         out,
         shard: None,
@@ -250,6 +256,157 @@ fn run(
     }
 }
 
+/// Search a CSMA window and claim TTL (a scenario file, or TOML text with
+/// `text`), as `herdsim tune` does, into `<out>/<scenario name>/tune/`.
+/// Returns the folder, the recommendation's text (what the command line
+/// prints) and why nothing was recommended (the command line's error, exit
+/// 1), if nothing was.
+#[pyfunction]
+#[pyo3(signature = (scenario, text, *, objective, max_ttfr_p95_ms, params, sets, policy, schemes, seed, reps, max_reps, grid, jobs, out, progress, base_dir))]
+#[allow(clippy::too_many_arguments)]
+fn tune(
+    py: Python<'_>,
+    scenario: Option<PathBuf>,
+    text: Option<String>,
+    objective: String,
+    max_ttfr_p95_ms: Option<f64>,
+    params: Vec<String>,
+    sets: Vec<String>,
+    policy: String,
+    schemes: Option<String>,
+    seed: Option<u64>,
+    reps: Option<u32>,
+    max_reps: Option<u32>,
+    grid: Option<usize>,
+    jobs: Option<usize>,
+    out: PathBuf,
+    progress: Option<Bound<'_, PyAny>>,
+    base_dir: Option<PathBuf>,
+) -> PyResult<Py<PyTuple>> {
+    let dict = text.is_some();
+    let text = text.map(|toml| search::Text {
+        label: scenario
+            .as_deref()
+            .map_or_else(|| "<dict>".to_string(), |p| p.display().to_string()),
+        toml,
+        base_dir: base_dir.unwrap_or_else(|| PathBuf::from(".")),
+    });
+    let checked = Request {
+        scenario: if dict { None } else { scenario },
+        text,
+        sets,
+        objective,
+        max_ttfr_p95_ms,
+        params,
+        policy,
+        seed,
+        reps,
+        max_reps,
+        grid,
+        threads: threads(jobs).map_err(|e| to_py(py, &e, dict))?,
+        max_memory: None,
+        schemes,
+    }
+    .check()
+    .map_err(|e| to_py(py, &e, dict))?;
+    let counter = Counter::default();
+    let stop = AtomicBool::new(false);
+    let (result, raised) = watched(py, &counter, &stop, progress.as_ref(), || {
+        search::run(&checked, &out, &counter, &stop)
+    });
+    // Ctrl-C (or the callback's exception) first: a search told to stop
+    // fails with a message of its own, which the caller did not ask for.
+    if let Some(e) = raised {
+        return Err(e);
+    }
+    let done = result.map_err(|e| to_py(py, &e, dict))?;
+    let unmet = search::unmet(&checked, &done);
+    Ok(PyTuple::new(
+        py,
+        [
+            done.dir.into_pyobject(py)?.into_any(),
+            done.text.into_pyobject(py)?.into_any(),
+            unmet.into_pyobject(py)?.into_any(),
+        ],
+    )?
+    .unbind())
+}
+
+/// Fit a scenario to a frame log or a chat export, as `herdsim calibrate`
+/// does, into `<out>/<name>/`. Returns the folder, the report (what the
+/// command line prints), the warnings (its stderr) and the files written.
+#[pyfunction]
+#[pyo3(signature = (log, *, out, name, channel, format, humans, bots, unthreaded, hash_authors, since, until, speed, link_ms, ttl_ms, csma_ms, policy, reps, seed, jobs, plot))]
+#[allow(clippy::too_many_arguments)]
+fn calibrate(
+    py: Python<'_>,
+    log: PathBuf,
+    out: PathBuf,
+    name: Option<String>,
+    channel: Option<String>,
+    format: Option<String>,
+    humans: Vec<String>,
+    bots: Vec<String>,
+    unthreaded: String,
+    hash_authors: bool,
+    since: Option<String>,
+    until: Option<String>,
+    speed: f64,
+    link_ms: Option<f64>,
+    ttl_ms: f64,
+    csma_ms: Option<String>,
+    policy: Option<String>,
+    reps: u32,
+    seed: u64,
+    jobs: Option<usize>,
+    plot: bool,
+) -> PyResult<Py<PyTuple>> {
+    let checked = calibration::Request {
+        log,
+        out,
+        name,
+        channel,
+        format,
+        humans,
+        bots,
+        unthreaded,
+        hash_authors,
+        since,
+        until,
+        speed,
+        link_ms,
+        ttl_ms,
+        csma_ms,
+        policy,
+        reps,
+        seed,
+        jobs: Some(threads(jobs).map_err(|e| to_py(py, &e, false))?),
+        plots: plot,
+    }
+    .check()
+    .map_err(|e| to_py(py, &e, false))?;
+    // Nothing to count: the command line shows no progress either.
+    let counter = Counter::default();
+    let stop = AtomicBool::new(false);
+    let (result, raised) = watched(py, &counter, &stop, None, || {
+        calibration::run(&checked, &counter, &stop)
+    });
+    if let Some(e) = raised {
+        return Err(e);
+    }
+    let done = result.map_err(|e| to_py(py, &e, false))?;
+    Ok(PyTuple::new(
+        py,
+        [
+            done.dir.into_pyobject(py)?.into_any(),
+            done.report.into_pyobject(py)?.into_any(),
+            done.warnings.into_pyobject(py)?.into_any(),
+            done.written.into_pyobject(py)?.into_any(),
+        ],
+    )?
+    .unbind())
+}
+
 /// A Python dict, written as JSON by the caller, as TOML scenario text (a
 /// JSON `null` has no TOML form and is refused, naming its key).
 #[pyfunction]
@@ -293,6 +450,8 @@ fn null_key(v: &serde_json::Value, at: &str) -> Option<String> {
 fn _herdsim(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("VERSION", herdsim_lab::VERSION)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(tune, m)?)?;
+    m.add_function(wrap_pyfunction!(calibrate, m)?)?;
     m.add_function(wrap_pyfunction!(dict_to_toml, m)?)?;
     m.add_class::<floor::FloorAgent>()?;
     m.add_class::<floor::FloorServer>()?;
