@@ -19,6 +19,9 @@ PARAMS = {"agents.csma.min_ms": 0, "agents.csma.max_ms": (1000, 3000), "server.t
 TUNE_FILES = ["candidates.csv", "pareto.png", "recommended.env"]
 
 DISCORD = "tests/data/exports/discord/general.json"
+SLACK = "tests/data/exports/slack"
+MATRIX = "tests/data/exports/matrix/general.json"
+EXPORTS = (DISCORD, SLACK, MATRIX)
 WIRE = "tests/data/agentchat-wire/expiry-ttl1s.jsonl.gz"
 
 
@@ -138,9 +141,15 @@ def test_an_exception_in_tune_progress_stops_it(tmp_path):
     "log,flags,kwargs",
     [
         (DISCORD, ["--name", "team", "--reps", "2"], {"name": "team", "reps": 2}),
+        (
+            SLACK,
+            ["--channel", "general", "--reps", "2", "--hash-authors"],
+            {"channel": "general", "reps": 2, "hash_authors": True},
+        ),
+        (MATRIX, ["--format", "matrix", "--reps", "2"], {"format": "matrix", "reps": 2}),
         (WIRE, ["--reps", "2", "--seed", "5"], {"reps": 2, "seed": 5}),
     ],
-    ids=["discord-export", "frame-log"],
+    ids=["discord-export", "slack-export", "matrix-export", "frame-log"],
 )
 def test_calibrate_equals_the_command_line(repo, cli, tmp_path, monkeypatch, log, flags, kwargs):
     # Each from a folder of its own with the same relative --out: the
@@ -162,7 +171,7 @@ def test_calibrate_equals_the_command_line(repo, cli, tmp_path, monkeypatch, log
     assert len(r.questions) > 0 and len(r.agents) > 0
     assert r.prediction is not None
     assert r.figures and all(f.suffix == ".png" for f in r.figures)
-    if log == DISCORD:
+    if log in EXPORTS:
         assert r.whatif is not None and r.channel is not None
     else:
         assert r.whatif is None and r.channel is None
