@@ -32,9 +32,9 @@ after `--run-s` seconds, or once it has seen `--questions` questions and
 has nothing left to do for them. A server is a network peer, so an
 adversary: the connection and the handshake are bounded in time (10 s),
 every send too (10 s), a frame in size (1 MiB, larger ends the
-connection), the queue of frames read and not yet handled in count, and a
-peer that stops answering pings is dropped (20 s). Exit status: 0, 1 when
-the connection failed or was lost, 2 on bad flags.
+connection), the frames read and not yet handled in count (about 32), and
+a peer that leaves a ping (one every 20 s) unanswered for 20 s is dropped.
+Exit status: 0; 1 when the connection failed or was lost; 2 on bad flags.
 """
 
 from __future__ import annotations
