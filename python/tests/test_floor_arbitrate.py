@@ -115,7 +115,12 @@ started_at = st.one_of(
 )
 content = st.one_of(
     st.sampled_from(["who knows?", "@agent-a you?", "@operator", "@agent-b @agent-c", ""]),
-    st.text(st.characters(exclude_categories=["Cs"]), max_size=12),
+    # Any text but lone surrogates: serde_json refuses their escapes, so the
+    # whole line would be a bad line to arbitrate.
+    st.text(
+        st.one_of(st.characters(max_codepoint=0xD7FF), st.characters(min_codepoint=0xE000)),
+        max_size=12,
+    ),
 )
 
 
