@@ -32,8 +32,10 @@ after `--run-s` seconds, or once it has seen `--questions` questions and
 has nothing left to do for them. A server is a network peer, so an
 adversary: the connection and the handshake are bounded in time (10 s),
 every send too (10 s), a frame in size (1 MiB, larger ends the
-connection), the frames read and not yet handled in count (about 32), and
-a peer that leaves a ping (one every 20 s) unanswered for 20 s is dropped.
+connection), the frames read and not yet handled in count (about 32), the
+question ids remembered (4096) and the inferences under way (64: more
+questions are skipped), and a peer that leaves a ping (one every 20 s)
+unanswered for 20 s is dropped.
 Exit status: 0; 1 when the connection failed or was lost; 2 on bad flags.
 """
 
@@ -46,6 +48,7 @@ import math
 import random
 import sys
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +62,13 @@ MAX_FRAME_BYTES = 1 << 20
 # Frames read and not yet handled, at most (then reading waits), in this
 # file's queue and in websockets' own: 32 frames, 32 MiB at most.
 MAX_QUEUED_FRAMES = 16
+# Question ids remembered (to answer each once), and inferences under way,
+# at most: a server that floods questions costs a bounded memory (those
+# past the second bound are skipped).
+MAX_SEEN = 4096
+MAX_THINKING = 64
+# Times from the flags, at most (1e12 ms: about 31.7 years).
+MAX_MS = 10**12
 # The connection and the IDENTIFY / JOIN exchange, each; every send.
 HANDSHAKE_S = 10.0
 SEND_S = 10.0
@@ -106,22 +116,29 @@ class FakeModel:
 
 def positive_int(text: str) -> int:
     v = int(text)
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"{text}: must be above 0")
+    if not 0 < v <= MAX_MS:
+        raise argparse.ArgumentTypeError(f"{text}: must be 1 to {MAX_MS}")
     return v
 
 
 def positive_float(text: str) -> float:
     v = float(text)
-    if not (v > 0 and math.isfinite(v)):
-        raise argparse.ArgumentTypeError(f"{text}: must be a number above 0")
+    if not 0 < v <= MAX_MS:
+        raise argparse.ArgumentTypeError(f"{text}: must be above 0, at most {MAX_MS}")
     return v
 
 
 def non_negative(text: str) -> int:
     v = int(text)
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"{text}: must be 0 or more")
+    if not 0 <= v <= MAX_MS:
+        raise argparse.ArgumentTypeError(f"{text}: must be 0 to {MAX_MS}")
+    return v
+
+
+def seed(text: str) -> int:
+    v = int(text)
+    if not 0 <= v < 2**64:
+        raise argparse.ArgumentTypeError(f"{text}: must be 0 to 2^64 - 1")
     return v
 
 
@@ -159,7 +176,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=60_000,
         help="the fake model's latency cap (60000)",
     )
-    p.add_argument("--seed", type=non_negative, default=1, help="CSMA and latency seed (1)")
+    p.add_argument("--seed", type=seed, default=1, help="CSMA and latency seed (1)")
     p.add_argument("--run-s", type=positive_float, default=60.0, help="stop after this long (60 s)")
     p.add_argument(
         "--questions",
@@ -170,8 +187,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     a = p.parse_args(argv)
     if a.csma_min_ms > a.csma_max_ms:
         p.error("--csma-min-ms is above --csma-max-ms")
-    if a.latency_sigma < 0 or not math.isfinite(a.latency_sigma):
-        p.error("--latency-sigma must be 0 or more")
+    if not 0 <= a.latency_sigma <= 10:
+        p.error("--latency-sigma must be 0 to 10")
     return a
 
 
@@ -235,22 +252,26 @@ class Runner:
         self.a = a
         self.ws = ws
         self.me = me
-        self.floor = (
-            None
-            if a.no_floor
-            else Agent(
-                me,
-                policy=a.policy,
-                ttl_ms=a.ttl_ms,
-                csma_min_ms=a.csma_min_ms,
-                csma_max_ms=a.csma_max_ms,
-                seed=a.seed,
+        try:
+            self.floor = (
+                None
+                if a.no_floor
+                else Agent(
+                    me,
+                    policy=a.policy,
+                    ttl_ms=a.ttl_ms,
+                    csma_min_ms=a.csma_min_ms,
+                    csma_max_ms=a.csma_max_ms,
+                    seed=a.seed,
+                )
             )
-        )
+        except ValueError as e:  # herdsim.InputError: the id WELCOME gave
+            raise AgentError(f"the server named this agent {me!r}: {e}") from None
         # The model's stream is not the floor's CSMA stream.
         self.model = FakeModel(a.latency_median_ms, a.latency_sigma, a.latency_max_ms, a.seed)
         self.thinking: dict[str, int] = {}  # question id -> time the answer is ready
         self.seen: set[str] = set()
+        self.seen_order: deque[str] = deque()
         self.replies = 0
         self.n = Counts()
         self.closed: ConnectionClosed | None = None
@@ -275,7 +296,13 @@ class Runner:
         if qid is None or qid in self.seen:
             return
         self.seen.add(qid)
+        self.seen_order.append(qid)
+        if len(self.seen_order) > MAX_SEEN:
+            self.seen.discard(self.seen_order.popleft())
         self.n.questions += 1
+        if len(self.thinking) >= MAX_THINKING:
+            self.n.skipped += 1
+            return
         if self.floor is not None:
             self.floor.answer(now, text)
         else:
