@@ -7,7 +7,10 @@
 //! cargo built for these tests.
 //!
 //! It needs `python3` (3.9 or later, with `venv`) and PyPI (pip fetches
-//! maturin, pytest, hypothesis, pandas and matplotlib the first time).
+//! maturin, pytest, hypothesis, pandas, matplotlib and websockets the
+//! first time; websockets is for the example gateway agent,
+//! python/examples/floor_agent.py, which python/tests/test_gateway.py runs
+//! against `herdsim serve`).
 //! The environment is kept between runs (`target/python/venv`), so a
 //! second run reinstalls only the package.
 
@@ -62,6 +65,7 @@ fn the_python_package_passes_its_tests() {
             "hypothesis>=6",
             "pandas>=1.5",
             "matplotlib>=3.5",
+            "websockets>=15",
         ]),
         "pip install of the test tools",
     );
