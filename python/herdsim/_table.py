@@ -6,12 +6,14 @@ pandas or polars is installed; ``rows()`` and ``columns`` need nothing.
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any, Union
 
-Cell = Union[int, float, str, None]
+TYPE_CHECKING = False  # as in __init__.py: `typing` is for the type checker only
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any, Union
+
+    Cell = Union[int, float, str, None]
 
 
 def _cell(text: str) -> Cell:
@@ -43,6 +45,8 @@ class Table:
     def read_csv(cls, path: str | Path) -> Table:
         """The table of a CSV file that herdsim wrote."""
         with open(path, newline="", encoding="utf-8") as f:
+            import csv  # here, not at the top: it brings `re` (3 ms)
+
             reader = csv.reader(f)
             header = next(reader, [])
             data: dict[str, list[Cell]] = {c: [] for c in header}
