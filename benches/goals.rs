@@ -32,6 +32,7 @@ use herdsim::tune::space::Space;
 use herdsim::tune::{Settings, Weights, tune};
 use std::hint::black_box;
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 #[path = "common/hold.rs"]
@@ -136,8 +137,9 @@ fn tune_default(c: &mut Criterion) {
     g.sample_size(10)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(20));
+    let never = AtomicBool::new(false);
     g.bench_function("jobs_2", |b| {
-        b.iter(|| black_box(tune(&l, &space, &settings, &()).expect("tunes")))
+        b.iter(|| black_box(tune(&l, &space, &settings, &(), &never).expect("tunes")))
     });
     g.finish();
 }
