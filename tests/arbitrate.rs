@@ -822,3 +822,42 @@ fn agentchat_reads_its_ttl_variable_leniently() {
     assert_eq!(yields("soon"), 2); // never expires: m1 still held at 5000
     assert_eq!(yields("-5"), 1);
 }
+
+/// `--claim-guard relayed` replays a transcript as `herdsim serve` decides
+/// (a claim for a message the server never relayed is refused with an
+/// ERROR and not relayed); the default, `off`, replays the policy as
+/// written (the same claim is relayed). A claim that follows its message
+/// is relayed either way, and a name clap does not know is bad input.
+#[test]
+fn the_claim_guard_refuses_a_claim_for_a_message_never_relayed_only_when_asked() {
+    let input = with_members(
+        &["a", "b"],
+        &[
+            r##"{"at_ms":5,"agent":"a","event":{"type":"RESPONDING_TO","msg_id":"m1","started_at":5,"channel":"#general"}}"##,
+            r##"{"at_ms":10,"agent":"b","event":{"type":"MSG","id":"m2","to":"#general","content":"q?"}}"##,
+            r##"{"at_ms":20,"agent":"a","event":{"type":"RESPONDING_TO","msg_id":"m2","started_at":20,"channel":"#general"}}"##,
+        ],
+    );
+    let relayed_m1 = r##"{"at_ms":5,"to":"b","msg":{"type":"RESPONDING_TO","msg_id":"m1","from":"a","started_at":5,"channel":"#general"}}"##;
+    let refused_m1 = r##"{"at_ms":5,"to":"a","msg":{"type":"ERROR","code":"not_relayed","message":"no message `m1` was relayed in #general (a claim must follow the message)"}}"##;
+    let relayed_m2 = r##"{"at_ms":20,"to":"b","msg":{"type":"RESPONDING_TO","msg_id":"m2","from":"a","started_at":20,"channel":"#general"}}"##;
+
+    for args in [&[][..], &["--claim-guard", "off"][..]] {
+        let r = arbitrate(args, &[], &input);
+        assert_eq!(r.code, Some(0), "{args:?}: {}", r.stderr);
+        let out = lines(&r.stdout);
+        assert_eq!(out.first(), Some(&relayed_m1), "{args:?}");
+        assert_eq!(out.last(), Some(&relayed_m2), "{args:?}");
+    }
+    let r = arbitrate(&["--claim-guard", "relayed"], &[], &input);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let out = lines(&r.stdout);
+    assert_eq!(out.first(), Some(&refused_m1));
+    assert!(!r.stdout.contains(relayed_m1));
+    assert_eq!(out.last(), Some(&relayed_m2));
+
+    let r = arbitrate(&["--claim-guard", "clock"], &[], &input);
+    assert_eq!(r.code, Some(2));
+    assert!(r.stdout.is_empty());
+    assert!(r.stderr.contains("--claim-guard"), "{}", r.stderr);
+}

@@ -7,8 +7,8 @@
 
 use herdsim_lab::floor::dialect;
 use herdsim_lab::floor::{
-    self, AgentInput, AgentOutput, ClaimGuard, ClientConfig, Config, CsmaWindow, Input, Millis,
-    PolicyKind, Role, Sends, ServerMsg,
+    self, AgentInput, AgentOutput, ClaimGuard, ClientConfig, Config, CsmaWindow,
+    DEFAULT_CLAIM_SKEW_MS, Input, Millis, PolicyKind, Role, Sends, ServerMsg,
 };
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -232,16 +232,16 @@ impl FloorServer {
         };
         // None: the library's default for the policy (`relayed`, `off`
         // under agentchat-0.36), as `herdsim serve`.
-        match claim_guard {
-            None => {}
-            Some("off") => cfg.claim_guard = ClaimGuard::Off,
-            Some("relayed") => cfg.claim_guard = ClaimGuard::Relayed,
-            Some(other) => {
-                return Err(input_error(
-                    py,
-                    format!("claim_guard `{other}`: expected \"off\" or \"relayed\""),
-                ));
-            }
+        if let Some(name) = claim_guard {
+            cfg.claim_guard = match ClaimGuard::from_name(name, DEFAULT_CLAIM_SKEW_MS) {
+                Ok(ClaimGuard::Clock { .. }) | Err(_) => {
+                    return Err(input_error(
+                        py,
+                        format!("claim_guard `{name}`: expected \"off\" or \"relayed\""),
+                    ));
+                }
+                Ok(guard) => guard,
+            };
         }
         Ok(FloorServer {
             inner: floor::Server::new(cfg),

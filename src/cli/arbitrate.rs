@@ -9,7 +9,7 @@ use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 
 use super::CliError;
-use crate::floor::{ClaimGuard, Config, PolicyKind};
+use crate::floor::{ClaimGuard, Config, DEFAULT_CLAIM_SKEW_MS, PolicyKind};
 use crate::replay::replay_bounded;
 
 #[derive(clap::Args, Debug)]
@@ -55,10 +55,10 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     if let Some(ttl) = args.ttl_ms {
         cfg.ttl_ms = ttl;
     }
-    cfg.claim_guard = match args.claim_guard.as_str() {
-        "relayed" => ClaimGuard::Relayed,
-        _ => ClaimGuard::Off,
-    };
+    // clap takes only `off` and `relayed` (a transcript's times are not a
+    // wall clock, so `clock` has nothing to compare).
+    cfg.claim_guard = ClaimGuard::from_name(&args.claim_guard, DEFAULT_CLAIM_SKEW_MS)
+        .map_err(|e| CliError::bad(e.to_string()))?;
     cfg.rate_limit_ms = args.rate_limit_ms;
     cfg.sweep_phase_ms = args.sweep_phase_ms;
     cfg.sweep_drift_us = args.sweep_drift_us;

@@ -160,7 +160,9 @@ pub use client::{Action, Client, ClientConfig, CsmaDraw, CsmaWindow, SkipReason}
 pub use input::{Input, Role};
 pub use naming::{Naming, Place, Text};
 pub use policy::PolicyKind;
-pub use server::{ClaimGuard, ClaimInfo, Config, ConfigError, Sends, Server, Stats};
+pub use server::{
+    ClaimGuard, ClaimInfo, Config, ConfigError, DEFAULT_CLAIM_SKEW_MS, Sends, Server, Stats,
+};
 pub use time::Millis;
 pub use ttl_audit::TtlAudit;
 pub use wire::{ClientMsg, DecodeError, ServerMsg, YieldDetail};

@@ -2293,3 +2293,22 @@ fn ttl_audit_counts_a_tombstone_marker_that_lives_out_its_ttl() {
     assert_eq!(h.s.stats().expired, 0);
     assert_eq!(h.s.ttl_audit().same_from(), None);
 }
+
+#[test]
+fn a_claim_guard_is_named_as_its_name_says() {
+    for guard in [
+        ClaimGuard::Off,
+        ClaimGuard::Relayed,
+        ClaimGuard::Clock {
+            skew_ms: 250,
+            epoch_ms: 0,
+        },
+    ] {
+        assert_eq!(ClaimGuard::from_name(guard.name(), 250), Ok(guard));
+    }
+    let e = ClaimGuard::from_name("on", 250).expect_err("no such guard");
+    assert_eq!(
+        e.to_string(),
+        "claim guard `on`: expected off, relayed or clock"
+    );
+}

@@ -124,6 +124,26 @@ impl ClaimGuard {
         }
     }
 
+    /// The guard a name gives (the scenario key's and the flags' words,
+    /// [`ClaimGuard::name`]'s): `off`, `relayed`, or `clock` with
+    /// `skew_ms` and an epoch of 0 (a server sets its clock's epoch when it
+    /// starts; a caller whose server time is Unix ms keeps 0). The one
+    /// reading of those names for `herdsim serve`, `herdsim arbitrate` and
+    /// the Python face.
+    pub fn from_name(name: &str, skew_ms: u64) -> Result<ClaimGuard, ConfigError> {
+        match name {
+            "off" => Ok(ClaimGuard::Off),
+            "relayed" => Ok(ClaimGuard::Relayed),
+            "clock" => Ok(ClaimGuard::Clock {
+                skew_ms,
+                epoch_ms: 0,
+            }),
+            other => Err(ConfigError::BadClaimGuard {
+                value: crate::wire::clip(other),
+            }),
+        }
+    }
+
     /// The name used by the scenario key and the flags: `off`, `relayed`,
     /// `clock`.
     pub fn name(self) -> &'static str {
@@ -270,6 +290,12 @@ pub enum ConfigError {
         /// The variable (`AGENTCHAT_RESPOND_TTL_MS`).
         var: &'static str,
         /// Its value (clipped).
+        value: String,
+    },
+    /// A claim guard named with none of [`ClaimGuard::from_name`]'s words.
+    #[error("claim guard `{value}`: expected off, relayed or clock")]
+    BadClaimGuard {
+        /// The name (clipped).
         value: String,
     },
     /// The enabled variable is not true or false.

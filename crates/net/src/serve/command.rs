@@ -50,20 +50,12 @@ impl Command {
             .claim_guard
             .as_deref()
             .unwrap_or(default_claim_guard(self.policy));
-        floor.claim_guard = match guard {
-            "off" => ClaimGuard::Off,
-            "relayed" => ClaimGuard::Relayed,
-            // The epoch is set to the server's clock when it starts.
-            "clock" => ClaimGuard::Clock {
-                skew_ms: self.claim_skew_ms,
-                epoch_ms: 0,
-            },
-            other => {
-                return Err(Error::bad(format!(
-                    "--claim-guard {other}: expected off, relayed or clock"
-                )));
-            }
-        };
+        // The epoch (0 here) is set to the server's clock when it starts.
+        floor.claim_guard = ClaimGuard::from_name(guard, self.claim_skew_ms).map_err(|_| {
+            Error::bad(format!(
+                "--claim-guard {guard}: expected off, relayed or clock"
+            ))
+        })?;
         let tls = match (&self.tls_cert, &self.tls_key) {
             (Some(cert), Some(key)) => {
                 Some(crate::tls::server_config(cert, key).map_err(|e| Error::bad(e.to_string()))?)
