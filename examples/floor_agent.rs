@@ -233,15 +233,11 @@ async fn run(a: Args) -> Result<Counts, String> {
     let mut csma_rng = ChaCha8Rng::seed_from_u64(a.seed);
     let mut rng = ChaCha8Rng::seed_from_u64(a.seed);
     rng.set_stream(1);
-    let mut floor = Agent::new(
-        ClientConfig {
-            policy: a.policy,
-            ttl_ms: a.ttl_ms,
-            csma: a.csma,
-            ..ClientConfig::new(me.clone())
-        },
-        move || csma_rng.random::<f64>(),
-    );
+    let mut cfg = ClientConfig::new(me.clone());
+    cfg.policy = a.policy;
+    cfg.ttl_ms = a.ttl_ms;
+    cfg.csma = a.csma;
+    let mut floor = Agent::new(cfg, move || csma_rng.random::<f64>());
     // Inferences under way: (local time due, message id). The floor's own
     // timers are inside it: one wake, at `poll_timeout`.
     let mut thinking: Vec<(Millis, String)> = Vec::new();

@@ -9,12 +9,9 @@ use proptest::prelude::*;
 const VALID_LOG: &str = include_str!("data/arbitrate/example.jsonl");
 
 fn run(policy: PolicyKind, input: &[u8]) -> Result<(), TestCaseError> {
-    let cfg = Config {
-        policy,
-        ttl_ms: 3000,
-        enabled: true,
-        ..Config::default()
-    };
+    let mut cfg = Config::for_policy(policy);
+    cfg.ttl_ms = 3000;
+    cfg.enabled = true;
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let summary =
         replay(cfg, input, &mut out, &mut err).map_err(|e| TestCaseError::fail(e.to_string()))?;
@@ -112,10 +109,7 @@ fn valid_log_has_no_bad_lines() {
     for p in PolicyKind::ALL {
         let (mut out, mut err) = (Vec::new(), Vec::new());
         let s = replay(
-            Config {
-                policy: p,
-                ..Config::default()
-            },
+            Config::for_policy(p),
             VALID_LOG.as_bytes(),
             &mut out,
             &mut err,

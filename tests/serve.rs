@@ -54,15 +54,14 @@ struct TestServer {
 }
 
 fn options(policy: PolicyKind) -> Options {
+    // The policy exactly as written: these tests claim messages they
+    // never post (the guard, serve's default, has tests of its own in
+    // serve_hostile.rs).
+    let mut floor = Config::for_policy(policy);
+    floor.claim_guard = ClaimGuard::Off;
     Options {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-        // The policy exactly as written: these tests claim messages they
-        // never post (the guard, serve's default, has tests of its own in
-        // serve_hostile.rs).
-        floor: Config {
-            claim_guard: ClaimGuard::Off,
-            ..Config::for_policy(policy)
-        },
+        floor,
         ..Options::default()
     }
 }

@@ -76,14 +76,12 @@ impl FloorAgent {
                 format!("csma_min_ms {csma_min_ms} is above csma_max_ms {csma_max_ms}"),
             ));
         }
-        let cfg = ClientConfig {
-            policy,
-            ttl_ms,
-            csma: CsmaWindow {
-                min_ms: csma_min_ms,
-                max_ms: csma_max_ms,
-            },
-            ..ClientConfig::new(id)
+        let mut cfg = ClientConfig::new(id);
+        cfg.policy = policy;
+        cfg.ttl_ms = ttl_ms;
+        cfg.csma = CsmaWindow {
+            min_ms: csma_min_ms,
+            max_ms: csma_max_ms,
         };
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let draw: Draw = Box::new(move || rng.random::<f64>());
@@ -226,10 +224,8 @@ impl FloorServer {
     #[pyo3(signature = (*, policy = "spec", ttl_ms = 45_000, claim_guard = None))]
     fn new(py: Python<'_>, policy: &str, ttl_ms: u64, claim_guard: Option<&str>) -> PyResult<Self> {
         let policy = policy_of(py, policy)?;
-        let mut cfg = Config {
-            ttl_ms,
-            ..Config::for_policy(policy)
-        };
+        let mut cfg = Config::for_policy(policy);
+        cfg.ttl_ms = ttl_ms;
         // None: the library's default for the policy (`relayed`, `off`
         // under agentchat-0.36), as `herdsim serve`.
         if let Some(name) = claim_guard {

@@ -30,7 +30,7 @@ pub struct Args {
     pub claim_guard: String,
     /// agentchat-0.36: the MSG rate limit in ms (a MSG less than this after
     /// the sender's previous one is refused with RATE_LIMITED); 0 = off.
-    #[arg(long, default_value_t = crate::floor::policy::AGENTCHAT_RATE_LIMIT_MS)]
+    #[arg(long, default_value_t = crate::floor::sim::AGENTCHAT_RATE_LIMIT_MS)]
     pub rate_limit_ms: u64,
     /// agentchat-0.36: server time (ms) of the first 5 s expiry sweep; the
     /// next run every 5000 ms (+ the drift) after it.

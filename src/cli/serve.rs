@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use super::CliError;
+use crate::floor::DEFAULT_CLAIM_SKEW_MS;
 use crate::floor::PolicyKind;
-use crate::floor::server::DEFAULT_CLAIM_SKEW_MS;
 use crate::serve::{self, Command, Limits};
 
 /// Largest time flag, ms (about 31.7 years).

@@ -41,7 +41,7 @@
 //!
 //! An **operator's** message is not exempt here: "humans always get the
 //! floor" is the server's side (an operator's claim takes the floor; see
-//! [`crate::policy::Rules::operator_takes_floor`]), so an operator's
+//! [`crate::sim::Rules::operator_takes_floor`]), so an operator's
 //! question is answered once like anyone's, and an operator's
 //! `RESPONDING_TO` makes the agents skip or abort exactly as the server
 //! holds it.
@@ -49,7 +49,7 @@
 //! A claim whose holder disconnects or leaves is announced by the server
 //! as `FLOOR_RELEASED`: an agent that skipped the message for it starts a
 //! new CSMA wait at once, so the question is answered again without
-//! waiting for the TTL (see [`crate::Client`]).
+//! waiting for the TTL (see [`crate::sim::Client`]).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 

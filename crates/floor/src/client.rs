@@ -62,7 +62,12 @@ use crate::wire::{ClientMsg, ServerMsg, Stamp};
 /// embedder may choose: up to `n` more decisions, each once the latest
 /// claim seen is believed expired with no answer seen, which answers a
 /// question whose claimant crashed or hung after the TTL.
+///
+/// Start from [`ClientConfig::new`] (the protocol's defaults) and set the
+/// fields to change: the struct is `#[non_exhaustive]`, so a field added
+/// in a minor release breaks no embedder.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ClientConfig<N: Naming = Text> {
     /// This agent's id (as the server knows it).
     pub id: N::Agent,
@@ -296,7 +301,7 @@ impl Client<Text> {
 
 impl<N: Naming> Client<N> {
     /// A client naming agents, channels and messages as `names` does (see
-    /// [`crate::naming`]).
+    /// [`crate::Naming`]).
     pub fn with_naming(cfg: ClientConfig<N>, names: N) -> Client<N> {
         Client {
             rules: cfg.policy.rules(),

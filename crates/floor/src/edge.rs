@@ -143,7 +143,7 @@ pub enum Refusal {
     /// `channel`, `started_at`).
     InvalidClaimField(&'static str),
     /// The claim's `started_at` breaks the policy's rule, worded by
-    /// [`StartedAtRule::check`](crate::policy::StartedAtRule::check).
+    /// [`StartedAtRule::check`](crate::sim::StartedAtRule::check).
     BadStartedAt {
         /// The code.
         code: &'static str,

@@ -48,7 +48,7 @@ pub enum Input<N: Naming = Text> {
         channel: N::Dest,
     },
     /// The agent leaves a channel (nothing is sent). Under the policies with
-    /// [`crate::policy::Rules::leave_releases`] its claims in that channel are released.
+    /// [`crate::sim::Rules::leave_releases`] its claims in that channel are released.
     Leave {
         /// Who leaves.
         agent: N::Agent,

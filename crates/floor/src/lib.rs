@@ -6,33 +6,27 @@
 //! clocks, no sockets, no threads, no randomness. It depends on no other part
 //! of herdsim (herdsim re-exports it as `herdsim::floor`).
 //!
-//! The items an embedder needs are at the crate root: [`Server`] and its
-//! [`Config`], [`Input`], [`Sends`]; [`Agent`] and its [`ClientConfig`],
-//! [`AgentInput`], [`AgentOutput`]; the wire's [`ClientMsg`] and
-//! [`ServerMsg`]; the one time type [`Millis`]. The modules hold the rest:
+//! The items an embedder needs are at the crate root, each by one path:
+//! [`Server`] and its [`Config`] (with [`ClaimGuard`] and [`PolicyKind`]),
+//! [`Input`] and [`Role`], [`Sends`], [`Stats`]; [`Agent`] and its
+//! [`ClientConfig`] (with [`CsmaWindow`]), [`AgentInput`], [`AgentOutput`],
+//! [`SkipReason`]; the wire's [`ClientMsg`] and [`ServerMsg`]; the one time
+//! type [`Millis`]; the protocol's defaults ([`DEFAULT_TTL_MS`],
+//! [`DEFAULT_CSMA_MIN_MS`], [`DEFAULT_CSMA_MAX_MS`]); and [`Naming`], how
+//! agents, channels and messages are named (wire [`Text`] by default, or
+//! the embedder's own handles). Five modules hold the rest:
 //!
-//! - [`agent`]: the agent half as one state machine (timers inside, the
-//!   exemptions decided from the message).
-//! - [`client`]: the decision core under [`Agent`] ([`Client`]), for a
-//!   caller that keeps its own timers (herdsim's simulator, whose timers
-//!   live on its event queue): CSMA wait, claim, infer, abort, reply.
-//! - [`server`]: the server side: channel membership, the claim table, relay.
-//! - [`input`]: what the server takes in ([`Input`], [`Role`]).
-//! - [`edge`]: the server's edge: wire frames to [`Input`]s, and the texts
-//!   of its typed refusals ([`edge::Refusal`]; agentchat's, under its policy).
 //! - [`wire`]: the JSON wire protocol (RESPONDING_TO, YIELD, MSG,
 //!   FLOOR_CLAIMED, FLOOR_RELEASED, ERROR) with strict, panic-free decoding.
-//! - [`policy`]: the named arbitration policies (`none`, `spec`,
-//!   `agentchat-0.36`, `tombstone`, `server-time`).
-//! - [`address`]: who a message @mentions.
-//! - [`time`]: the one time type, [`Millis`].
+//! - [`edge`]: the server's edge: wire frames to [`Input`]s, and the texts
+//!   of its typed refusals ([`edge::Refusal`]; agentchat's, under its policy).
+//! - [`address`]: agent ids, channel names, and who a message @mentions.
 //! - [`dialect`]: a real agentchat server's frames (`msg_id`, `@` ids,
 //!   replays, notices) read into that wire, for an agent on a real server.
-//! - [`naming`]: how agents, channels and messages are named: wire text
-//!   ([`Text`], the default) or the embedder's own handles (small integers
-//!   in the simulator); the server and the client are generic over it.
-//! - [`relay_memory`]: what the claim guard remembers of the relays.
-//! - [`ttl_audit`]: what a run's decisions asked of the claim TTL.
+//! - [`sim`]: what herdsim's simulator and its agentchat emulation use
+//!   beyond this: the decision core under [`Agent`] for a caller that keeps
+//!   its own timers, the policies' rules, agentchat's constants. An
+//!   embedder needs none of it.
 //!
 //! # The two loops
 //!
@@ -93,8 +87,13 @@
 //! // Each agent's CSMA draws (uniform in [0, 1)) come from its own
 //! // randomness; fixed here: alice waits 0.99 s, bob 2 s.
 //! let window = CsmaWindow { min_ms: 0, max_ms: 2_000 };
-//! let mut alice = Agent::new(ClientConfig { csma: window, ..ClientConfig::new("alice") }, || 0.495);
-//! let mut bob = Agent::new(ClientConfig { csma: window, ..ClientConfig::new("bob") }, || 1.0);
+//! let config = |id: &str| {
+//!     let mut c = ClientConfig::new(id); // the protocol's defaults
+//!     c.csma = window;
+//!     c
+//! };
+//! let mut alice = Agent::new(config("alice"), || 0.495);
+//! let mut bob = Agent::new(config("bob"), || 1.0);
 //!
 //! // t = 10 ms: the operator asks; the server relays the question; both
 //! // agents would like to answer it.
@@ -141,30 +140,33 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod agent;
+mod client;
+mod input;
+mod naming;
+mod policy;
+mod relay_memory;
+mod server;
+mod time;
+mod ttl_audit;
+
 pub mod address;
-pub mod agent;
-pub mod client;
 pub mod dialect;
 pub mod edge;
-pub mod input;
-pub mod naming;
-pub mod policy;
-pub mod relay_memory;
-pub mod server;
-pub mod time;
-pub mod ttl_audit;
+pub mod sim;
 pub mod wire;
 
 pub use agent::{Agent, AgentInput, AgentOutput};
-pub use client::{Action, Client, ClientConfig, CsmaDraw, CsmaWindow, SkipReason};
+pub use client::{
+    ClientConfig, CsmaDraw, CsmaWindow, DEFAULT_CSMA_MAX_MS, DEFAULT_CSMA_MIN_MS, SkipReason,
+};
 pub use input::{Input, Role};
 pub use naming::{Naming, Place, Text};
-pub use policy::PolicyKind;
+pub use policy::{DEFAULT_TTL_MS, PolicyKind};
 pub use server::{
     ClaimGuard, ClaimInfo, Config, ConfigError, DEFAULT_CLAIM_SKEW_MS, Sends, Server, Stats,
 };
 pub use time::Millis;
-pub use ttl_audit::TtlAudit;
 pub use wire::{ClientMsg, DecodeError, ServerMsg, YieldDetail};
 
 #[cfg(test)]

@@ -107,7 +107,7 @@ pub enum PolicyKind {
     ///   until the next sweep; a sweep due at the same instant as a claim
     ///   runs first; nobody is told;
     /// - its TTL variable is `AGENTCHAT_CLAIM_TTL_MS`, read leniently as the
-    ///   server's `parseInt` does (see [`crate::server::agentchat_ttl`]).
+    ///   server's `parseInt` does (see [`crate::sim::agentchat_ttl`]).
     Agentchat036,
     /// Like `spec`, but a MSG from the live holder in reply to the message
     /// turns its claim into an "answered" marker that keeps the claim's
@@ -529,7 +529,7 @@ pub enum YieldForm {
 
 /// The current state of one (channel, msg_id), as the judge sees it.
 /// `A` is how agents are named (a wire id `str`, or a handle; see
-/// [`crate::naming`]).
+/// [`crate::Naming`]).
 #[derive(Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Slot<'a, A: ?Sized = str> {

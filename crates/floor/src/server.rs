@@ -30,7 +30,7 @@
 //!   claim and nothing is sent (the protocol does not apply to DMs); it
 //!   still counts in `claims_received` (agentchat: `ERROR INVALID_MSG`).
 //! - The operator's ([`Role::Operator`]) RESPONDING_TO takes the floor
-//!   where [`crate::policy::Rules::operator_takes_floor`] (every tracking
+//!   where [`crate::sim::Rules::operator_takes_floor`] (every tracking
 //!   policy but `agentchat-0.36`): held whatever its `started_at`, ordered
 //!   before every agent's claim, a live holder displaced with a YIELD; a
 //!   repeat changes nothing. Under `agentchat-0.36` it is not tracked and
@@ -39,7 +39,7 @@
 //! - A live claim released because its holder disconnected or left is
 //!   announced to the rest of its channel as
 //!   [`crate::ServerMsg::FloorReleased`] where
-//!   [`crate::policy::Rules::announce_release`].
+//!   [`crate::sim::Rules::announce_release`].
 //! - With `enabled = false` (and under `none`) nothing is tracked and no
 //!   YIELD is ever sent: a RESPONDING_TO is relayed to the other members
 //!   like any message (after the usual checks: channel name, `started_at`,
@@ -47,7 +47,7 @@
 //! - Protocol errors answer the sender with `ERROR {code, message}`;
 //!   processing goes on. Codes: `bad_message` (undecodable or invalid
 //!   message), `bad_channel`, `bad_started_at`, `not_member`; agentchat's
-//!   own under `agentchat-0.36` (see [`crate::policy::ErrorStyle`]).
+//!   own under `agentchat-0.36` (see [`crate::sim::ErrorStyle`]).
 //! - With [`Config::claim_guard`] on (off by default), a claim for a
 //!   message the server has not relayed in that channel, or (`clock`) one
 //!   dated well before that relay, is refused with an ERROR: the
@@ -92,7 +92,6 @@ mod members;
 mod messages;
 mod sends;
 
-pub use crate::relay_memory::{RELAY_MEMORY_MAX, RELAY_MEMORY_MS, RELAY_MEMORY_PER_SENDER};
 use claims::{Claim, ClaimReq};
 pub use config::{ClaimGuard, Config, ConfigError, DEFAULT_CLAIM_SKEW_MS, NEVER, agentchat_ttl};
 use members::Members;
@@ -206,7 +205,7 @@ impl Server<Text> {
 
 impl<N: Naming> Server<N> {
     /// A server naming agents, channels and messages as `names` does (see
-    /// [`crate::naming`]).
+    /// [`crate::Naming`]).
     pub fn with_naming(cfg: Config, names: N) -> Server<N> {
         let rules = cfg.policy.rules();
         let channels = match rules.channels {

@@ -1,6 +1,7 @@
 //! Unit tests of the server, one group per capability / policy bullet.
 
 use super::*;
+use crate::relay_memory::{RELAY_MEMORY_MS, RELAY_MEMORY_PER_SENDER};
 use crate::wire::{Stamp, YieldDetail};
 
 const G: &str = "#general";

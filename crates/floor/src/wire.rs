@@ -23,7 +23,7 @@
 //! `ERROR bad_message "`started_at` must be an integer"` as before
 //! `Stamp` existed), while `agentchat-0.36` accepts any number but 0, as the
 //! real server's `validateClientMessage` (`lib/protocol.ts`) does (see
-//! [`crate::policy::StartedAtRule`]).
+//! [`crate::sim::StartedAtRule`]).
 //!
 //! Identifiers: a channel name is `#` followed by one or more of
 //! `[A-Za-z0-9_-]`; an agent id is a non-empty string without whitespace or
@@ -224,7 +224,7 @@ pub enum ServerMsg<N: Naming = Text> {
     /// the floor is free. A herdsim extension of the protocol (the policies
     /// `spec`, `tombstone` and `server-time` send it; a real agentchat
     /// server does not). An agent that skipped the message for that claim
-    /// decides again (see [`crate::Client`]).
+    /// decides again (see [`crate::sim::Client`]).
     FloorReleased {
         /// The message whose claim is gone.
         msg_id: N::Msg,

@@ -3,8 +3,12 @@
 
 use super::*;
 
-/// Server configuration.
+/// Server configuration. Start from [`Config::for_policy`] (or
+/// [`Config::default`], `spec`'s) and set the fields to change: the struct
+/// is `#[non_exhaustive]`, so a field added in a minor release breaks no
+/// embedder.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Config {
     /// The arbitration policy.
     pub policy: PolicyKind,
@@ -45,7 +49,7 @@ pub struct Config {
     /// `agentchat-0.36` only: apply agentchat 0.36.19's flood limit to
     /// every agent's inputs (JOIN, LEAVE, MSG, RESPONDING_TO): the one that
     /// makes more than 60 in 10 s (10 before `Input::Identify`) is dropped
-    /// and the agent disconnected ([`crate::policy::FrameWindow`]),
+    /// and the agent disconnected ([`crate::sim::FrameWindow`]),
     /// counted in [`Stats::frame_closed`]. The operator is exempt. Default
     /// false (`arbitrate` and the library as before); the simulator sets
     /// it; `serve` applies the limit to the socket's frames instead.
@@ -65,9 +69,9 @@ pub struct Config {
 /// The server remembers the channel messages it relayed (the channel, the
 /// id, the sender and the server time of the relay; a message relayed
 /// again by its sender under the same id counts from its last relay) for
-/// [`RELAY_MEMORY_MS`], each sender's last [`RELAY_MEMORY_PER_SENDER`] at
-/// most, [`RELAY_MEMORY_MAX`] in all (when full, the sender with the most
-/// remembered forgets first: see [`crate::relay_memory`]). An honest
+/// [`RELAY_MEMORY_MS`](crate::sim::RELAY_MEMORY_MS), each sender's last [`RELAY_MEMORY_PER_SENDER`](crate::sim::RELAY_MEMORY_PER_SENDER) at
+/// most, [`RELAY_MEMORY_MAX`](crate::sim::RELAY_MEMORY_MAX) in all (when full, the sender with the most
+/// remembered forgets first: see [`crate::sim::RelayMemory`]). An honest
 /// agent learns of a message only from the server, so its claim never comes
 /// before the relay.
 ///

@@ -4,7 +4,7 @@
 //! message (`respond_p`, DMs, @mentions), the distribution of its CSMA
 //! wait (the client draws each wait from it and times it), the duration of
 //! an inference, its faults (hang, crash, ignore-yield) and the
-//! RESPONDING_TO client rules of [`floor::Client`], which it wraps. It has no clock, no
+//! RESPONDING_TO client rules of [`floor::sim::Client`], which it wraps. It has no clock, no
 //! socket and no event queue: the driver feeds it [`Input`]s with the time
 //! ([`Agent::handle`]) and carries out the [`Output`]s it returns (send
 //! this, call me back at, an inference runs until, cancel that). Its
@@ -38,9 +38,10 @@ pub use workload::{Pick, Post, PostKind, Workload, WorkloadParams};
 
 use crate::dist::Dist;
 use crate::dist::Stream;
+use crate::floor::sim::Action;
 use crate::floor::{
-    self, Action, ClientConfig, ClientMsg, CsmaDraw, CsmaWindow, Naming, PolicyKind, ServerMsg,
-    SkipReason, Text,
+    self, ClientConfig, ClientMsg, CsmaDraw, CsmaWindow, Naming, PolicyKind, ServerMsg, SkipReason,
+    Text,
 };
 use litemap::LiteMap;
 use rand::RngExt;
@@ -367,7 +368,7 @@ impl Clock {
 #[derive(Debug, Clone)]
 pub struct Agent<N: AgentNaming = Text> {
     behaviour: Arc<Behaviour>,
-    client: floor::Client<N>,
+    client: floor::sim::Client<N>,
     names: N,
     rng: Stream,
     clock: Clock,
@@ -431,17 +432,15 @@ impl<N: AgentNaming> Agent<N> {
         rng: Stream,
         clock: Clock,
     ) -> Agent<N> {
-        let cfg = ClientConfig {
-            id,
-            policy,
-            ttl_ms: clock.local_ms_of(behaviour.ttl_ms),
-            recheck_on_expiry: behaviour.recheck,
-            max_rechecks: behaviour.max_rechecks,
-            // The agent's draw ([`ScenarioCsma`]) is the scenario's
-            // distribution, which need not be a window: it reads none.
-            csma: CsmaWindow::default(),
-        };
-        let client = floor::Client::with_naming(cfg, names.clone());
+        let mut cfg = ClientConfig::new(id);
+        cfg.policy = policy;
+        cfg.ttl_ms = clock.local_ms_of(behaviour.ttl_ms);
+        cfg.recheck_on_expiry = behaviour.recheck;
+        cfg.max_rechecks = behaviour.max_rechecks;
+        // The agent's draw ([`ScenarioCsma`]) is the scenario's
+        // distribution, which need not be a window: it reads none.
+        cfg.csma = CsmaWindow::default();
+        let client = floor::sim::Client::with_naming(cfg, names.clone());
         Agent {
             behaviour,
             client,
@@ -602,7 +601,7 @@ impl<N: AgentNaming> Agent<N> {
         &mut self,
         now: u64,
         out: &mut Vec<Output<N>>,
-        f: impl FnOnce(&mut floor::Client<N>, i64, &mut Vec<Action<N>>),
+        f: impl FnOnce(&mut floor::sim::Client<N>, i64, &mut Vec<Action<N>>),
     ) {
         let t = self.local_ms(now);
         f(&mut self.client, t, &mut self.actions);
@@ -615,7 +614,7 @@ impl<N: AgentNaming> Agent<N> {
         &mut self,
         now: u64,
         out: &mut Vec<Output<N>>,
-        f: impl FnOnce(&mut floor::Client<N>, i64, &mut ScenarioCsma<'_>, &mut Vec<Action<N>>),
+        f: impl FnOnce(&mut floor::sim::Client<N>, i64, &mut ScenarioCsma<'_>, &mut Vec<Action<N>>),
     ) {
         let t = self.local_ms(now);
         let mut draw = ScenarioCsma {
@@ -1047,8 +1046,8 @@ impl<N: AgentNaming> Agent<N> {
     }
 
     /// What this agent's decisions asked of the claim TTL, over its whole
-    /// life (crashes included): see [`crate::floor::TtlAudit`].
-    pub fn ttl_audit(&self) -> crate::floor::TtlAudit {
+    /// life (crashes included): see [`crate::floor::sim::TtlAudit`].
+    pub fn ttl_audit(&self) -> crate::floor::sim::TtlAudit {
         self.client.ttl_audit()
     }
 

@@ -952,28 +952,27 @@ impl Scenario {
     pub fn floor_config(&self, policy: PolicyKind, speed: f64) -> crate::floor::Config {
         use crate::floor::ClaimGuard;
         let s = &self.server;
-        crate::floor::Config {
-            policy,
-            ttl_ms: floor_ms(s.ttl_ms, speed),
-            enabled: s.enabled,
-            rate_limit_ms: floor_ms(s.rate_limit_ms, speed),
-            sweep_phase_ms: match s.sweep_phase_ms {
-                SweepPhase::Ms(ms) => (ms / speed).floor() as u64,
-                SweepPhase::Word(_) => 0,
+        let mut c = crate::floor::Config::for_policy(policy);
+        c.ttl_ms = floor_ms(s.ttl_ms, speed);
+        c.enabled = s.enabled;
+        c.rate_limit_ms = floor_ms(s.rate_limit_ms, speed);
+        c.sweep_phase_ms = match s.sweep_phase_ms {
+            SweepPhase::Ms(ms) => (ms / speed).floor() as u64,
+            SweepPhase::Word(_) => 0,
+        };
+        c.sweep_drift_us = (s.sweep_drift_ms * 1000.0 / speed).round() as u64;
+        c.sweep_every_ms = floor_ms(s.sweep_every_ms, speed);
+        c.rate_limit_operator = s.rate_limit_operator;
+        c.claim_guard = match s.claim_guard {
+            ClaimGuardSpec::Off => ClaimGuard::Off,
+            ClaimGuardSpec::Relayed => ClaimGuard::Relayed,
+            ClaimGuardSpec::Clock => ClaimGuard::Clock {
+                skew_ms: floor_ms(s.claim_skew_ms, speed),
+                epoch_ms: self.epoch_ms as i64,
             },
-            sweep_drift_us: (s.sweep_drift_ms * 1000.0 / speed).round() as u64,
-            sweep_every_ms: floor_ms(s.sweep_every_ms, speed),
-            rate_limit_operator: s.rate_limit_operator,
-            claim_guard: match s.claim_guard {
-                ClaimGuardSpec::Off => ClaimGuard::Off,
-                ClaimGuardSpec::Relayed => ClaimGuard::Relayed,
-                ClaimGuardSpec::Clock => ClaimGuard::Clock {
-                    skew_ms: floor_ms(s.claim_skew_ms, speed),
-                    epoch_ms: self.epoch_ms as i64,
-                },
-            },
-            frame_limit: false,
-        }
+        };
+        c.frame_limit = false;
+        c
     }
 }
 

@@ -712,7 +712,7 @@ fn is_default<T: Default + PartialEq>(v: &T) -> bool {
     *v == T::default()
 }
 fn default_claim_skew_ms() -> f64 {
-    crate::floor::server::DEFAULT_CLAIM_SKEW_MS as f64
+    crate::floor::DEFAULT_CLAIM_SKEW_MS as f64
 }
 fn is_default_claim_skew_ms(v: &f64) -> bool {
     *v == default_claim_skew_ms()
@@ -735,7 +735,7 @@ fn default_rate_limit_ms() -> f64 {
     1000.0
 }
 fn default_sweep_every_ms() -> f64 {
-    crate::floor::policy::AGENTCHAT_SWEEP_MS as f64
+    crate::floor::sim::AGENTCHAT_SWEEP_MS as f64
 }
 fn is_default_sweep_every_ms(v: &f64) -> bool {
     *v == default_sweep_every_ms()

@@ -480,7 +480,7 @@ fn channel(key: &str, c: &str) -> Result<(), (String, String)> {
 /// characters after the `#` (`isValidChannel`, `lib/protocol.ts`): a
 /// scenario running that policy on such a channel would measure nothing.
 fn agentchat_channel(s: &Scenario, key: &str, c: &str) -> Result<(), (String, String)> {
-    let max = crate::floor::policy::AGENTCHAT_CHANNEL_MAX;
+    let max = crate::floor::sim::AGENTCHAT_CHANNEL_MAX;
     if s.policies.iter().any(|p| p == "agentchat-0.36") && c.len() > max + 1 {
         return Err((
             key.to_string(),

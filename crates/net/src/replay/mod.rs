@@ -257,10 +257,8 @@ mod tests {
     use crate::floor::PolicyKind;
 
     fn replay_str(policy: PolicyKind, input: &str) -> (String, String, Summary) {
-        let cfg = Config {
-            claim_guard: crate::floor::ClaimGuard::Off,
-            ..Config::for_policy(policy)
-        };
+        let mut cfg = Config::for_policy(policy);
+        cfg.claim_guard = crate::floor::ClaimGuard::Off;
         let (mut out, mut err) = (Vec::new(), Vec::new());
         let s = replay(cfg, input.as_bytes(), &mut out, &mut err);
         let s = s.unwrap_or(Summary {

@@ -29,9 +29,7 @@ use super::hub::{ConnId, Event, error_text};
 use super::identity;
 use super::{ENVELOPE_BYTES, Limits, Shared};
 use crate::floor::Role;
-use crate::floor::policy::{
-    AGENTCHAT_FRAMES_IDENTIFIED, AGENTCHAT_FRAMES_UNIDENTIFIED, FrameWindow,
-};
+use crate::floor::sim::{AGENTCHAT_FRAMES_IDENTIFIED, AGENTCHAT_FRAMES_UNIDENTIFIED, FrameWindow};
 
 /// Time allowed for the TLS (with `--tls-cert`) and WebSocket handshakes.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);

@@ -2,7 +2,7 @@
 //!
 //! The world only wires actors together. The server is the real
 //! [`floor::Server`]; every agent is an [`Agent`] actor (which wraps the
-//! real [`floor::Client`]); the operator is a [`Workload`] actor. The world
+//! real [`floor::sim::Client`]); the operator is a [`Workload`] actor. The world
 //! adds the virtual clock (the [`Engine`]), the links between agents and
 //! server, the scenario's script, and counts what happens (see
 //! [`crate::metrics::run`]). One file per job:
@@ -277,7 +277,7 @@ pub fn simulate_posts(
 /// out (it then depends on the TTL's exact value).
 ///
 /// Why this holds: the TTL reaches a run only through the floor's
-/// comparisons with it, which [`floor::TtlAudit`] records (the server's
+/// comparisons with it, which [`floor::sim::TtlAudit`] records (the server's
 /// expiries, the clients' belief in a claim they saw), and through the
 /// times of the server's wake-ups, which sit exactly at its next deadline
 /// (`schedule_wake`): in a run without expiries none fires. Every agent's
@@ -298,25 +298,23 @@ fn simulate_audited(
     policy: PolicyKind,
     seed: u64,
     trace: Option<&mut TraceBuf>,
-) -> Result<(RunResult, Posts, floor::TtlAudit), RunLimit> {
+) -> Result<(RunResult, Posts, floor::sim::TtlAudit), RunLimit> {
     // The agentchat sweep phase comes from a stream of its own (3), so
     // drawing it changes no other draw of the run.
     let sweep_phase_ms = p
         .sweep_phase_ms
         .unwrap_or_else(|| stream(seed, 3).random_range(0..p.sweep_every_ms.max(1)));
-    let config = floor::Config {
-        policy,
-        ttl_ms: p.ttl_ms,
-        enabled: p.enabled,
-        rate_limit_ms: p.rate_limit_ms,
-        sweep_phase_ms,
-        sweep_drift_us: p.sweep_drift_us,
-        sweep_every_ms: p.sweep_every_ms,
-        rate_limit_operator: p.rate_limit_operator,
-        claim_guard: p.claim_guard,
-        // agentchat 0.36.19's flood limit (docs/agentchat.md).
-        frame_limit: true,
-    };
+    let mut config = floor::Config::for_policy(policy);
+    config.ttl_ms = p.ttl_ms;
+    config.enabled = p.enabled;
+    config.rate_limit_ms = p.rate_limit_ms;
+    config.sweep_phase_ms = sweep_phase_ms;
+    config.sweep_drift_us = p.sweep_drift_us;
+    config.sweep_every_ms = p.sweep_every_ms;
+    config.rate_limit_operator = p.rate_limit_operator;
+    config.claim_guard = p.claim_guard;
+    // agentchat 0.36.19's flood limit (docs/agentchat.md).
+    config.frame_limit = true;
     let server = floor::Server::with_naming(config, p.names.clone());
     let agents = (0..p.agents())
         .map(|i| AgentSlot {

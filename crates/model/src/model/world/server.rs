@@ -70,7 +70,7 @@ impl World<'_> {
     /// before its deadline therefore leaves no event behind, so a run in
     /// which no claim reached its deadline is the same run, event for
     /// event, under any longer TTL (what `tune` relies on, see
-    /// `floor::TtlAudit`).
+    /// `floor::sim::TtlAudit`).
     pub(super) fn schedule_wake(&mut self) {
         let at = self.server.poll_timeout().map(|t_ms| {
             let now = self.eng.now();

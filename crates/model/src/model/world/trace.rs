@@ -6,10 +6,7 @@ use super::World;
 impl World<'_> {
     /// The agentchat sweep phase of this run, first line of its trace.
     pub(super) fn trace_sweep_phase(&mut self) {
-        if !matches!(
-            self.policy.rules().expiry,
-            crate::floor::policy::Expiry::Sweep
-        ) {
+        if !matches!(self.policy.rules().expiry, crate::floor::sim::Expiry::Sweep) {
             return;
         }
         let cfg = self.server.config();
@@ -19,7 +16,7 @@ impl World<'_> {
         });
         // The period only when it is not the real server's (older traces,
         // and every pinned one, have none).
-        if cfg.sweep_every_ms != crate::floor::policy::AGENTCHAT_SWEEP_MS {
+        if cfg.sweep_every_ms != crate::floor::sim::AGENTCHAT_SWEEP_MS {
             line["every_ms"] = cfg.sweep_every_ms.into();
         }
         self.trace_line(line);
