@@ -37,11 +37,13 @@ The floor without a server (docs/matrix.md has the whole design):
   The agent's own events come back through `/sync` and go through its
   replica like everyone's: a YIELD is how it learns it lost.
 - Before the replica sees a claim, one rule of its own, the same in every
-  replica: a claim whose `started_at` is more than `--claim-skew-ms`
-  (1000) before the question's `origin_server_ts`, or after the claim's
-  own, is dropped (an absurd `started_at` takes no floor). A claim for a
-  message the replica has not relayed is refused by the floor's claim
-  guard (`relayed`).
+  replica since it reads only the events: a claim is dropped unless its
+  `msg_id` is a question the replica has seen and its `started_at` is an
+  integer no more than `--claim-skew-ms` (1000) before that question's
+  `origin_server_ts` nor more than that after the claim's own (an absurd
+  `started_at` takes no floor; the margin is for clocks that differ). The
+  floor's own claim guard (`relayed`) would refuse a claim for a message
+  it has not relayed in any case.
 
 Each verdict the replica reaches (a question's holder after a claim, when
 it changes) is a line `verdict <question event_id> <winner's Matrix user
@@ -208,7 +210,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--claim-skew-ms",
         type=non_negative,
         default=1_000,
-        help="a claim's started_at may be this much before its question (1000)",
+        help="a claim's started_at may be this much before its question or after its event (1000)",
     )
     p.add_argument(
         "--latency-median-ms",
@@ -391,13 +393,15 @@ class Runner:
             self.holders.pop(old, None)
 
     def claim_in_time(self, content: dict[str, Any], ts: int) -> bool:
-        """The replica's own rule: `started_at` an integer, no more than
-        `--claim-skew-ms` before the question, not after the claim event."""
+        """The replica's own rule: a claim for a question seen, `started_at`
+        an integer no more than `--claim-skew-ms` before the question nor
+        more than that after the claim event."""
         q, at = content.get("msg_id"), content.get("started_at")
         if not isinstance(q, str) or not isinstance(at, int) or isinstance(at, bool):
             return False
         asked = self.asked.get(q)
-        return asked is not None and asked - self.a.claim_skew_ms <= at <= ts
+        skew = self.a.claim_skew_ms
+        return asked is not None and asked - skew <= at <= ts + skew
 
     def replica_input(self, ev: dict[str, Any]) -> tuple[int, list[tuple[str, str]]] | None:
         """Feed one timeline event to the replica: its time and its sends."""

@@ -31,7 +31,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -271,10 +271,12 @@ def run_room(
     procs: list[Proc],
     tmp: Path,
     no_floor: bool,
+    after_question: Callable[[str, str], None] | None = None,
 ) -> tuple[list[dict[str, Any]], list[str], list[list[str]]]:
     """The operator makes a room, the agents join it and the operator posts
-    the questions; once every agent has stopped: the room's events, the
-    questions' ids, each agent's verdict lines."""
+    the questions (`after_question(room, event_id)` after each); once every
+    agent has stopped: the room's events, the questions' ids, each agent's
+    verdict lines."""
     room = s.room(s.admin)
     script = str(repo / "python/examples/matrix_agent.py")
     # A CSMA window shorter than a /sync round trip: claims cross, and
@@ -300,6 +302,8 @@ def run_room(
         status, v = s.send(s.admin, room, "m.room.message", {"msgtype": "m.text", "body": f"q{i}?"})
         assert status == 200, v
         qids.append(v["event_id"])
+        if after_question is not None:
+            after_question(room, v["event_id"])
     end = time.monotonic() + RUN_S + 10
     for p, _ in mine:
         try:
@@ -384,3 +388,44 @@ def test_default_rate_limits_refuse_a_burst_but_not_the_lifted_users(synapse, ag
     first = next(i for i, (status, _) in enumerate(results[0]) if status == 429)
     assert first >= 5, results[0]  # a burst is allowed first
     assert all(status == 200 for status, _ in results[1]), results[1]
+
+
+def test_bad_claims_take_no_floor_from_honest_agents(repo, synapse, agents, procs, tmp_path):
+    """A bad peer in the room claims every question at once with an absurd
+    `started_at` (0, the far past; one after its own event, the future;
+    a string), claims messages that do not exist, and floods: every replica
+    drops or refuses those claims alike, so each question is still
+    answered once, by an honest agent, and no verdict names the bad peer.
+    Matrix itself refuses a float `started_at`."""
+    bad = synapse.register("bad-peer")
+    synapse.unlimited(bad)
+    refused_floats = []
+
+    def misbehave(room: str, qid: str) -> None:
+        if not refused_floats:
+            join = f"/_matrix/client/v3/join/{urllib.parse.quote(room)}"
+            synapse.http.ok("POST", join, {}, bad.token)
+        claim = "org.herdsim.claim"
+        now = int(time.time() * 1000)
+        for content in [
+            {"msg_id": qid, "started_at": 0},
+            {"msg_id": qid, "started_at": now + 3_600_000},
+            {"msg_id": qid, "started_at": str(now)},
+            {"msg_id": "$no-such-event", "started_at": now},
+            *({"msg_id": f"$flood-{i}", "started_at": 1} for i in range(5)),
+        ]:
+            status, v = synapse.send(bad, room, claim, content)
+            assert status == 200, v
+        status, v = synapse.send(bad, room, claim, {"msg_id": qid, "started_at": 1.5})
+        refused_floats.append((status, v.get("errcode")))
+
+    # The bad peer joins with the first question: the agents are in by then.
+    events, qids, logs = run_room(
+        repo, synapse, agents, procs, tmp_path, no_floor=False, after_question=misbehave
+    )
+    assert all(status == 400 for status, _ in refused_floats), refused_floats
+    got = answers(events, qids)
+    assert all(len(v) == 1 for v in got.values()), got
+    assert bad.user_id not in {v[0] for v in got.values()}
+    assert logs[0] and all(log == logs[0] for log in logs), logs
+    assert not any(bad.user_id in line for line in logs[0]), logs[0]
