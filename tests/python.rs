@@ -7,10 +7,14 @@
 //! cargo built for these tests.
 //!
 //! It needs `python3` (3.9 or later, with `venv`) and PyPI (pip fetches
-//! maturin, pytest, hypothesis, pandas, matplotlib and websockets the
-//! first time; websockets is for the example gateway agent,
-//! python/examples/floor_agent.py, which python/tests/test_gateway.py runs
-//! against `herdsim serve`).
+//! maturin, pytest, hypothesis, pandas, matplotlib, websockets, aiohttp and
+//! matrix-synapse the first time; websockets is for the example gateway
+//! agent, python/examples/floor_agent.py, which python/tests/test_gateway.py
+//! runs against `herdsim serve`; aiohttp and matrix-synapse are for the
+//! Matrix agent, python/examples/matrix_agent.py, which
+//! python/tests/test_matrix.py runs against a Synapse it starts on
+//! loopback, with `HERDSIM_MATRIX=required` so that a missing Synapse
+//! fails the run instead of skipping the test).
 //! The environment is kept between runs (`target/python/venv`), so a
 //! second run reinstalls only the package.
 
@@ -66,6 +70,8 @@ fn the_python_package_passes_its_tests() {
             "pandas>=1.5",
             "matplotlib>=3.5",
             "websockets>=15",
+            "aiohttp>=3.9",
+            "matrix-synapse",
         ]),
         "pip install of the test tools",
     );
@@ -89,6 +95,8 @@ fn the_python_package_passes_its_tests() {
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
         .arg(Path::new(ROOT).join("python/tests"))
         .env("HERDSIM_BIN", env!("CARGO_BIN_EXE_herdsim"))
+        // CI runs the Matrix tests: no Synapse is a failure, not a skip.
+        .env("HERDSIM_MATRIX", "required")
         // Not from the repo: `import herdsim` must find the installed
         // package, not the source folder.
         .current_dir(&base)

@@ -1,0 +1,513 @@
+"""The floor on a real Matrix room with no floor server
+(python/examples/matrix_agent.py, docs/matrix.md), against a real Synapse.
+
+The fixture generates a Synapse configuration in a temp folder (SQLite,
+loopback only, a free port, no federation listener, no key server),
+starts it, and registers the users by shared secret through the admin
+API; the rate limits on messages are lifted for those users only, through
+the admin API's `override_ratelimit`. Then 4 agent processes and an
+operator (this test) share one room: under `spec`, each question is
+answered exactly once, and every agent's replica logs the same verdicts;
+with `--no-floor`, the same agents answer the questions more than once.
+One small test keeps Synapse's default limits and shows what they do.
+
+Skipped when Synapse (the `matrix-synapse` package, in the `test` extra)
+or aiohttp cannot be imported, unless HERDSIM_MATRIX=required (CI sets
+it: tests/python.rs), which makes that a failure. Every process started
+is killed at the end, whatever happens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import queue
+import re
+import secrets
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+
+AGENTS = 4
+QUESTIONS = 6
+SERVER = "localhost"
+START_S = 60
+RUN_S = 40
+CSMA_MAX_MS = 100
+# Between questions.
+GAP_S = 0.2
+
+
+def need(module: str) -> None:
+    """Import `module` or skip (fail under HERDSIM_MATRIX=required)."""
+    try:
+        __import__(module)
+    except ImportError as e:
+        if os.environ.get("HERDSIM_MATRIX") == "required":
+            pytest.fail(f"HERDSIM_MATRIX=required and {module} cannot be imported: {e}")
+        pytest.skip(f"{module} cannot be imported ({e}); pip install 'herdsim[test]'")
+
+
+class Proc:
+    """A child process whose stdout and stderr are read by threads (its
+    pipes never fill), its stdout lines also queued for waiting on (as in
+    test_gateway.py, which this file does not import: that one skips
+    without websockets)."""
+
+    def __init__(self, args: list[str]) -> None:
+        self.args = args
+        self.p = subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1
+        )
+        self.out: list[str] = []
+        self.err: list[str] = []
+        self.lines: queue.Queue[str] = queue.Queue()
+        for pipe, into in [(self.p.stdout, self.out), (self.p.stderr, self.err)]:
+            threading.Thread(target=self._read, args=(pipe, into), daemon=True).start()
+
+    def _read(self, pipe: IO[str] | None, into: list[str]) -> None:
+        assert pipe is not None
+        for line in pipe:
+            into.append(line.rstrip("\n"))
+            if into is self.out:
+                self.lines.put(line.rstrip("\n"))
+
+    def wait_for(self, pattern: str, timeout: float) -> None:
+        """Until a line of stdout matches `pattern`, within `timeout` s."""
+        end = time.monotonic() + timeout
+        while (left := end - time.monotonic()) > 0:
+            try:
+                line = self.lines.get(timeout=min(left, 0.5))
+            except queue.Empty:
+                if self.p.poll() is not None and self.lines.empty():
+                    break
+                continue
+            if re.search(pattern, line):
+                return
+        self.kill()
+        pytest.fail(f"{self.args[:3]}: no {pattern!r} in {timeout} s: {self.out} {self.err}")
+
+    def kill(self) -> None:
+        if self.p.poll() is None:
+            self.p.kill()
+        self.p.wait(timeout=10)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Http:
+    """Blocking JSON calls to the homeserver (the test's side), each
+    within 10 s."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+
+    def call(
+        self, method: str, path: str, body: Any = None, token: str | None = None
+    ) -> tuple[int, dict[str, Any]]:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.base + path, data=data, method=method)
+        req.add_header("Content-Type", "application/json")
+        if token:
+            req.add_header("Authorization", f"Bearer {token}")
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return r.status, json.loads(r.read(1 << 22) or b"{}")
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read(1 << 20) or b"{}")
+
+    def ok(self, method: str, path: str, body: Any = None, token: str | None = None) -> Any:
+        status, v = self.call(method, path, body, token)
+        assert status == 200, (method, path, status, v)
+        return v
+
+
+@dataclass
+class User:
+    user_id: str
+    token: str
+    password: str = ""
+
+
+@dataclass
+class Synapse:
+    url: str
+    http: Http
+    secret: str
+    admin: User
+    setup_s: float
+    n: int = 0
+
+    def register(self, name: str, admin: bool = False) -> User:
+        """A user by shared secret (`/_synapse/admin/v1/register`)."""
+        path = "/_synapse/admin/v1/register"
+        nonce = self.http.ok("GET", path)["nonce"]
+        password = secrets.token_hex(8)
+        mac = hmac.new(self.secret.encode(), digestmod=hashlib.sha1)
+        for part in [nonce, name, password]:
+            mac.update(part.encode() + b"\x00")
+        mac.update(b"admin" if admin else b"notadmin")
+        body = {
+            "nonce": nonce,
+            "username": name,
+            "password": password,
+            "admin": admin,
+            "mac": mac.hexdigest(),
+        }
+        v = self.http.ok("POST", path, body)
+        return User(v["user_id"], v["access_token"], password)
+
+    def unlimited(self, u: User) -> None:
+        """Lift the message rate limit for `u` only."""
+        path = f"/_synapse/admin/v1/users/{urllib.parse.quote(u.user_id)}/override_ratelimit"
+        body = {"messages_per_second": 0, "burst_count": 0}
+        self.http.ok("POST", path, body, self.admin.token)
+
+    def room(self, creator: User) -> str:
+        v = self.http.ok(
+            "POST", "/_matrix/client/v3/createRoom", {"preset": "public_chat"}, creator.token
+        )
+        return str(v["room_id"])
+
+    def send(self, u: User, room: str, kind: str, content: dict[str, Any]) -> tuple[int, Any]:
+        self.n += 1
+        path = f"/_matrix/client/v3/rooms/{urllib.parse.quote(room)}/send/{kind}/t{self.n}"
+        return self.http.call("PUT", path, content, u.token)
+
+    def events(self, u: User, room: str) -> list[dict[str, Any]]:
+        """The room's timeline, oldest first."""
+        q = urllib.parse.urlencode({"dir": "f", "limit": "1000"})
+        path = f"/_matrix/client/v3/rooms/{urllib.parse.quote(room)}/messages?{q}"
+        return list(self.http.ok("GET", path, None, u.token)["chunk"])
+
+
+LOG_CONFIG = """\
+version: 1
+formatters:
+  plain: {format: '%(asctime)s %(levelname)s %(name)s %(message)s'}
+handlers:
+  file: {class: logging.FileHandler, formatter: plain, filename: LOGFILE}
+root: {level: WARNING, handlers: [file]}
+disable_existing_loggers: false
+"""
+
+
+@pytest.fixture(scope="module")
+def synapse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synapse]:
+    need("synapse")
+    need("aiohttp")
+    import yaml
+
+    t0 = time.monotonic()
+    d = tmp_path_factory.mktemp("synapse")
+    cfg_path = d / "homeserver.yaml"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "synapse.app.homeserver",
+            "--server-name",
+            SERVER,
+            "--config-path",
+            str(cfg_path),
+            "--generate-config",
+            "--report-stats=no",
+            "--data-directory",
+            str(d),
+        ],
+        cwd=d,
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    cfg = yaml.safe_load(cfg_path.read_text())
+    port = free_port()
+    cfg["listeners"] = [
+        {
+            "port": port,
+            "bind_addresses": ["127.0.0.1"],
+            "type": "http",
+            "tls": False,
+            "x_forwarded": False,
+            "resources": [{"names": ["client"], "compress": False}],
+        }
+    ]
+    log_config = d / "log.yaml"
+    log_config.write_text(LOG_CONFIG.replace("LOGFILE", str(d / "homeserver.log")))
+    cfg["log_config"] = str(log_config)
+    cfg["trusted_key_servers"] = []
+    cfg["suppress_key_server_warning"] = True
+    cfg["presence"] = {"enabled": False}
+    # Passwords are hashed on registration: the fewest rounds, for speed.
+    cfg["bcrypt_rounds"] = 4
+    cfg_path.write_text(yaml.safe_dump(cfg))
+    url = f"http://127.0.0.1:{port}"
+    err_path = d / "stderr.txt"
+    err_file = err_path.open("wb")
+    p = subprocess.Popen(
+        [sys.executable, "-m", "synapse.app.homeserver", "--config-path", str(cfg_path)],
+        cwd=d,
+        stdout=subprocess.DEVNULL,
+        stderr=err_file,
+    )
+    try:
+        http = Http(url)
+        end = time.monotonic() + START_S
+        while True:
+            try:
+                if http.call("GET", "/_matrix/client/versions")[0] == 200:
+                    break
+            except OSError:
+                pass
+            if p.poll() is not None or time.monotonic() > end:
+                err = err_path.read_text(errors="replace")
+                pytest.fail(f"Synapse did not start in {START_S} s: {err[-2000:]}")
+            time.sleep(0.1)
+        s = Synapse(url, http, cfg["registration_shared_secret"], User("", ""), 0.0)
+        s.admin = s.register("operator", admin=True)
+        s.unlimited(s.admin)
+        s.setup_s = time.monotonic() - t0
+        print(f"Synapse set up in {s.setup_s:.1f} s")
+        yield s
+    finally:
+        if p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=10)
+        err_file.close()
+
+
+@pytest.fixture(scope="module")
+def agents(synapse: Synapse) -> list[User]:
+    users = [synapse.register(f"agent-{i}") for i in range(1, AGENTS + 1)]
+    for u in users:
+        synapse.unlimited(u)
+    return users
+
+
+@pytest.fixture
+def procs() -> Iterator[list[Proc]]:
+    """Processes to kill at the end of the test, whatever happens."""
+    ps: list[Proc] = []
+    yield ps
+    for p in ps:
+        p.kill()
+
+
+def run_room(
+    repo: Path,
+    s: Synapse,
+    users: list[User],
+    procs: list[Proc],
+    tmp: Path,
+    no_floor: bool,
+    after_question: Callable[[str, str], None] | None = None,
+    password_login: bool = False,
+) -> tuple[list[dict[str, Any]], list[str], list[list[str]]]:
+    """The operator makes a room, the agents join it and the operator posts
+    the questions (`after_question(room, event_id)` after each); once every
+    agent has stopped: the room's events, the questions' ids, each agent's
+    verdict lines."""
+    room = s.room(s.admin)
+    script = str(repo / "python/examples/matrix_agent.py")
+    # A CSMA window shorter than a /sync round trip: claims cross, and
+    # the replicas must arbitrate.
+    flags = ["--csma-min-ms", "0", "--csma-max-ms", str(CSMA_MAX_MS)]
+    # The floor keeps to one answer while a claim reaches every replica
+    # faster than the holder's inference (here at least about 400 ms).
+    flags += ["--latency-median-ms", "600", "--latency-sigma", "0.15", "--latency-max-ms", "1000"]
+    flags += ["--questions", str(QUESTIONS), "--run-ms", str(RUN_S * 1000)]
+    flags += ["--sync-timeout-ms", "2000"]
+    if no_floor:
+        flags.append("--no-floor")
+    mine = []
+    for i, u in enumerate(users, 1):
+        log = tmp / f"verdicts-{i}.txt"
+        args = [sys.executable, script, "--homeserver", s.url, "--user", u.user_id]
+        # The first agent logs in with its password once (Synapse's login
+        # limit is per address: 3 at once); the others use their tokens.
+        auth = ["--password", u.password] if i == 1 and password_login else ["--token", u.token]
+        args += [*auth, "--room", room, "--seed", str(i), "--verdicts", str(log)]
+        p = Proc(args + flags)
+        procs.append(p)
+        mine.append((p, log))
+    for p, _ in mine:
+        p.wait_for(r"^ready$", START_S)
+    qids = []
+    for i in range(QUESTIONS):
+        status, v = s.send(s.admin, room, "m.room.message", {"msgtype": "m.text", "body": f"q{i}?"})
+        assert status == 200, v
+        qids.append(v["event_id"])
+        time.sleep(GAP_S)
+        if after_question is not None:
+            after_question(room, v["event_id"])
+    end = time.monotonic() + RUN_S + 10
+    for p, _ in mine:
+        try:
+            rc = p.p.wait(timeout=max(1, end - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"an agent did not stop in {RUN_S + 10} s: {p.out} {p.err}")
+        assert rc == 0, (rc, p.out, p.err)
+        assert not any("gap" in e for e in p.err), p.err
+    logs = [log.read_text().splitlines() if log.exists() else [] for _, log in mine]
+    return s.events(s.admin, room), qids, logs
+
+
+def answers(events: list[dict[str, Any]], qids: list[str]) -> dict[str, list[str]]:
+    """Each question's answers: their senders, in room order."""
+    got: dict[str, list[str]] = {q: [] for q in qids}
+    for e in events:
+        if e.get("type") != "m.room.message":
+            continue
+        irt = e["content"].get("m.relates_to", {}).get("m.in_reply_to", {}).get("event_id")
+        if irt in got:
+            got[irt].append(e["sender"])
+    return got
+
+
+def test_replica_floor_answers_each_question_once_and_agents_agree(
+    repo, synapse, agents, procs, tmp_path
+):
+    events, qids, logs = run_room(repo, synapse, agents, procs, tmp_path, no_floor=False)
+    got = answers(events, qids)
+    assert all(len(v) == 1 for v in got.values()), got
+    claims = [e for e in events if e["type"] == "org.herdsim.claim"]
+    assert claims and all(set(e["content"]) == {"msg_id", "started_at"} for e in claims)
+    assert all(isinstance(e["content"]["started_at"], int) for e in claims)
+    # Claims crossed: some question was claimed by more than one agent, and
+    # the floor, not luck, kept its answers to one.
+    per_q = {q: {e["sender"] for e in claims if e["content"]["msg_id"] == q} for q in qids}
+    assert max(len(v) for v in per_q.values()) > 1, per_q
+    print(f"claimants per question: {sorted(len(v) for v in per_q.values())}")
+    lag = [e["origin_server_ts"] - e["content"]["started_at"] for e in claims]
+    print(f"claim started_at to its origin_server_ts: {min(lag)}-{max(lag)} ms")
+    # Every replica reached the same verdicts, in the same order.
+    assert logs[0], logs
+    assert all(log == logs[0] for log in logs), logs
+    # The last verdict on each question names the agent that answered it.
+    last = {}
+    for line in logs[0]:
+        _, q, winner = line.split()
+        last[q] = winner
+    assert last == {q: v[0] for q, v in got.items()}, (last, got)
+
+
+def test_without_the_floor_the_same_agents_answer_more_than_once(
+    repo, synapse, agents, procs, tmp_path
+):
+    events, qids, logs = run_room(
+        repo, synapse, agents, procs, tmp_path, no_floor=True, password_login=True
+    )
+    got = answers(events, qids)
+    assert all(len(v) >= 1 for v in got.values()), got
+    assert sum(len(v) for v in got.values()) > QUESTIONS, got
+    assert not any(e["type"] == "org.herdsim.claim" for e in events)
+    assert logs == [[]] * AGENTS
+
+
+def test_default_rate_limits_refuse_a_burst_but_not_the_lifted_users(synapse, agents):
+    """Synapse's default `rc_message` (0.2/s, burst 10): a user with no
+    override is refused (429 M_LIMIT_EXCEEDED, with retry_after_ms) within
+    a burst of 15 events; a test user whose limit was lifted is not."""
+    limited = synapse.register("limited")
+    room = synapse.room(synapse.admin)
+    for u in (limited, agents[0]):
+        synapse.http.ok("POST", f"/_matrix/client/v3/join/{urllib.parse.quote(room)}", {}, u.token)
+    results = []
+    for u in (limited, agents[0]):
+        statuses = []
+        for i in range(15):
+            status, v = synapse.send(
+                u, room, "m.room.message", {"msgtype": "m.text", "body": str(i)}
+            )
+            statuses.append((status, v))
+        results.append(statuses)
+    refused = [v for status, v in results[0] if status == 429]
+    assert refused, results[0]
+    assert all(v.get("errcode") == "M_LIMIT_EXCEEDED" for v in refused)
+    assert all(isinstance(v.get("retry_after_ms"), int) for v in refused)
+    first = next(i for i, (status, _) in enumerate(results[0]) if status == 429)
+    assert first >= 5, results[0]  # a burst is allowed first
+    print(f"default limits: message {first + 1} of 15 refused first, {len(refused)} refused")
+    assert all(status == 200 for status, _ in results[1]), results[1]
+
+
+def test_bad_claims_take_no_floor_from_honest_agents(repo, synapse, agents, procs, tmp_path):
+    """A bad peer in the room claims every question at once with an absurd
+    `started_at` (0, the far past; one after its own event, the future;
+    a string), claims messages that do not exist, and floods: every replica
+    drops or refuses those claims alike, so each question is still
+    answered once, by an honest agent, and no verdict names the bad peer.
+    Matrix itself refuses a float `started_at`."""
+    bad = synapse.register("bad-peer")
+    synapse.unlimited(bad)
+    refused_floats = []
+
+    def misbehave(room: str, qid: str) -> None:
+        if not refused_floats:
+            join = f"/_matrix/client/v3/join/{urllib.parse.quote(room)}"
+            synapse.http.ok("POST", join, {}, bad.token)
+        claim = "org.herdsim.claim"
+        now = int(time.time() * 1000)
+        for content in [
+            {"msg_id": qid, "started_at": 0},
+            {"msg_id": qid, "started_at": now + 3_600_000},
+            {"msg_id": qid, "started_at": str(now)},
+            {"msg_id": "$no-such-event", "started_at": now},
+            *({"msg_id": f"$flood-{i}", "started_at": 1} for i in range(5)),
+        ]:
+            status, v = synapse.send(bad, room, claim, content)
+            assert status == 200, v
+        status, v = synapse.send(bad, room, claim, {"msg_id": qid, "started_at": 1.5})
+        refused_floats.append((status, v.get("errcode")))
+
+    # The bad peer joins with the first question: the agents are in by then.
+    events, qids, logs = run_room(
+        repo, synapse, agents, procs, tmp_path, no_floor=False, after_question=misbehave
+    )
+    assert all(r == (400, "M_BAD_JSON") for r in refused_floats), refused_floats
+    got = answers(events, qids)
+    assert all(len(v) == 1 for v in got.values()), got
+    assert bad.user_id not in {v[0] for v in got.values()}
+    assert logs[0] and all(log == logs[0] for log in logs), logs
+    assert not any(bad.user_id in line for line in logs[0]), logs[0]
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--homeserver", "127.0.0.1:8008", "--user", "@a:hs", "--token", "t", "--room", "!r:hs"],
+        ["--homeserver", "http://hs", "--user", "a", "--token", "t", "--room", "!r:hs"],
+        ["--homeserver", "http://hs", "--user", "@a:hs", "--room", "!r:hs"],
+        ["--homeserver", "http://hs", "--user", "@a:hs", "--token", "t", "--room", "r"],
+        ["--homeserver", "http://hs", "--user", "@a:hs", "--token", "t", "--room", "!r:hs"]
+        + ["--csma-min-ms", "9", "--csma-max-ms", "1"],
+    ],
+)
+def test_bad_flags_exit_2_with_one_message(repo, flags):
+    need("aiohttp")
+    script = str(repo / "python/examples/matrix_agent.py")
+    p = subprocess.run([sys.executable, script, *flags], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    errors = [line for line in p.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1, p.stderr
