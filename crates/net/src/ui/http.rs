@@ -41,14 +41,18 @@ pub struct Request {
     pub body: Vec<u8>,
 }
 
+/// A header given more than once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Repeated;
+
 impl Request {
     /// The one value of header `name` (lowercase): `Err` when it is given
     /// more than once.
-    pub fn header(&self, name: &str) -> Result<Option<&str>, ()> {
+    pub fn header(&self, name: &str) -> Result<Option<&str>, Repeated> {
         let mut values = self.headers.iter().filter(|(n, _)| n == name);
         let first = values.next().map(|(_, v)| v.as_str());
         match values.next() {
-            Some(_) => Err(()),
+            Some(_) => Err(Repeated),
             None => Ok(first),
         }
     }
@@ -110,7 +114,7 @@ pub async fn read_request<R: AsyncRead + Unpin>(
     let mut req = parse_head(&buf[..head_end])?;
     if req
         .header("transfer-encoding")
-        .map_err(|()| dup("Transfer-Encoding"))?
+        .map_err(|_| dup("Transfer-Encoding"))?
         .is_some()
     {
         return Err(refuse(
@@ -120,7 +124,7 @@ pub async fn read_request<R: AsyncRead + Unpin>(
     }
     let length = match req
         .header("content-length")
-        .map_err(|()| dup("Content-Length"))?
+        .map_err(|_| dup("Content-Length"))?
     {
         None => 0,
         Some(v) => v
@@ -228,7 +232,7 @@ pub fn check_origin(req: &Request, hosts: &[String]) -> Result<(), Refusal> {
     let host = match req.header("host") {
         Ok(Some(h)) => h.to_ascii_lowercase(),
         Ok(None) => return Err(forbidden("no Host header".into())),
-        Err(()) => return Err(forbidden("Host given more than once".into())),
+        Err(Repeated) => return Err(forbidden("Host given more than once".into())),
     };
     if !hosts.contains(&host) {
         return Err(forbidden(format!(
@@ -248,7 +252,7 @@ pub fn check_origin(req: &Request, hosts: &[String]) -> Result<(), Refusal> {
                 ))),
             }
         }
-        Err(()) => Err(forbidden("Origin given more than once".into())),
+        Err(Repeated) => Err(forbidden("Origin given more than once".into())),
     }
 }
 

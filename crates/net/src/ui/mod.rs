@@ -218,7 +218,7 @@ async fn run(
 ) -> Result<serde_json::Value, Refusal> {
     let ct = req
         .header("content-type")
-        .map_err(|()| refusal(400, "Content-Type given more than once"))?
+        .map_err(|_| refusal(400, "Content-Type given more than once"))?
         .unwrap_or_default();
     if !ct.to_ascii_lowercase().starts_with("application/json") {
         return Err(refusal(
