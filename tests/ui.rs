@@ -160,6 +160,49 @@ fn cli_run(args: &[&str]) -> (String, String) {
     (String::from_utf8_lossy(&o.stdout).into_owned(), csv)
 }
 
+/// `herdsim run ARGS --trace --trace-policy POLICY`, then `herdsim plot
+/// --timeline` of that trace as SVG: the SVG and the message drawn.
+fn cli_timeline(args: &[&str], policy: &str) -> (String, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = dir.path().join("t.jsonl");
+    let o = Command::new(BIN)
+        .arg("run")
+        .args(args)
+        .arg("--trace")
+        .arg(&trace)
+        .args(["--trace-policy", policy, "--quiet", "--no-plot", "--out"])
+        .arg(dir.path().join("r"))
+        .output()
+        .expect("herdsim run");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let svg = dir.path().join("t.svg");
+    let o = Command::new(BIN)
+        .args(["plot", "--timeline"])
+        .arg(&trace)
+        .arg("--out")
+        .arg(&svg)
+        .output()
+        .expect("herdsim plot");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let said = String::from_utf8_lossy(&o.stderr);
+    let msg = said
+        .trim_end()
+        .rsplit(' ')
+        .next()
+        .expect("the message drawn")
+        .to_string();
+    (std::fs::read_to_string(svg).expect("svg"), msg)
+}
+
+fn post_to(addr: &str, path: &str, body: &str) -> Reply {
+    let raw = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    exchange(addr, raw.as_bytes())
+}
+
 /// The settings of the runs compared, as the page posts them and as the
 /// CLI's flags.
 const SETTINGS: &str = r#"{"values": {"agents.0.count": "3", "server.ttl_ms": "30000",
@@ -262,6 +305,58 @@ fn a_run_gives_the_numbers_table_and_command_of_herdsim_run() {
         v["command"]
             .as_str()
             .is_some_and(|c| c.contains("default.toml") && c.contains("--seed 9"))
+    );
+}
+
+#[test]
+fn a_timeline_is_the_one_herdsim_plot_draws_of_herdsim_runs_trace() {
+    let ui = Ui::start(&["--quiet"]);
+    let body = SETTINGS.replacen('{', r#"{"policy": "spec", "#, 1);
+    let r = post_to(&ui.addr, "/api/timeline", &body);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    let (svg, msg) = cli_timeline(&CLI, "spec");
+    assert_eq!(v["msg"].as_str(), Some(msg.as_str()));
+    assert!(v["svg"].as_str() == Some(svg.as_str()), "the SVGs differ");
+    let command = v["command"].as_str().expect("command");
+    assert!(
+        command.ends_with(
+            "--seed 7 --reps 3 --trace timeline.jsonl --trace-policy spec\n\
+         herdsim plot --timeline timeline.jsonl"
+        ),
+        "{command}"
+    );
+    // A message named, one that is not there, a policy the run does not run.
+    let named = SETTINGS.replacen('{', r#"{"policy": "none", "msg": "m3", "#, 1);
+    let v = post_to(&ui.addr, "/api/timeline", &named).json();
+    assert_eq!(v["msg"], "m3", "{v}");
+    let absent = SETTINGS.replacen('{', r#"{"msg": "zz9", "#, 1);
+    let r = post_to(&ui.addr, "/api/timeline", &absent);
+    assert_eq!(r.status, 422);
+    assert!(
+        r.json()["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("no message `zz9`")),
+        "{}",
+        r.text()
+    );
+    let other = SETTINGS.replacen('{', r#"{"policy": "tombstone", "#, 1);
+    let r = post_to(&ui.addr, "/api/timeline", &other);
+    assert_eq!(r.status, 422);
+    assert_eq!(
+        r.json()["error"].as_str(),
+        Some("--trace-policy tombstone: not a policy of this run (it runs spec, none)")
+    );
+    // The trace is held in memory: bounded.
+    let big = r#"{"values": {"agents.0.count": "50", "workload.count": "1000"}, "reps": "1"}"#;
+    let r = post_to(&ui.addr, "/api/timeline", big);
+    assert_eq!(r.status, 422);
+    assert!(
+        r.json()["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("50000")),
+        "{}",
+        r.text()
     );
 }
 
@@ -698,6 +793,35 @@ fn in_a_real_browser_a_control_change_shows_the_clis_numbers_and_figure() {
         "return document.getElementById('error').style.display",
         30,
         |v| v == "none",
+    );
+    // A click on the timeline button: the timeline herdsim plot draws.
+    let (_, msg) = cli_timeline(&CLI, "spec");
+    let found = d.session(
+        "POST",
+        "/element",
+        serde_json::json!({ "using": "css selector", "value": "#tl-show" }),
+    );
+    let button = found["element-6066-11e4-a52e-4f735466cecf"]
+        .as_str()
+        .expect("element id")
+        .to_string();
+    d.session(
+        "POST",
+        &format!("/element/{button}/click"),
+        serde_json::json!({}),
+    );
+    d.until("return document.body.dataset.timeline || ''", 60, |v| {
+        v == "done"
+    });
+    let status = d.script("return document.getElementById('tl-status').textContent");
+    assert_eq!(
+        status.as_str(),
+        Some(format!("message {msg} under spec").as_str())
+    );
+    d.until(
+        "const f = document.getElementById('timeline'); return [f.complete, f.naturalWidth]",
+        30,
+        |v| v[0] == true && v[1].as_u64().is_some_and(|w| w > 200),
     );
     // The screenshot has content: many colours, not one.
     let png = d.call("GET", &format!("/session/{}/screenshot", d.session), None);

@@ -278,6 +278,27 @@ pub fn compute(
     Tables::of(&plan.name, keys, &mut rows, &plan.policies, &params).map(Some)
 }
 
+/// The trace `herdsim run --trace FILE --trace-policy POLICY` writes
+/// (replication 0 of the first point, under `policy`), in memory.
+pub fn trace(plan: &Plan, policy: PolicyKind) -> Result<TraceBuf, Error> {
+    let l = &plan.loaded;
+    let point = plan
+        .points
+        .first()
+        .ok_or_else(|| Error::Input(format!("{}: the sweep has no points", l.file)))?;
+    let world = Prepared::with_cache(&point.scenario, &l.base_dir, &l.data)
+        .map_err(|e| Error::Input(format!("{}: {e}", l.file)))?;
+    let mut buf = TraceBuf::new();
+    simulate(
+        &world,
+        policy,
+        super::rep_seed(plan.seed, point.index, 0),
+        Some(&mut buf),
+    )
+    .map_err(|e| Error::Input(format!("{}: --trace: {e}", l.file)))?;
+    Ok(buf)
+}
+
 /// `--trace-policy`: only with `--trace`, and one of the plan's policies.
 fn check_trace_policy(plan: &Plan, opts: &Options) -> Result<Option<PolicyKind>, Error> {
     let Some(p) = &opts.trace_policy else {

@@ -127,6 +127,12 @@ pub struct Settings {
     pub policies: Option<Vec<String>>,
     pub seed: Option<Value>,
     pub reps: Option<Value>,
+    /// A timeline only: the policy of the traced replication.
+    #[serde(default)]
+    pub policy: Option<String>,
+    /// A timeline only: the message (none: the most contested).
+    #[serde(default)]
+    pub msg: Option<String>,
 }
 
 /// A request the page made wrong, or a scenario the settings make invalid:
@@ -418,29 +424,10 @@ pub enum Ran {
 /// Run the scenario with `settings`, as `herdsim run` would with the
 /// command [`command`] gives; stopped early once `stop` is set.
 pub fn run(src: &Source, settings: &Settings, stop: &AtomicBool) -> Result<Ran, Error> {
-    let args = match settings.args() {
-        Ok(a) => a,
-        Err(Refused(m)) => return Ok(Ran::Refused(m)),
-    };
-    // The page's seed, else `ui --seed`, else the file's (as `run --seed`).
-    let seed = args.seed.or(src.seed);
-    let args = Args { seed, ..args };
-    let plan = match Plan::load(
-        src.scenario.as_deref(),
-        &args.sets,
-        seed,
-        args.reps,
-        src.budget,
-    ) {
+    let (plan, args) = match plan_of(src, settings)? {
         Ok(p) => p,
-        Err(e) if e.exit_code() == herdsim_model::error::EXIT_BAD_INPUT => {
-            return Ok(Ran::Refused(e.to_string()));
-        }
-        Err(e) => return Err(e),
+        Err(m) => return Ok(Ran::Refused(m)),
     };
-    if let Err(Refused(m)) = check_work(&plan, &src.bounds) {
-        return Ok(Ran::Refused(m));
-    }
     let started = std::time::Instant::now();
     let tables = match runner::compute(&plan, src.threads, src.budget, stop) {
         Ok(Some(t)) => t,
@@ -477,6 +464,110 @@ pub fn run(src: &Source, settings: &Settings, stop: &AtomicBool) -> Result<Ran, 
         "reps": plan.reps.to_string(),
         "runs": plan.points.len() * plan.policies.len() * plan.reps as usize,
         "elapsed_ms": elapsed_ms,
+    })))
+}
+
+/// Agent-messages (agents x messages) of the one replication a timeline
+/// traces: its trace is held in memory (about 1.3 KB an agent-message:
+/// 770 KB for 3 agents and 200 messages).
+pub const MAX_TRACE_WORK: f64 = 20_000.0;
+
+/// The settings as a plan, checked against the bounds: `Err` is the
+/// refusal to send.
+fn plan_of(src: &Source, settings: &Settings) -> Result<Result<(Plan, Args), String>, Error> {
+    let args = match settings.args() {
+        Ok(a) => a,
+        Err(Refused(m)) => return Ok(Err(m)),
+    };
+    // The page's seed, else `ui --seed`, else the file's (as `run --seed`).
+    let seed = args.seed.or(src.seed);
+    let args = Args { seed, ..args };
+    let plan = match Plan::load(
+        src.scenario.as_deref(),
+        &args.sets,
+        seed,
+        args.reps,
+        src.budget,
+    ) {
+        Ok(p) => p,
+        Err(e) if e.exit_code() == herdsim_model::error::EXIT_BAD_INPUT => {
+            return Ok(Err(e.to_string()));
+        }
+        Err(e) => return Err(e),
+    };
+    if let Err(Refused(m)) = check_work(&plan, &src.bounds) {
+        return Ok(Err(m));
+    }
+    Ok(Ok((plan, args)))
+}
+
+/// The timeline of one message of the replication `herdsim run --trace
+/// FILE --trace-policy POLICY` traces, drawn as `herdsim plot --timeline
+/// FILE [--msg ID]` draws it, as SVG; and those two commands.
+pub fn timeline(src: &Source, settings: &Settings) -> Result<Ran, Error> {
+    let (plan, args) = match plan_of(src, settings)? {
+        Ok(p) => p,
+        Err(m) => return Ok(Ran::Refused(m)),
+    };
+    let policy = match settings.policy.as_deref() {
+        None => plan.policies[0],
+        Some(p) => match p.parse::<PolicyKind>() {
+            Ok(k) if plan.policies.contains(&k) => k,
+            Ok(_) => {
+                return Ok(Ran::Refused(format!(
+                    "--trace-policy {p}: not a policy of this run (it runs {})",
+                    plan.policy_names()
+                )));
+            }
+            Err(e) => return Ok(Ran::Refused(format!("--trace-policy {p}: {e}"))),
+        },
+    };
+    if let Some(m) = &settings.msg
+        && let Err(Refused(e)) = plain("msg", m)
+    {
+        return Ok(Ran::Refused(e));
+    }
+    let msg = settings.msg.as_deref().filter(|m| !m.is_empty());
+    if let Some(p) = plan.points.first() {
+        let s = &p.scenario;
+        let agents: u64 = s.agents.iter().map(|g| u64::from(g.count)).sum();
+        let work = messages(s) * agents as f64;
+        if work > MAX_TRACE_WORK {
+            return Ok(Ran::Refused(format!(
+                "a timeline traces one replication of at most {MAX_TRACE_WORK:.0} agent-messages \
+                 (agents x messages), and this one has {work:.0} (docs/ui.md); ask for fewer \
+                 messages or agents"
+            )));
+        }
+    }
+    let trace = match runner::trace(&plan, policy) {
+        Ok(t) => t,
+        Err(e) if e.exit_code() == herdsim_model::error::EXIT_BAD_INPUT => {
+            return Ok(Ran::Refused(e.to_string()));
+        }
+        Err(e) => return Err(e),
+    };
+    let shown = Path::new("timeline.jsonl");
+    let (svg, id) = match plot::timeline_svg(&trace, shown, msg) {
+        Ok(r) => r,
+        Err(e) if plot::is_input_error(&e) => return Ok(Ran::Refused(format!("{e:#}"))),
+        Err(e) => return Err(Error::Failure(e)),
+    };
+    let run = format!(
+        "{} --trace timeline.jsonl --trace-policy {}",
+        command(src.scenario.as_deref(), &args),
+        policy.name()
+    );
+    let plot_cmd = match msg {
+        Some(m) => format!("herdsim plot --timeline timeline.jsonl --msg {m}"),
+        None => "herdsim plot --timeline timeline.jsonl".to_string(),
+    };
+    Ok(Ran::Done(json!({
+        "ok": true,
+        "svg": svg,
+        "msg": id,
+        "policy": policy.name(),
+        "command": format!("{run}\n{plot_cmd}"),
     })))
 }
 

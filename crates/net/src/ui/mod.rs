@@ -179,11 +179,15 @@ async fn route(req: Request, stream: &mut TcpStream, shared: &Shared) -> Vec<u8>
             Ok(v) => json(v),
             Err(e) => http::error_json(400, &e.to_string()),
         },
-        ("POST", "/api/run") => match run(req, stream, shared).await {
+        ("POST", "/api/run") => match run(req, stream, shared, Ask::Run).await {
             Ok(v) => json(v),
             Err(r) => http::error_json(r.status, &r.message),
         },
-        (_, "/" | "/api/scenario" | "/api/run") => http::error_json(
+        ("POST", "/api/timeline") => match run(req, stream, shared, Ask::Timeline).await {
+            Ok(v) => json(v),
+            Err(r) => http::error_json(r.status, &r.message),
+        },
+        (_, "/" | "/api/scenario" | "/api/run" | "/api/timeline") => http::error_json(
             405,
             &format!("{} is not allowed on {}", req.method, req.path),
         ),
@@ -211,10 +215,20 @@ async fn gone(stream: &mut TcpStream) {
     }
 }
 
+/// What a POST asks for.
+#[derive(Debug, Clone, Copy)]
+enum Ask {
+    /// The table, summary.csv and figure.
+    Run,
+    /// One message's timeline.
+    Timeline,
+}
+
 async fn run(
     req: Request,
     stream: &mut TcpStream,
     shared: &Shared,
+    ask: Ask,
 ) -> Result<serde_json::Value, Refusal> {
     let ct = req
         .header("content-type")
@@ -242,7 +256,10 @@ async fn run(
     let src = Arc::clone(&shared.src);
     let work = {
         let stop = Arc::clone(&stop);
-        tokio::task::spawn_blocking(move || api::run(&src, &settings, &stop))
+        tokio::task::spawn_blocking(move || match ask {
+            Ask::Run => api::run(&src, &settings, &stop),
+            Ask::Timeline => api::timeline(&src, &settings),
+        })
     };
     tokio::pin!(work);
     let seconds = shared.src.bounds.max_seconds;

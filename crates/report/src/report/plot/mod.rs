@@ -115,6 +115,26 @@ pub fn metric_figure(
     Ok(figure.notes().to_vec())
 }
 
+/// [`timeline_figure`] drawn in memory as SVG, by the same drawing code,
+/// from the bytes of a trace (`shown` names it in messages): the SVG text
+/// and the message drawn. `herdsim ui` shows it; nothing is written.
+pub fn timeline_svg(
+    trace: &[u8],
+    shown: &Path,
+    msg_id: Option<&str>,
+) -> anyhow::Result<(String, String)> {
+    let tl = timeline::Timeline::read(timeline::Trace::Bytes(trace, shown), msg_id)?;
+    let fig = timeline::TimelineFigure {
+        timeline: &tl,
+        title: None,
+    };
+    let size = (TIMELINE_WIDTH, timeline_height(tl.lane_count()));
+    output::ensure_fonts()?;
+    let bytes = output::encode(output::Format::Svg, size, &fig)?;
+    let svg = String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("the SVG is not UTF-8"))?;
+    Ok((svg, tl.msg_id.clone()))
+}
+
 /// Draw the timeline of one message from a trace (JSON Lines written by
 /// `herdsim run --trace`): one lane per agent that handled it, with CSMA
 /// waits, inferences and their ends, and the RESPONDING_TO, YIELD and MSG
