@@ -147,6 +147,12 @@ fn post(addr: &str, host: &str, extra: &str, body: &str) -> Reply {
 /// `herdsim run` with `args` into a fresh folder: its stdout (the table)
 /// and summary.csv.
 fn cli_run(args: &[&str]) -> (String, String) {
+    let (table, summary, _) = cli_run_all(args);
+    (table, summary)
+}
+
+/// [`cli_run`], and runs.csv.
+fn cli_run_all(args: &[&str]) -> (String, String, String) {
     let out = tempfile::tempdir().expect("tempdir");
     let o = Command::new(BIN)
         .arg("run")
@@ -157,7 +163,8 @@ fn cli_run(args: &[&str]) -> (String, String) {
         .expect("herdsim run");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let csv = std::fs::read_to_string(out.path().join("default/summary.csv")).expect("summary");
-    (String::from_utf8_lossy(&o.stdout).into_owned(), csv)
+    let runs = std::fs::read_to_string(out.path().join("default/runs.csv")).expect("runs");
+    (String::from_utf8_lossy(&o.stdout).into_owned(), csv, runs)
 }
 
 /// `herdsim run ARGS --trace --trace-policy POLICY`, then `herdsim plot
@@ -253,8 +260,9 @@ fn a_run_gives_the_numbers_table_and_command_of_herdsim_run() {
     let r = post(&ui.addr, &ui.addr, "", SETTINGS);
     assert_eq!(r.status, 200, "{}", r.text());
     let v = r.json();
-    let (table, csv) = cli_run(&CLI);
+    let (table, csv, runs) = cli_run_all(&CLI);
     assert_eq!(v["summary_csv"].as_str(), Some(csv.as_str()));
+    assert_eq!(v["runs_csv"].as_str(), Some(runs.as_str()));
     assert_eq!(
         v["table"].as_str().map(str::trim_end),
         Some(table.trim_end())
@@ -301,6 +309,24 @@ fn a_run_gives_the_numbers_table_and_command_of_herdsim_run() {
         "2",
     ]);
     assert_eq!(v["summary_csv"].as_str(), Some(csv.as_str()), "{v}");
+    // scenario.toml is what `herdsim validate` prints for the same settings.
+    let o = Command::new(BIN)
+        .arg("validate")
+        .arg(&file)
+        .args([
+            "--set",
+            "workload.count=100",
+            "--set",
+            "policies=[\"spec\"]",
+        ])
+        .args(["--seed", "9", "--reps", "2"])
+        .output()
+        .expect("herdsim validate");
+    assert!(o.status.success());
+    assert_eq!(
+        v["scenario_toml"].as_str(),
+        Some(String::from_utf8_lossy(&o.stdout).as_ref())
+    );
     assert!(
         v["command"]
             .as_str()
@@ -583,7 +609,7 @@ impl Driver {
             "--disable-background-networking",
             "--disable-component-update",
             "--disable-sync",
-            "--window-size=1280,1000",
+            "--window-size=1120,860",
             &format!("--user-data-dir={}", d._profile.path().display()),
         ];
         let caps = serde_json::json!({ "capabilities": { "alwaysMatch": {
@@ -629,6 +655,20 @@ impl Driver {
             "/execute/sync",
             serde_json::json!({ "script": js, "args": [] }),
         )
+    }
+
+    /// The browser's screenshot, decoded.
+    fn screenshot(&self) -> image::RgbImage {
+        use base64::Engine;
+        let png = self.call(
+            "GET",
+            &format!("/session/{}/screenshot", self.session),
+            None,
+        );
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(png.as_str().expect("base64 PNG"))
+            .expect("decodes");
+        image::load_from_memory(&bytes).expect("a PNG").to_rgb8()
     }
 
     /// Poll `js` until `ok` holds of its value (at most `secs`).
@@ -747,6 +787,11 @@ fn in_a_real_browser_a_control_change_shows_the_clis_numbers_and_figure() {
         30,
         |v| v[0] == true && v[1].as_u64().is_some_and(|w| w > 200),
     );
+    // README's screenshot (results/examples/ui.png): this view.
+    if let Ok(path) = std::env::var("HERDSIM_UI_SCREENSHOT") {
+        let img = d.screenshot();
+        std::fs::write(Path::new(&path), png_best(&img)).expect("screenshot written");
+    }
     assert_eq!(figure[2], "blob:");
     assert_eq!(figure[3], "block");
     let href = d.script("return location.search");
@@ -823,13 +868,47 @@ fn in_a_real_browser_a_control_change_shows_the_clis_numbers_and_figure() {
         30,
         |v| v[0] == true && v[1].as_u64().is_some_and(|w| w > 200),
     );
+    // Pinned: 3 agents stay beside while 4 are run.
+    let found = d.session(
+        "POST",
+        "/element",
+        serde_json::json!({ "using": "css selector", "value": "#pin" }),
+    );
+    let pin = found["element-6066-11e4-a52e-4f735466cecf"]
+        .as_str()
+        .expect("element id")
+        .to_string();
+    d.session(
+        "POST",
+        &format!("/element/{pin}/click"),
+        serde_json::json!({}),
+    );
+    d.session(
+        "POST",
+        &format!("/element/{id}/clear"),
+        serde_json::json!({}),
+    );
+    d.session(
+        "POST",
+        &format!("/element/{id}/value"),
+        serde_json::json!({ "text": "4" }),
+    );
+    let mut four_args = CLI.to_vec();
+    four_args[1] = "agents.0.count=4";
+    let (four, _) = cli_run(&four_args);
+    d.until(table, 60, |v| {
+        v.as_str().map(str::trim_end) == Some(four.trim_end())
+    });
+    let pinned = d.script("return document.getElementById('pinned-table').textContent");
+    assert_eq!(pinned.as_str().map(str::trim_end), Some(three.trim_end()));
+    let shown = d.script(
+        "const p = document.getElementById('pinned'); const f = document.getElementById('pinned-figure'); \
+         return [getComputedStyle(p).display, f.naturalWidth]",
+    );
+    assert_eq!(shown[0], "block", "{shown}");
+    assert!(shown[1].as_u64().is_some_and(|w| w > 200), "{shown}");
     // The screenshot has content: many colours, not one.
-    let png = d.call("GET", &format!("/session/{}/screenshot", d.session), None);
-    use base64::Engine;
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(png.as_str().expect("base64 PNG"))
-        .expect("decodes");
-    let img = image::load_from_memory(&bytes).expect("a PNG").to_rgb8();
+    let img = d.screenshot();
     assert!(
         img.width() >= 800 && img.height() >= 600,
         "{}x{}",
@@ -841,7 +920,20 @@ fn in_a_real_browser_a_control_change_shows_the_clis_numbers_and_figure() {
         colours.insert(p.0);
     }
     assert!(colours.len() > 50, "{} colours", colours.len());
-    if let Ok(path) = std::env::var("HERDSIM_UI_SCREENSHOT") {
-        std::fs::write(Path::new(&path), &bytes).expect("screenshot written");
-    }
+}
+
+/// `img` as a PNG, compressed as hard as the encoder does.
+fn png_best(img: &image::RgbImage) -> Vec<u8> {
+    use image::ImageEncoder;
+    use image::codecs::png::{CompressionType, FilterType, PngEncoder};
+    let mut png = Vec::new();
+    PngEncoder::new_with_quality(&mut png, CompressionType::Best, FilterType::Adaptive)
+        .write_image(
+            img.as_raw(),
+            img.width(),
+            img.height(),
+            image::ColorType::Rgb8,
+        )
+        .expect("encodes");
+    png
 }

@@ -439,6 +439,12 @@ pub fn run(src: &Source, settings: &Settings, stop: &AtomicBool) -> Result<Ran, 
     };
     let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
     let summary_csv = String::from_utf8_lossy(&tables.summary_csv).into_owned();
+    let runs_csv = String::from_utf8_lossy(&tables.runs_csv).into_owned();
+    // What `herdsim validate` prints: the scenario as run, every default filled in.
+    let mut scenario_toml = plan.loaded.resolved_toml().map_err(Error::from)?;
+    if !scenario_toml.ends_with('\n') {
+        scenario_toml.push('\n');
+    }
     let shown = Path::new(&plan.name).join("summary.csv");
     let (svg, notes) =
         match plot::comparison_svg(&tables.summary_csv, &shown, &plan.loaded.sweep_labels()) {
@@ -456,6 +462,8 @@ pub fn run(src: &Source, settings: &Settings, stop: &AtomicBool) -> Result<Ran, 
         "name": plan.name,
         "table": table::render_width(&tables.keys, &tables.summary, table::WIDTH),
         "summary_csv": summary_csv,
+        "runs_csv": runs_csv,
+        "scenario_toml": scenario_toml,
         "svg": svg,
         "notes": notes,
         "warnings": warnings,

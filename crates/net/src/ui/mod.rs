@@ -174,7 +174,7 @@ async fn route(req: Request, stream: &mut TcpStream, shared: &Shared) -> Vec<u8>
     let json =
         |v: serde_json::Value| http::response(200, "application/json", v.to_string().as_bytes());
     match (req.method.as_str(), req.path.as_str()) {
-        ("GET" | "HEAD", "/") => http::response(200, "text/html; charset=utf-8", PAGE.as_bytes()),
+        ("GET", "/") => http::response(200, "text/html; charset=utf-8", PAGE.as_bytes()),
         ("GET", "/api/scenario") => match api::describe(&shared.src) {
             Ok(v) => json(v),
             Err(e) => http::error_json(400, &e.to_string()),
