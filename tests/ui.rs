@@ -527,6 +527,39 @@ fn a_slow_client_blocks_no_other() {
 }
 
 #[test]
+fn a_run_the_page_gives_up_on_is_stopped() {
+    let ui = Ui::start(&["--quiet"]);
+    // Two long runs (200 agents, 500 messages, 5 policies, 20 replications:
+    // some seconds each), as many as run at once; both given up on.
+    let heavy = r#"{"values": {"agents.0.count": "200", "workload.count": "500"}, "reps": "20"}"#;
+    let mut given_up = Vec::new();
+    for _ in 0..2 {
+        let mut s = TcpStream::connect(&ui.addr).expect("connects");
+        let raw = format!(
+            "POST /api/run HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n{heavy}",
+            ui.addr,
+            heavy.len()
+        );
+        s.write_all(raw.as_bytes()).expect("writes");
+        given_up.push(s);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    drop(given_up);
+    // Were they still running, this one would wait for them.
+    let t = Instant::now();
+    let r = post(
+        &ui.addr,
+        &ui.addr,
+        "",
+        r#"{"values": {"workload.count": "50"}, "reps": "2"}"#,
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let took = t.elapsed();
+    assert!(took < Duration::from_secs(8), "the small run took {took:?}");
+}
+
+#[test]
 fn bad_command_lines_exit_2_with_one_message() {
     for (args, expect) in [
         (
