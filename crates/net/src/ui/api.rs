@@ -28,7 +28,7 @@ pub struct Control {
 /// The page's controls, in the order of the panel and of the command's
 /// `--set`s. Keys of the first agent group: a scenario of several groups
 /// is changed in its first.
-pub const CONTROLS: [Control; 8] = [
+pub const CONTROLS: [Control; 13] = [
     Control {
         key: "agents.0.count",
         label: "agents",
@@ -75,6 +75,37 @@ pub const CONTROLS: [Control; 8] = [
         key: "schemes.scheme",
         label: "scheme",
         kind: "scheme",
+        unit: "",
+    },
+    Control {
+        key: "agents.0.respond_p",
+        label: "respond p",
+        kind: "number",
+        unit: "",
+    },
+    // Faults (docs/model.md).
+    Control {
+        key: "agents.0.crash_p",
+        label: "crash p",
+        kind: "number",
+        unit: "",
+    },
+    Control {
+        key: "agents.0.hang_p",
+        label: "hang p",
+        kind: "number",
+        unit: "",
+    },
+    Control {
+        key: "agents.0.ignore_yield_p",
+        label: "ignore YIELD p",
+        kind: "number",
+        unit: "",
+    },
+    Control {
+        key: "network.loss_p",
+        label: "message loss p",
+        kind: "number",
         unit: "",
     },
 ];
