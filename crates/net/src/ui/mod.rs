@@ -175,10 +175,15 @@ async fn route(req: Request, stream: &mut TcpStream, shared: &Shared) -> Vec<u8>
         |v: serde_json::Value| http::response(200, "application/json", v.to_string().as_bytes());
     match (req.method.as_str(), req.path.as_str()) {
         ("GET", "/") => http::response(200, "text/html; charset=utf-8", PAGE.as_bytes()),
-        ("GET", "/api/scenario") => match api::describe(&shared.src) {
-            Ok(v) => json(v),
-            Err(e) => http::error_json(400, &e.to_string()),
-        },
+        // Loading the scenario reads its file and data files: off the runtime.
+        ("GET", "/api/scenario") => {
+            let src = Arc::clone(&shared.src);
+            match tokio::task::spawn_blocking(move || api::describe(&src)).await {
+                Ok(Ok(v)) => json(v),
+                Ok(Err(e)) => http::error_json(400, &e.to_string()),
+                Err(e) => http::error_json(500, &format!("the scenario could not be read: {e}")),
+            }
+        }
         ("POST", "/api/run") => match run(req, stream, shared, Ask::Run).await {
             Ok(v) => json(v),
             Err(r) => http::error_json(r.status, &r.message),
