@@ -11,7 +11,7 @@
 //! ```text
 //! crate            modules
 //! herdsim          cli allocator      flags to one library call; the allocator
-//! herdsim-net      serve live observe tls replay
+//! herdsim-net      serve live observe tls replay ui
 //!                                     real time and sockets
 //! herdsim-lab      sweep tune calibrate term
 //!                                     the model run many times and read back
@@ -31,7 +31,7 @@ pub use herdsim_lab::{BUILD, calibrate, sweep, term, tune};
 pub use herdsim_model::{
     agent, dist, engine, error, files, floor, limits, metrics, model, names, progress, scenario,
 };
-pub use herdsim_net::{live, observe, replay, serve, tls};
+pub use herdsim_net::{live, observe, replay, serve, tls, ui};
 pub use herdsim_report::report;
 
 pub mod allocator;

@@ -13,6 +13,7 @@ pub mod plot;
 pub mod run;
 pub mod serve;
 pub mod tune;
+pub mod ui;
 pub mod validate;
 
 pub use crate::term::{note, plural, print_out};
@@ -58,6 +59,8 @@ pub enum Command {
     Observe(observe::Args),
     /// Fit a scenario to a frame log (observe's, a recorded session or a live trace) and predict with it.
     Calibrate(calibrate::Args),
+    /// Serve a local page to explore a scenario's settings in the browser (loopback only).
+    Ui(ui::Args),
 }
 
 /// The subcommands' names, as the parser knows them (so a new one is never
@@ -169,6 +172,7 @@ pub fn main() -> ExitCode {
         Command::Live(args) => live::run(args),
         Command::Observe(args) => observe::run(args),
         Command::Calibrate(args) => calibrate::run(args),
+        Command::Ui(args) => ui::run(args),
     };
     match result {
         Ok(code) => code,

@@ -9,7 +9,9 @@
 //!   fits;
 //! - [`tls`]: TLS for `live --url wss://` and `serve --tls-cert`;
 //! - [`replay`]: the `arbitrate` log format, and its replay through any
-//!   policy (`serve` and `arbitrate` share one event path).
+//!   policy (`serve` and `arbitrate` share one event path);
+//! - [`ui`]: `herdsim ui`, a local page that runs a scenario with the
+//!   settings it is given (docs/ui.md).
 //!
 //! On the model, the reports and the lab, whose modules are re-exported
 //! here under their names.
@@ -25,3 +27,4 @@ pub mod observe;
 pub mod replay;
 pub mod serve;
 pub mod tls;
+pub mod ui;

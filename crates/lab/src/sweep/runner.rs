@@ -233,6 +233,72 @@ pub fn prepare<'p>(plan: &'p Plan, opts: &'p Options) -> Result<Run<'p>, Error> 
     })
 }
 
+/// A plan's tables computed in memory, nothing read or written but the
+/// plan's own data files (`herdsim ui`): the replications [`run`] runs
+/// (every point, the same seeds, through [`super::execute`]), so the same
+/// `summary.csv` bytes. `None` when `stop` was set before the last
+/// replication finished. `threads` is checked as `--jobs` is.
+pub fn compute(
+    plan: &Plan,
+    threads: usize,
+    budget: u64,
+    stop: &AtomicBool,
+) -> Result<Option<Tables>, Error> {
+    let points: Vec<usize> = (0..plan.points.len()).collect();
+    check_job_count(plan, points.len())?;
+    let max_pending = memory::check_run(plan, &points, threads, budget)?;
+    let mut prepared: Vec<Prepared> = Vec::with_capacity(points.len());
+    for &p in &points {
+        let l = &plan.loaded;
+        let mut w = Prepared::with_cache(&plan.points[p].scenario, &l.base_dir, &l.data)
+            .map_err(|e| Error::Input(format!("{}: {e}", l.file)))?;
+        w.set_max_pending(max_pending);
+        prepared.push(w);
+    }
+    let jobs = super::plan(plan.seed, &points, &plan.policies, plan.reps);
+    let pool = super::pool(threads).map_err(Error::Input)?;
+    let world = |p: usize| prepared.get(p);
+    let mut rows = match super::execute(&jobs, &world, &pool, &|_| Ok(()), stop) {
+        Ok(rows) => rows,
+        Err(e) if e.downcast_ref::<crate::model::RunLimit>().is_some() => {
+            return Err(Error::Input(format!("{}: {e:#}", plan.loaded.file)));
+        }
+        Err(e) => return Err(Error::from(e)),
+    };
+    if rows.len() < jobs.len() {
+        return Ok(None);
+    }
+    let params = |point: usize| -> Vec<(String, String)> {
+        plan.points
+            .get(point)
+            .map(|p| p.params.clone())
+            .unwrap_or_default()
+    };
+    let keys = plan.loaded.sweep_keys();
+    Tables::of(&plan.name, keys, &mut rows, &plan.policies, &params).map(Some)
+}
+
+/// The trace `herdsim run --trace FILE --trace-policy POLICY` writes
+/// (replication 0 of the first point, under `policy`), in memory.
+pub fn trace(plan: &Plan, policy: PolicyKind) -> Result<TraceBuf, Error> {
+    let l = &plan.loaded;
+    let point = plan
+        .points
+        .first()
+        .ok_or_else(|| Error::Input(format!("{}: the sweep has no points", l.file)))?;
+    let world = Prepared::with_cache(&point.scenario, &l.base_dir, &l.data)
+        .map_err(|e| Error::Input(format!("{}: {e}", l.file)))?;
+    let mut buf = TraceBuf::new();
+    simulate(
+        &world,
+        policy,
+        super::rep_seed(plan.seed, point.index, 0),
+        Some(&mut buf),
+    )
+    .map_err(|e| Error::Input(format!("{}: --trace: {e}", l.file)))?;
+    Ok(buf)
+}
+
 /// `--trace-policy`: only with `--trace`, and one of the plan's policies.
 fn check_trace_policy(plan: &Plan, opts: &Options) -> Result<Option<PolicyKind>, Error> {
     let Some(p) = &opts.trace_policy else {

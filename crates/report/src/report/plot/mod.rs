@@ -68,6 +68,26 @@ pub fn comparison_figure(
     metric_figure(summary_csv, out, &spec)
 }
 
+/// [`comparison_figure`] drawn in memory as SVG, by the same drawing code:
+/// the figure `herdsim run` draws beside `summary_csv` (the bytes of a
+/// `summary.csv`), with `labels` (what `labels.toml` would hold); `shown`
+/// names the summary in messages. Returns the SVG text and the figure's
+/// notes. `herdsim ui` shows it; nothing is written.
+pub fn comparison_svg(
+    summary_csv: &[u8],
+    shown: &Path,
+    labels: &[crate::scenario::AxisLabels],
+) -> anyhow::Result<(String, Vec<String>)> {
+    let summary = Summary::from_reader(summary_csv, shown)?;
+    let spec = PlotSpec::default();
+    let figure = panels::PanelFigure::new(&summary, &spec, labels)?;
+    let size = figure_size(figure.metric_count());
+    output::ensure_fonts()?;
+    let bytes = output::encode(output::Format::Svg, size, &figure)?;
+    let svg = String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("the SVG is not UTF-8"))?;
+    Ok((svg, figure.notes().to_vec()))
+}
+
 /// Plot the metrics of `spec` (the standard four when it names none) from a
 /// `summary.csv`: one panel per metric, a single panel for a single metric.
 /// See [`PlotSpec`] for the choice of x axis and series. The labels of a
@@ -93,6 +113,26 @@ pub fn metric_figure(
         .unwrap_or_else(|| figure_size(figure.metric_count()));
     output::render(out, format, size, &figure)?;
     Ok(figure.notes().to_vec())
+}
+
+/// [`timeline_figure`] drawn in memory as SVG, by the same drawing code,
+/// from the bytes of a trace (`shown` names it in messages): the SVG text
+/// and the message drawn. `herdsim ui` shows it; nothing is written.
+pub fn timeline_svg(
+    trace: &[u8],
+    shown: &Path,
+    msg_id: Option<&str>,
+) -> anyhow::Result<(String, String)> {
+    let tl = timeline::Timeline::read(timeline::Trace::Bytes(trace, shown), msg_id)?;
+    let fig = timeline::TimelineFigure {
+        timeline: &tl,
+        title: None,
+    };
+    let size = (TIMELINE_WIDTH, timeline_height(tl.lane_count()));
+    output::ensure_fonts()?;
+    let bytes = output::encode(output::Format::Svg, size, &fig)?;
+    let svg = String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("the SVG is not UTF-8"))?;
+    Ok((svg, tl.msg_id.clone()))
 }
 
 /// Draw the timeline of one message from a trace (JSON Lines written by

@@ -86,7 +86,11 @@ pub fn render<F: Figure>(
 }
 
 /// The figure as the bytes of a PNG or an SVG file.
-fn encode<F: Figure>(format: Format, size: (u32, u32), fig: &F) -> anyhow::Result<Vec<u8>> {
+pub(super) fn encode<F: Figure>(
+    format: Format,
+    size: (u32, u32),
+    fig: &F,
+) -> anyhow::Result<Vec<u8>> {
     match format {
         Format::Png => {
             let mut pixels = vec![0u8; size.0 as usize * size.1 as usize * 3];

@@ -144,14 +144,34 @@ pub const MAX_TRACE_LINE_BYTES: u64 = 1 << 20;
 
 /// Read a trace, a line at a time, calling `f` for each event line (blank
 /// lines skipped).
-fn scan(path: &Path, mut f: impl FnMut(Line)) -> anyhow::Result<()> {
-    let shown = path.display().to_string();
-    if !path.exists() {
-        return Err(bad(format!("{shown}: no such file")));
+fn scan(src: Trace, f: impl FnMut(Line)) -> anyhow::Result<()> {
+    match src {
+        Trace::File(path) => {
+            let shown = path.display().to_string();
+            if !path.exists() {
+                return Err(bad(format!("{shown}: no such file")));
+            }
+            let file = crate::files::open_input(path)
+                .map_err(|e| bad(format!("{shown}: cannot open: {e}")))?;
+            scan_reader(std::io::BufReader::new(file), &shown, f)
+        }
+        Trace::Bytes(bytes, path) => scan_reader(bytes, &path.display().to_string(), f),
     }
-    let file =
-        crate::files::open_input(path).map_err(|e| bad(format!("{shown}: cannot open: {e}")))?;
-    let mut reader = std::io::BufReader::new(file);
+}
+
+/// Where a trace is read from: a file, or its bytes in memory (named in
+/// messages by a path).
+#[derive(Debug, Clone, Copy)]
+pub enum Trace<'a> {
+    File(&'a Path),
+    Bytes(&'a [u8], &'a Path),
+}
+
+fn scan_reader(
+    mut reader: impl std::io::BufRead,
+    shown: &str,
+    mut f: impl FnMut(Line),
+) -> anyhow::Result<()> {
     let mut bytes = Vec::new();
     for no in 1usize.. {
         use std::io::Read;
@@ -198,9 +218,17 @@ fn scan(path: &Path, mut f: impl FnMut(Line)) -> anyhow::Result<()> {
 
 /// The id of the first message with the most inferences in a trace.
 pub fn most_contested(path: &Path) -> anyhow::Result<String> {
+    most_contested_in(Trace::File(path))
+}
+
+/// [`most_contested`] of a trace file or bytes.
+pub fn most_contested_in(src: Trace) -> anyhow::Result<String> {
+    let path = match src {
+        Trace::File(p) | Trace::Bytes(_, p) => p,
+    };
     let mut infers: HashMap<String, usize> = HashMap::new();
     let mut order: Vec<String> = Vec::new();
-    scan(path, |l| {
+    scan(src, |l| {
         let Some(m) = id_str(l.v.get("msg_id")).filter(|_| l.ev == "infer") else {
             return;
         };
@@ -246,15 +274,23 @@ impl Timeline {
     /// Read the timeline of `msg_id` (or of the most contested message) from
     /// a trace file.
     pub fn load(path: &Path, msg_id: Option<&str>) -> anyhow::Result<Timeline> {
+        Self::read(Trace::File(path), msg_id)
+    }
+
+    /// [`Timeline::load`] of a trace file or bytes.
+    pub fn read(src: Trace, msg_id: Option<&str>) -> anyhow::Result<Timeline> {
+        let path = match src {
+            Trace::File(p) | Trace::Bytes(_, p) => p,
+        };
         let shown = path.display().to_string();
         let mut posts: Vec<String> = Vec::new();
         let id = match msg_id {
             Some(id) => id.to_string(),
-            None => most_contested(path)?,
+            None => most_contested_in(src)?,
         };
         let mut lines: Vec<Line> = Vec::new();
         let mut crashes: Vec<Line> = Vec::new();
-        scan(path, |l| {
+        scan(src, |l| {
             if l.ev == "post" && posts.len() < 6 {
                 posts.extend(id_str(l.v.get("msg_id")));
             }
