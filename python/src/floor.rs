@@ -200,6 +200,22 @@ pub struct FloorServer {
 
 type Out = Vec<(String, String)>;
 
+/// `who` must be an agent id, as `herdsim arbitrate` and the agent half
+/// require (non-empty, no spaces, not starting with `#` or `@`): a name
+/// the wire could not carry would make sends nobody can address.
+fn agent_id(py: Python<'_>, what: &str, who: &str) -> PyResult<()> {
+    if floor::address::is_agent_id(who) {
+        return Ok(());
+    }
+    Err(input_error(
+        py,
+        format!(
+            "{what} `{}`: not an agent id (non-empty, no spaces, not starting with `#` or `@`)",
+            who.escape_debug()
+        ),
+    ))
+}
+
 impl FloorServer {
     fn run(&mut self, now_ms: u64, input: Input) -> Out {
         self.sends.clear();
@@ -245,45 +261,56 @@ impl FloorServer {
         })
     }
 
-    /// `agent` joins `channel`.
-    fn join(&mut self, now_ms: u64, agent: &str, channel: &str) -> Out {
+    /// `agent` joins `channel`. An `agent` that is not an agent id raises
+    /// `InputError`.
+    fn join(&mut self, py: Python<'_>, now_ms: u64, agent: &str, channel: &str) -> PyResult<Out> {
+        agent_id(py, "agent", agent)?;
         let input = Input::Join {
             agent: agent.into(),
             channel: channel.into(),
         };
-        self.run(now_ms, input)
+        Ok(self.run(now_ms, input))
     }
 
     /// `agent` leaves `channel` (its claims there are released).
-    fn leave(&mut self, now_ms: u64, agent: &str, channel: &str) -> Out {
+    fn leave(&mut self, py: Python<'_>, now_ms: u64, agent: &str, channel: &str) -> PyResult<Out> {
+        agent_id(py, "agent", agent)?;
         let input = Input::Leave {
             agent: agent.into(),
             channel: channel.into(),
         };
-        self.run(now_ms, input)
+        Ok(self.run(now_ms, input))
     }
 
     /// `agent`'s connection is gone (its claims are released).
-    fn disconnect(&mut self, now_ms: u64, agent: &str) -> Out {
-        self.run(
-            now_ms,
-            Input::Disconnect {
-                agent: agent.into(),
-            },
-        )
+    fn disconnect(&mut self, py: Python<'_>, now_ms: u64, agent: &str) -> PyResult<Out> {
+        agent_id(py, "agent", agent)?;
+        let input = Input::Disconnect {
+            agent: agent.into(),
+        };
+        Ok(self.run(now_ms, input))
     }
 
     /// A frame `sender` sent (JSON text); `operator`: the sender is the
-    /// human operator.
+    /// human operator. A `sender` that is not an agent id raises
+    /// `InputError` (a bad frame is not an error: the sender gets an ERROR).
     #[pyo3(signature = (now_ms, sender, frame, *, operator = false))]
-    fn frame(&mut self, now_ms: u64, sender: &str, frame: &str, operator: bool) -> Out {
+    fn frame(
+        &mut self,
+        py: Python<'_>,
+        now_ms: u64,
+        sender: &str,
+        frame: &str,
+        operator: bool,
+    ) -> PyResult<Out> {
+        agent_id(py, "sender", sender)?;
         let role = if operator {
             Role::Operator
         } else {
             Role::Agent
         };
         let input = floor::edge::decode_bytes(sender, role, frame.as_bytes());
-        self.run(now_ms, input)
+        Ok(self.run(now_ms, input))
     }
 
     /// The time of `poll_timeout()` has come (claims expire).

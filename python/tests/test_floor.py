@@ -183,3 +183,25 @@ def test_the_readme_example_runs_as_it_says() -> None:
     out = scope["out"]
     assert out["type"] == "transmit"
     assert json.loads(out["frame"])["type"] == "RESPONDING_TO"
+
+
+@pytest.mark.parametrize("name", ["", "#general", "@server", "a b", "tab\there"])
+def test_the_server_takes_only_agent_ids_as_names(name: str) -> None:
+    """A name the wire could not carry (as herdsim arbitrate and Agent refuse
+    it) raises InputError, naming it; the server is unchanged."""
+    s = Server()
+    s.join(0, "alice", "#general")
+    frame = '{"type":"MSG","to":"#general","content":"hi"}'
+    calls = [
+        lambda: s.join(1, name, "#general"),
+        lambda: s.leave(1, name, "#general"),
+        lambda: s.disconnect(1, name),
+        lambda: s.frame(1, name, frame),
+        lambda: s.frame(1, name, frame, operator=True),
+    ]
+    for call in calls:
+        with pytest.raises(herdsim.InputError, match="not an agent id"):
+            call()
+    assert s.join(2, "bob", "#general") == []
+    sent = s.frame(3, "bob", frame)
+    assert [to for to, _ in sent] == ["alice"]
