@@ -334,6 +334,45 @@ fn a_run_gives_the_numbers_table_and_command_of_herdsim_run() {
     );
 }
 
+/// `herdsim run ARGS --out DIR` (figure drawn) into a fresh folder: the
+/// run.toml it writes into `DIR/NAME/`.
+fn cli_run_toml(args: &[&str], name: &str) -> String {
+    let out = tempfile::tempdir().expect("tempdir");
+    let o = Command::new(BIN)
+        .arg("run")
+        .args(args)
+        .args(["--quiet", "--out"])
+        .arg(out.path())
+        .output()
+        .expect("herdsim run");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::read_to_string(out.path().join(name).join("run.toml")).expect("run.toml")
+}
+
+#[test]
+fn run_toml_is_the_one_herdsim_run_writes() {
+    let ui = Ui::start(&["--quiet"]);
+    let v = post(&ui.addr, &ui.addr, "", SETTINGS).json();
+    let cli = cli_run_toml(&CLI, "default");
+    assert!(cli.contains("comparison.png"), "{cli}");
+    assert_eq!(v["run_toml"].as_str(), Some(cli.as_str()));
+    // A sweep's (its labels.toml among the files): the same bytes too.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let file = root.join("scenarios/pile-on.toml");
+    let file = file.to_str().expect("utf-8");
+    let ui = Ui::start(&["--quiet", file]);
+    let body = r#"{"values": {"workload.count": "40"}, "reps": "2"}"#;
+    let r = post(&ui.addr, &ui.addr, "", body);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    let cli = cli_run_toml(
+        &[file, "--set", "workload.count=40", "--reps", "2"],
+        v["name"].as_str().expect("name"),
+    );
+    assert!(cli.contains("labels.toml"), "{cli}");
+    assert_eq!(v["run_toml"].as_str(), Some(cli.as_str()));
+}
+
 #[test]
 fn a_timeline_is_the_one_herdsim_plot_draws_of_herdsim_runs_trace() {
     let ui = Ui::start(&["--quiet"]);

@@ -337,6 +337,33 @@ fn check_job_count(plan: &Plan, points: usize) -> Result<(), Error> {
     Err(plan.loaded.error_at("reps", why).into())
 }
 
+/// What a run of `header` is, for `run.toml` (its files aside).
+fn record_of(header: &Header, shard: Option<Shard>) -> Record {
+    Record {
+        herdsim: env!("CARGO_PKG_VERSION").to_string(),
+        shard: shard.map(|s| s.to_string()),
+        data: header.data.clone(),
+        files: Vec::new(),
+        scenario: header.scenario.clone(),
+    }
+}
+
+/// The `run.toml` that `herdsim run` of `plan` (no `--shard`, no
+/// `--trace`) writes into a folder that holds no results yet: `drawn`,
+/// whether it drew `comparison.png` (not with `--no-plot`). Written nowhere.
+pub fn record_toml(plan: &Plan, drawn: bool) -> Result<String, Error> {
+    let made = record_of(&header(plan, None, 0)?, None);
+    let mut files = vec!["runs.csv".to_string(), "summary.csv".to_string()];
+    // As `outputs::write_plan_labels` writes it.
+    if !plan.loaded.sweep_labels().is_empty() {
+        files.push(LABELS_FILE.to_string());
+    }
+    if drawn {
+        files.push("comparison.png".to_string());
+    }
+    record::render(&made, files)
+}
+
 /// What a run of `plan` is: its journal's header.
 fn header(plan: &Plan, shard: Option<Shard>, jobs: usize) -> Result<Header, Error> {
     let scenario = plan.loaded.resolved_toml()?;
@@ -478,13 +505,7 @@ impl Run<'_> {
 
     /// What this run is, for `run.toml`.
     fn record(&self) -> Record {
-        Record {
-            herdsim: env!("CARGO_PKG_VERSION").to_string(),
-            shard: self.opts.shard.map(|s| s.to_string()),
-            data: self.header.data.clone(),
-            files: Vec::new(),
-            scenario: self.header.scenario.clone(),
-        }
+        record_of(&self.header, self.opts.shard)
     }
 
     fn shard_meta(&self, shard: Shard, keys: &[String]) -> ShardMeta {

@@ -482,6 +482,8 @@ pub fn run(src: &Source, settings: &Settings, stop: &AtomicBool) -> Result<Ran, 
             Ok((svg, notes)) => (Some(svg), notes),
             Err(e) => (None, vec![format!("the figure could not be drawn: {e:#}")]),
         };
+    // What `herdsim run` (the command below) writes as run.toml.
+    let run_toml = runner::record_toml(&plan, svg.is_some())?;
     let warnings: Vec<String> = plan
         .loaded
         .scheme_warnings()
@@ -495,6 +497,7 @@ pub fn run(src: &Source, settings: &Settings, stop: &AtomicBool) -> Result<Ran, 
         "summary_csv": summary_csv,
         "runs_csv": runs_csv,
         "scenario_toml": scenario_toml,
+        "run_toml": run_toml,
         "svg": svg,
         "notes": notes,
         "warnings": warnings,
