@@ -374,6 +374,59 @@ fn run_toml_is_the_one_herdsim_run_writes() {
 }
 
 #[test]
+fn the_tradeoff_runs_each_window_maximum_as_herdsim_run_does() {
+    let ui = Ui::start(&["--quiet"]);
+    let r = post_to(&ui.addr, "/api/tradeoff", SETTINGS);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    let maxima: Vec<&str> = v["maxima"]
+        .as_array()
+        .expect("maxima")
+        .iter()
+        .filter_map(|m| m.as_str())
+        .collect();
+    // The default window is 2000..8000 ms: five maxima from 2000 to 16000.
+    assert_eq!(maxima, ["2000", "5500", "9000", "12500", "16000"]);
+    assert_eq!(v["rows"].as_array().map(Vec::len), Some(10), "{v}");
+    assert!(
+        v["svg"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("<svg") && s.contains("</svg>"))
+    );
+    // Each maximum's numbers are `herdsim run --set agents.0.csma.max_ms=V`'s.
+    let third = &v["runs"][2];
+    assert_eq!(third["max_ms"], "9000");
+    assert!(
+        third["command"]
+            .as_str()
+            .is_some_and(|c| c.contains("--set agents.0.csma.max_ms=9000")),
+        "{third}"
+    );
+    let mut cli: Vec<&str> = CLI.to_vec();
+    cli.extend(["--set", "agents.0.csma.max_ms=12500"]);
+    let (_, csv) = cli_run(&cli);
+    assert_eq!(v["runs"][3]["summary_csv"].as_str(), Some(csv.as_str()));
+    let row = &v["rows"][6];
+    assert_eq!(
+        (row["max_ms"].as_str(), row["policy"].as_str()),
+        (Some("12500"), Some("spec"))
+    );
+    // The work of all the maxima together is bounded.
+    let big = r#"{"values": {"workload.count": "4000"}, "reps": "100"}"#;
+    let r = post_to(&ui.addr, "/api/tradeoff", big);
+    assert_eq!(r.status, 422, "{}", r.text());
+    assert!(r.text().contains("5 window maxima"), "{}", r.text());
+    // A scenario that sweeps the window: its own maxima.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let file = root.join("scenarios/csma-window.toml");
+    let ui = Ui::start(&["--quiet", file.to_str().expect("utf-8")]);
+    let body = r#"{"values": {"workload.count": "30"}, "reps": "2"}"#;
+    let v = post_to(&ui.addr, "/api/tradeoff", body).json();
+    assert_eq!(v["maxima"].as_array().map(Vec::len), Some(6), "{v}");
+    assert_eq!(v["maxima"][0], "1000");
+}
+
+#[test]
 fn a_timeline_is_the_one_herdsim_plot_draws_of_herdsim_runs_trace() {
     let ui = Ui::start(&["--quiet"]);
     let body = SETTINGS.replacen('{', r#"{"policy": "spec", "#, 1);
@@ -937,6 +990,31 @@ fn in_a_real_browser_a_control_change_shows_the_clis_numbers_and_figure() {
     );
     d.until(
         "const f = document.getElementById('timeline'); return [f.complete, f.naturalWidth]",
+        30,
+        |v| v[0] == true && v[1].as_u64().is_some_and(|w| w > 200),
+    );
+    // A click on the trade-off: a row per window maximum and policy, and its figure.
+    let found = d.session(
+        "POST",
+        "/element",
+        serde_json::json!({ "using": "css selector", "value": "#to-show" }),
+    );
+    let to = found["element-6066-11e4-a52e-4f735466cecf"]
+        .as_str()
+        .expect("element id")
+        .to_string();
+    d.session(
+        "POST",
+        &format!("/element/{to}/click"),
+        serde_json::json!({}),
+    );
+    d.until("return document.body.dataset.tradeoff || ''", 60, |v| {
+        v == "done"
+    });
+    let rows = d.script("return document.querySelectorAll('#to-table tr').length");
+    assert_eq!(rows.as_u64(), Some(11), "{rows}");
+    d.until(
+        "const f = document.getElementById('to-figure'); return [f.complete, f.naturalWidth]",
         30,
         |v| v[0] == true && v[1].as_u64().is_some_and(|w| w > 200),
     );

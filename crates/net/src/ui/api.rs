@@ -386,8 +386,9 @@ fn messages(s: &Scenario) -> f64 {
 }
 
 /// The bounds of `src` on `plan`: a message naming the bound and the
-/// settings that break it.
-pub fn check_work(plan: &Plan, b: &WorkBounds) -> Result<(), Refused> {
+/// settings that break it. `Ok` is the plan's work (points x policies x
+/// replications x messages x agents).
+pub fn check_work(plan: &Plan, b: &WorkBounds) -> Result<f64, Refused> {
     let over = |what: String| Err(Refused(format!("{what} (docs/ui.md); ask for less")));
     if plan.points.len() > b.max_points {
         return over(format!(
@@ -432,12 +433,18 @@ pub fn check_work(plan: &Plan, b: &WorkBounds) -> Result<(), Refused> {
         }
         work += m * agents as f64 * plan.policies.len() as f64 * f64::from(plan.reps);
     }
+    over_work(work, b)?;
+    Ok(work)
+}
+
+/// Past the bound of work of one request.
+fn over_work(work: f64, b: &WorkBounds) -> Result<(), Refused> {
     if work > b.max_work as f64 {
-        return over(format!(
+        return Err(Refused(format!(
             "{work:.0} agent-messages (points x policies x replications x messages x agents): \
-             more than the {} herdsim ui runs at once",
+             more than the {} herdsim ui runs at once (docs/ui.md); ask for less",
             b.max_work
-        ));
+        )));
     }
     Ok(())
 }
@@ -541,6 +548,184 @@ fn plan_of(src: &Source, settings: &Settings) -> Result<Result<(Plan, Args), Str
         return Ok(Err(m));
     }
     Ok(Ok((plan, args)))
+}
+
+/// The window maxima a trade-off runs when the scenario sweeps none.
+pub const TRADEOFF_POINTS: usize = 5;
+
+/// The keys of the first group's CSMA window maximum a sweep may name.
+const MAX_KEYS: [&str; 2] = ["agents.0.csma.max_ms", "agents.csma.max_ms"];
+
+fn number(v: Option<&toml::Value>) -> Option<f64> {
+    match v? {
+        toml::Value::Integer(i) => Some(*i as f64),
+        toml::Value::Float(f) => Some(*f),
+        _ => None,
+    }
+}
+
+/// The window maxima of a trade-off of `plan`: the scenario's own sweep
+/// of the window when it has one, else [`TRADEOFF_POINTS`] evenly from
+/// the window's min to twice its max (at least min + 1000 ms), whole ms.
+fn window_maxima(plan: &Plan) -> Result<Vec<String>, Refused> {
+    let mut swept: Vec<String> = Vec::new();
+    for p in &plan.points {
+        for (k, v) in &p.params {
+            if MAX_KEYS.contains(&k.as_str()) && !swept.contains(v) {
+                swept.push(v.clone());
+            }
+        }
+    }
+    if !swept.is_empty() {
+        return Ok(swept);
+    }
+    let resolved = plan.loaded.resolved_table();
+    let (Some(min), Some(max)) = (
+        number(lookup(&resolved, "agents.0.csma.min_ms")),
+        number(lookup(&resolved, "agents.0.csma.max_ms")),
+    ) else {
+        return Err(Refused(
+            "the trade-off moves the CSMA window's max_ms, and the first agent group's window \
+             is not `uniform` (min_ms, max_ms)"
+                .into(),
+        ));
+    };
+    let hi = (2.0 * max).max(min + 1000.0);
+    let mut out: Vec<String> = Vec::new();
+    for i in 0..TRADEOFF_POINTS {
+        let v = min + (hi - min) * i as f64 / (TRADEOFF_POINTS - 1) as f64;
+        let v = format!("{}", v.round());
+        if !out.contains(&v) {
+            out.push(v);
+        }
+    }
+    Ok(out)
+}
+
+/// Duplicates against TTFR p95 as the window moves: the settings run at
+/// several CSMA window maxima ([`window_maxima`]), each as `herdsim run`
+/// with `--set agents.0.csma.max_ms=V` runs them (the same seeds, the same
+/// summary.csv), the duplicate rate against the p95 time to first response
+/// per policy drawn as `herdsim tune`'s trade-off figure draws its
+/// candidates (`plot::pareto::pareto_svg`), and the table of the points.
+/// Bounded by the work of all the runs together; stopped early once `stop`
+/// is set.
+pub fn tradeoff(src: &Source, settings: &Settings, stop: &AtomicBool) -> Result<Ran, Error> {
+    use crate::report::plot::pareto::{Mark, ParetoAxis, ParetoChart, ParetoPoint, pareto_svg};
+    let (plan, _) = match plan_of(src, settings)? {
+        Ok(p) => p,
+        Err(m) => return Ok(Ran::Refused(m)),
+    };
+    let maxima = match window_maxima(&plan) {
+        Ok(m) => m,
+        Err(Refused(m)) => return Ok(Ran::Refused(m)),
+    };
+    // Every run checked, and their work together bounded, before any runs.
+    let mut plans = Vec::new();
+    let mut work = 0.0;
+    for v in &maxima {
+        let mut values = settings.values.clone();
+        values.insert(MAX_KEYS[0].to_string(), json!(v));
+        let s = Settings {
+            values,
+            policies: settings.policies.clone(),
+            seed: settings.seed.clone(),
+            reps: settings.reps.clone(),
+            policy: None,
+            msg: None,
+        };
+        let (plan, args) = match plan_of(src, &s)? {
+            Ok(p) => p,
+            Err(m) => return Ok(Ran::Refused(format!("{}={v}: {m}", MAX_KEYS[0]))),
+        };
+        work += check_work(&plan, &src.bounds).map_or(f64::INFINITY, |w| w);
+        plans.push((v, plan, args));
+    }
+    if let Err(Refused(m)) = over_work(work, &src.bounds) {
+        return Ok(Ran::Refused(format!(
+            "the trade-off runs {} window maxima: {m}",
+            maxima.len()
+        )));
+    }
+    let metric = |name: &str| crate::metrics::METRICS.iter().position(|m| *m == name);
+    let (Some(dup), Some(p95)) = (metric("duplicate_rate"), metric("ttfr_p95_ms")) else {
+        return Err(Error::Failure(anyhow::anyhow!(
+            "duplicate_rate or ttfr_p95_ms is not a metric"
+        )));
+    };
+    let mut points = Vec::new();
+    let mut rows = Vec::new();
+    let mut runs = Vec::new();
+    for (v, plan, args) in &plans {
+        let tables = match runner::compute(plan, src.threads, src.budget, stop) {
+            Ok(Some(t)) => t,
+            Ok(None) => return Ok(Ran::Stopped),
+            Err(e) if e.exit_code() == herdsim_model::error::EXIT_BAD_INPUT => {
+                return Ok(Ran::Refused(e.to_string()));
+            }
+            Err(e) => return Err(e),
+        };
+        for r in &tables.summary {
+            let (Some(d), Some(t)) = (r.stats.get(dup), r.stats.get(p95)) else {
+                continue;
+            };
+            let group = plan.policies.iter().position(|p| p.name() == r.policy);
+            points.push(ParetoPoint {
+                x_ms: (t.mean, t.ci95),
+                ys: vec![(d.mean, d.ci95)],
+                feasible: true,
+                mark: Mark::Candidate,
+                group,
+            });
+            let other: Vec<String> = r
+                .params
+                .iter()
+                .filter(|(k, _)| !MAX_KEYS.contains(&k.as_str()))
+                .map(|(k, x)| format!("{k}={x}"))
+                .collect();
+            rows.push(json!({
+                "max_ms": v,
+                "point": other.join(" "),
+                "policy": r.policy,
+                "duplicate_rate": d.mean, "duplicate_rate_ci95": d.ci95,
+                "ttfr_p95_ms": t.mean, "ttfr_p95_ms_ci95": t.ci95,
+            }));
+        }
+        runs.push(json!({
+            "max_ms": v,
+            "command": command(src.scenario.as_deref(), args),
+            "summary_csv": String::from_utf8_lossy(&tables.summary_csv),
+        }));
+    }
+    let chart = ParetoChart {
+        title: format!("{}: as the CSMA window moves", plan.name),
+        subtitle: format!(
+            "max_ms = {} ms; {} replications, seed {}",
+            maxima.join(", "),
+            plan.reps,
+            plan.seed
+        ),
+        budget_ms: None,
+        panels: vec![ParetoAxis {
+            label: "duplicate rate".into(),
+            percent: true,
+        }],
+        points,
+        chosen_label: None,
+        groups: plan.policies.iter().map(|p| p.name().to_string()).collect(),
+    };
+    let (svg, notes) = match pareto_svg(&chart) {
+        Ok(svg) => (Some(svg), Vec::new()),
+        Err(e) => (None, vec![format!("the figure could not be drawn: {e:#}")]),
+    };
+    Ok(Ran::Done(json!({
+        "ok": true,
+        "maxima": maxima,
+        "rows": rows,
+        "runs": runs,
+        "svg": svg,
+        "notes": notes,
+    })))
 }
 
 /// The timeline of one message of the replication `herdsim run --trace

@@ -192,10 +192,16 @@ async fn route(req: Request, stream: &mut TcpStream, shared: &Shared) -> Vec<u8>
             Ok(v) => json(v),
             Err(r) => http::error_json(r.status, &r.message),
         },
-        (_, "/" | "/api/scenario" | "/api/run" | "/api/timeline") => http::error_json(
-            405,
-            &format!("{} is not allowed on {}", req.method, req.path),
-        ),
+        ("POST", "/api/tradeoff") => match run(req, stream, shared, Ask::Tradeoff).await {
+            Ok(v) => json(v),
+            Err(r) => http::error_json(r.status, &r.message),
+        },
+        (_, "/" | "/api/scenario" | "/api/run" | "/api/timeline" | "/api/tradeoff") => {
+            http::error_json(
+                405,
+                &format!("{} is not allowed on {}", req.method, req.path),
+            )
+        }
         _ => http::error_json(404, &format!("{}: no such page", req.path)),
     }
 }
@@ -227,6 +233,8 @@ enum Ask {
     Run,
     /// One message's timeline.
     Timeline,
+    /// Duplicates against TTFR p95 as the window moves.
+    Tradeoff,
 }
 
 async fn run(
@@ -264,6 +272,7 @@ async fn run(
         tokio::task::spawn_blocking(move || match ask {
             Ask::Run => api::run(&src, &settings, &stop),
             Ask::Timeline => api::timeline(&src, &settings),
+            Ask::Tradeoff => api::tradeoff(&src, &settings, &stop),
         })
     };
     tokio::pin!(work);
