@@ -427,6 +427,59 @@ fn the_tradeoff_runs_each_window_maximum_as_herdsim_run_does() {
 }
 
 #[test]
+fn a_tune_recommends_what_herdsim_tune_prints() {
+    let ui = Ui::start(&["--quiet"]);
+    let body = r#"{"values": {"agents.0.count": "3", "workload.count": "100"}, "seed": "7"}"#;
+    let r = post_to(&ui.addr, "/api/tune", body);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    let out = tempfile::tempdir().expect("tempdir");
+    let o = Command::new(BIN)
+        .args([
+            "tune",
+            "--set",
+            "agents.0.count=3",
+            "--set",
+            "workload.count=100",
+        ])
+        .args([
+            "--seed", "7", "--reps", "2", "--grid", "3", "--quiet", "--out",
+        ])
+        .arg(out.path())
+        .output()
+        .expect("herdsim tune");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        v["text"].as_str(),
+        Some(String::from_utf8_lossy(&o.stdout).as_ref())
+    );
+    let csv = std::fs::read_to_string(out.path().join("default/tune/candidates.csv"))
+        .expect("candidates.csv");
+    assert_eq!(v["candidates_csv"].as_str(), Some(csv.as_str()));
+    assert_eq!(
+        v["command"],
+        "herdsim tune --set agents.0.count=3 --set workload.count=100 --seed 7 --reps 2 --grid 3"
+    );
+    // What "apply" sets: the recommendation's window and TTL, as it says them.
+    let text = v["text"].as_str().expect("text");
+    for key in [
+        "agents.0.csma.min_ms",
+        "agents.0.csma.max_ms",
+        "server.ttl_ms",
+    ] {
+        let value = v["apply"][key].as_str().expect("applied");
+        assert!(text.contains(value), "{key}={value}: {text}");
+    }
+    assert!(v["svg"].as_str().is_some_and(|s| s.starts_with("<svg")));
+    // Bounded: a tune of too much work is refused before it runs.
+    let big = r#"{"values": {"agents.0.count": "100", "workload.count": "20000"},
+        "policies": ["spec"], "reps": "2"}"#;
+    let r = post_to(&ui.addr, "/api/tune", big);
+    assert_eq!(r.status, 422, "{}", r.text());
+    assert!(r.text().contains("a tune of about"), "{}", r.text());
+}
+
+#[test]
 fn a_timeline_is_the_one_herdsim_plot_draws_of_herdsim_runs_trace() {
     let ui = Ui::start(&["--quiet"]);
     let body = SETTINGS.replacen('{', r#"{"policy": "spec", "#, 1);
@@ -1018,6 +1071,43 @@ fn in_a_real_browser_a_control_change_shows_the_clis_numbers_and_figure() {
         30,
         |v| v[0] == true && v[1].as_u64().is_some_and(|w| w > 200),
     );
+    // Tune: the recommendation herdsim tune prints, applied to the controls.
+    let found = d.session(
+        "POST",
+        "/element",
+        serde_json::json!({ "using": "css selector", "value": "#tu-show" }),
+    );
+    let tu = found["element-6066-11e4-a52e-4f735466cecf"]
+        .as_str()
+        .expect("element id")
+        .to_string();
+    d.session(
+        "POST",
+        &format!("/element/{tu}/click"),
+        serde_json::json!({}),
+    );
+    d.until("return document.body.dataset.tune || ''", 120, |v| {
+        v == "done"
+    });
+    let tuned = d.script(
+        "return [document.getElementById('tu-text').textContent, \
+         document.querySelectorAll('#tu-table tr').length]",
+    );
+    let out = tempfile::tempdir().expect("tempdir");
+    let mut tune_args = vec!["tune"];
+    tune_args.extend(&CLI[..CLI.len() - 2]);
+    let o = Command::new(BIN)
+        .args(&tune_args)
+        .args(["--reps", "2", "--grid", "3", "--quiet", "--out"])
+        .arg(out.path())
+        .output()
+        .expect("herdsim tune");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        tuned[0].as_str(),
+        Some(String::from_utf8_lossy(&o.stdout).as_ref())
+    );
+    assert!(tuned[1].as_u64().is_some_and(|n| n > 2), "{tuned}");
     // Pinned: 3 agents stay beside while 4 are run.
     let found = d.session(
         "POST",
@@ -1070,6 +1160,34 @@ fn in_a_real_browser_a_control_change_shows_the_clis_numbers_and_figure() {
         colours.insert(p.0);
     }
     assert!(colours.len() > 50, "{} colours", colours.len());
+    // "apply": the recommendation in the controls, and the command runs it.
+    let apply = d.script("return tuApply");
+    let max = apply["agents.0.csma.max_ms"]
+        .as_str()
+        .expect("a recommended max")
+        .to_string();
+    let found = d.session(
+        "POST",
+        "/element",
+        serde_json::json!({ "using": "css selector", "value": "#tu-apply" }),
+    );
+    let button = found["element-6066-11e4-a52e-4f735466cecf"]
+        .as_str()
+        .expect("element id")
+        .to_string();
+    d.session(
+        "POST",
+        &format!("/element/{button}/click"),
+        serde_json::json!({}),
+    );
+    let want = format!("--set agents.0.csma.max_ms={max}");
+    d.until(
+        "return document.getElementById('command').textContent",
+        60,
+        |v| v.as_str().is_some_and(|c| c.contains(&want)),
+    );
+    let field = d.script("return document.getElementById('c-agents.0.csma.max_ms').value");
+    assert_eq!(field.as_str(), Some(max.as_str()));
 }
 
 /// `img` as a PNG, compressed as hard as the encoder does.

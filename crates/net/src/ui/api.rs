@@ -798,6 +798,120 @@ pub fn timeline(src: &Source, settings: &Settings) -> Result<Ran, Error> {
     })))
 }
 
+/// The grid levels of a tune from the page (`herdsim tune --grid`).
+pub const TUNE_GRID: usize = 3;
+
+/// The replications of each candidate of a tune from the page (`herdsim
+/// tune --reps`; `--max-reps` its default, four times as many).
+pub const TUNE_REPS: u32 = 2;
+
+/// The page's control a key `herdsim tune` searched sets, if any.
+fn control_of(key: &str) -> Option<&'static str> {
+    let key = key.replacen("agents.csma.", "agents.0.csma.", 1);
+    CONTROLS.iter().map(|c| c.key).find(|c| *c == key)
+}
+
+/// `herdsim tune` of the settings with the page's small budget (`--grid
+/// 3 --reps 2`, the default objective, policy and parameters: the CSMA
+/// window and the claim TTL), through the call the command makes
+/// (`tune::request`), writing nothing: the recommendation it prints,
+/// `candidates.csv`, its trade-off figure as SVG, the values to apply to
+/// the controls and the command. Bounded by the search's estimated runs;
+/// stopped early once `stop` is set.
+pub fn tune(src: &Source, settings: &Settings, stop: &AtomicBool) -> Result<Ran, Error> {
+    use crate::tune::request::{self, Request};
+    let args = match settings.args() {
+        Ok(a) => a,
+        Err(Refused(m)) => return Ok(Ran::Refused(m)),
+    };
+    let seed = args.seed.or(src.seed);
+    let bad = |e: Error| -> Result<Ran, Error> {
+        if e.exit_code() == herdsim_model::error::EXIT_BAD_INPUT {
+            Ok(Ran::Refused(e.to_string()))
+        } else {
+            Err(e)
+        }
+    };
+    // The settings' own bounds first (agents, messages, time), as a run's.
+    let plan = match plan_of(src, settings)? {
+        Ok((p, _)) => p,
+        Err(m) => return Ok(Ran::Refused(m)),
+    };
+    let search = match (Request {
+        scenario: src.scenario.clone(),
+        text: None,
+        sets: args.sets.clone(),
+        objective: "1,1,1".into(),
+        max_ttfr_p95_ms: None,
+        params: Vec::new(),
+        policy: "spec".into(),
+        seed,
+        reps: Some(TUNE_REPS),
+        max_reps: None,
+        grid: Some(TUNE_GRID),
+        threads: src.threads,
+        max_memory: None,
+        schemes: None,
+    })
+    .check()
+    {
+        Ok(s) => s,
+        Err(e) => return bad(e),
+    };
+    let grid = search.space.grid(search.settings.levels).len();
+    let runs = crate::tune::estimated_runs(&search.space, &search.settings, grid);
+    let per_run = plan.points.first().map_or(0.0, |p| {
+        let agents: u64 = p.scenario.agents.iter().map(|g| u64::from(g.count)).sum();
+        messages(&p.scenario) * agents as f64
+    });
+    if let Err(Refused(m)) = over_work(runs as f64 * per_run, &src.bounds) {
+        return Ok(Ran::Refused(format!(
+            "a tune of about {runs} runs of these settings: {m}"
+        )));
+    }
+    let done = match request::compute(&search, &(), stop) {
+        Ok(d) => d,
+        Err(_) if stop.load(std::sync::atomic::Ordering::SeqCst) => return Ok(Ran::Stopped),
+        Err(e) => return bad(e),
+    };
+    let mut apply = serde_json::Map::new();
+    if let Some(values) = done
+        .outcome
+        .chosen
+        .and_then(|i| done.outcome.candidates.get(i))
+        .and_then(|c| c.values.as_ref())
+    {
+        for (d, v) in search.space.dims.iter().zip(values) {
+            if let Some(c) = control_of(&d.key) {
+                apply.insert(c.to_string(), json!(format!("{v:.*}", d.decimals)));
+            }
+        }
+    }
+    let svg = crate::report::plot::pareto::pareto_svg(&done.chart).ok();
+    let mut words = vec!["herdsim".to_string(), "tune".to_string()];
+    if let Some(s) = &src.scenario {
+        words.push(shell(&s.display().to_string()));
+    }
+    for s in &args.sets {
+        words.push("--set".into());
+        words.push(shell(s));
+    }
+    if let Some(seed) = seed {
+        words.push(format!("--seed {seed}"));
+    }
+    words.push(format!("--reps {TUNE_REPS} --grid {TUNE_GRID}"));
+    Ok(Ran::Done(json!({
+        "ok": true,
+        "text": done.text,
+        "candidates_csv": String::from_utf8_lossy(&done.candidates_csv),
+        "svg": svg,
+        "apply": apply,
+        "recommends": done.outcome.chosen.is_some(),
+        "runs": done.outcome.runs,
+        "command": words.join(" "),
+    })))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -196,12 +196,17 @@ async fn route(req: Request, stream: &mut TcpStream, shared: &Shared) -> Vec<u8>
             Ok(v) => json(v),
             Err(r) => http::error_json(r.status, &r.message),
         },
-        (_, "/" | "/api/scenario" | "/api/run" | "/api/timeline" | "/api/tradeoff") => {
-            http::error_json(
-                405,
-                &format!("{} is not allowed on {}", req.method, req.path),
-            )
-        }
+        ("POST", "/api/tune") => match run(req, stream, shared, Ask::Tune).await {
+            Ok(v) => json(v),
+            Err(r) => http::error_json(r.status, &r.message),
+        },
+        (
+            _,
+            "/" | "/api/scenario" | "/api/run" | "/api/timeline" | "/api/tradeoff" | "/api/tune",
+        ) => http::error_json(
+            405,
+            &format!("{} is not allowed on {}", req.method, req.path),
+        ),
         _ => http::error_json(404, &format!("{}: no such page", req.path)),
     }
 }
@@ -235,6 +240,8 @@ enum Ask {
     Timeline,
     /// Duplicates against TTFR p95 as the window moves.
     Tradeoff,
+    /// `herdsim tune` of the settings.
+    Tune,
 }
 
 async fn run(
@@ -273,6 +280,7 @@ async fn run(
             Ask::Run => api::run(&src, &settings, &stop),
             Ask::Timeline => api::timeline(&src, &settings),
             Ask::Tradeoff => api::tradeoff(&src, &settings, &stop),
+            Ask::Tune => api::tune(&src, &settings, &stop),
         })
     };
     tokio::pin!(work);
