@@ -480,6 +480,34 @@ fn a_tune_recommends_what_herdsim_tune_prints() {
 }
 
 #[test]
+fn a_runs_progress_is_read_by_its_name_while_it_runs() {
+    let ui = Ui::start(&["--quiet"]);
+    let addr = ui.addr.clone();
+    // 500 replications (5 policies x 100) of 2000 messages: long enough to be
+    // seen running.
+    let body = r#"{"run": "t-1", "values": {"workload.count": "2000"}, "reps": "100"}"#;
+    let long = std::thread::spawn(move || post_to(&addr, "/api/run", body));
+    let mut seen = Vec::new();
+    while !long.is_finished() {
+        let r = get(&ui.addr, "/api/progress/t-1", "");
+        if r.status == 200 {
+            let v = r.json();
+            seen.push((v["done"].as_u64(), v["total"].as_u64()));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let r = long.join().expect("the run");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(!seen.is_empty(), "never seen running");
+    for (done, total) in &seen {
+        assert_eq!(*total, Some(500), "{seen:?}");
+        assert!(done.is_some_and(|d| d <= 500), "{seen:?}");
+    }
+    // Over: no such run under way.
+    assert_eq!(get(&ui.addr, "/api/progress/t-1", "").status, 404);
+}
+
+#[test]
 fn a_timeline_is_the_one_herdsim_plot_draws_of_herdsim_runs_trace() {
     let ui = Ui::start(&["--quiet"]);
     let body = SETTINGS.replacen('{', r#"{"policy": "spec", "#, 1);

@@ -244,6 +244,18 @@ pub fn compute(
     budget: u64,
     stop: &AtomicBool,
 ) -> Result<Option<Tables>, Error> {
+    compute_observed(plan, threads, budget, stop, &())
+}
+
+/// [`compute`], telling `obs` the replications ahead (`length`) and each
+/// one finished (`advance`).
+pub fn compute_observed(
+    plan: &Plan,
+    threads: usize,
+    budget: u64,
+    stop: &AtomicBool,
+    obs: &dyn Observer,
+) -> Result<Option<Tables>, Error> {
     let points: Vec<usize> = (0..plan.points.len()).collect();
     check_job_count(plan, points.len())?;
     let max_pending = memory::check_run(plan, &points, threads, budget)?;
@@ -258,7 +270,12 @@ pub fn compute(
     let jobs = super::plan(plan.seed, &points, &plan.policies, plan.reps);
     let pool = super::pool(threads).map_err(Error::Input)?;
     let world = |p: usize| prepared.get(p);
-    let mut rows = match super::execute(&jobs, &world, &pool, &|_| Ok(()), stop) {
+    obs.length(jobs.len() as u64);
+    let done = |_: &Row| {
+        obs.advance(1);
+        Ok(())
+    };
+    let mut rows = match super::execute(&jobs, &world, &pool, &done, stop) {
         Ok(rows) => rows,
         Err(e) if e.downcast_ref::<crate::model::RunLimit>().is_some() => {
             return Err(Error::Input(format!("{}: {e:#}", plan.loaded.file)));

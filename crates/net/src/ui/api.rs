@@ -13,7 +13,7 @@ use herdsim_model::error::Error;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// A control of the page: the scenario key it sets (as `--set KEY=VALUE`),
 /// its label and what the page shows it as.
@@ -164,6 +164,40 @@ pub struct Settings {
     /// A timeline only: the message (none: the most contested).
     #[serde(default)]
     pub msg: Option<String>,
+    /// The page's name for this run, for `/api/progress/NAME`.
+    #[serde(default)]
+    pub run: Option<String>,
+}
+
+/// How far a run is: replications done of those ahead.
+#[derive(Debug, Default)]
+pub struct Progress {
+    pub done: AtomicU64,
+    pub total: AtomicU64,
+}
+
+impl crate::progress::Observer for Progress {
+    fn length(&self, total: u64) {
+        self.total.store(total, Ordering::SeqCst);
+    }
+    fn advance(&self, units: u64) {
+        self.done.fetch_add(units, Ordering::SeqCst);
+    }
+}
+
+/// Counts what it is told is done, not what is ahead (several runs in a
+/// row, their total told first).
+struct Advances<'a>(&'a Progress);
+
+impl crate::progress::Observer for Advances<'_> {
+    fn advance(&self, units: u64) {
+        self.0.advance(units);
+    }
+}
+
+/// Whether `name` may name a run: a plain word (docs/ui.md).
+pub fn run_name_ok(name: &str) -> bool {
+    !name.is_empty() && plain("run", name).is_ok()
 }
 
 /// A request the page made wrong, or a scenario the settings make invalid:
@@ -461,13 +495,18 @@ pub enum Ran {
 
 /// Run the scenario with `settings`, as `herdsim run` would with the
 /// command [`command`] gives; stopped early once `stop` is set.
-pub fn run(src: &Source, settings: &Settings, stop: &AtomicBool) -> Result<Ran, Error> {
+pub fn run(
+    src: &Source,
+    settings: &Settings,
+    stop: &AtomicBool,
+    progress: &Progress,
+) -> Result<Ran, Error> {
     let (plan, args) = match plan_of(src, settings)? {
         Ok(p) => p,
         Err(m) => return Ok(Ran::Refused(m)),
     };
     let started = std::time::Instant::now();
-    let tables = match runner::compute(&plan, src.threads, src.budget, stop) {
+    let tables = match runner::compute_observed(&plan, src.threads, src.budget, stop, progress) {
         Ok(Some(t)) => t,
         Ok(None) => return Ok(Ran::Stopped),
         Err(e) if e.exit_code() == herdsim_model::error::EXIT_BAD_INPUT => {
@@ -610,7 +649,12 @@ fn window_maxima(plan: &Plan) -> Result<Vec<String>, Refused> {
 /// candidates (`plot::pareto::pareto_svg`), and the table of the points.
 /// Bounded by the work of all the runs together; stopped early once `stop`
 /// is set.
-pub fn tradeoff(src: &Source, settings: &Settings, stop: &AtomicBool) -> Result<Ran, Error> {
+pub fn tradeoff(
+    src: &Source,
+    settings: &Settings,
+    stop: &AtomicBool,
+    progress: &Progress,
+) -> Result<Ran, Error> {
     use crate::report::plot::pareto::{Mark, ParetoAxis, ParetoChart, ParetoPoint, pareto_svg};
     let (plan, _) = match plan_of(src, settings)? {
         Ok(p) => p,
@@ -633,6 +677,7 @@ pub fn tradeoff(src: &Source, settings: &Settings, stop: &AtomicBool) -> Result<
             reps: settings.reps.clone(),
             policy: None,
             msg: None,
+            run: None,
         };
         let (plan, args) = match plan_of(src, &s)? {
             Ok(p) => p,
@@ -656,8 +701,14 @@ pub fn tradeoff(src: &Source, settings: &Settings, stop: &AtomicBool) -> Result<
     let mut points = Vec::new();
     let mut rows = Vec::new();
     let mut runs = Vec::new();
+    let total: usize = plans
+        .iter()
+        .map(|(_, p, _)| p.points.len() * p.policies.len() * p.reps as usize)
+        .sum();
+    progress.total.store(total as u64, Ordering::SeqCst);
     for (v, plan, args) in &plans {
-        let tables = match runner::compute(plan, src.threads, src.budget, stop) {
+        let each = Advances(progress);
+        let tables = match runner::compute_observed(plan, src.threads, src.budget, stop, &each) {
             Ok(Some(t)) => t,
             Ok(None) => return Ok(Ran::Stopped),
             Err(e) if e.exit_code() == herdsim_model::error::EXIT_BAD_INPUT => {
@@ -818,7 +869,12 @@ fn control_of(key: &str) -> Option<&'static str> {
 /// `candidates.csv`, its trade-off figure as SVG, the values to apply to
 /// the controls and the command. Bounded by the search's estimated runs;
 /// stopped early once `stop` is set.
-pub fn tune(src: &Source, settings: &Settings, stop: &AtomicBool) -> Result<Ran, Error> {
+pub fn tune(
+    src: &Source,
+    settings: &Settings,
+    stop: &AtomicBool,
+    progress: &Progress,
+) -> Result<Ran, Error> {
     use crate::tune::request::{self, Request};
     let args = match settings.args() {
         Ok(a) => a,
@@ -869,7 +925,7 @@ pub fn tune(src: &Source, settings: &Settings, stop: &AtomicBool) -> Result<Ran,
             "a tune of about {runs} runs of these settings: {m}"
         )));
     }
-    let done = match request::compute(&search, &(), stop) {
+    let done = match request::compute(&search, progress, stop) {
         Ok(d) => d,
         Err(_) if stop.load(std::sync::atomic::Ordering::SeqCst) => return Ok(Ran::Stopped),
         Err(e) => return bad(e),
@@ -976,7 +1032,7 @@ mod tests {
     fn a_bad_value_is_the_clis_message_and_work_is_bounded() {
         let stop = AtomicBool::new(false);
         let s = settings(json!({ "values": { "agents.0.count": "abc" } }));
-        let Ok(Ran::Refused(m)) = run(&source(), &s, &stop) else {
+        let Ok(Ran::Refused(m)) = run(&source(), &s, &stop, &Progress::default()) else {
             panic!("refused")
         };
         let cli = Plan::load(None, &["agents.0.count=abc".into()], None, None, u64::MAX)
@@ -984,13 +1040,13 @@ mod tests {
             .map(|e| e.to_string());
         assert_eq!(Some(m), cli);
         let s = settings(json!({ "values": { "agents.0.count": "201" } }));
-        let Ok(Ran::Refused(m)) = run(&source(), &s, &stop) else {
+        let Ok(Ran::Refused(m)) = run(&source(), &s, &stop, &Progress::default()) else {
             panic!("refused")
         };
         assert!(m.contains("201 agents") && m.contains("docs/ui.md"), "{m}");
         let s = settings(json!({ "reps": "101" }));
         assert!(
-            matches!(run(&source(), &s, &stop), Ok(Ran::Refused(m)) if m.contains("--reps 101"))
+            matches!(run(&source(), &s, &stop, &Progress::default()), Ok(Ran::Refused(m)) if m.contains("--reps 101"))
         );
     }
 
@@ -999,7 +1055,8 @@ mod tests {
         let s = settings(
             json!({ "values": { "workload.count": "20" }, "reps": "2", "policies": ["spec"] }),
         );
-        let Ok(Ran::Done(v)) = run(&source(), &s, &AtomicBool::new(false)) else {
+        let Ok(Ran::Done(v)) = run(&source(), &s, &AtomicBool::new(false), &Progress::default())
+        else {
             panic!("runs")
         };
         assert!(
@@ -1012,7 +1069,7 @@ mod tests {
                 .as_str()
                 .is_some_and(|t| t.lines().count() == 2)
         );
-        let stopped = run(&source(), &s, &AtomicBool::new(true));
+        let stopped = run(&source(), &s, &AtomicBool::new(true), &Progress::default());
         assert!(matches!(stopped, Ok(Ran::Stopped)));
     }
 
