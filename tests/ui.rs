@@ -1074,6 +1074,28 @@ fn in_a_real_browser_a_control_change_shows_the_clis_numbers_and_figure() {
         30,
         |v| v[0] == true && v[1].as_u64().is_some_and(|w| w > 200),
     );
+    // A click on the table's row of `none`: its timeline.
+    let (_, msg) = cli_timeline(&CLI, "none");
+    let found = d.session(
+        "POST",
+        "/element",
+        serde_json::json!({ "using": "css selector", "value": "#table .row[data-policy=none]" }),
+    );
+    let row = found["element-6066-11e4-a52e-4f735466cecf"]
+        .as_str()
+        .expect("element id")
+        .to_string();
+    d.session(
+        "POST",
+        &format!("/element/{row}/click"),
+        serde_json::json!({}),
+    );
+    let want = format!("message {msg} under none");
+    d.until(
+        "return document.getElementById('tl-status').textContent",
+        60,
+        |v| v.as_str() == Some(want.as_str()),
+    );
     // A click on the trade-off: a row per window maximum and policy, and its figure.
     let found = d.session(
         "POST",
