@@ -334,6 +334,179 @@ fn a_run_gives_the_numbers_table_and_command_of_herdsim_run() {
     );
 }
 
+/// `herdsim run ARGS --out DIR` (figure drawn) into a fresh folder: the
+/// run.toml it writes into `DIR/NAME/`.
+fn cli_run_toml(args: &[&str], name: &str) -> String {
+    let out = tempfile::tempdir().expect("tempdir");
+    let o = Command::new(BIN)
+        .arg("run")
+        .args(args)
+        .args(["--quiet", "--out"])
+        .arg(out.path())
+        .output()
+        .expect("herdsim run");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::read_to_string(out.path().join(name).join("run.toml")).expect("run.toml")
+}
+
+#[test]
+fn run_toml_is_the_one_herdsim_run_writes() {
+    let ui = Ui::start(&["--quiet"]);
+    let v = post(&ui.addr, &ui.addr, "", SETTINGS).json();
+    let cli = cli_run_toml(&CLI, "default");
+    assert!(cli.contains("comparison.png"), "{cli}");
+    assert_eq!(v["run_toml"].as_str(), Some(cli.as_str()));
+    // A sweep's (its labels.toml among the files): the same bytes too.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let file = root.join("scenarios/pile-on.toml");
+    let file = file.to_str().expect("utf-8");
+    let ui = Ui::start(&["--quiet", file]);
+    let body = r#"{"values": {"workload.count": "40"}, "reps": "2"}"#;
+    let r = post(&ui.addr, &ui.addr, "", body);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    let cli = cli_run_toml(
+        &[file, "--set", "workload.count=40", "--reps", "2"],
+        v["name"].as_str().expect("name"),
+    );
+    assert!(cli.contains("labels.toml"), "{cli}");
+    assert_eq!(v["run_toml"].as_str(), Some(cli.as_str()));
+}
+
+#[test]
+fn the_tradeoff_runs_each_window_maximum_as_herdsim_run_does() {
+    let ui = Ui::start(&["--quiet"]);
+    let r = post_to(&ui.addr, "/api/tradeoff", SETTINGS);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    let maxima: Vec<&str> = v["maxima"]
+        .as_array()
+        .expect("maxima")
+        .iter()
+        .filter_map(|m| m.as_str())
+        .collect();
+    // The default window is 2000..8000 ms: five maxima from 2000 to 16000.
+    assert_eq!(maxima, ["2000", "5500", "9000", "12500", "16000"]);
+    assert_eq!(v["rows"].as_array().map(Vec::len), Some(10), "{v}");
+    assert!(
+        v["svg"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("<svg") && s.contains("</svg>"))
+    );
+    // Each maximum's numbers are `herdsim run --set agents.0.csma.max_ms=V`'s.
+    let third = &v["runs"][2];
+    assert_eq!(third["max_ms"], "9000");
+    assert!(
+        third["command"]
+            .as_str()
+            .is_some_and(|c| c.contains("--set agents.0.csma.max_ms=9000")),
+        "{third}"
+    );
+    let mut cli: Vec<&str> = CLI.to_vec();
+    cli.extend(["--set", "agents.0.csma.max_ms=12500"]);
+    let (_, csv) = cli_run(&cli);
+    assert_eq!(v["runs"][3]["summary_csv"].as_str(), Some(csv.as_str()));
+    let row = &v["rows"][6];
+    assert_eq!(
+        (row["max_ms"].as_str(), row["policy"].as_str()),
+        (Some("12500"), Some("spec"))
+    );
+    // The work of all the maxima together is bounded.
+    let big = r#"{"values": {"workload.count": "4000"}, "reps": "100"}"#;
+    let r = post_to(&ui.addr, "/api/tradeoff", big);
+    assert_eq!(r.status, 422, "{}", r.text());
+    assert!(r.text().contains("5 window maxima"), "{}", r.text());
+    // A scenario that sweeps the window: its own maxima.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let file = root.join("scenarios/csma-window.toml");
+    let ui = Ui::start(&["--quiet", file.to_str().expect("utf-8")]);
+    let body = r#"{"values": {"workload.count": "30"}, "reps": "2"}"#;
+    let v = post_to(&ui.addr, "/api/tradeoff", body).json();
+    assert_eq!(v["maxima"].as_array().map(Vec::len), Some(6), "{v}");
+    assert_eq!(v["maxima"][0], "1000");
+}
+
+#[test]
+fn a_tune_recommends_what_herdsim_tune_prints() {
+    let ui = Ui::start(&["--quiet"]);
+    let body = r#"{"values": {"agents.0.count": "3", "workload.count": "100"}, "seed": "7"}"#;
+    let r = post_to(&ui.addr, "/api/tune", body);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    let out = tempfile::tempdir().expect("tempdir");
+    let o = Command::new(BIN)
+        .args([
+            "tune",
+            "--set",
+            "agents.0.count=3",
+            "--set",
+            "workload.count=100",
+        ])
+        .args([
+            "--seed", "7", "--reps", "2", "--grid", "3", "--quiet", "--out",
+        ])
+        .arg(out.path())
+        .output()
+        .expect("herdsim tune");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        v["text"].as_str(),
+        Some(String::from_utf8_lossy(&o.stdout).as_ref())
+    );
+    let csv = std::fs::read_to_string(out.path().join("default/tune/candidates.csv"))
+        .expect("candidates.csv");
+    assert_eq!(v["candidates_csv"].as_str(), Some(csv.as_str()));
+    assert_eq!(
+        v["command"],
+        "herdsim tune --set agents.0.count=3 --set workload.count=100 --seed 7 --reps 2 --grid 3"
+    );
+    // What "apply" sets: the recommendation's window and TTL, as it says them.
+    let text = v["text"].as_str().expect("text");
+    for key in [
+        "agents.0.csma.min_ms",
+        "agents.0.csma.max_ms",
+        "server.ttl_ms",
+    ] {
+        let value = v["apply"][key].as_str().expect("applied");
+        assert!(text.contains(value), "{key}={value}: {text}");
+    }
+    assert!(v["svg"].as_str().is_some_and(|s| s.starts_with("<svg")));
+    // Bounded: a tune of too much work is refused before it runs.
+    let big = r#"{"values": {"agents.0.count": "100", "workload.count": "20000"},
+        "policies": ["spec"], "reps": "2"}"#;
+    let r = post_to(&ui.addr, "/api/tune", big);
+    assert_eq!(r.status, 422, "{}", r.text());
+    assert!(r.text().contains("a tune of about"), "{}", r.text());
+}
+
+#[test]
+fn a_runs_progress_is_read_by_its_name_while_it_runs() {
+    let ui = Ui::start(&["--quiet"]);
+    let addr = ui.addr.clone();
+    // 500 replications (5 policies x 100) of 2000 messages: long enough to be
+    // seen running.
+    let body = r#"{"run": "t-1", "values": {"workload.count": "2000"}, "reps": "100"}"#;
+    let long = std::thread::spawn(move || post_to(&addr, "/api/run", body));
+    let mut seen = Vec::new();
+    while !long.is_finished() {
+        let r = get(&ui.addr, "/api/progress/t-1", "");
+        if r.status == 200 {
+            let v = r.json();
+            seen.push((v["done"].as_u64(), v["total"].as_u64()));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let r = long.join().expect("the run");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(!seen.is_empty(), "never seen running");
+    for (done, total) in &seen {
+        assert_eq!(*total, Some(500), "{seen:?}");
+        assert!(done.is_some_and(|d| d <= 500), "{seen:?}");
+    }
+    // Over: no such run under way.
+    assert_eq!(get(&ui.addr, "/api/progress/t-1", "").status, 404);
+}
+
 #[test]
 fn a_timeline_is_the_one_herdsim_plot_draws_of_herdsim_runs_trace() {
     let ui = Ui::start(&["--quiet"]);
@@ -901,6 +1074,90 @@ fn in_a_real_browser_a_control_change_shows_the_clis_numbers_and_figure() {
         30,
         |v| v[0] == true && v[1].as_u64().is_some_and(|w| w > 200),
     );
+    // A click on the table's row of `none`: its timeline.
+    let (_, msg) = cli_timeline(&CLI, "none");
+    let found = d.session(
+        "POST",
+        "/element",
+        serde_json::json!({ "using": "css selector", "value": "#table .row[data-policy=none]" }),
+    );
+    let row = found["element-6066-11e4-a52e-4f735466cecf"]
+        .as_str()
+        .expect("element id")
+        .to_string();
+    d.session(
+        "POST",
+        &format!("/element/{row}/click"),
+        serde_json::json!({}),
+    );
+    let want = format!("message {msg} under none");
+    d.until(
+        "return document.getElementById('tl-status').textContent",
+        60,
+        |v| v.as_str() == Some(want.as_str()),
+    );
+    // A click on the trade-off: a row per window maximum and policy, and its figure.
+    let found = d.session(
+        "POST",
+        "/element",
+        serde_json::json!({ "using": "css selector", "value": "#to-show" }),
+    );
+    let to = found["element-6066-11e4-a52e-4f735466cecf"]
+        .as_str()
+        .expect("element id")
+        .to_string();
+    d.session(
+        "POST",
+        &format!("/element/{to}/click"),
+        serde_json::json!({}),
+    );
+    d.until("return document.body.dataset.tradeoff || ''", 60, |v| {
+        v == "done"
+    });
+    let rows = d.script("return document.querySelectorAll('#to-table tr').length");
+    assert_eq!(rows.as_u64(), Some(11), "{rows}");
+    d.until(
+        "const f = document.getElementById('to-figure'); return [f.complete, f.naturalWidth]",
+        30,
+        |v| v[0] == true && v[1].as_u64().is_some_and(|w| w > 200),
+    );
+    // Tune: the recommendation herdsim tune prints, applied to the controls.
+    let found = d.session(
+        "POST",
+        "/element",
+        serde_json::json!({ "using": "css selector", "value": "#tu-show" }),
+    );
+    let tu = found["element-6066-11e4-a52e-4f735466cecf"]
+        .as_str()
+        .expect("element id")
+        .to_string();
+    d.session(
+        "POST",
+        &format!("/element/{tu}/click"),
+        serde_json::json!({}),
+    );
+    d.until("return document.body.dataset.tune || ''", 120, |v| {
+        v == "done"
+    });
+    let tuned = d.script(
+        "return [document.getElementById('tu-text').textContent, \
+         document.querySelectorAll('#tu-table tr').length]",
+    );
+    let out = tempfile::tempdir().expect("tempdir");
+    let mut tune_args = vec!["tune"];
+    tune_args.extend(&CLI[..CLI.len() - 2]);
+    let o = Command::new(BIN)
+        .args(&tune_args)
+        .args(["--reps", "2", "--grid", "3", "--quiet", "--out"])
+        .arg(out.path())
+        .output()
+        .expect("herdsim tune");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        tuned[0].as_str(),
+        Some(String::from_utf8_lossy(&o.stdout).as_ref())
+    );
+    assert!(tuned[1].as_u64().is_some_and(|n| n > 2), "{tuned}");
     // Pinned: 3 agents stay beside while 4 are run.
     let found = d.session(
         "POST",
@@ -953,6 +1210,34 @@ fn in_a_real_browser_a_control_change_shows_the_clis_numbers_and_figure() {
         colours.insert(p.0);
     }
     assert!(colours.len() > 50, "{} colours", colours.len());
+    // "apply": the recommendation in the controls, and the command runs it.
+    let apply = d.script("return tuApply");
+    let max = apply["agents.0.csma.max_ms"]
+        .as_str()
+        .expect("a recommended max")
+        .to_string();
+    let found = d.session(
+        "POST",
+        "/element",
+        serde_json::json!({ "using": "css selector", "value": "#tu-apply" }),
+    );
+    let button = found["element-6066-11e4-a52e-4f735466cecf"]
+        .as_str()
+        .expect("element id")
+        .to_string();
+    d.session(
+        "POST",
+        &format!("/element/{button}/click"),
+        serde_json::json!({}),
+    );
+    let want = format!("--set agents.0.csma.max_ms={max}");
+    d.until(
+        "return document.getElementById('command').textContent",
+        60,
+        |v| v.as_str().is_some_and(|c| c.contains(&want)),
+    );
+    let field = d.script("return document.getElementById('c-agents.0.csma.max_ms').value");
+    assert_eq!(field.as_str(), Some(max.as_str()));
 }
 
 /// `img` as a PNG, compressed as hard as the encoder does.

@@ -192,6 +192,13 @@ fn remove_tune(dir: &Path, removed: &mut Vec<String>, obs: &dyn Observer) -> Res
 
 /// Write the record of `new`, whose runs wrote `files` into `dir`.
 pub fn write(dir: &Path, new: &Record, files: Vec<String>) -> Result<(), Error> {
+    write_atomic(&dir.join(RECORD_FILE), render(new, files)?.as_bytes())?;
+    Ok(())
+}
+
+/// The text of the record of `new` whose runs wrote `files`: what
+/// [`write`] writes.
+pub fn render(new: &Record, files: Vec<String>) -> Result<String, Error> {
     let mut files = files;
     files.sort();
     files.dedup();
@@ -199,8 +206,7 @@ pub fn write(dir: &Path, new: &Record, files: Vec<String>) -> Result<(), Error> 
         files,
         ..new.clone()
     };
-    write_atomic(&dir.join(RECORD_FILE), record.to_toml()?.as_bytes())?;
-    Ok(())
+    record.to_toml()
 }
 
 #[cfg(test)]

@@ -244,6 +244,18 @@ pub fn compute(
     budget: u64,
     stop: &AtomicBool,
 ) -> Result<Option<Tables>, Error> {
+    compute_observed(plan, threads, budget, stop, &())
+}
+
+/// [`compute`], telling `obs` the replications ahead (`length`) and each
+/// one finished (`advance`).
+pub fn compute_observed(
+    plan: &Plan,
+    threads: usize,
+    budget: u64,
+    stop: &AtomicBool,
+    obs: &dyn Observer,
+) -> Result<Option<Tables>, Error> {
     let points: Vec<usize> = (0..plan.points.len()).collect();
     check_job_count(plan, points.len())?;
     let max_pending = memory::check_run(plan, &points, threads, budget)?;
@@ -258,7 +270,12 @@ pub fn compute(
     let jobs = super::plan(plan.seed, &points, &plan.policies, plan.reps);
     let pool = super::pool(threads).map_err(Error::Input)?;
     let world = |p: usize| prepared.get(p);
-    let mut rows = match super::execute(&jobs, &world, &pool, &|_| Ok(()), stop) {
+    obs.length(jobs.len() as u64);
+    let done = |_: &Row| {
+        obs.advance(1);
+        Ok(())
+    };
+    let mut rows = match super::execute(&jobs, &world, &pool, &done, stop) {
         Ok(rows) => rows,
         Err(e) if e.downcast_ref::<crate::model::RunLimit>().is_some() => {
             return Err(Error::Input(format!("{}: {e:#}", plan.loaded.file)));
@@ -335,6 +352,33 @@ fn check_job_count(plan: &Plan, points: usize) -> Result<(), Error> {
         plan.reps
     );
     Err(plan.loaded.error_at("reps", why).into())
+}
+
+/// What a run of `header` is, for `run.toml` (its files aside).
+fn record_of(header: &Header, shard: Option<Shard>) -> Record {
+    Record {
+        herdsim: env!("CARGO_PKG_VERSION").to_string(),
+        shard: shard.map(|s| s.to_string()),
+        data: header.data.clone(),
+        files: Vec::new(),
+        scenario: header.scenario.clone(),
+    }
+}
+
+/// The `run.toml` that `herdsim run` of `plan` (no `--shard`, no
+/// `--trace`) writes into a folder that holds no results yet: `drawn`,
+/// whether it drew `comparison.png` (not with `--no-plot`). Written nowhere.
+pub fn record_toml(plan: &Plan, drawn: bool) -> Result<String, Error> {
+    let made = record_of(&header(plan, None, 0)?, None);
+    let mut files = vec!["runs.csv".to_string(), "summary.csv".to_string()];
+    // As `outputs::write_plan_labels` writes it.
+    if !plan.loaded.sweep_labels().is_empty() {
+        files.push(LABELS_FILE.to_string());
+    }
+    if drawn {
+        files.push("comparison.png".to_string());
+    }
+    record::render(&made, files)
 }
 
 /// What a run of `plan` is: its journal's header.
@@ -478,13 +522,7 @@ impl Run<'_> {
 
     /// What this run is, for `run.toml`.
     fn record(&self) -> Record {
-        Record {
-            herdsim: env!("CARGO_PKG_VERSION").to_string(),
-            shard: self.opts.shard.map(|s| s.to_string()),
-            data: self.header.data.clone(),
-            files: Vec::new(),
-            scenario: self.header.scenario.clone(),
-        }
+        record_of(&self.header, self.opts.shard)
     }
 
     fn shard_meta(&self, shard: Shard, keys: &[String]) -> ShardMeta {

@@ -8,7 +8,7 @@ use super::space::{Space, parse_param};
 use super::{Outcome, Settings, TuneError, Weights, report, tune};
 use crate::floor::PolicyKind;
 use crate::progress::Observer;
-use crate::report::plot::pareto::pareto_figure;
+use crate::report::plot::pareto::{ParetoChart, pareto_figure};
 use crate::report::write_atomic;
 use crate::scenario::Loaded;
 use crate::sweep;
@@ -363,6 +363,47 @@ pub fn run(
         )));
     }
     let _lock = sweep::outputs::lock_results(&dir, obs)?;
+    let done = compute(search, obs, stop)?;
+    write_atomic(&dir.join("candidates.csv"), &done.candidates_csv)?;
+    pareto_figure(&done.chart, &dir.join("pareto.png"))?;
+    let env = dir.join("recommended.env");
+    if done.outcome.chosen.is_some() {
+        write_atomic(&env, done.text.as_bytes())?;
+    } else if env.exists() {
+        // A stale recommendation would read as this run's.
+        std::fs::remove_file(&env)?;
+    }
+    Ok(Tuned {
+        outcome: done.outcome,
+        text: done.text,
+        dir,
+        elapsed: done.elapsed,
+        schemes: done.schemes,
+    })
+}
+
+/// A finished search in memory: what [`run`] writes.
+pub struct Computed {
+    pub outcome: Outcome,
+    /// `recommended.env`'s text, what `herdsim tune` prints.
+    pub text: String,
+    /// `candidates.csv`.
+    pub candidates_csv: Vec<u8>,
+    /// `pareto.png`'s figure.
+    pub chart: ParetoChart,
+    /// Seconds the search took.
+    pub elapsed: f64,
+    /// With `--schemes`: each scheme's part of `outcome`.
+    pub schemes: Vec<schemes::SchemeResult>,
+}
+
+/// Run `search`, writing nothing: the results [`run`] writes. When `stop`
+/// is set the search fails ([`super::tune`]).
+pub fn compute(
+    search: &Search,
+    obs: &dyn Observer,
+    stop: &AtomicBool,
+) -> Result<Computed, TuneError> {
     let started = Instant::now();
     let (name, space, s) = (&search.name, &search.space, &search.settings);
     let (outcome, parts, text) = if search.schemes.is_empty() {
@@ -388,10 +429,7 @@ pub fn run(
     // Across schemes every scheme's space has the same keys in the same
     // order: the first names the columns.
     let columns = search.schemes.first().map_or(space, |x| &x.space);
-    write_atomic(
-        &dir.join("candidates.csv"),
-        &report::candidates_csv(name, columns, &outcome, s)?,
-    )?;
+    let candidates_csv = report::candidates_csv(name, columns, &outcome, s)?;
     let mut chart = report::pareto_chart(name, &outcome, s);
     if !parts.is_empty() {
         let names: Vec<&str> = parts.iter().map(|p| p.scheme.name()).collect();
@@ -401,18 +439,11 @@ pub fn run(
             names.join(", ")
         );
     }
-    pareto_figure(&chart, &dir.join("pareto.png"))?;
-    let env = dir.join("recommended.env");
-    if outcome.chosen.is_some() {
-        write_atomic(&env, text.as_bytes())?;
-    } else if env.exists() {
-        // A stale recommendation would read as this run's.
-        std::fs::remove_file(&env)?;
-    }
-    Ok(Tuned {
+    Ok(Computed {
         outcome,
         text,
-        dir,
+        candidates_csv,
+        chart,
         elapsed,
         schemes: parts,
     })

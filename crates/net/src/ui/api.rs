@@ -13,7 +13,7 @@ use herdsim_model::error::Error;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// A control of the page: the scenario key it sets (as `--set KEY=VALUE`),
 /// its label and what the page shows it as.
@@ -164,6 +164,40 @@ pub struct Settings {
     /// A timeline only: the message (none: the most contested).
     #[serde(default)]
     pub msg: Option<String>,
+    /// The page's name for this run, for `/api/progress/NAME`.
+    #[serde(default)]
+    pub run: Option<String>,
+}
+
+/// How far a run is: replications done of those ahead.
+#[derive(Debug, Default)]
+pub struct Progress {
+    pub done: AtomicU64,
+    pub total: AtomicU64,
+}
+
+impl crate::progress::Observer for Progress {
+    fn length(&self, total: u64) {
+        self.total.store(total, Ordering::SeqCst);
+    }
+    fn advance(&self, units: u64) {
+        self.done.fetch_add(units, Ordering::SeqCst);
+    }
+}
+
+/// Counts what it is told is done, not what is ahead (several runs in a
+/// row, their total told first).
+struct Advances<'a>(&'a Progress);
+
+impl crate::progress::Observer for Advances<'_> {
+    fn advance(&self, units: u64) {
+        self.0.advance(units);
+    }
+}
+
+/// Whether `name` may name a run: a plain word (docs/ui.md).
+pub fn run_name_ok(name: &str) -> bool {
+    !name.is_empty() && plain("run", name).is_ok()
 }
 
 /// A request the page made wrong, or a scenario the settings make invalid:
@@ -386,8 +420,9 @@ fn messages(s: &Scenario) -> f64 {
 }
 
 /// The bounds of `src` on `plan`: a message naming the bound and the
-/// settings that break it.
-pub fn check_work(plan: &Plan, b: &WorkBounds) -> Result<(), Refused> {
+/// settings that break it. `Ok` is the plan's work (points x policies x
+/// replications x messages x agents).
+pub fn check_work(plan: &Plan, b: &WorkBounds) -> Result<f64, Refused> {
     let over = |what: String| Err(Refused(format!("{what} (docs/ui.md); ask for less")));
     if plan.points.len() > b.max_points {
         return over(format!(
@@ -432,12 +467,18 @@ pub fn check_work(plan: &Plan, b: &WorkBounds) -> Result<(), Refused> {
         }
         work += m * agents as f64 * plan.policies.len() as f64 * f64::from(plan.reps);
     }
+    over_work(work, b)?;
+    Ok(work)
+}
+
+/// Past the bound of work of one request.
+fn over_work(work: f64, b: &WorkBounds) -> Result<(), Refused> {
     if work > b.max_work as f64 {
-        return over(format!(
+        return Err(Refused(format!(
             "{work:.0} agent-messages (points x policies x replications x messages x agents): \
-             more than the {} herdsim ui runs at once",
+             more than the {} herdsim ui runs at once (docs/ui.md); ask for less",
             b.max_work
-        ));
+        )));
     }
     Ok(())
 }
@@ -454,13 +495,18 @@ pub enum Ran {
 
 /// Run the scenario with `settings`, as `herdsim run` would with the
 /// command [`command`] gives; stopped early once `stop` is set.
-pub fn run(src: &Source, settings: &Settings, stop: &AtomicBool) -> Result<Ran, Error> {
+pub fn run(
+    src: &Source,
+    settings: &Settings,
+    stop: &AtomicBool,
+    progress: &Progress,
+) -> Result<Ran, Error> {
     let (plan, args) = match plan_of(src, settings)? {
         Ok(p) => p,
         Err(m) => return Ok(Ran::Refused(m)),
     };
     let started = std::time::Instant::now();
-    let tables = match runner::compute(&plan, src.threads, src.budget, stop) {
+    let tables = match runner::compute_observed(&plan, src.threads, src.budget, stop, progress) {
         Ok(Some(t)) => t,
         Ok(None) => return Ok(Ran::Stopped),
         Err(e) if e.exit_code() == herdsim_model::error::EXIT_BAD_INPUT => {
@@ -482,6 +528,8 @@ pub fn run(src: &Source, settings: &Settings, stop: &AtomicBool) -> Result<Ran, 
             Ok((svg, notes)) => (Some(svg), notes),
             Err(e) => (None, vec![format!("the figure could not be drawn: {e:#}")]),
         };
+    // What `herdsim run` (the command below) writes as run.toml.
+    let run_toml = runner::record_toml(&plan, svg.is_some())?;
     let warnings: Vec<String> = plan
         .loaded
         .scheme_warnings()
@@ -495,6 +543,7 @@ pub fn run(src: &Source, settings: &Settings, stop: &AtomicBool) -> Result<Ran, 
         "summary_csv": summary_csv,
         "runs_csv": runs_csv,
         "scenario_toml": scenario_toml,
+        "run_toml": run_toml,
         "svg": svg,
         "notes": notes,
         "warnings": warnings,
@@ -538,6 +587,196 @@ fn plan_of(src: &Source, settings: &Settings) -> Result<Result<(Plan, Args), Str
         return Ok(Err(m));
     }
     Ok(Ok((plan, args)))
+}
+
+/// The window maxima a trade-off runs when the scenario sweeps none.
+pub const TRADEOFF_POINTS: usize = 5;
+
+/// The keys of the first group's CSMA window maximum a sweep may name.
+const MAX_KEYS: [&str; 2] = ["agents.0.csma.max_ms", "agents.csma.max_ms"];
+
+fn number(v: Option<&toml::Value>) -> Option<f64> {
+    match v? {
+        toml::Value::Integer(i) => Some(*i as f64),
+        toml::Value::Float(f) => Some(*f),
+        _ => None,
+    }
+}
+
+/// The window maxima of a trade-off of `plan`: the scenario's own sweep
+/// of the window when it has one, else [`TRADEOFF_POINTS`] evenly from
+/// the window's min to twice its max (at least min + 1000 ms), whole ms.
+fn window_maxima(plan: &Plan) -> Result<Vec<String>, Refused> {
+    let mut swept: Vec<String> = Vec::new();
+    for p in &plan.points {
+        for (k, v) in &p.params {
+            if MAX_KEYS.contains(&k.as_str()) && !swept.contains(v) {
+                swept.push(v.clone());
+            }
+        }
+    }
+    if !swept.is_empty() {
+        return Ok(swept);
+    }
+    let resolved = plan.loaded.resolved_table();
+    let (Some(min), Some(max)) = (
+        number(lookup(&resolved, "agents.0.csma.min_ms")),
+        number(lookup(&resolved, "agents.0.csma.max_ms")),
+    ) else {
+        return Err(Refused(
+            "the trade-off moves the CSMA window's max_ms, and the first agent group's window \
+             is not `uniform` (min_ms, max_ms)"
+                .into(),
+        ));
+    };
+    let hi = (2.0 * max).max(min + 1000.0);
+    let mut out: Vec<String> = Vec::new();
+    for i in 0..TRADEOFF_POINTS {
+        let v = min + (hi - min) * i as f64 / (TRADEOFF_POINTS - 1) as f64;
+        let v = format!("{}", v.round());
+        if !out.contains(&v) {
+            out.push(v);
+        }
+    }
+    Ok(out)
+}
+
+/// Duplicates against TTFR p95 as the window moves: the settings run at
+/// several CSMA window maxima ([`window_maxima`]), each as `herdsim run`
+/// with `--set agents.0.csma.max_ms=V` runs them (the same seeds, the same
+/// summary.csv), the duplicate rate against the p95 time to first response
+/// per policy drawn as `herdsim tune`'s trade-off figure draws its
+/// candidates (`plot::pareto::pareto_svg`), and the table of the points.
+/// Bounded by the work of all the runs together; stopped early once `stop`
+/// is set.
+pub fn tradeoff(
+    src: &Source,
+    settings: &Settings,
+    stop: &AtomicBool,
+    progress: &Progress,
+) -> Result<Ran, Error> {
+    use crate::report::plot::pareto::{Mark, ParetoAxis, ParetoChart, ParetoPoint, pareto_svg};
+    let (plan, _) = match plan_of(src, settings)? {
+        Ok(p) => p,
+        Err(m) => return Ok(Ran::Refused(m)),
+    };
+    let maxima = match window_maxima(&plan) {
+        Ok(m) => m,
+        Err(Refused(m)) => return Ok(Ran::Refused(m)),
+    };
+    // Every run checked, and their work together bounded, before any runs.
+    let mut plans = Vec::new();
+    let mut work = 0.0;
+    for v in &maxima {
+        let mut values = settings.values.clone();
+        values.insert(MAX_KEYS[0].to_string(), json!(v));
+        let s = Settings {
+            values,
+            policies: settings.policies.clone(),
+            seed: settings.seed.clone(),
+            reps: settings.reps.clone(),
+            policy: None,
+            msg: None,
+            run: None,
+        };
+        let (plan, args) = match plan_of(src, &s)? {
+            Ok(p) => p,
+            Err(m) => return Ok(Ran::Refused(format!("{}={v}: {m}", MAX_KEYS[0]))),
+        };
+        work += check_work(&plan, &src.bounds).map_or(f64::INFINITY, |w| w);
+        plans.push((v, plan, args));
+    }
+    if let Err(Refused(m)) = over_work(work, &src.bounds) {
+        return Ok(Ran::Refused(format!(
+            "the trade-off runs {} window maxima: {m}",
+            maxima.len()
+        )));
+    }
+    let metric = |name: &str| crate::metrics::METRICS.iter().position(|m| *m == name);
+    let (Some(dup), Some(p95)) = (metric("duplicate_rate"), metric("ttfr_p95_ms")) else {
+        return Err(Error::Failure(anyhow::anyhow!(
+            "duplicate_rate or ttfr_p95_ms is not a metric"
+        )));
+    };
+    let mut points = Vec::new();
+    let mut rows = Vec::new();
+    let mut runs = Vec::new();
+    let total: usize = plans
+        .iter()
+        .map(|(_, p, _)| p.points.len() * p.policies.len() * p.reps as usize)
+        .sum();
+    progress.total.store(total as u64, Ordering::SeqCst);
+    for (v, plan, args) in &plans {
+        let each = Advances(progress);
+        let tables = match runner::compute_observed(plan, src.threads, src.budget, stop, &each) {
+            Ok(Some(t)) => t,
+            Ok(None) => return Ok(Ran::Stopped),
+            Err(e) if e.exit_code() == herdsim_model::error::EXIT_BAD_INPUT => {
+                return Ok(Ran::Refused(e.to_string()));
+            }
+            Err(e) => return Err(e),
+        };
+        for r in &tables.summary {
+            let (Some(d), Some(t)) = (r.stats.get(dup), r.stats.get(p95)) else {
+                continue;
+            };
+            let group = plan.policies.iter().position(|p| p.name() == r.policy);
+            points.push(ParetoPoint {
+                x_ms: (t.mean, t.ci95),
+                ys: vec![(d.mean, d.ci95)],
+                feasible: true,
+                mark: Mark::Candidate,
+                group,
+            });
+            let other: Vec<String> = r
+                .params
+                .iter()
+                .filter(|(k, _)| !MAX_KEYS.contains(&k.as_str()))
+                .map(|(k, x)| format!("{k}={x}"))
+                .collect();
+            rows.push(json!({
+                "max_ms": v,
+                "point": other.join(" "),
+                "policy": r.policy,
+                "duplicate_rate": d.mean, "duplicate_rate_ci95": d.ci95,
+                "ttfr_p95_ms": t.mean, "ttfr_p95_ms_ci95": t.ci95,
+            }));
+        }
+        runs.push(json!({
+            "max_ms": v,
+            "command": command(src.scenario.as_deref(), args),
+            "summary_csv": String::from_utf8_lossy(&tables.summary_csv),
+        }));
+    }
+    let chart = ParetoChart {
+        title: format!("{}: as the CSMA window moves", plan.name),
+        subtitle: format!(
+            "max_ms = {} ms; {} replications, seed {}",
+            maxima.join(", "),
+            plan.reps,
+            plan.seed
+        ),
+        budget_ms: None,
+        panels: vec![ParetoAxis {
+            label: "duplicate rate".into(),
+            percent: true,
+        }],
+        points,
+        chosen_label: None,
+        groups: plan.policies.iter().map(|p| p.name().to_string()).collect(),
+    };
+    let (svg, notes) = match pareto_svg(&chart) {
+        Ok(svg) => (Some(svg), Vec::new()),
+        Err(e) => (None, vec![format!("the figure could not be drawn: {e:#}")]),
+    };
+    Ok(Ran::Done(json!({
+        "ok": true,
+        "maxima": maxima,
+        "rows": rows,
+        "runs": runs,
+        "svg": svg,
+        "notes": notes,
+    })))
 }
 
 /// The timeline of one message of the replication `herdsim run --trace
@@ -610,6 +849,125 @@ pub fn timeline(src: &Source, settings: &Settings) -> Result<Ran, Error> {
     })))
 }
 
+/// The grid levels of a tune from the page (`herdsim tune --grid`).
+pub const TUNE_GRID: usize = 3;
+
+/// The replications of each candidate of a tune from the page (`herdsim
+/// tune --reps`; `--max-reps` its default, four times as many).
+pub const TUNE_REPS: u32 = 2;
+
+/// The page's control a key `herdsim tune` searched sets, if any.
+fn control_of(key: &str) -> Option<&'static str> {
+    let key = key.replacen("agents.csma.", "agents.0.csma.", 1);
+    CONTROLS.iter().map(|c| c.key).find(|c| *c == key)
+}
+
+/// `herdsim tune` of the settings with the page's small budget (`--grid
+/// 3 --reps 2`, the default objective, policy and parameters: the CSMA
+/// window and the claim TTL), through the call the command makes
+/// (`tune::request`), writing nothing: the recommendation it prints,
+/// `candidates.csv`, its trade-off figure as SVG, the values to apply to
+/// the controls and the command. Bounded by the search's estimated runs;
+/// stopped early once `stop` is set.
+pub fn tune(
+    src: &Source,
+    settings: &Settings,
+    stop: &AtomicBool,
+    progress: &Progress,
+) -> Result<Ran, Error> {
+    use crate::tune::request::{self, Request};
+    let args = match settings.args() {
+        Ok(a) => a,
+        Err(Refused(m)) => return Ok(Ran::Refused(m)),
+    };
+    let seed = args.seed.or(src.seed);
+    let bad = |e: Error| -> Result<Ran, Error> {
+        if e.exit_code() == herdsim_model::error::EXIT_BAD_INPUT {
+            Ok(Ran::Refused(e.to_string()))
+        } else {
+            Err(e)
+        }
+    };
+    // The settings' own bounds first (agents, messages, time), as a run's.
+    let plan = match plan_of(src, settings)? {
+        Ok((p, _)) => p,
+        Err(m) => return Ok(Ran::Refused(m)),
+    };
+    let search = match (Request {
+        scenario: src.scenario.clone(),
+        text: None,
+        sets: args.sets.clone(),
+        objective: "1,1,1".into(),
+        max_ttfr_p95_ms: None,
+        params: Vec::new(),
+        policy: "spec".into(),
+        seed,
+        reps: Some(TUNE_REPS),
+        max_reps: None,
+        grid: Some(TUNE_GRID),
+        threads: src.threads,
+        max_memory: None,
+        schemes: None,
+    })
+    .check()
+    {
+        Ok(s) => s,
+        Err(e) => return bad(e),
+    };
+    let grid = search.space.grid(search.settings.levels).len();
+    let runs = crate::tune::estimated_runs(&search.space, &search.settings, grid);
+    let per_run = plan.points.first().map_or(0.0, |p| {
+        let agents: u64 = p.scenario.agents.iter().map(|g| u64::from(g.count)).sum();
+        messages(&p.scenario) * agents as f64
+    });
+    if let Err(Refused(m)) = over_work(runs as f64 * per_run, &src.bounds) {
+        return Ok(Ran::Refused(format!(
+            "a tune of about {runs} runs of these settings: {m}"
+        )));
+    }
+    let done = match request::compute(&search, progress, stop) {
+        Ok(d) => d,
+        Err(_) if stop.load(std::sync::atomic::Ordering::SeqCst) => return Ok(Ran::Stopped),
+        Err(e) => return bad(e),
+    };
+    let mut apply = serde_json::Map::new();
+    if let Some(values) = done
+        .outcome
+        .chosen
+        .and_then(|i| done.outcome.candidates.get(i))
+        .and_then(|c| c.values.as_ref())
+    {
+        for (d, v) in search.space.dims.iter().zip(values) {
+            if let Some(c) = control_of(&d.key) {
+                apply.insert(c.to_string(), json!(format!("{v:.*}", d.decimals)));
+            }
+        }
+    }
+    let svg = crate::report::plot::pareto::pareto_svg(&done.chart).ok();
+    let mut words = vec!["herdsim".to_string(), "tune".to_string()];
+    if let Some(s) = &src.scenario {
+        words.push(shell(&s.display().to_string()));
+    }
+    for s in &args.sets {
+        words.push("--set".into());
+        words.push(shell(s));
+    }
+    if let Some(seed) = seed {
+        words.push(format!("--seed {seed}"));
+    }
+    words.push(format!("--reps {TUNE_REPS} --grid {TUNE_GRID}"));
+    Ok(Ran::Done(json!({
+        "ok": true,
+        "text": done.text,
+        "candidates_csv": String::from_utf8_lossy(&done.candidates_csv),
+        "svg": svg,
+        "apply": apply,
+        "recommends": done.outcome.chosen.is_some(),
+        "runs": done.outcome.runs,
+        "command": words.join(" "),
+    })))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -674,7 +1032,7 @@ mod tests {
     fn a_bad_value_is_the_clis_message_and_work_is_bounded() {
         let stop = AtomicBool::new(false);
         let s = settings(json!({ "values": { "agents.0.count": "abc" } }));
-        let Ok(Ran::Refused(m)) = run(&source(), &s, &stop) else {
+        let Ok(Ran::Refused(m)) = run(&source(), &s, &stop, &Progress::default()) else {
             panic!("refused")
         };
         let cli = Plan::load(None, &["agents.0.count=abc".into()], None, None, u64::MAX)
@@ -682,13 +1040,13 @@ mod tests {
             .map(|e| e.to_string());
         assert_eq!(Some(m), cli);
         let s = settings(json!({ "values": { "agents.0.count": "201" } }));
-        let Ok(Ran::Refused(m)) = run(&source(), &s, &stop) else {
+        let Ok(Ran::Refused(m)) = run(&source(), &s, &stop, &Progress::default()) else {
             panic!("refused")
         };
         assert!(m.contains("201 agents") && m.contains("docs/ui.md"), "{m}");
         let s = settings(json!({ "reps": "101" }));
         assert!(
-            matches!(run(&source(), &s, &stop), Ok(Ran::Refused(m)) if m.contains("--reps 101"))
+            matches!(run(&source(), &s, &stop, &Progress::default()), Ok(Ran::Refused(m)) if m.contains("--reps 101"))
         );
     }
 
@@ -697,7 +1055,8 @@ mod tests {
         let s = settings(
             json!({ "values": { "workload.count": "20" }, "reps": "2", "policies": ["spec"] }),
         );
-        let Ok(Ran::Done(v)) = run(&source(), &s, &AtomicBool::new(false)) else {
+        let Ok(Ran::Done(v)) = run(&source(), &s, &AtomicBool::new(false), &Progress::default())
+        else {
             panic!("runs")
         };
         assert!(
@@ -710,7 +1069,7 @@ mod tests {
                 .as_str()
                 .is_some_and(|t| t.lines().count() == 2)
         );
-        let stopped = run(&source(), &s, &AtomicBool::new(true));
+        let stopped = run(&source(), &s, &AtomicBool::new(true), &Progress::default());
         assert!(matches!(stopped, Ok(Ran::Stopped)));
     }
 

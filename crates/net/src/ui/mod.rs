@@ -19,10 +19,11 @@ pub mod http;
 use crate::error::Error;
 use crate::term::note;
 use http::{HttpBounds, Refusal, Request};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
@@ -54,12 +55,54 @@ pub struct Options {
     pub quiet: bool,
 }
 
+/// Runs whose progress is kept at once (more run untracked).
+pub const MAX_TRACKED: usize = 64;
+
 struct Shared {
     src: Arc<api::Source>,
     hosts: Vec<String>,
     http: HttpBounds,
     runs: Semaphore,
     conns: Arc<Semaphore>,
+    /// The progress of runs under way, by the page's name for them.
+    progress: Mutex<HashMap<String, Arc<api::Progress>>>,
+}
+
+/// A run's progress, findable by its name while it lives.
+struct Tracked<'a> {
+    shared: &'a Shared,
+    name: Option<String>,
+    progress: Arc<api::Progress>,
+}
+
+impl<'a> Tracked<'a> {
+    fn new(shared: &'a Shared, name: Option<&str>) -> Tracked<'a> {
+        let progress = Arc::new(api::Progress::default());
+        let mut kept = None;
+        if let Some(n) = name.filter(|n| api::run_name_ok(n))
+            && let Ok(mut map) = shared.progress.lock()
+            && map.len() < MAX_TRACKED
+            && !map.contains_key(n)
+        {
+            map.insert(n.to_string(), Arc::clone(&progress));
+            kept = Some(n.to_string());
+        }
+        Tracked {
+            shared,
+            name: kept,
+            progress,
+        }
+    }
+}
+
+impl Drop for Tracked<'_> {
+    fn drop(&mut self) {
+        if let Some(n) = &self.name
+            && let Ok(mut map) = self.shared.progress.lock()
+        {
+            map.remove(n);
+        }
+    }
 }
 
 /// The addresses a request's Host may name: the one listened on, and
@@ -113,6 +156,7 @@ pub fn run_foreground(opts: Options) -> Result<(), Error> {
             http: HttpBounds::default(),
             runs: Semaphore::new(MAX_RUNS),
             conns: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
+            progress: Mutex::new(HashMap::new()),
         });
         let url = format!("http://{addr}/");
         crate::term::print_out(&format!("{url}\n"))?;
@@ -192,7 +236,34 @@ async fn route(req: Request, stream: &mut TcpStream, shared: &Shared) -> Vec<u8>
             Ok(v) => json(v),
             Err(r) => http::error_json(r.status, &r.message),
         },
-        (_, "/" | "/api/scenario" | "/api/run" | "/api/timeline") => http::error_json(
+        ("POST", "/api/tradeoff") => match run(req, stream, shared, Ask::Tradeoff).await {
+            Ok(v) => json(v),
+            Err(r) => http::error_json(r.status, &r.message),
+        },
+        ("POST", "/api/tune") => match run(req, stream, shared, Ask::Tune).await {
+            Ok(v) => json(v),
+            Err(r) => http::error_json(r.status, &r.message),
+        },
+        ("GET", p) if p.starts_with("/api/progress/") => {
+            let name = &p["/api/progress/".len()..];
+            let found = shared
+                .progress
+                .lock()
+                .ok()
+                .and_then(|m| m.get(name).cloned());
+            match found {
+                Some(pr) => json(serde_json::json!({
+                    "ok": true,
+                    "done": pr.done.load(Ordering::SeqCst),
+                    "total": pr.total.load(Ordering::SeqCst),
+                })),
+                None => http::error_json(404, &format!("{name}: no such run under way")),
+            }
+        }
+        (
+            _,
+            "/" | "/api/scenario" | "/api/run" | "/api/timeline" | "/api/tradeoff" | "/api/tune",
+        ) => http::error_json(
             405,
             &format!("{} is not allowed on {}", req.method, req.path),
         ),
@@ -227,6 +298,10 @@ enum Ask {
     Run,
     /// One message's timeline.
     Timeline,
+    /// Duplicates against TTFR p95 as the window moves.
+    Tradeoff,
+    /// `herdsim tune` of the settings.
+    Tune,
 }
 
 async fn run(
@@ -259,11 +334,15 @@ async fn run(
     let stop = Arc::new(AtomicBool::new(false));
     let timed_out = Arc::new(AtomicBool::new(false));
     let src = Arc::clone(&shared.src);
+    let tracked = Tracked::new(shared, settings.run.as_deref());
     let work = {
         let stop = Arc::clone(&stop);
+        let pr = Arc::clone(&tracked.progress);
         tokio::task::spawn_blocking(move || match ask {
-            Ask::Run => api::run(&src, &settings, &stop),
+            Ask::Run => api::run(&src, &settings, &stop, &pr),
             Ask::Timeline => api::timeline(&src, &settings),
+            Ask::Tradeoff => api::tradeoff(&src, &settings, &stop, &pr),
+            Ask::Tune => api::tune(&src, &settings, &stop, &pr),
         })
     };
     tokio::pin!(work);
@@ -285,6 +364,7 @@ async fn run(
         }
     };
     drop(permit);
+    drop(tracked);
     match outcome {
         Err(e) => Err(refusal(500, format!("the run failed: {e}"))),
         Ok(Err(e)) => Err(refusal(500, e.to_string())),

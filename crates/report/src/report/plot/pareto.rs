@@ -96,6 +96,14 @@ pub fn pareto_figure(chart: &ParetoChart, out: &Path) -> anyhow::Result<()> {
     output::render(out, format, pareto_size(chart.panels.len()), chart)
 }
 
+/// [`pareto_figure`] drawn in memory as SVG, by the same drawing code:
+/// the SVG text. `herdsim ui` shows it; nothing is written.
+pub fn pareto_svg(chart: &ParetoChart) -> anyhow::Result<String> {
+    output::ensure_fonts()?;
+    let bytes = output::encode(Format::Svg, pareto_size(chart.panels.len()), chart)?;
+    String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("the SVG is not UTF-8"))
+}
+
 /// Indices of the points on the Pareto front of panel `panel` (lower x and
 /// lower y are better), by increasing x.
 pub fn front(points: &[ParetoPoint], panel: usize) -> Vec<usize> {
