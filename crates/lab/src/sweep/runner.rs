@@ -285,6 +285,12 @@ pub fn compute_observed(
     if rows.len() < jobs.len() {
         return Ok(None);
     }
+    tables_of(plan, &mut rows).map(Some)
+}
+
+/// A plan's tables of `rows` (one per replication, any order): each row
+/// with its point's swept values, as `runs.csv` and `summary.csv` hold them.
+fn tables_of(plan: &Plan, rows: &mut [Row]) -> Result<Tables, Error> {
     let params = |point: usize| -> Vec<(String, String)> {
         plan.points
             .get(point)
@@ -292,7 +298,7 @@ pub fn compute_observed(
             .unwrap_or_default()
     };
     let keys = plan.loaded.sweep_keys();
-    Tables::of(&plan.name, keys, &mut rows, &plan.policies, &params).map(Some)
+    Tables::of(&plan.name, keys, rows, &plan.policies, &params)
 }
 
 /// The trace `herdsim run --trace FILE --trace-policy POLICY` writes
@@ -482,14 +488,7 @@ impl Run<'_> {
             &["runs.csv", "summary.csv"]
         };
         let mut files = record::replace_other(&self.dir, &made, rewritten, obs)?;
-        let params = |point: usize| -> Vec<(String, String)> {
-            plan.points
-                .get(point)
-                .map(|p| p.params.clone())
-                .unwrap_or_default()
-        };
-        let keys = plan.loaded.sweep_keys();
-        let tables = Tables::of(&plan.name, keys, rows, &plan.policies, &params)?;
+        let tables = tables_of(plan, rows)?;
         tables.write(&self.dir)?;
         files.extend(["runs.csv".to_string(), "summary.csv".to_string()]);
         if outputs::write_plan_labels(&self.dir, plan)? {
