@@ -13,20 +13,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import queue
-import re
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 
 pytest.importorskip("websockets")
+from procs import Proc  # noqa: E402
 from test_floor_arbitrate import arbitrate, replay  # noqa: E402
 from websockets.asyncio.client import ClientConnection, connect  # noqa: E402
 
@@ -36,51 +34,6 @@ CHANNEL = "#general"
 # Seconds: the server's and the agents' start, the whole run.
 START_S = 20
 RUN_S = 30
-
-
-class Proc:
-    """A child process whose stdout and stderr are read by threads (its
-    pipes never fill), its stdout lines also queued for waiting on."""
-
-    def __init__(self, args: list[str]) -> None:
-        self.args = args
-        self.p = subprocess.Popen(
-            args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1
-        )
-        self.out: list[str] = []
-        self.err: list[str] = []
-        self.lines: queue.Queue[tuple[str, str]] = queue.Queue()
-        for name, pipe, into in [
-            ("out", self.p.stdout, self.out),
-            ("err", self.p.stderr, self.err),
-        ]:
-            threading.Thread(target=self._read, args=(name, pipe, into), daemon=True).start()
-
-    def _read(self, name: str, pipe: IO[str] | None, into: list[str]) -> None:
-        assert pipe is not None
-        for line in pipe:
-            into.append(line.rstrip("\n"))
-            self.lines.put((name, line.rstrip("\n")))
-
-    def wait_for(self, pattern: str, stream: str, timeout: float) -> re.Match[str]:
-        """The first line of `stream` matching `pattern`, within `timeout` s."""
-        end = time.monotonic() + timeout
-        while (left := end - time.monotonic()) > 0:
-            try:
-                name, line = self.lines.get(timeout=min(left, 0.5))
-            except queue.Empty:
-                if self.p.poll() is not None and self.lines.empty():
-                    break
-                continue
-            if name == stream and (m := re.search(pattern, line)):
-                return m
-        self.kill()
-        pytest.fail(f"{self.args[:3]}: no {pattern!r} in {timeout} s: {self.out} {self.err}")
-
-    def kill(self) -> None:
-        if self.p.poll() is None:
-            self.p.kill()
-        self.p.wait(timeout=10)
 
 
 @contextmanager

@@ -23,13 +23,10 @@ import hashlib
 import hmac
 import json
 import os
-import queue
-import re
 import secrets
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.parse
@@ -37,9 +34,10 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
+from procs import Proc
 
 AGENTS = 4
 QUESTIONS = 6
@@ -59,51 +57,6 @@ def need(module: str) -> None:
         if os.environ.get("HERDSIM_MATRIX") == "required":
             pytest.fail(f"HERDSIM_MATRIX=required and {module} cannot be imported: {e}")
         pytest.skip(f"{module} cannot be imported ({e}); pip install 'herdsim[test]'")
-
-
-class Proc:
-    """A child process whose stdout and stderr are read by threads (its
-    pipes never fill), its stdout lines also queued for waiting on (as in
-    test_gateway.py, which this file does not import: that one skips
-    without websockets)."""
-
-    def __init__(self, args: list[str]) -> None:
-        self.args = args
-        self.p = subprocess.Popen(
-            args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1
-        )
-        self.out: list[str] = []
-        self.err: list[str] = []
-        self.lines: queue.Queue[str] = queue.Queue()
-        for pipe, into in [(self.p.stdout, self.out), (self.p.stderr, self.err)]:
-            threading.Thread(target=self._read, args=(pipe, into), daemon=True).start()
-
-    def _read(self, pipe: IO[str] | None, into: list[str]) -> None:
-        assert pipe is not None
-        for line in pipe:
-            into.append(line.rstrip("\n"))
-            if into is self.out:
-                self.lines.put(line.rstrip("\n"))
-
-    def wait_for(self, pattern: str, timeout: float) -> None:
-        """Until a line of stdout matches `pattern`, within `timeout` s."""
-        end = time.monotonic() + timeout
-        while (left := end - time.monotonic()) > 0:
-            try:
-                line = self.lines.get(timeout=min(left, 0.5))
-            except queue.Empty:
-                if self.p.poll() is not None and self.lines.empty():
-                    break
-                continue
-            if re.search(pattern, line):
-                return
-        self.kill()
-        pytest.fail(f"{self.args[:3]}: no {pattern!r} in {timeout} s: {self.out} {self.err}")
-
-    def kill(self) -> None:
-        if self.p.poll() is None:
-            self.p.kill()
-        self.p.wait(timeout=10)
 
 
 def free_port() -> int:
@@ -352,7 +305,7 @@ def run_room(
         procs.append(p)
         mine.append((p, log))
     for p, _ in mine:
-        p.wait_for(r"^ready$", START_S)
+        p.wait_for(r"^ready$", "out", START_S)
     qids = []
     for i in range(QUESTIONS):
         status, v = s.send(s.admin, room, "m.room.message", {"msgtype": "m.text", "body": f"q{i}?"})
