@@ -112,7 +112,7 @@ fn calibrate_big_log(c: &mut Criterion) {
         "frames",
         |path| write_log(path, QUESTIONS, AGENTS),
         |opts, stop| {
-            calibrate::run(opts, stop).expect("calibrates");
+            calibrate::run(opts, &(), stop).expect("calibrates");
         },
     );
 }

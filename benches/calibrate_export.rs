@@ -124,7 +124,7 @@ fn calibrate_big_export(c: &mut Criterion) {
         "messages",
         |path| write_export(path, QUESTIONS, BOTS),
         |opts, stop| {
-            export::run(opts, &export::Settings::default(), stop).expect("calibrates");
+            export::run(opts, &export::Settings::default(), &(), stop).expect("calibrates");
         },
     );
 }

@@ -514,6 +514,7 @@ def calibrate(
     seed: int = 1,
     jobs: int | None = None,
     plot: bool = True,
+    progress: Progress | None = None,
 ) -> CalibrateResult:
     """Fit a scenario to what a channel saw, as ``herdsim calibrate`` does.
 
@@ -546,6 +547,9 @@ def calibrate(
         jobs: worker threads of the prediction (None: all cores); the
             results do not depend on it.
         plot: draw the figures.
+        progress: called as ``progress(done, total)`` with the fitted
+            channel's simulations (replications of the prediction and,
+            for an export, of the what-ifs) done of those ahead.
 
     Raises:
         InputError: a bad argument, or a log or export that cannot be read.
@@ -585,6 +589,7 @@ def calibrate(
         seed=seed,
         jobs=jobs,
         plot=plot,
+        progress=progress,
     )
     from pathlib import Path
 

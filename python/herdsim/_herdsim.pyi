@@ -67,6 +67,7 @@ def calibrate(
     seed: int,
     jobs: int | None,
     plot: bool,
+    progress: Callable[[int, int], None] | None,
 ) -> tuple[str, str, list[str], list[str]]:
     """``herdsim calibrate`` (``csma_ms`` as its ``MIN..MAX``): the results
     folder, the report it prints, its warnings and the files written."""

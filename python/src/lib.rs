@@ -336,7 +336,7 @@ fn tune(
 /// does, into `<out>/<name>/`. Returns the folder, the report (what the
 /// command line prints), the warnings (its stderr) and the files written.
 #[pyfunction]
-#[pyo3(signature = (log, *, out, name, channel, format, humans, bots, unthreaded, hash_authors, since, until, speed, link_ms, ttl_ms, csma_ms, policy, reps, seed, jobs, plot))]
+#[pyo3(signature = (log, *, out, name, channel, format, humans, bots, unthreaded, hash_authors, since, until, speed, link_ms, ttl_ms, csma_ms, policy, reps, seed, jobs, plot, progress))]
 #[allow(clippy::too_many_arguments)]
 fn calibrate(
     py: Python<'_>,
@@ -360,6 +360,7 @@ fn calibrate(
     seed: u64,
     jobs: Option<usize>,
     plot: bool,
+    progress: Option<Bound<'_, PyAny>>,
 ) -> PyResult<Py<PyTuple>> {
     let checked = calibration::Request {
         log,
@@ -385,10 +386,11 @@ fn calibrate(
     }
     .check()
     .map_err(|e| to_py(py, &e, false))?;
-    // Nothing to count: the command line shows no progress either.
+    // The replications of the prediction and the what-ifs, as the command
+    // line's bar counts them.
     let counter = Counter::default();
     let stop = AtomicBool::new(false);
-    let (result, raised) = watched(py, &counter, &stop, None, || {
+    let (result, raised) = watched(py, &counter, &stop, progress.as_ref(), || {
         calibration::run(&checked, &counter, &stop)
     });
     if let Some(e) = raised {

@@ -188,6 +188,26 @@ def test_calibrate_gives_the_same_bytes_for_any_jobs(repo, tmp_path):
     assert a.figures == []
 
 
+def test_calibrate_reports_its_simulations_progress(repo, tmp_path):
+    """progress(done, total) counts the fitted channel's simulations: the
+    prediction's replications, then (an export) each scheme and policy's."""
+    seen: list[tuple[int, int]] = []
+    reps = 3
+    herdsim.calibrate(
+        repo / DISCORD,
+        out=tmp_path,
+        reps=reps,
+        plot=False,
+        progress=lambda done, total: seen.append((done, total)),
+    )
+    assert seen, "no progress reported"
+    total = reps * (1 + 4 * 2)  # the prediction, then 4 schemes x (spec, none)
+    assert seen[-1] == (total, total), seen[-3:]
+    # Before the fit is done nothing is ahead yet: (0, 0).
+    assert all(t in (0, total) and 0 <= d <= t for d, t in seen), seen
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+
+
 def test_calibrate_bad_input_raises(repo, tmp_path):
     with pytest.raises(herdsim.InputError):
         herdsim.calibrate(tmp_path / "missing.jsonl", out=tmp_path)

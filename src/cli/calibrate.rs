@@ -135,7 +135,7 @@ pub fn run(args: Args) -> Result<ExitCode, CliError> {
     let quiet = args.quiet;
     let checked = request(args).check()?;
     let never = std::sync::atomic::AtomicBool::new(false);
-    let done = request::run(&checked, &Term::notes(quiet), &never)?;
+    let done = request::run(&checked, &Term::calibrate(quiet), &never)?;
     super::print_out(&done.report)?;
     if !quiet {
         for w in &done.warnings {

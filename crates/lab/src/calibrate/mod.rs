@@ -34,6 +34,7 @@ pub mod whatif;
 pub mod window;
 
 use crate::error::Error;
+use crate::progress::Observer;
 use crate::report::write_atomic;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -257,10 +258,12 @@ fn check_span(opts: &Options, log: &read::Log) -> Result<(), Error> {
 /// report and the figures into `opts.dir`, then simulate the scenario.
 /// Every file is written into a staging folder first and put in place
 /// only when all are: bad input or a failure leaves the folder as it was.
-pub fn run(opts: &Options, stop: &AtomicBool) -> Result<Finished, Error> {
+/// `obs` hears the simulations' progress (replications done of those
+/// ahead: the prediction's, then the what-ifs').
+pub fn run(opts: &Options, obs: &dyn Observer, stop: &AtomicBool) -> Result<Finished, Error> {
     refuse_own_output(opts)?;
     let log = read::read(&opts.log, opts.channel.as_deref()).map_err(|e| Error::bad(e.0))?;
-    run_log(opts, log, Extra::default(), stop)
+    run_log(opts, log, Extra::default(), obs, stop)
 }
 
 /// Whether `dir` (which need not exist yet) is `folder` or inside it,
@@ -342,6 +345,7 @@ pub fn run_log(
     opts: &Options,
     log: read::Log,
     extra: Extra,
+    obs: &dyn Observer,
     stop: &AtomicBool,
 ) -> Result<Finished, Error> {
     if log.format == read::Format::LiveTrace && opts.settings.speed != 1.0 {
@@ -431,13 +435,23 @@ pub fn run_log(
         &out::agents_csv(&cal, &view),
         &mut written,
     )?;
-    let prediction = if opts.reps > 0 && !view.agents.is_empty() {
+    let simulates = opts.reps > 0 && !view.agents.is_empty();
+    if simulates {
+        let whatifs = if extra.whatif {
+            whatif::RUNS_PER_REP
+        } else {
+            0
+        };
+        obs.length(u64::from(opts.reps) * (1 + whatifs));
+    }
+    let prediction = if simulates {
         match predict::predict(
             &staged,
             &cal.outcome,
             opts.reps,
             opts.settings.seed,
             opts.jobs,
+            obs,
             stop,
         ) {
             Ok(p) => Some(p),
@@ -487,7 +501,7 @@ pub fn run_log(
     }
     let mut preface = extra.preface;
     if extra.whatif && opts.reps > 0 && !view.agents.is_empty() {
-        let rows = whatif::whatif(&staged, opts.reps, opts.settings.seed, opts.jobs, stop)
+        let rows = whatif::whatif(&staged, opts.reps, opts.settings.seed, opts.jobs, obs, stop)
             .map_err(|e| match e {
                 // Read back above: a refusal here is a bug, not the input.
                 Error::Input(_) | Error::Scenario(_) => Error::Failure(anyhow::anyhow!(
@@ -498,6 +512,9 @@ pub fn run_log(
         interrupted(stop)?;
         write(&stage.join(whatif::FILE), &whatif::csv(&rows), &mut written)?;
         preface.push_str(&whatif::text(&rows, opts.reps));
+    }
+    if simulates {
+        obs.finish();
     }
     let report = preface + &report::text(&cal, &log, &view, prediction.as_ref(), &scenario);
     write(&stage.join("report.txt"), &report, &mut written)?;

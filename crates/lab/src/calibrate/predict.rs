@@ -7,6 +7,7 @@ use crate::floor::PolicyKind;
 use crate::metrics::RunResult;
 use crate::metrics::stats::Summary;
 use crate::model::Prepared;
+use crate::progress::Observer;
 use crate::scenario::Loaded;
 use std::path::Path;
 use std::str::FromStr;
@@ -42,6 +43,7 @@ pub fn predict(
     reps: u32,
     seed: u64,
     jobs: usize,
+    obs: &dyn Observer,
     stop: &AtomicBool,
 ) -> Result<Prediction, Error> {
     let loaded = Loaded::from_file(path)?;
@@ -56,7 +58,11 @@ pub fn predict(
         Prepared::new(&s, base).map_err(|e| Error::bad(format!("{}: {e}", path.display())))?;
     let jobs_list = crate::sweep::plan(seed, &[0], &[policy], reps);
     let pool = crate::sweep::pool(jobs).map_err(Error::bad)?;
-    let rows = crate::sweep::execute(&jobs_list, &|_| Some(&prepared), &pool, &|_| Ok(()), stop)?;
+    let done = |_: &crate::sweep::Row| {
+        obs.advance(1);
+        Ok(())
+    };
+    let rows = crate::sweep::execute(&jobs_list, &|_| Some(&prepared), &pool, &done, stop)?;
     let results: Vec<RunResult> = rows.into_iter().map(|r| r.result).collect();
     let w = o.wanted as f64;
     let share = |x: u64| if w > 0.0 { x as f64 / w } else { f64::NAN };

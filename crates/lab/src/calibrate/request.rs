@@ -118,7 +118,7 @@ pub fn run(c: &Checked, obs: &dyn Observer, stop: &AtomicBool) -> Result<Finishe
     // Before the folder is created or locked: an input there is not touched.
     super::refuse_into(&opts.log, &opts.dir)?;
     flags::in_folder(&opts.dir, obs, || match &c.export {
-        Some(x) => export::run(opts, x, stop),
-        None => super::run(opts, stop),
+        Some(x) => export::run(opts, x, obs, stop),
+        None => super::run(opts, obs, stop),
     })
 }

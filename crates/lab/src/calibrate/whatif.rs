@@ -14,6 +14,7 @@ use crate::error::Error;
 use crate::floor::PolicyKind;
 use crate::metrics::stats::Summary;
 use crate::model::Prepared;
+use crate::progress::Observer;
 use crate::scenario::Loaded;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -24,6 +25,10 @@ pub const FILE: &str = "whatif.csv";
 
 /// The policies each scheme runs under: with claims and without.
 pub const POLICIES: [PolicyKind; 2] = [PolicyKind::Spec, PolicyKind::None];
+
+/// Simulations per replication of calibrate's `--reps`: one per scheme and
+/// policy (what a progress meter counts).
+pub const RUNS_PER_REP: u64 = (Scheme::ALL.len() * POLICIES.len()) as u64;
 
 /// The metrics of a row, as the simulator names them.
 pub const METRICS: [&str; 6] = crate::metrics::SCHEME_METRICS;
@@ -45,6 +50,7 @@ pub fn whatif(
     reps: u32,
     seed: u64,
     jobs: usize,
+    obs: &dyn Observer,
     stop: &AtomicBool,
 ) -> Result<Vec<Row>, Error> {
     let loaded = Loaded::from_file(path)?;
@@ -52,6 +58,10 @@ pub fn whatif(
     let base = path.parent().unwrap_or(Path::new("."));
     let pool = crate::sweep::pool(jobs).map_err(Error::bad)?;
     let mut rows = Vec::new();
+    let done = |_: &crate::sweep::Row| {
+        obs.advance(1);
+        Ok(())
+    };
     for scheme in Scheme::ALL {
         let mut s = fitted.clone();
         s.schemes.scheme = scheme;
@@ -60,8 +70,7 @@ pub fn whatif(
         let mentioned = s.workload.mention_p > 0.0 || !s.schemes.default_agent.is_empty();
         for policy in POLICIES {
             let plan = crate::sweep::plan(seed, &[0], &[policy], reps);
-            let mut out =
-                crate::sweep::execute(&plan, &|_| Some(&prepared), &pool, &|_| Ok(()), stop)?;
+            let mut out = crate::sweep::execute(&plan, &|_| Some(&prepared), &pool, &done, stop)?;
             out.sort_by_key(|r| r.job.rep);
             let values: Vec<Summary> = METRICS
                 .iter()

@@ -27,6 +27,13 @@ impl Term {
         Term::new(quiet, style)
     }
 
+    /// A bar for a calibration: the replications of the fitted channel's
+    /// simulations (the prediction, then the what-ifs).
+    pub fn calibrate(quiet: bool) -> Term {
+        let style = "{spinner} {elapsed_precise} {wide_bar} simulations {pos}/{len}, ETA {eta}";
+        Term::new(quiet, style)
+    }
+
     /// No bar: the notes only (`quiet`: the warnings only).
     pub fn notes(quiet: bool) -> Term {
         Term {

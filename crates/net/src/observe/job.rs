@@ -197,7 +197,7 @@ fn observe_then_calibrate(
     // Ctrl-C ended the observation; the calibration of what was recorded
     // still runs to its end.
     let never = AtomicBool::new(false);
-    let done = calibrate::run(&copts, &never)?;
+    let done = calibrate::run(&copts, &(), &never)?;
     Ok(Done {
         recorded: rec,
         calibrated: Some(done),

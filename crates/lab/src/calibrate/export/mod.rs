@@ -21,6 +21,7 @@ pub mod slack;
 use super::read::{Clock, Event, Format, Log, Skipped, What};
 use super::{Extra, Finished, Options};
 use crate::error::Error;
+use crate::progress::Observer;
 use raw::RawMsg;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -813,7 +814,12 @@ pub fn fit_window(m: &Mapped, s: &Settings) -> Result<Option<FitWindow>, String>
 /// Calibrate from the export at `opts.log`: read, map, measure the
 /// channel as it is, then calibrate's fit and outputs, with
 /// `channel.csv` and the channel's figures before the report.
-pub fn run(opts: &Options, s: &Settings, stop: &AtomicBool) -> Result<Finished, Error> {
+pub fn run(
+    opts: &Options,
+    s: &Settings,
+    obs: &dyn Observer,
+    stop: &AtomicBool,
+) -> Result<Finished, Error> {
     super::refuse_own_output(opts)?;
     if opts.settings.speed != 1.0 {
         return Err(Error::bad(format!(
@@ -847,7 +853,7 @@ pub fn run(opts: &Options, s: &Settings, stop: &AtomicBool) -> Result<Finished, 
     // The messages are in `log` now: their strings freed before the fit.
     drop(mapped);
     drop(today);
-    super::run_log(opts, log, extra, stop)
+    super::run_log(opts, log, extra, obs, stop)
 }
 
 #[cfg(test)]
