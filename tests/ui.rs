@@ -480,6 +480,83 @@ fn a_tune_recommends_what_herdsim_tune_prints() {
 }
 
 #[test]
+fn a_tune_across_schemes_recommends_what_herdsim_tune_schemes_prints() {
+    let ui = Ui::start(&["--quiet"]);
+    let body = r#"{"values": {"agents.0.count": "3", "workload.count": "100"}, "seed": "7",
+        "schemes": "all"}"#;
+    let r = post_to(&ui.addr, "/api/tune", body);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    let out = tempfile::tempdir().expect("tempdir");
+    let o = Command::new(BIN)
+        .args([
+            "tune",
+            "--set",
+            "agents.0.count=3",
+            "--set",
+            "workload.count=100",
+        ])
+        .args([
+            "--seed",
+            "7",
+            "--reps",
+            "2",
+            "--grid",
+            "3",
+            "--schemes",
+            "all",
+            "--quiet",
+            "--out",
+        ])
+        .arg(out.path())
+        .output()
+        .expect("herdsim tune --schemes");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(v["text"].as_str(), Some(text.as_ref()));
+    assert!(text.contains("across schemes"), "{text}");
+    let csv = std::fs::read_to_string(out.path().join("default/tune/candidates.csv"))
+        .expect("candidates.csv");
+    assert_eq!(v["candidates_csv"].as_str(), Some(csv.as_str()));
+    assert_eq!(
+        v["command"],
+        "herdsim tune --set agents.0.count=3 --set workload.count=100 --seed 7 --reps 2 --grid 3 \
+         --schemes all"
+    );
+    // "apply" sets the recommended scheme too, as the text writes it.
+    let scheme = v["apply"]["schemes.scheme"].as_str().expect("a scheme");
+    assert!(
+        text.contains(&format!("scheme = \"{scheme}\"")),
+        "{scheme}: {text}"
+    );
+    // A scheme that does not exist is the command line's message; a long
+    // list is refused before it is read.
+    let bad = r#"{"values": {"workload.count": "100"}, "schemes": "open,nobody"}"#;
+    let r = post_to(&ui.addr, "/api/tune", bad);
+    assert_eq!(r.status, 422, "{}", r.text());
+    let o = Command::new(BIN)
+        .args([
+            "tune",
+            "--set",
+            "workload.count=100",
+            "--schemes",
+            "open,nobody",
+        ])
+        .args(["--quiet", "--out"])
+        .arg(out.path())
+        .output()
+        .expect("herdsim tune");
+    assert_eq!(o.status.code(), Some(2));
+    let cli = String::from_utf8_lossy(&o.stderr);
+    let page = r.json()["error"].as_str().expect("error").to_string();
+    assert!(cli.contains(&page), "{cli} / {page}");
+    let long = format!(r#"{{"schemes": "{}"}}"#, "open,".repeat(40));
+    let r = post_to(&ui.addr, "/api/tune", &long);
+    assert_eq!(r.status, 422, "{}", r.text());
+    assert!(r.text().contains("at most 100"), "{}", r.text());
+}
+
+#[test]
 fn a_runs_progress_is_read_by_its_name_while_it_runs() {
     let ui = Ui::start(&["--quiet"]);
     let addr = ui.addr.clone();

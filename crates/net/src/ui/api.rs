@@ -167,6 +167,10 @@ pub struct Settings {
     /// The page's name for this run, for `/api/progress/NAME`.
     #[serde(default)]
     pub run: Option<String>,
+    /// A tune only: across these schemes (`herdsim tune --schemes`:
+    /// `all` or names separated by commas); none: the scenario's scheme.
+    #[serde(default)]
+    pub schemes: Option<String>,
 }
 
 /// How far a run is: replications done of those ahead.
@@ -678,6 +682,7 @@ pub fn tradeoff(
             policy: None,
             msg: None,
             run: None,
+            schemes: None,
         };
         let (plan, args) = match plan_of(src, &s)? {
             Ok(p) => p,
@@ -856,6 +861,9 @@ pub const TUNE_GRID: usize = 3;
 /// tune --reps`; `--max-reps` its default, four times as many).
 pub const TUNE_REPS: u32 = 2;
 
+/// The longest `schemes` a tune from the page takes (`all` or a few names).
+const SCHEMES_CHARS: usize = 100;
+
 /// The page's control a key `herdsim tune` searched sets, if any.
 fn control_of(key: &str) -> Option<&'static str> {
     let key = key.replacen("agents.csma.", "agents.0.csma.", 1);
@@ -881,6 +889,15 @@ pub fn tune(
         Err(Refused(m)) => return Ok(Ran::Refused(m)),
     };
     let seed = args.seed.or(src.seed);
+    let schemes = match settings.schemes.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(s) if s.len() > SCHEMES_CHARS => {
+            return Ok(Ran::Refused(format!(
+                "--schemes: at most {SCHEMES_CHARS} characters (`all` or names separated by commas)"
+            )));
+        }
+        Some(s) => Some(s.to_string()),
+    };
     let bad = |e: Error| -> Result<Ran, Error> {
         if e.exit_code() == herdsim_model::error::EXIT_BAD_INPUT {
             Ok(Ran::Refused(e.to_string()))
@@ -907,15 +924,28 @@ pub fn tune(
         grid: Some(TUNE_GRID),
         threads: src.threads,
         max_memory: None,
-        schemes: None,
+        schemes: schemes.clone(),
     })
     .check()
     {
         Ok(s) => s,
         Err(e) => return bad(e),
     };
-    let grid = search.space.grid(search.settings.levels).len();
-    let runs = crate::tune::estimated_runs(&search.space, &search.settings, grid);
+    // Across schemes, every scheme's search in turn (as `tune_schemes`
+    // estimates them).
+    let runs: u64 = if search.schemes.is_empty() {
+        let grid = search.space.grid(search.settings.levels).len();
+        crate::tune::estimated_runs(&search.space, &search.settings, grid)
+    } else {
+        search
+            .schemes
+            .iter()
+            .map(|x| {
+                let grid = x.space.grid(x.settings.levels).len();
+                crate::tune::estimated_runs(&x.space, &x.settings, grid)
+            })
+            .sum()
+    };
     let per_run = plan.points.first().map_or(0.0, |p| {
         let agents: u64 = p.scenario.agents.iter().map(|g| u64::from(g.count)).sum();
         messages(&p.scenario) * agents as f64
@@ -931,13 +961,21 @@ pub fn tune(
         Err(e) => return bad(e),
     };
     let mut apply = serde_json::Map::new();
-    if let Some(values) = done
+    let chosen = done
         .outcome
         .chosen
-        .and_then(|i| done.outcome.candidates.get(i))
-        .and_then(|c| c.values.as_ref())
-    {
-        for (d, v) in search.space.dims.iter().zip(values) {
+        .and_then(|i| done.outcome.candidates.get(i));
+    // Across schemes: the chosen one's scheme, and its values along the
+    // space searched under that scheme.
+    let mut space = &search.space;
+    if let Some(scheme) = chosen.and_then(|c| c.scheme) {
+        apply.insert("schemes.scheme".into(), json!(scheme.name()));
+        if let Some(x) = search.schemes.iter().find(|x| x.scheme == scheme) {
+            space = &x.space;
+        }
+    }
+    if let Some(values) = chosen.and_then(|c| c.values.as_ref()) {
+        for (d, v) in space.dims.iter().zip(values) {
             if let Some(c) = control_of(&d.key) {
                 apply.insert(c.to_string(), json!(format!("{v:.*}", d.decimals)));
             }
@@ -956,6 +994,9 @@ pub fn tune(
         words.push(format!("--seed {seed}"));
     }
     words.push(format!("--reps {TUNE_REPS} --grid {TUNE_GRID}"));
+    if let Some(s) = &schemes {
+        words.push(format!("--schemes {}", shell(s)));
+    }
     Ok(Ran::Done(json!({
         "ok": true,
         "text": done.text,
