@@ -557,6 +557,74 @@ fn a_tune_across_schemes_recommends_what_herdsim_tune_schemes_prints() {
 }
 
 #[test]
+fn a_calibrated_channel_shows_what_calibrate_wrote_beside_the_live_results() {
+    let out = tempfile::tempdir().expect("tempdir");
+    let export =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/exports/discord/general.json");
+    let o = Command::new(BIN)
+        .args([
+            "calibrate",
+            "--quiet",
+            "--no-plot",
+            "--reps",
+            "2",
+            "--name",
+            "team",
+        ])
+        .arg("--out")
+        .arg(out.path())
+        .arg(&export)
+        .output()
+        .expect("herdsim calibrate");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let dir = out.path().join("team");
+    let scenario = dir.join("scenario.toml");
+    let ui = Ui::start(&["--quiet", scenario.to_str().expect("a UTF-8 path")]);
+    let d = get(&ui.addr, "/api/scenario", "").json();
+    let cal = &d["calibrated"];
+    assert_eq!(cal["dir"].as_str(), dir.to_str(), "{d}");
+    let files = cal["files"].as_array().expect("files");
+    let names: Vec<&str> = files.iter().filter_map(|f| f["name"].as_str()).collect();
+    assert_eq!(
+        names,
+        ["channel.csv", "prediction.csv", "whatif.csv"],
+        "{d}"
+    );
+    for f in files {
+        let name = f["name"].as_str().expect("name");
+        let written = std::fs::read_to_string(dir.join(name)).expect("calibrate's file");
+        assert_eq!(f["csv"].as_str(), Some(written.as_str()), "{name}");
+    }
+    assert_eq!(cal["notes"], serde_json::json!([]));
+    // The live results of the controls run the calibrated scenario.
+    let r = post_to(&ui.addr, "/api/run", r#"{"reps": "2"}"#);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let page = get(&ui.addr, "/", "").text();
+    assert!(page.contains("Your channel today"));
+    drop(ui);
+    // Bounded: a file larger than the page reads is named, not shown.
+    std::fs::write(dir.join("whatif.csv"), "x".repeat(70_000)).expect("writes");
+    let ui = Ui::start(&["--quiet", scenario.to_str().expect("a UTF-8 path")]);
+    let d = get(&ui.addr, "/api/scenario", "").json();
+    let cal = &d["calibrated"];
+    assert_eq!(cal["files"].as_array().map(Vec::len), Some(2), "{d}");
+    assert!(
+        cal["notes"][0]
+            .as_str()
+            .is_some_and(|n| n.contains("whatif.csv") && n.contains("64 KiB")),
+        "{d}"
+    );
+    drop(ui);
+    // A scenario.toml not beside calibrate's files is no calibration.
+    std::fs::remove_file(dir.join("estimates.csv")).expect("removes");
+    let ui = Ui::start(&["--quiet", scenario.to_str().expect("a UTF-8 path")]);
+    let d = get(&ui.addr, "/api/scenario", "").json();
+    assert!(d["calibrated"].is_null(), "{d}");
+    let d = get(&Ui::start(&["--quiet"]).addr, "/api/scenario", "").json();
+    assert!(d["calibrated"].is_null(), "{d}");
+}
+
+#[test]
 fn a_runs_progress_is_read_by_its_name_while_it_runs() {
     let ui = Ui::start(&["--quiet"]);
     let addr = ui.addr.clone();

@@ -403,12 +403,66 @@ pub fn describe(src: &Source) -> Result<Value, Error> {
         "seed": plan.seed.to_string(),
         "reps": plan.reps.to_string(),
         "sweep": plan.loaded.sweep_keys(),
+        "calibrated": src.scenario.as_deref().and_then(calibrated),
         "bounds": {
             "agents": b.max_agents, "reps": b.max_reps, "messages": b.max_messages,
             "sim_ms": b.max_sim_ms, "points": b.max_points, "work": b.max_work,
             "seconds": b.max_seconds,
         },
     }))
+}
+
+/// What `herdsim calibrate` writes beside its `scenario.toml` that the
+/// page shows as "your channel today", in this order: the channel as
+/// measured (`channel.csv`, from an export), the fitted scenario's
+/// prediction beside the observed (`prediction.csv`) and the what-if under
+/// each scheme (`whatif.csv`).
+pub const CALIBRATED: [&str; 3] = ["channel.csv", "prediction.csv", "whatif.csv"];
+
+/// The largest of [`CALIBRATED`]'s files the page reads (bytes); a larger
+/// one is named, not shown.
+pub const CALIBRATED_BYTES: u64 = 64 * 1024;
+
+/// The calibration `scenario` was written by, if any: a file named
+/// `scenario.toml` whose folder holds calibrate's `estimates.csv` and at
+/// least one of [`CALIBRATED`]. Each file's text as calibrate wrote it
+/// (at most [`CALIBRATED_BYTES`] each), or a note of why it is not shown.
+pub fn calibrated(scenario: &Path) -> Option<Value> {
+    use std::io::Read;
+    if scenario.file_name()? != "scenario.toml" {
+        return None;
+    }
+    let dir = match scenario.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.join("estimates.csv").is_file() || !CALIBRATED.iter().any(|f| dir.join(f).is_file()) {
+        return None;
+    }
+    let mut files = Vec::new();
+    let mut notes = Vec::new();
+    for name in CALIBRATED {
+        let path = dir.join(name);
+        if !path.is_file() {
+            continue;
+        }
+        let mut bytes = Vec::new();
+        let read = std::fs::File::open(&path)
+            .and_then(|f| f.take(CALIBRATED_BYTES + 1).read_to_end(&mut bytes));
+        match read {
+            Err(e) => notes.push(format!("{}: {e}", path.display())),
+            Ok(n) if n as u64 > CALIBRATED_BYTES => notes.push(format!(
+                "{}: more than {} KiB, not shown",
+                path.display(),
+                CALIBRATED_BYTES / 1024
+            )),
+            Ok(_) => match String::from_utf8(bytes) {
+                Ok(csv) => files.push(json!({ "name": name, "csv": csv })),
+                Err(_) => notes.push(format!("{}: not UTF-8, not shown", path.display())),
+            },
+        }
+    }
+    Some(json!({ "dir": dir.display().to_string(), "files": files, "notes": notes }))
 }
 
 /// The messages a replication of `s` posts, as far as the scenario says:
