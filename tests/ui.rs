@@ -480,6 +480,151 @@ fn a_tune_recommends_what_herdsim_tune_prints() {
 }
 
 #[test]
+fn a_tune_across_schemes_recommends_what_herdsim_tune_schemes_prints() {
+    let ui = Ui::start(&["--quiet"]);
+    let body = r#"{"values": {"agents.0.count": "3", "workload.count": "100"}, "seed": "7",
+        "schemes": "all"}"#;
+    let r = post_to(&ui.addr, "/api/tune", body);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    let out = tempfile::tempdir().expect("tempdir");
+    let o = Command::new(BIN)
+        .args([
+            "tune",
+            "--set",
+            "agents.0.count=3",
+            "--set",
+            "workload.count=100",
+        ])
+        .args([
+            "--seed",
+            "7",
+            "--reps",
+            "2",
+            "--grid",
+            "3",
+            "--schemes",
+            "all",
+            "--quiet",
+            "--out",
+        ])
+        .arg(out.path())
+        .output()
+        .expect("herdsim tune --schemes");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(v["text"].as_str(), Some(text.as_ref()));
+    assert!(text.contains("across schemes"), "{text}");
+    let csv = std::fs::read_to_string(out.path().join("default/tune/candidates.csv"))
+        .expect("candidates.csv");
+    assert_eq!(v["candidates_csv"].as_str(), Some(csv.as_str()));
+    assert_eq!(
+        v["command"],
+        "herdsim tune --set agents.0.count=3 --set workload.count=100 --seed 7 --reps 2 --grid 3 \
+         --schemes all"
+    );
+    // "apply" sets the recommended scheme too, as the text writes it.
+    let scheme = v["apply"]["schemes.scheme"].as_str().expect("a scheme");
+    assert!(
+        text.contains(&format!("scheme = \"{scheme}\"")),
+        "{scheme}: {text}"
+    );
+    // A scheme that does not exist is the command line's message; a long
+    // list is refused before it is read.
+    let bad = r#"{"values": {"workload.count": "100"}, "schemes": "open,nobody"}"#;
+    let r = post_to(&ui.addr, "/api/tune", bad);
+    assert_eq!(r.status, 422, "{}", r.text());
+    let o = Command::new(BIN)
+        .args([
+            "tune",
+            "--set",
+            "workload.count=100",
+            "--schemes",
+            "open,nobody",
+        ])
+        .args(["--quiet", "--out"])
+        .arg(out.path())
+        .output()
+        .expect("herdsim tune");
+    assert_eq!(o.status.code(), Some(2));
+    let cli = String::from_utf8_lossy(&o.stderr);
+    let page = r.json()["error"].as_str().expect("error").to_string();
+    assert!(cli.contains(&page), "{cli} / {page}");
+    let long = format!(r#"{{"schemes": "{}"}}"#, "open,".repeat(40));
+    let r = post_to(&ui.addr, "/api/tune", &long);
+    assert_eq!(r.status, 422, "{}", r.text());
+    assert!(r.text().contains("at most 100"), "{}", r.text());
+}
+
+#[test]
+fn a_calibrated_channel_shows_what_calibrate_wrote_beside_the_live_results() {
+    let out = tempfile::tempdir().expect("tempdir");
+    let export =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/exports/discord/general.json");
+    let o = Command::new(BIN)
+        .args([
+            "calibrate",
+            "--quiet",
+            "--no-plot",
+            "--reps",
+            "2",
+            "--name",
+            "team",
+        ])
+        .arg("--out")
+        .arg(out.path())
+        .arg(&export)
+        .output()
+        .expect("herdsim calibrate");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let dir = out.path().join("team");
+    let scenario = dir.join("scenario.toml");
+    let ui = Ui::start(&["--quiet", scenario.to_str().expect("a UTF-8 path")]);
+    let d = get(&ui.addr, "/api/scenario", "").json();
+    let cal = &d["calibrated"];
+    assert_eq!(cal["dir"].as_str(), dir.to_str(), "{d}");
+    let files = cal["files"].as_array().expect("files");
+    let names: Vec<&str> = files.iter().filter_map(|f| f["name"].as_str()).collect();
+    assert_eq!(
+        names,
+        ["channel.csv", "prediction.csv", "whatif.csv"],
+        "{d}"
+    );
+    for f in files {
+        let name = f["name"].as_str().expect("name");
+        let written = std::fs::read_to_string(dir.join(name)).expect("calibrate's file");
+        assert_eq!(f["csv"].as_str(), Some(written.as_str()), "{name}");
+    }
+    assert_eq!(cal["notes"], serde_json::json!([]));
+    // The live results of the controls run the calibrated scenario.
+    let r = post_to(&ui.addr, "/api/run", r#"{"reps": "2"}"#);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let page = get(&ui.addr, "/", "").text();
+    assert!(page.contains("Your channel today"));
+    drop(ui);
+    // Bounded: a file larger than the page reads is named, not shown.
+    std::fs::write(dir.join("whatif.csv"), "x".repeat(70_000)).expect("writes");
+    let ui = Ui::start(&["--quiet", scenario.to_str().expect("a UTF-8 path")]);
+    let d = get(&ui.addr, "/api/scenario", "").json();
+    let cal = &d["calibrated"];
+    assert_eq!(cal["files"].as_array().map(Vec::len), Some(2), "{d}");
+    assert!(
+        cal["notes"][0]
+            .as_str()
+            .is_some_and(|n| n.contains("whatif.csv") && n.contains("64 KiB")),
+        "{d}"
+    );
+    drop(ui);
+    // A scenario.toml not beside calibrate's files is no calibration.
+    std::fs::remove_file(dir.join("estimates.csv")).expect("removes");
+    let ui = Ui::start(&["--quiet", scenario.to_str().expect("a UTF-8 path")]);
+    let d = get(&ui.addr, "/api/scenario", "").json();
+    assert!(d["calibrated"].is_null(), "{d}");
+    let d = get(&Ui::start(&["--quiet"]).addr, "/api/scenario", "").json();
+    assert!(d["calibrated"].is_null(), "{d}");
+}
+
+#[test]
 fn a_runs_progress_is_read_by_its_name_while_it_runs() {
     let ui = Ui::start(&["--quiet"]);
     let addr = ui.addr.clone();

@@ -167,6 +167,10 @@ pub struct Settings {
     /// The page's name for this run, for `/api/progress/NAME`.
     #[serde(default)]
     pub run: Option<String>,
+    /// A tune only: across these schemes (`herdsim tune --schemes`:
+    /// `all` or names separated by commas); none: the scenario's scheme.
+    #[serde(default)]
+    pub schemes: Option<String>,
 }
 
 /// How far a run is: replications done of those ahead.
@@ -399,12 +403,66 @@ pub fn describe(src: &Source) -> Result<Value, Error> {
         "seed": plan.seed.to_string(),
         "reps": plan.reps.to_string(),
         "sweep": plan.loaded.sweep_keys(),
+        "calibrated": src.scenario.as_deref().and_then(calibrated),
         "bounds": {
             "agents": b.max_agents, "reps": b.max_reps, "messages": b.max_messages,
             "sim_ms": b.max_sim_ms, "points": b.max_points, "work": b.max_work,
             "seconds": b.max_seconds,
         },
     }))
+}
+
+/// What `herdsim calibrate` writes beside its `scenario.toml` that the
+/// page shows as "your channel today", in this order: the channel as
+/// measured (`channel.csv`, from an export), the fitted scenario's
+/// prediction beside the observed (`prediction.csv`) and the what-if under
+/// each scheme (`whatif.csv`).
+pub const CALIBRATED: [&str; 3] = ["channel.csv", "prediction.csv", "whatif.csv"];
+
+/// The largest of [`CALIBRATED`]'s files the page reads (bytes); a larger
+/// one is named, not shown.
+pub const CALIBRATED_BYTES: u64 = 64 * 1024;
+
+/// The calibration `scenario` was written by, if any: a file named
+/// `scenario.toml` whose folder holds calibrate's `estimates.csv` and at
+/// least one of [`CALIBRATED`]. Each file's text as calibrate wrote it
+/// (at most [`CALIBRATED_BYTES`] each), or a note of why it is not shown.
+pub fn calibrated(scenario: &Path) -> Option<Value> {
+    use std::io::Read;
+    if scenario.file_name()? != "scenario.toml" {
+        return None;
+    }
+    let dir = match scenario.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !dir.join("estimates.csv").is_file() || !CALIBRATED.iter().any(|f| dir.join(f).is_file()) {
+        return None;
+    }
+    let mut files = Vec::new();
+    let mut notes = Vec::new();
+    for name in CALIBRATED {
+        let path = dir.join(name);
+        if !path.is_file() {
+            continue;
+        }
+        let mut bytes = Vec::new();
+        let read = std::fs::File::open(&path)
+            .and_then(|f| f.take(CALIBRATED_BYTES + 1).read_to_end(&mut bytes));
+        match read {
+            Err(e) => notes.push(format!("{}: {e}", path.display())),
+            Ok(n) if n as u64 > CALIBRATED_BYTES => notes.push(format!(
+                "{}: more than {} KiB, not shown",
+                path.display(),
+                CALIBRATED_BYTES / 1024
+            )),
+            Ok(_) => match String::from_utf8(bytes) {
+                Ok(csv) => files.push(json!({ "name": name, "csv": csv })),
+                Err(_) => notes.push(format!("{}: not UTF-8, not shown", path.display())),
+            },
+        }
+    }
+    Some(json!({ "dir": dir.display().to_string(), "files": files, "notes": notes }))
 }
 
 /// The messages a replication of `s` posts, as far as the scenario says:
@@ -678,6 +736,7 @@ pub fn tradeoff(
             policy: None,
             msg: None,
             run: None,
+            schemes: None,
         };
         let (plan, args) = match plan_of(src, &s)? {
             Ok(p) => p,
@@ -856,6 +915,9 @@ pub const TUNE_GRID: usize = 3;
 /// tune --reps`; `--max-reps` its default, four times as many).
 pub const TUNE_REPS: u32 = 2;
 
+/// The longest `schemes` a tune from the page takes (`all` or a few names).
+const SCHEMES_CHARS: usize = 100;
+
 /// The page's control a key `herdsim tune` searched sets, if any.
 fn control_of(key: &str) -> Option<&'static str> {
     let key = key.replacen("agents.csma.", "agents.0.csma.", 1);
@@ -881,6 +943,15 @@ pub fn tune(
         Err(Refused(m)) => return Ok(Ran::Refused(m)),
     };
     let seed = args.seed.or(src.seed);
+    let schemes = match settings.schemes.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(s) if s.len() > SCHEMES_CHARS => {
+            return Ok(Ran::Refused(format!(
+                "--schemes: at most {SCHEMES_CHARS} characters (`all` or names separated by commas)"
+            )));
+        }
+        Some(s) => Some(s.to_string()),
+    };
     let bad = |e: Error| -> Result<Ran, Error> {
         if e.exit_code() == herdsim_model::error::EXIT_BAD_INPUT {
             Ok(Ran::Refused(e.to_string()))
@@ -907,15 +978,28 @@ pub fn tune(
         grid: Some(TUNE_GRID),
         threads: src.threads,
         max_memory: None,
-        schemes: None,
+        schemes: schemes.clone(),
     })
     .check()
     {
         Ok(s) => s,
         Err(e) => return bad(e),
     };
-    let grid = search.space.grid(search.settings.levels).len();
-    let runs = crate::tune::estimated_runs(&search.space, &search.settings, grid);
+    // Across schemes, every scheme's search in turn (as `tune_schemes`
+    // estimates them).
+    let runs: u64 = if search.schemes.is_empty() {
+        let grid = search.space.grid(search.settings.levels).len();
+        crate::tune::estimated_runs(&search.space, &search.settings, grid)
+    } else {
+        search
+            .schemes
+            .iter()
+            .map(|x| {
+                let grid = x.space.grid(x.settings.levels).len();
+                crate::tune::estimated_runs(&x.space, &x.settings, grid)
+            })
+            .sum()
+    };
     let per_run = plan.points.first().map_or(0.0, |p| {
         let agents: u64 = p.scenario.agents.iter().map(|g| u64::from(g.count)).sum();
         messages(&p.scenario) * agents as f64
@@ -931,13 +1015,21 @@ pub fn tune(
         Err(e) => return bad(e),
     };
     let mut apply = serde_json::Map::new();
-    if let Some(values) = done
+    let chosen = done
         .outcome
         .chosen
-        .and_then(|i| done.outcome.candidates.get(i))
-        .and_then(|c| c.values.as_ref())
-    {
-        for (d, v) in search.space.dims.iter().zip(values) {
+        .and_then(|i| done.outcome.candidates.get(i));
+    // Across schemes: the chosen one's scheme, and its values along the
+    // space searched under that scheme.
+    let mut space = &search.space;
+    if let Some(scheme) = chosen.and_then(|c| c.scheme) {
+        apply.insert("schemes.scheme".into(), json!(scheme.name()));
+        if let Some(x) = search.schemes.iter().find(|x| x.scheme == scheme) {
+            space = &x.space;
+        }
+    }
+    if let Some(values) = chosen.and_then(|c| c.values.as_ref()) {
+        for (d, v) in space.dims.iter().zip(values) {
             if let Some(c) = control_of(&d.key) {
                 apply.insert(c.to_string(), json!(format!("{v:.*}", d.decimals)));
             }
@@ -956,6 +1048,9 @@ pub fn tune(
         words.push(format!("--seed {seed}"));
     }
     words.push(format!("--reps {TUNE_REPS} --grid {TUNE_GRID}"));
+    if let Some(s) = &schemes {
+        words.push(format!("--schemes {}", shell(s)));
+    }
     Ok(Ran::Done(json!({
         "ok": true,
         "text": done.text,
