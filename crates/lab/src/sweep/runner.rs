@@ -184,11 +184,7 @@ impl Run<'_> {
 pub fn prepare<'p>(plan: &'p Plan, opts: &'p Options) -> Result<Run<'p>, Error> {
     let trace_policy = check_trace_policy(plan, opts)?;
     let threads = opts.threads;
-    if threads == 0 || threads > MAX_THREADS {
-        return Err(Error::Input(format!(
-            "--jobs {threads}: must be from 1 to {MAX_THREADS} worker threads"
-        )));
-    }
+    check_threads(threads)?;
     let total = plan.points.len();
     let points: Vec<usize> = match opts.shard {
         Some(s) => s.points(total),
@@ -200,16 +196,11 @@ pub fn prepare<'p>(plan: &'p Plan, opts: &'p Options) -> Result<Run<'p>, Error> 
             opts.shard.map_or_else(String::new, |s| s.to_string())
         )));
     }
-    check_job_count(plan, points.len())?;
-    let max_pending = memory::check_run(plan, &points, threads, opts.budget)?;
-    let mut prepared: Vec<(usize, Prepared)> = Vec::with_capacity(points.len());
-    for &p in &points {
-        let l = &plan.loaded;
-        let mut w = Prepared::with_cache(&plan.points[p].scenario, &l.base_dir, &l.data)
-            .map_err(|e| Error::Input(format!("{}: {e}", l.file)))?;
-        w.set_max_pending(max_pending);
-        prepared.push((p, w));
-    }
+    let prepared: Vec<(usize, Prepared)> = points
+        .iter()
+        .copied()
+        .zip(worlds(plan, &points, threads, opts.budget)?)
+        .collect();
     let jobs = super::plan(plan.seed, &points, &plan.policies, plan.reps);
     let header = header(plan, opts.shard, jobs.len())?;
     let dir = plan.results_dir(&opts.out);
@@ -256,17 +247,10 @@ pub fn compute_observed(
     stop: &AtomicBool,
     obs: &dyn Observer,
 ) -> Result<Option<Tables>, Error> {
+    check_threads(threads)?;
     let points: Vec<usize> = (0..plan.points.len()).collect();
-    check_job_count(plan, points.len())?;
-    let max_pending = memory::check_run(plan, &points, threads, budget)?;
-    let mut prepared: Vec<Prepared> = Vec::with_capacity(points.len());
-    for &p in &points {
-        let l = &plan.loaded;
-        let mut w = Prepared::with_cache(&plan.points[p].scenario, &l.base_dir, &l.data)
-            .map_err(|e| Error::Input(format!("{}: {e}", l.file)))?;
-        w.set_max_pending(max_pending);
-        prepared.push(w);
-    }
+    // Every point, in order: point p's world is `prepared[p]`.
+    let prepared = worlds(plan, &points, threads, budget)?;
     let jobs = super::plan(plan.seed, &points, &plan.policies, plan.reps);
     let pool = super::pool(threads).map_err(Error::Input)?;
     let world = |p: usize| prepared.get(p);
@@ -309,8 +293,7 @@ pub fn trace(plan: &Plan, policy: PolicyKind) -> Result<TraceBuf, Error> {
         .points
         .first()
         .ok_or_else(|| Error::Input(format!("{}: the sweep has no points", l.file)))?;
-    let world = Prepared::with_cache(&point.scenario, &l.base_dir, &l.data)
-        .map_err(|e| Error::Input(format!("{}: {e}", l.file)))?;
+    let world = world(plan, 0)?;
     let mut buf = TraceBuf::new();
     simulate(
         &world,
@@ -320,6 +303,43 @@ pub fn trace(plan: &Plan, policy: PolicyKind) -> Result<TraceBuf, Error> {
     )
     .map_err(|e| Error::Input(format!("{}: --trace: {e}", l.file)))?;
     Ok(buf)
+}
+
+/// `--jobs`: 1 to [`MAX_THREADS`] worker threads.
+fn check_threads(threads: usize) -> Result<(), Error> {
+    if threads == 0 || threads > MAX_THREADS {
+        return Err(Error::Input(format!(
+            "--jobs {threads}: must be from 1 to {MAX_THREADS} worker threads"
+        )));
+    }
+    Ok(())
+}
+
+/// The world of the plan's point `p`, its data files read once per plan.
+fn world(plan: &Plan, p: usize) -> Result<Prepared, Error> {
+    let l = &plan.loaded;
+    Prepared::with_cache(&plan.points[p].scenario, &l.base_dir, &l.data)
+        .map_err(|e| Error::Input(format!("{}: {e}", l.file)))
+}
+
+/// The worlds of `points` (in their order), after the checks of the job
+/// count and the memory a run on `threads` threads needs within `budget`.
+fn worlds(
+    plan: &Plan,
+    points: &[usize],
+    threads: usize,
+    budget: u64,
+) -> Result<Vec<Prepared>, Error> {
+    check_job_count(plan, points.len())?;
+    let max_pending = memory::check_run(plan, points, threads, budget)?;
+    points
+        .iter()
+        .map(|&p| {
+            let mut w = world(plan, p)?;
+            w.set_max_pending(max_pending);
+            Ok(w)
+        })
+        .collect()
 }
 
 /// `--trace-policy`: only with `--trace`, and one of the plan's policies.
