@@ -91,7 +91,8 @@ pub fn resume_command() -> String {
         .join(" ")
 }
 
-fn shell_quote(a: &str) -> String {
+/// A shell word: as is when it needs no quoting, else in single quotes.
+pub fn shell_quote(a: &str) -> String {
     let plain = !a.is_empty()
         && a.chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));

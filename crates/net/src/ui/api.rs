@@ -8,6 +8,7 @@ use crate::floor::PolicyKind;
 use crate::report::{plot, table};
 use crate::scenario::Scenario;
 use crate::sweep::{Plan, runner};
+use crate::term::interrupt::shell_quote;
 use herdsim_model::agent::Scheme;
 use herdsim_model::error::Error;
 use serde::Deserialize;
@@ -309,32 +310,31 @@ impl Settings {
     }
 }
 
-/// A shell word: as is when it needs no quoting, else in single quotes.
-fn shell(word: &str) -> String {
-    let safe = !word.is_empty()
-        && word.chars().all(|c| {
-            c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+' | '_' | '=' | '/' | ':' | ',')
-        });
-    if safe {
-        word.to_string()
-    } else {
-        format!("'{}'", word.replace('\'', r"'\''"))
+/// `herdsim SUBCOMMAND [SCENARIO] --set ... [--seed N]`, each word quoted
+/// for a shell as a resume command is ([`shell_quote`]).
+fn command_words(
+    subcommand: &str,
+    scenario: Option<&Path>,
+    sets: &[String],
+    seed: Option<u64>,
+) -> Vec<String> {
+    let mut words = vec!["herdsim".to_string(), subcommand.to_string()];
+    if let Some(s) = scenario {
+        words.push(shell_quote(&s.display().to_string()));
     }
+    for s in sets {
+        words.push("--set".into());
+        words.push(shell_quote(s));
+    }
+    if let Some(seed) = seed {
+        words.push(format!("--seed {seed}"));
+    }
+    words
 }
 
 /// The `herdsim run` command that gives the same numbers.
 pub fn command(scenario: Option<&Path>, a: &Args) -> String {
-    let mut words = vec!["herdsim".to_string(), "run".to_string()];
-    if let Some(s) = scenario {
-        words.push(shell(&s.display().to_string()));
-    }
-    for s in &a.sets {
-        words.push("--set".into());
-        words.push(shell(s));
-    }
-    if let Some(seed) = a.seed {
-        words.push(format!("--seed {seed}"));
-    }
+    let mut words = command_words("run", scenario, &a.sets, a.seed);
     if let Some(reps) = a.reps {
         words.push(format!("--reps {reps}"));
     }
@@ -1036,20 +1036,10 @@ pub fn tune(
         }
     }
     let svg = crate::report::plot::pareto::pareto_svg(&done.chart).ok();
-    let mut words = vec!["herdsim".to_string(), "tune".to_string()];
-    if let Some(s) = &src.scenario {
-        words.push(shell(&s.display().to_string()));
-    }
-    for s in &args.sets {
-        words.push("--set".into());
-        words.push(shell(s));
-    }
-    if let Some(seed) = seed {
-        words.push(format!("--seed {seed}"));
-    }
+    let mut words = command_words("tune", src.scenario.as_deref(), &args.sets, seed);
     words.push(format!("--reps {TUNE_REPS} --grid {TUNE_GRID}"));
     if let Some(s) = &schemes {
-        words.push(format!("--schemes {}", shell(s)));
+        words.push(format!("--schemes {}", shell_quote(s)));
     }
     Ok(Ran::Done(json!({
         "ok": true,
