@@ -8,7 +8,8 @@
 //! ```text
 //!  4    model error        the world (actors, links, server, engine); the two errors
 //!  3    scenario           scenario files: parse, defaults, --set, sweep grid, validate
-//!  2    agent              the agent and the operator as sans-IO actors
+//!  2    agent carrier      the agent and the operator as sans-IO actors; claim
+//!                          carriers and platform profiles
 //!  1    metrics dist       per-run measures and statistics; distributions
 //!  0    files limits names progress
 //!                          file access; bounds; agent and message ids; the
@@ -20,6 +21,7 @@
 //! (`herdsim-engine`, the event queue on a virtual clock).
 
 pub mod agent;
+pub mod carrier;
 pub mod dist;
 /// The event queue on a virtual clock: the `herdsim-engine` crate.
 pub use herdsim_engine as engine;

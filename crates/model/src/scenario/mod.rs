@@ -12,8 +12,8 @@ pub mod schema;
 pub mod validate;
 
 pub use schema::{
-    AgentGroup, Arrivals, ClaimGuardSpec, NetworkSpec, Scenario, SchemesSpec, ScriptEvent,
-    ScriptInfer, ScriptPost, SelectorSpec, ServerSpec, SweepPhase, WorkloadSpec,
+    AgentGroup, Arrivals, CarrierSpec, ClaimGuardSpec, NetworkSpec, Scenario, SchemesSpec,
+    ScriptEvent, ScriptInfer, ScriptPost, SelectorSpec, ServerSpec, SweepPhase, WorkloadSpec,
 };
 
 use crate::floor::PolicyKind;

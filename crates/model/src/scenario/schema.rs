@@ -5,6 +5,7 @@
 //! [`DistSpec`]. Every key is documented in `scenarios/README.md`.
 
 use crate::agent::Scheme;
+use crate::carrier::{CarrierKind, Platform};
 use crate::dist::DistSpec;
 use crate::floor::PolicyKind;
 use serde::{Deserialize, Serialize};
@@ -58,6 +59,11 @@ pub struct Scenario {
     /// cooldown. Written only when not the default (`open`, no cooldown).
     #[serde(default, skip_serializing_if = "is_default")]
     pub schemes: SchemesSpec,
+    /// How a claim travels and the platform it travels on (`[carrier]`,
+    /// docs/carriers.md). Written only when not the default (a floor
+    /// server that is the room).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub carrier: CarrierSpec,
     /// Scripted events (`[[script]]`), replayed exactly, besides (or
     /// instead of, with `workload.count = 0`) the random workload.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -66,6 +72,53 @@ pub struct Scenario {
     /// loader takes it out; a resolved point never has one.
     #[serde(default, skip_serializing)]
     pub sweep: Option<toml::Table>,
+}
+
+/// The `[carrier]` table (docs/carriers.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CarrierSpec {
+    /// `server`, `replica`, `reaction`, `typing` or `none`.
+    #[serde(default)]
+    pub kind: CarrierKind,
+    /// `agentchat`, `matrix`, `slack`, `discord` or `telegram`.
+    #[serde(default)]
+    pub platform: Platform,
+    /// The platform's limit on each agent's messages, a second (0: none,
+    /// as an admin's exemption gives; unset: the platform's own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_rate_per_s: Option<f64>,
+    /// Sends allowed at once before that rate applies (unset: the
+    /// platform's own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_burst: Option<u32>,
+    /// Under `typing` on Matrix: the timeout each agent sends with its
+    /// indicator, ms (Synapse's default when none is sent: 30000; it caps
+    /// it at 120000).
+    #[serde(
+        default = "default_typing_timeout_ms",
+        skip_serializing_if = "is_default_typing_timeout_ms"
+    )]
+    pub typing_timeout_ms: f64,
+}
+
+impl Default for CarrierSpec {
+    fn default() -> CarrierSpec {
+        CarrierSpec {
+            kind: CarrierKind::default(),
+            platform: Platform::default(),
+            message_rate_per_s: None,
+            message_burst: None,
+            typing_timeout_ms: default_typing_timeout_ms(),
+        }
+    }
+}
+
+fn default_typing_timeout_ms() -> f64 {
+    30_000.0
+}
+fn is_default_typing_timeout_ms(v: &f64) -> bool {
+    *v == default_typing_timeout_ms()
 }
 
 /// The `[schemes]` table (docs/schemes.md).
@@ -520,6 +573,7 @@ impl Default for Scenario {
             agents: default_agents(),
             workload: WorkloadSpec::default(),
             schemes: SchemesSpec::default(),
+            carrier: CarrierSpec::default(),
             script: Vec::new(),
             sweep: None,
         }

@@ -55,6 +55,7 @@ pub fn check(s: &Scenario, base_dir: &Path, cache: &DataCache) -> Result<(), (St
     check_agents(s, base_dir, cache)?;
     check_workload(s, base_dir, cache)?;
     check_schemes(s, base_dir, cache)?;
+    check_carrier(s)?;
     s.check_script()?;
     Ok(())
 }
@@ -136,6 +137,49 @@ fn check_schemes(s: &Scenario, base_dir: &Path, cache: &DataCache) -> Result<(),
                 ),
             );
         }
+    }
+    Ok(())
+}
+
+/// `[carrier]`: a kind the platform has, limits that are numbers.
+fn check_carrier(s: &Scenario) -> Result<(), (String, String)> {
+    use crate::carrier::{CarrierKind, Platform};
+    let c = &s.carrier;
+    if c.platform == Platform::Agentchat
+        && !matches!(c.kind, CarrierKind::Server | CarrierKind::None)
+    {
+        return fail(
+            "carrier.kind",
+            format!(
+                "`{}` needs a chat platform: set `carrier.platform` to matrix, slack, discord \
+                 or telegram (on agentchat a claim travels through its server: `server` or `none`)",
+                c.kind.name()
+            ),
+        );
+    }
+    if let Some(r) = c.message_rate_per_s
+        && !(r.is_finite() && (0.0..=1e6).contains(&r))
+    {
+        return fail(
+            "carrier.message_rate_per_s",
+            format!("must be a number of messages a second in [0, 1e6] (0: no limit), not {r}"),
+        );
+    }
+    if c.message_burst == Some(0) {
+        return fail(
+            "carrier.message_burst",
+            "must be at least 1 (a limit lets one message through at a time)".into(),
+        );
+    }
+    duration("carrier.typing_timeout_ms", c.typing_timeout_ms)?;
+    if !(1.0..=120_000.0).contains(&c.typing_timeout_ms) {
+        return fail(
+            "carrier.typing_timeout_ms",
+            format!(
+                "must be 1 to 120000 ms (Synapse caps a typing timeout at 120000), not {}",
+                c.typing_timeout_ms
+            ),
+        );
     }
     Ok(())
 }

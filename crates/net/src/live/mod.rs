@@ -198,6 +198,14 @@ pub fn check_scenario(loaded: &Loaded, s: &Scenario) -> Result<Vec<String>, Scen
                 .into(),
         ));
     }
+    if s.carrier != crate::scenario::CarrierSpec::default() {
+        return Err(loaded.error_at(
+            "carrier",
+            "live runs its agents on a floor server (agentchat or herdsim serve), the default \
+             carrier; remove the [carrier] table (a Matrix room: docs/matrix.md)"
+                .into(),
+        ));
+    }
     if s.network.loss_p > 0.0 {
         return Err(loaded.error_at(
             "network.loss_p",

@@ -115,6 +115,7 @@ impl World<'_> {
         // Compared for equality only: wrapping after 2^32 crashes is harmless.
         slot.inc = slot.inc.wrapping_add(1);
         slot.alive = false;
+        self.typing_crashed(a);
         self.feed(a, agent::Input::Crash);
         self.eng.post_in(detect_us, Ev::DisconnectSeen { agent: a });
     }
@@ -132,6 +133,11 @@ impl World<'_> {
             Output::Send(msg) => {
                 if matches!(msg, ClientMsg::RespondingTo { .. }) {
                     self.acc.claims += 1;
+                    if self.p.carrier == crate::carrier::CarrierKind::Typing {
+                        // The claim is the typing indicator the inference
+                        // that starts with it shows (`typing_started`).
+                        return;
+                    }
                 }
                 self.send_up(a, msg, None);
             }
@@ -219,6 +225,7 @@ impl World<'_> {
             info.pending += 1;
         }
         let dur = self.reply_counted.then_some(infer_us);
+        self.typing_answered(a);
         self.send_up(a, msg, dur);
     }
 
@@ -285,6 +292,7 @@ impl World<'_> {
         };
         let hung = end == InferenceEnd::Hang;
         let crash = matches!(end, InferenceEnd::CrashAt(_));
+        self.typing_started(a, hung);
         self.agents[a as usize].running.push(Inference {
             msg: m,
             key,

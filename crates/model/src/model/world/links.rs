@@ -49,6 +49,9 @@ impl World<'_> {
         let Some(agent) = agent.filter(|&a| a != NOT_AGENT) else {
             return; // the operator (not simulated) or a name a script uses
         };
+        if self.p.platform_hides && self.hidden_from(agent, msg) {
+            return; // the platform shows it to no bot (docs/carriers.md)
+        }
         let link = &mut self.down[agent as usize];
         if self.p.loss_p > 0.0 && link.rng.random_bool(self.p.loss_p) {
             self.acc.lost += 1;
@@ -135,7 +138,8 @@ impl World<'_> {
             self.p.processing.sample_us(&mut self.server_rng)
         };
         let delay = self.p.base_us + self.p.jitter.sample_us(&mut link.rng) + processing;
-        let mut at = now + delay;
+        let mut at = self.send_at(agent, &msg, now) + delay;
+        let link = &mut self.up[agent as usize];
         if self.p.fifo {
             at = at.max(link.last);
             link.last = at;

@@ -32,6 +32,7 @@
 //! - Server processing time is added to the uplink delay (FIFO kept).
 
 mod agents;
+mod carrier;
 mod links;
 mod messages;
 mod open;
@@ -132,6 +133,16 @@ enum Ev {
     ServerWake,
     /// Scripted event number `i`.
     Script { i: usize },
+    /// A typing notice reaches agent `agent` (`carrier.kind = "typing"`).
+    TypingIn {
+        agent: u32,
+        inc: u32,
+        typer: u32,
+        epoch: u32,
+        on: bool,
+    },
+    /// The platform's expiry of `typer`'s typing indicator is due.
+    TypingEnd { typer: u32, epoch: u32 },
 }
 
 // Every event is moved into the queue and out again (and, in a large
@@ -249,6 +260,12 @@ struct World<'a> {
     batching: bool,
     /// Those deliveries (empty between steps; its room is kept).
     batch: relays::Batch,
+    /// Each agent's send limits on the platform (empty: none).
+    limits: Vec<carrier::Limits>,
+    /// Under `typing`: what each agent has told the room, and the typers
+    /// each agent sees (typer, epoch, on); empty otherwise.
+    typing_out: Vec<carrier::TypingOut>,
+    typing_in: Vec<Vec<(u32, u32, bool)>>,
 }
 
 /// Simulate one replication of `p` under `policy` with `seed`.
@@ -304,6 +321,9 @@ fn simulate_audited(
     let sweep_phase_ms = p
         .sweep_phase_ms
         .unwrap_or_else(|| stream(seed, 3).random_range(0..p.sweep_every_ms.max(1)));
+    // The carrier decides what the server and the agents run (default: the
+    // policy itself for both).
+    let (policy, client_policy) = p.carrier_policies(policy);
     let mut config = floor::Config::for_policy(policy);
     config.ttl_ms = p.ttl_ms;
     config.enabled = p.enabled;
@@ -318,7 +338,7 @@ fn simulate_audited(
     let server = floor::Server::with_naming(config, p.names.clone());
     let agents = (0..p.agents())
         .map(|i| AgentSlot {
-            actor: p.new_sim_agent(i, policy, seed),
+            actor: p.new_sim_agent(i, client_policy, seed),
             group: usize::from(p.agent_group[i]),
             inc: 0,
             alive: true,
@@ -360,7 +380,15 @@ fn simulate_audited(
         relays: relays::Relays::default(),
         batching: false,
         batch: relays::Batch::default(),
+        limits: Vec::new(),
+        typing_out: Vec::new(),
+        typing_in: Vec::new(),
     };
+    w.limits = w.new_limits();
+    if p.carrier == crate::carrier::CarrierKind::Typing && p.profile.typing.is_some() {
+        w.typing_out = vec![carrier::TypingOut::default(); p.agents()];
+        w.typing_in = vec![Vec::new(); p.agents()];
+    }
     let r = w.run()?;
     let mut audit = w.server.ttl_audit();
     for a in &w.agents {
@@ -510,6 +538,7 @@ impl World<'_> {
             }
             Ev::Timer { agent, inc, msg } => {
                 if self.agents[agent as usize].inc == inc {
+                    self.typing_check(agent, msg);
                     let id = MsgId::of(msg);
                     self.feed(agent, agent::Input::Timer { msg_id: &id });
                 }
@@ -534,6 +563,14 @@ impl World<'_> {
                 self.join(agent);
             }
             Ev::Script { i } => self.script(now, i),
+            Ev::TypingIn {
+                agent,
+                inc,
+                typer,
+                epoch,
+                on,
+            } => self.typing_in(agent, inc, typer, epoch, on),
+            Ev::TypingEnd { typer, epoch } => self.typing_end(typer, epoch),
             Ev::ServerWake => {
                 self.wake = None;
                 self.server_input(Input::Tick);

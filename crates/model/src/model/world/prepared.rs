@@ -7,6 +7,7 @@
 use crate::agent::{
     Agent, AgentNaming, Behaviour, Clock, Gate, Scheme, Squat, Workload, WorkloadParams,
 };
+use crate::carrier::{CarrierKind, Limit, Profile};
 use crate::dist::{DataCache, Dist, DistError, DistSpec};
 use crate::floor::Text;
 use crate::floor::{ClaimGuard, PolicyKind};
@@ -78,6 +79,18 @@ pub struct Prepared {
     pub(super) max_fallbacks: u32,
     /// The loop breaker (0: off).
     pub(super) breaker_after: u32,
+    /// How a claim travels (`[carrier]`).
+    pub(super) carrier: CarrierKind,
+    /// The platform's properties.
+    pub(super) profile: Profile,
+    /// The limit on each agent's messages (the platform's, or the
+    /// scenario's `carrier.message_rate_per_s` / `message_burst`).
+    pub(super) message_limit: Option<Limit>,
+    /// Under `typing`: the timeout each agent sends (µs).
+    pub(super) typing_timeout_us: u64,
+    /// The platform keeps some messages from the bots (a quick test
+    /// before [`super::World::hidden_from`] on every delivery).
+    pub(super) platform_hides: bool,
 }
 
 /// One agent group: how its agents behave, their clock skew, their channels.
@@ -245,6 +258,19 @@ impl Prepared {
             },
             max_fallbacks: s.schemes.max_fallbacks,
             breaker_after: s.schemes.breaker_after,
+            carrier: s.carrier.kind,
+            profile: s.carrier.platform.profile(),
+            message_limit: message_limit(s),
+            typing_timeout_us: us(s.carrier.typing_timeout_ms),
+            platform_hides: {
+                let profile = s.carrier.platform.profile();
+                let claims_hidden = match s.carrier.kind {
+                    CarrierKind::Replica => !profile.bots_see_bots,
+                    CarrierKind::Reaction => !profile.reactions_visible,
+                    _ => false,
+                };
+                !profile.bots_see_bots || claims_hidden
+            },
         })
     }
 
@@ -253,6 +279,40 @@ impl Prepared {
     pub fn set_max_pending(&mut self, n: usize) {
         // The event queue addresses at most u32::MAX pending events.
         self.max_pending = n.clamp(1, u32::MAX as usize - 1);
+    }
+
+    /// The policies a run under `policy` gives the server and the agents,
+    /// by the carrier (docs/carriers.md): under `server` and `replica`
+    /// the policy itself, unless the platform hides the claims from the
+    /// other agents (replicas that see only their own claims arbitrate
+    /// nothing: the server tracks nothing); under `reaction` and `typing`
+    /// nobody arbitrates (the server tracks nothing) and the agents claim
+    /// but never abort on a claim they see (the client rules of
+    /// `server-time`, whose clients claim and abort only on a YIELD, which
+    /// never comes); under `none` nobody claims.
+    pub(super) fn carrier_policies(&self, policy: PolicyKind) -> (PolicyKind, PolicyKind) {
+        match self.carrier {
+            CarrierKind::Server => (policy, policy),
+            CarrierKind::Replica if self.claims_visible() => (policy, policy),
+            CarrierKind::Replica => (PolicyKind::None, policy),
+            CarrierKind::Reaction | CarrierKind::Typing => {
+                (PolicyKind::None, PolicyKind::ServerTime)
+            }
+            CarrierKind::None => (PolicyKind::None, PolicyKind::None),
+        }
+    }
+
+    /// Whether the other agents see an agent's claim (its relay by the
+    /// server): a floor server's always; room events and visible
+    /// messages (`replica`) when bots see bots; reactions where bots see
+    /// other bots' reactions; a typing indicator where bots see it.
+    pub(super) fn claims_visible(&self) -> bool {
+        match self.carrier {
+            CarrierKind::Server | CarrierKind::None => true,
+            CarrierKind::Replica => self.profile.bots_see_bots,
+            CarrierKind::Reaction => self.profile.reactions_visible,
+            CarrierKind::Typing => self.profile.typing.is_some(),
+        }
     }
 
     /// The claim TTL (ms) of the server and of every agent.
@@ -402,6 +462,26 @@ impl Prepared {
         };
         Workload::new(params, stream(seed, 1))
     }
+}
+
+/// The limit on each agent's messages: the platform's, with the
+/// scenario's rate and burst over it (a rate of 0: none).
+fn message_limit(s: &Scenario) -> Option<Limit> {
+    let c = &s.carrier;
+    let own = c.platform.profile().message_limit;
+    let limit = match (own, c.message_rate_per_s, c.message_burst) {
+        (_, Some(r), _) if r <= 0.0 => return None,
+        (Some(l), r, b) => Limit {
+            per_s: r.unwrap_or(l.per_s),
+            burst: b.unwrap_or(l.burst),
+        },
+        (None, Some(r), b) => Limit {
+            per_s: r,
+            burst: b.unwrap_or(1),
+        },
+        (None, None, _) => return None,
+    };
+    Some(limit)
 }
 
 /// The names of a run: its agents, the operator and every name a script
