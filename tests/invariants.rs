@@ -225,3 +225,52 @@ fn long_ttls_leave_runs_the_ttl_did_not_touch_and_short_ones_do_not() {
     }
     assert_eq!((untouched, touched), (5, 5));
 }
+
+/// The carriers and platforms (docs/carriers.md) keep the invariants too:
+/// every kind on every platform that has it, any policy; and where
+/// nobody arbitrates (`reaction`, `typing`, `none`, or a replica whose
+/// claims the platform hides) no YIELD is ever sent, and under `none`
+/// nobody claims.
+const KINDS: [&str; 5] = ["server", "replica", "reaction", "typing", "none"];
+const PLATFORMS: [&str; 5] = ["agentchat", "matrix", "slack", "discord", "telegram"];
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(192))]
+
+    #[test]
+    fn invariants_hold_on_every_carrier(
+        p in params(),
+        kind in 0usize..5,
+        platform in 0usize..5,
+        lifted in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        let (kind, platform) = (KINDS[kind], PLATFORMS[platform]);
+        // agentchat carries claims through its server only.
+        let kind = if platform == "agentchat" && !matches!(kind, "server" | "none") { "server" } else { kind };
+        let limit = if lifted { "message_rate_per_s = 0" } else { "" };
+        let text = format!(
+            "{}\n[carrier]\nkind = \"{kind}\"\nplatform = \"{platform}\"\n{limit}\n",
+            scenario(&p)
+        );
+        let loaded = Loaded::from_text("prop.toml", &text, Path::new(".")).expect("valid");
+        let world = Prepared::new(&loaded.base().expect("resolves"), Path::new(".")).expect("prepares");
+        let policy = PolicyKind::ALL[p.policy];
+        let mut buf = TraceBuf::new();
+        let r = simulate(&world, policy, seed, Some(&mut buf)).expect("within the run limits");
+        // What the agents run (docs/carriers.md): claims without a floor
+        // under `reaction` and `typing`, none under `none`.
+        let claims_as = match kind {
+            "none" => PolicyKind::None,
+            "reaction" | "typing" => PolicyKind::Spec,
+            _ => policy,
+        };
+        if let Err(e) = common::check_invariants(&r, &buf, claims_as, p.loss_p > 0.0) {
+            prop_assert!(false, "{} on {}: {}", kind, platform, e);
+        }
+        let hides = platform == "telegram" && kind == "replica";
+        if matches!(kind, "reaction" | "typing" | "none") || hides {
+            prop_assert_eq!(common::get(&r, "yields"), 0.0, "{} on {}", kind, platform);
+        }
+    }
+}
