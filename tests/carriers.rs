@@ -214,12 +214,14 @@ fn bad_carrier_input_is_refused() {
         let at = format!(":{}:", 1 + line.lines().count());
         refused(dir.path(), &["validate", name.as_str()], &[key, what, &at]);
     }
-    // `herdsim live` runs its agents on a floor server only.
+    // `herdsim live` runs its agents on a floor server or a bridge to
+    // replicas, not on a carrier nobody arbitrates.
     let file = dir.path().join("live.toml");
-    std::fs::write(&file, "[carrier]\nplatform = \"matrix\"\n").expect("write");
+    let text = "[carrier]\nplatform = \"matrix\"\nkind = \"typing\"\n";
+    std::fs::write(&file, text).expect("write");
     refused(
         dir.path(),
         &["live", "live.toml"],
-        &["carrier", "floor server"],
+        &["carrier.kind", "floor server", ":3:"],
     );
 }

@@ -18,7 +18,8 @@
 
 pub use herdsim_lab::{BUILD, calibrate, sweep, term, tune};
 pub use herdsim_model::{
-    agent, dist, engine, error, files, floor, limits, metrics, model, names, progress, scenario,
+    agent, carrier, dist, engine, error, files, floor, limits, metrics, model, names, progress,
+    scenario,
 };
 pub use herdsim_report::report;
 

@@ -24,6 +24,7 @@ pub mod session;
 /// a recording or a real server with too.
 pub use crate::floor::dialect as wire;
 
+use crate::carrier::CarrierKind;
 use crate::dist::DataCache;
 use crate::floor::PolicyKind;
 use crate::metrics::RunResult;
@@ -198,12 +199,17 @@ pub fn check_scenario(loaded: &Loaded, s: &Scenario) -> Result<Vec<String>, Scen
                 .into(),
         ));
     }
-    if s.carrier != crate::scenario::CarrierSpec::default() {
+    // The agents speak the floor's wire: to a floor server, or to a bridge
+    // that carries it on a room whose members arbitrate themselves (the
+    // replica: python/examples/matrix_bridge.py, docs/matrix.md).
+    if !matches!(s.carrier.kind, CarrierKind::Server | CarrierKind::Replica) {
         return Err(loaded.error_at(
-            "carrier",
-            "live runs its agents on a floor server (agentchat or herdsim serve), the default \
-             carrier; remove the [carrier] table (a Matrix room: docs/matrix.md)"
-                .into(),
+            "carrier.kind",
+            format!(
+                "live runs its agents on a floor server (agentchat or herdsim serve) or a \
+                 bridge to a room of replicas (`server` or `replica`), not `{}`",
+                s.carrier.kind.name()
+            ),
         ));
     }
     if s.network.loss_p > 0.0 {
