@@ -14,7 +14,8 @@
 //! Matrix agent, python/examples/matrix_agent.py, which
 //! python/tests/test_matrix.py runs against a Synapse it starts on
 //! loopback, with `HERDSIM_MATRIX=required` so that a missing Synapse
-//! fails the run instead of skipping the test).
+//! fails the run instead of skipping the test; python/tests/test_matrix_live.py
+//! runs `herdsim live --compare` there through python/examples/matrix_bridge.py).
 //! The environment is kept between runs (`target/python/venv`), so a
 //! second run reinstalls only the package.
 
