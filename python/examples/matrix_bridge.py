@@ -29,16 +29,20 @@ and what the room does back, as docs/matrix.md's agents do:
   room with the simulated replica carrier (`[carrier] kind = "replica",
   platform = "matrix"`).
 
-The replicas' members are the users of `--tokens`; anybody else in the room
-is ignored. Times are real: give `--ttl-ms` as the scenario's TTL divided
-by live's `--speed`.
+The replicas' members are the users of `--tokens` and, from their first
+event, anybody else who writes in the room (as `name:server`, at most
+1024), so that `herdsim observe --url ws://127.0.0.1:6690 --as observer`
+(with an `observer` token) watches a real room and calibrates from it.
+Times are real: give `--ttl-ms` as the scenario's TTL divided by live's
+`--speed`.
 
 Bounded, as a network peer must be: a WebSocket frame 64 KiB, 8 frames
 queued per connection, the handshake 10 s, connections at most the
 tokens' users at once; toward the homeserver, matrix_agent.py's bounds
 (every request 10 s, a /sync's body 8 MiB, rate-limit retries 3). The ids
 remembered (events to floor ids) are the last 65536.
-Exit status: 0 at Ctrl-C or SIGTERM; 1 when the homeserver fails at start;
+It prints `ready` on stdout once it listens, and `joined NAME` each time a
+connection has joined. Exit status: 0 at Ctrl-C or SIGTERM; 1 when the homeserver fails at start;
 2 on bad flags.
 """
 
@@ -77,6 +81,7 @@ MAX_FRAME = 64 << 10
 MAX_QUEUE = 8
 HANDSHAKE_S = 10.0
 MAX_IDS = 65536
+MAX_STRANGERS = 1024
 POLICIES = ["none", "spec", "agentchat-0.36", "tombstone", "server-time"]
 
 
@@ -105,6 +110,7 @@ class Member:
         self.hs = hs
         self.channel = ""
         self.replica = Server(policy=b.a.policy, ttl_ms=b.a.ttl_ms)
+        self.strangers: set[str] = set()
         # Questions the replica has seen: floor id -> origin_server_ts.
         self.asked: OrderedDict[str, int] = OrderedDict()
 
@@ -142,14 +148,32 @@ class Member:
             print(f"matrix_bridge: {self.name}: a /sync gap: events were missed", file=sys.stderr)
         return token, [e for e in events or [] if isinstance(e, dict)]
 
+    def stranger(self, sender: str, ts: int) -> str | None:
+        """Somebody of the room the tokens do not name (a person, another
+        bot): the floor id `name:server` of `@name:server`, a member of the
+        replica from its first event (at most MAX_STRANGERS of them)."""
+        fid = sender[1:] if sender.startswith("@") else ""
+        if fid in self.strangers:
+            return fid
+        if not fid or len(self.strangers) >= MAX_STRANGERS:
+            return None
+        try:
+            self.replica.join(ts, fid, self.channel)
+        except ValueError:  # herdsim.InputError: an id the floor refuses
+            return None
+        self.strangers.add(fid)
+        return fid
+
     def frame_of(self, ev: dict[str, Any]) -> tuple[int, str, str] | None:
         """A timeline event as (time, sender's floor name, wire frame)."""
         sender, ts, content = ev.get("sender"), ev.get("origin_server_ts"), ev.get("content")
-        who = self.b.names.get(sender) if isinstance(sender, str) else None
         eid = ev.get("event_id")
-        if who is None or not isinstance(content, dict) or not isinstance(eid, str):
+        if not isinstance(sender, str) or not isinstance(content, dict) or not isinstance(eid, str):
             return None
         if not isinstance(ts, int) or isinstance(ts, bool) or ts < 0:
+            return None
+        who = self.b.names.get(sender) or self.stranger(sender, ts)
+        if who is None:
             return None
         kind = ev.get("type")
         if kind == "m.room.message":
@@ -298,6 +322,7 @@ class Bridge:
             for member in [OPERATOR, *sorted(n for n in self.tokens if n != OPERATOR)]:
                 m.replica.join(0, member, channel)
             await ws.send(json.dumps({"type": "JOINED", "channel": channel}))
+            print(f"joined {name}", flush=True)
             reader = asyncio.create_task(m.syncing(since))
             try:
                 async for text in ws:

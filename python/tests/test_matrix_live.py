@@ -1,10 +1,13 @@
-"""`herdsim live --compare` on a real Matrix room: the scenario's agents (the
-simulator's own actors, run by `herdsim live` in real time) on a real
+"""`herdsim live --compare` and `herdsim observe` on a real Matrix room:
+the scenario's agents (the simulator's own actors, run by `herdsim live` in
+real time) on a real
 Synapse through python/examples/matrix_bridge.py, each with its own replica
 of the floor, then the same scenario simulated with the replica carrier on
 Matrix (`[carrier] kind = "replica", platform = "matrix"`) and the measured
 delays: the two must agree on duplicates, unanswered questions and the time
-to first response (live's own tests, docs/live.md).
+to first response (live's own tests, docs/live.md). Meanwhile `herdsim
+observe` watches the room through the same bridge and calibrates a
+scenario from what it saw (the agents' CSMA window and inference time).
 
 Uses test_matrix.py's Synapse (skipped, or failed under
 HERDSIM_MATRIX=required, as there) and the `herdsim` binary the README's
@@ -72,6 +75,8 @@ def test_live_compare_on_a_matrix_room_agrees_with_the_replica_carrier(
     herdsim = herdsim_bin
     s = synapse
     tokens = {"operator": s.admin.token}
+    watcher = s.register(f"{policy}-observer")
+    tokens["observer"] = watcher.token
     for i in range(AGENTS):
         u = s.register(f"{policy}-agent-{i:03}")
         s.unlimited(u)
@@ -101,6 +106,17 @@ def test_live_compare_on_a_matrix_room_agrees_with_the_replica_carrier(
     )
     try:
         bridge.wait_for(r"^ready$", "out", START_S)
+        # `herdsim observe` watches the room through the bridge meanwhile,
+        # then calibrates what it saw.
+        seen = tmp_path / "seen"
+        watch = [herdsim, "observe", "--url", f"ws://127.0.0.1:{port}", "--channel", "#general"]
+        watch += ["--as", "observer", "--speed", str(SPEED), "--out", str(seen), "--name", "room"]
+        # The log's times are real: the TTL the replicas use, and the
+        # room's one-way delay (the observer's ping reaches the bridge
+        # only; a loopback Synapse takes about 25 ms each way).
+        watch += ["--ttl-ms", str(45000 // SPEED), "--link-ms", "25"]
+        observer = Proc(watch)
+        bridge.wait_for(r"^joined observer$", "out", START_S)
         scenario = tmp_path / "matrix-live.toml"
         scenario.write_text(SCENARIO.replace("POLICY", policy))
         out = tmp_path / "out"
@@ -121,8 +137,25 @@ def test_live_compare_on_a_matrix_room_agrees_with_the_replica_carrier(
         dup = float(verdicts["duplicate_rate"]["live_mean"])
         assert (dup == 0) if policy == "spec" else (dup > 0.2), verdicts["duplicate_rate"]
         print(r.stdout)
+        observer.p.terminate()  # SIGTERM: observe stops and calibrates
+        assert observer.p.wait(timeout=120) == 0, (observer.out, observer.err)
+        est = {
+            (row["group"], row["parameter"]): row
+            for row in csv.DictReader((seen / "room" / "estimates.csv").open())
+        }
+        got = {k: float(v["estimate"]) for k, v in est.items()}
+        # What the agents were given (CSMA 4-16 s, inference p50 6 s), with
+        # room for 24 questions' worth of sampling.
+        assert 3000 <= got[("group-0", "csma.min_ms")] <= 5500, est
+        assert 10000 <= got[("group-0", "csma.max_ms")] <= 24000, est
+        assert 4000 <= got[("group-0", "inference.p50_ms")] <= 9000, est
+        assert got[("observed", "duplicate_rate")] == 0, est
+        agents = list(csv.DictReader((seen / "room" / "agents.csv").open()))
+        assert len(agents) == AGENTS, agents
     finally:
         bridge.kill()
+        if "observer" in locals():
+            observer.kill()
     assert not any("gap" in e for e in bridge.err), bridge.err
 
 
