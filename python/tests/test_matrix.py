@@ -816,3 +816,30 @@ def test_a_recorded_room_calibrates(repo, synapse, agents, procs, tmp_path, one_
     p50, lo, hi = ci(("group-0", "inference.p50_ms"))
     assert lo <= CMP_CSMA_MS[1] + CMP_MEDIAN_MS and hi >= CMP_MEDIAN_MS, (p50, lo, hi)
     print(f"calibrate: wait + inference p50 {p50:.0f} ms ({lo:.0f}..{hi:.0f})")
+
+
+OBSERVE_BASE = ["--homeserver", "http://hs", "--user", "@r:hs", "--token", "t", "--room", "!r:hs"]
+
+
+@pytest.mark.parametrize(
+    ("script", "flags"),
+    [
+        ("matrix_agent.py", [*OBSERVE_BASE[:6], "--room", "!r:hs", "--carrier", "typing"]),
+        ("matrix_agent.py", [*OBSERVE_BASE, "--carrier", "none", "--no-floor"]),
+        ("matrix_observe.py", OBSERVE_BASE),
+        ("matrix_observe.py", [*OBSERVE_BASE, "--out", "x.json", "--duration-s", "0"]),
+        ("matrix_observe.py", [*OBSERVE_BASE, "--out", "x.json", "--events", "0"]),
+        ("matrix_observe.py", [*OBSERVE_BASE, "--out", "x.json", "--max-bytes", "10"]),
+        ("matrix_observe.py", [*OBSERVE_BASE[:4], "--token", "t", "--room", "r", "--out", "x"]),
+    ],
+)
+def test_carrier_and_observer_bad_flags_exit_2_with_one_message(repo, tmp_path, script, flags):
+    need("aiohttp")
+    path = str(repo / "python/examples" / script)
+    p = subprocess.run(
+        [sys.executable, path, *flags], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    errors = [line for line in p.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1, p.stderr
+    assert not (tmp_path / "x.json").exists()
