@@ -11,6 +11,13 @@ answered exactly once, and every agent's replica logs the same verdicts;
 with `--no-floor`, the same agents answer the questions more than once.
 One small test keeps Synapse's default limits and shows what they do.
 
+Compared with the simulator (docs/matrix.md): the same 4 agents under
+each `--carrier` (replica, reaction, none) answer 20 questions, and the
+room's duplicate rate, unanswered rate and TTFR p50 must fall inside
+the spread of the simulator's replications of that setting
+(`[carrier] platform = "matrix"`, the links the measured delay). And
+matrix_observe.py records a room that `herdsim.calibrate` then reads.
+
 Skipped when Synapse (the `matrix-synapse` package, in the `test` extra)
 or aiohttp cannot be imported, unless HERDSIM_MATRIX=required (CI sets
 it: tests/python.rs), which makes that a failure. Every process started
