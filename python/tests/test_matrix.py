@@ -850,3 +850,37 @@ def test_carrier_and_observer_bad_flags_exit_2_with_one_message(repo, tmp_path, 
     errors = [line for line in p.stderr.splitlines() if "error:" in line]
     assert len(errors) == 1, p.stderr
     assert not (tmp_path / "x.json").exists()
+
+
+def test_the_recorder_stops_at_its_event_and_byte_bounds(repo, synapse, procs, tmp_path):
+    """`--events 3` stops after the third event; `--max-bytes 2048` before
+    the event that would pass it (each post here is about 700 bytes of
+    JSON): both files are whole JSON arrays, in the room's order."""
+    rec = synapse.register("bounded-recorder")
+    room = synapse.room(synapse.admin)
+    script = str(repo / "python/examples/matrix_observe.py")
+    runs = []
+    for name, bound in [("events", ["--events", "3"]), ("max-bytes", ["--max-bytes", "2048"])]:
+        out = tmp_path / f"{name}.json"
+        args = [sys.executable, script, "--homeserver", synapse.url, "--user", rec.user_id]
+        args += ["--token", rec.token, "--room", room, "--out", str(out), "--duration-s", "30"]
+        p = Proc(args + bound)
+        procs.append(p)
+        p.wait_for(r"^ready$", "out", START_S)
+        runs.append((name, out, p))
+    posted = []
+    for i in range(6):
+        body = {"msgtype": "m.text", "body": f"post {i} " + "x" * 400}
+        status, v = synapse.send(synapse.admin, room, "m.room.message", body)
+        assert status == 200, v
+        posted.append(v["event_id"])
+    for name, out, p in runs:
+        assert p.p.wait(timeout=30) == 0, (p.out, p.err)
+        time.sleep(0.2)
+        assert any(line.endswith(f"stopped={name}") for line in p.out), p.out
+        got = json.loads(out.read_text())
+        assert [e["event_id"] for e in got] == posted[: len(got)], (name, got)
+        if name == "events":
+            assert len(got) == 3
+        else:
+            assert 1 <= len(got) < len(posted) and out.stat().st_size <= 2048
