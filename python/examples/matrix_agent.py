@@ -68,7 +68,9 @@ verdicts).
   reaction, `m.reaction` annotating the question with the key `on it`)
   or an answer to it; else it sends its own reaction and starts its
   inference, and answers when it is done, whatever it sees meanwhile
-  (nobody aborts).
+  (nobody aborts). A reaction seen is believed for good (the simulator
+  believes one for `server.ttl_ms`: the same unless a CSMA wait is
+  longer than the TTL).
 - `none`: no claim at all. An agent waits its CSMA delay; then it skips
   only if it has seen an answer to the question, else it infers and
   answers.
@@ -226,7 +228,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--carrier",
         default="replica",
         choices=CARRIERS,
-        help="how a claim travels: replica (the floor), reaction, none (replica)",
+        help="how a claim travels: replica (the floor; the default), reaction, none",
     )
     p.add_argument("--policy", default="spec", choices=POLICIES, help="the floor's policy (spec)")
     p.add_argument("--ttl-ms", type=positive_int, default=45_000, help="claim TTL (45000)")
