@@ -59,6 +59,25 @@ has an answer in the room and it has nothing left to do, `--linger-ms`
 with no claim (the herd); the replica still runs and logs (no claims, no
 verdicts).
 
+`--carrier` is how a claim travels, as the simulator's `[carrier] kind`
+(docs/matrix.md, "Compared with the simulator"):
+
+- `replica` (the default): the floor above.
+- `reaction`: no floor. An agent waits its CSMA delay on each question;
+  then it skips if it has seen another agent's claim on the question (a
+  reaction, `m.reaction` annotating the question with the key `on it`)
+  or an answer to it; else it sends its own reaction and starts its
+  inference, and answers when it is done, whatever it sees meanwhile
+  (nobody aborts). A reaction seen is believed for good (the simulator
+  believes one for `server.ttl_ms`: the same unless a CSMA wait is
+  longer than the TTL).
+- `none`: no claim at all. An agent waits its CSMA delay; then it skips
+  only if it has seen an answer to the question, else it infers and
+  answers.
+
+Under `reaction` and `none` the replica still runs (no claims, so no
+verdicts). `--no-floor` is only for `--carrier replica` (the default).
+
 A homeserver is a network peer, so bounded: every request within 10 s
 (a `/sync` within its long-poll `--sync-timeout-ms`, 5000, plus 10 s), a
 response body in bytes (8 MiB for `/sync`, 1 MiB otherwise; larger is an
@@ -107,6 +126,9 @@ REQUEST_S = 10.0
 MAX_RETRIES = 3
 MAX_RETRY_MS = 10_000
 POLICIES = ["none", "spec", "agentchat-0.36", "tombstone", "server-time"]
+CARRIERS = ["replica", "reaction", "none"]
+# A reaction claim: an `m.annotation` of the question with this key.
+REACTION_KEY = "on it"
 
 
 class AgentError(Exception):
@@ -202,6 +224,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="no floor control: answer every question at once, with no claim (the herd)",
     )
+    p.add_argument(
+        "--carrier",
+        default="replica",
+        choices=CARRIERS,
+        help="how a claim travels: replica (the floor; the default), reaction, none",
+    )
     p.add_argument("--policy", default="spec", choices=POLICIES, help="the floor's policy (spec)")
     p.add_argument("--ttl-ms", type=positive_int, default=45_000, help="claim TTL (45000)")
     p.add_argument("--csma-min-ms", type=non_negative, default=2_000, help="CSMA wait, low end")
@@ -253,6 +281,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     a = p.parse_args(argv)
     if a.csma_min_ms > a.csma_max_ms:
         p.error("--csma-min-ms is above --csma-max-ms")
+    if a.no_floor and a.carrier != "replica":
+        p.error("--no-floor is for --carrier replica only")
     if not 0 <= a.latency_sigma <= 10:
         p.error("--latency-sigma must be 0 to 10")
     if a.sync_timeout_ms > 60_000:
@@ -344,9 +374,25 @@ def replied_to(content: dict[str, Any]) -> str | None:
     return eid if isinstance(eid, str) and eid else None
 
 
+def reacted_to(ev: dict[str, Any]) -> str | None:
+    """The question a reaction claim (`m.reaction`, an `m.annotation` with
+    the key `on it`) is on, if `ev` is one."""
+    if ev.get("type") != "m.reaction":
+        return None
+    content = ev.get("content")
+    rel = content.get("m.relates_to") if isinstance(content, dict) else None
+    if not isinstance(rel, dict) or rel.get("rel_type") != "m.annotation":
+        return None
+    eid = rel.get("event_id")
+    if rel.get("key") != REACTION_KEY or not isinstance(eid, str) or not eid:
+        return None
+    return eid
+
+
 class Runner:
     """One run: the replica, the floor's agent half (None under
-    --no-floor), the model's inferences under way, the counts."""
+    --no-floor and the carriers `reaction` and `none`), the CSMA waits of
+    those carriers, the model's inferences under way, the counts."""
 
     def __init__(self, a: argparse.Namespace, hs: Homeserver, me: str, room: str) -> None:
         self.a = a
@@ -357,7 +403,7 @@ class Runner:
         try:
             self.floor = (
                 None
-                if a.no_floor
+                if a.no_floor or a.carrier != "replica"
                 else Agent(
                     self.me,
                     policy=a.policy,
@@ -370,6 +416,13 @@ class Runner:
         except ValueError as e:  # herdsim.InputError: an id the floor refuses
             raise AgentError(f"the floor refuses the id {self.me!r}: {e}") from None
         self.model = FakeModel(a.latency_median_ms, a.latency_sigma, a.latency_max_ms, a.seed)
+        # `reaction` and `none`: the CSMA waits under way (question id ->
+        # the time the wait ends), drawn from a stream of their own; the
+        # questions another agent has reacted to.
+        self.csma = random.Random(a.seed ^ 0x5EED)
+        self.waiting: dict[str, int] = {}
+        self.reacted: set[str] = set()
+        self.reacted_order: deque[str] = deque()
         self.thinking: dict[str, int] = {}  # question id -> time the answer is ready
         self.seen: set[str] = set()
         self.seen_order: deque[str] = deque()
@@ -471,6 +524,12 @@ class Runner:
     # -------------------------------------------------------------- the agent
 
     async def on_event(self, ev: dict[str, Any], live: bool) -> None:
+        on = reacted_to(ev)
+        if on is not None and ev.get("sender") != user_id(self.me) and on not in self.reacted:
+            self.reacted.add(on)
+            self.reacted_order.append(on)
+            if len(self.reacted_order) > MAX_SEEN:
+                self.reacted.discard(self.reacted_order.popleft())
         got = self.replica_input(ev)
         if got is None or not live:
             return
@@ -488,11 +547,14 @@ class Runner:
             if len(self.seen_order) > MAX_SEEN:
                 self.seen.discard(self.seen_order.popleft())
             self.n.questions += 1
-            if len(self.thinking) >= MAX_THINKING:
+            if len(self.thinking) + len(self.waiting) >= MAX_THINKING:
                 self.n.skipped += 1
                 continue
             if self.floor is not None:
                 self.floor.answer(now, text)
+            elif self.a.carrier != "replica":
+                lo, hi = self.a.csma_min_ms, self.a.csma_max_ms
+                self.waiting[qid] = now + round(self.csma.uniform(lo, hi))
             else:
                 self.start(now, qid)
             await self.drain(now)
@@ -523,6 +585,22 @@ class Runner:
     async def on_timers(self, now: int) -> None:
         if self.floor is not None and (t := self.floor.poll_timeout()) is not None and t <= now:
             self.floor.timeout(now)
+        for qid, due in sorted(self.waiting.items(), key=lambda kv: kv[1]):
+            if due > now:
+                continue
+            del self.waiting[qid]
+            # The wait is over: skip for an answer seen (and, under
+            # `reaction`, for another agent's claim seen); else claim (a
+            # reaction) and infer. The inference starts when the wait
+            # ended, as the claim is sent.
+            claimed = self.a.carrier == "reaction" and qid in self.reacted
+            if qid in self.answered_in_room or claimed:
+                self.n.skipped += 1
+                continue
+            self.start(now, qid)
+            if self.a.carrier == "reaction":
+                rel = {"rel_type": "m.annotation", "event_id": qid, "key": REACTION_KEY}
+                await self.hs.send(self.room, "m.reaction", {"m.relates_to": rel})
         for qid, due in sorted(self.thinking.items(), key=lambda kv: kv[1]):
             if due > now:
                 continue
@@ -556,7 +634,11 @@ class Runner:
                 self.n.skipped += 1
 
     def idle(self) -> bool:
-        return not self.thinking and (self.floor is None or self.floor.poll_timeout() is None)
+        return (
+            not self.thinking
+            and not self.waiting
+            and (self.floor is None or self.floor.poll_timeout() is None)
+        )
 
     def finished(self, now: int) -> bool:
         """With --questions: enough seen, each answered in the room, nothing
@@ -655,7 +737,7 @@ class Runner:
                 now = now_ms()
                 if now >= end or self.finished(now):
                     break
-                dues = [end, *self.thinking.values()]
+                dues = [end, *self.thinking.values(), *self.waiting.values()]
                 if self.floor is not None and (t := self.floor.poll_timeout()) is not None:
                     dues.append(t)
                 if self.done_at is not None:
