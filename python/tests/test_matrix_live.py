@@ -144,12 +144,16 @@ def test_live_compare_on_a_matrix_room_agrees_with_the_replica_carrier(
             for row in csv.DictReader((seen / "room" / "estimates.csv").open())
         }
         got = {k: float(v["estimate"]) for k, v in est.items()}
-        # What the agents were given (CSMA 4-16 s, inference p50 6 s), with
-        # room for 24 questions' worth of sampling.
-        assert 3000 <= got[("group-0", "csma.min_ms")] <= 5500, est
-        assert 10000 <= got[("group-0", "csma.max_ms")] <= 24000, est
-        assert 4000 <= got[("group-0", "inference.p50_ms")] <= 9000, est
-        assert got[("observed", "duplicate_rate")] == 0, est
+        if policy == "spec":
+            # What the agents were given (CSMA 4-16 s, inference p50 6 s),
+            # read from their claims, with room for 24 questions' sampling.
+            assert 3000 <= got[("group-0", "csma.min_ms")] <= 5500, est
+            assert 10000 <= got[("group-0", "csma.max_ms")] <= 24000, est
+            assert 4000 <= got[("group-0", "inference.p50_ms")] <= 9000, est
+            assert got[("observed", "duplicate_rate")] == 0, est
+        else:
+            # No claims: the herd, seen as it was.
+            assert got[("observed", "duplicate_rate")] > 0.5, est
         agents = list(csv.DictReader((seen / "room" / "agents.csv").open()))
         assert len(agents) == AGENTS, agents
     finally:
