@@ -364,6 +364,30 @@ class Homeserver:
         await self.call("PUT", path, content)
 
 
+async def room_sync(
+    hs: Homeserver, room_id: str, flt: str, since: str | None, timeout_ms: int
+) -> tuple[str, dict[str, Any] | None]:
+    """One bounded `/sync` with filter `flt`: the next batch token and the
+    room's part of the answer (None: nothing for the room)."""
+    params = {"filter": flt, "timeout": str(timeout_ms)}
+    if since is not None:
+        params["since"] = since
+    v = await hs.call(
+        "GET",
+        "/_matrix/client/v3/sync",
+        params=params,
+        timeout_s=timeout_ms / 1000 + REQUEST_S,
+        max_bytes=MAX_SYNC_BYTES,
+    )
+    token = v.get("next_batch")
+    if not isinstance(token, str):
+        raise AgentError("/sync: no next_batch")
+    rooms = v.get("rooms")
+    joined = rooms.get("join") if isinstance(rooms, dict) else None
+    room = joined.get(room_id) if isinstance(joined, dict) else None
+    return token, room if isinstance(room, dict) else None
+
+
 def replied_to(content: dict[str, Any]) -> str | None:
     """The event id an `m.room.message` replies to, if any."""
     rel = content.get("m.relates_to")
@@ -677,22 +701,9 @@ class Runner:
     async def sync(self, since: str | None, timeout_ms: int) -> tuple[str, list[dict[str, Any]]]:
         """One /sync: the next batch token and the room's events in order
         (state first, then the timeline)."""
-        params = {"filter": self.sync_filter(SYNC_LIMIT), "timeout": str(timeout_ms)}
-        if since is not None:
-            params["since"] = since
-        v = await self.hs.call(
-            "GET",
-            "/_matrix/client/v3/sync",
-            params=params,
-            timeout_s=timeout_ms / 1000 + REQUEST_S,
-            max_bytes=MAX_SYNC_BYTES,
+        token, room = await room_sync(
+            self.hs, self.room, self.sync_filter(SYNC_LIMIT), since, timeout_ms
         )
-        token = v.get("next_batch")
-        if not isinstance(token, str):
-            raise AgentError("/sync: no next_batch")
-        rooms = v.get("rooms")
-        joined = rooms.get("join") if isinstance(rooms, dict) else None
-        room = joined.get(self.room) if isinstance(joined, dict) else None
         if not isinstance(room, dict):
             return token, []
         events: list[dict[str, Any]] = []

@@ -61,13 +61,13 @@ from urllib.parse import quote
 import aiohttp
 from matrix_agent import (
     CLAIM_TYPE,
-    MAX_SYNC_BYTES,
     REQUEST_S,
     SYNC_LIMIT,
     AgentError,
     Homeserver,
     as_object,
     replied_to,
+    room_sync,
 )
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
@@ -126,27 +126,12 @@ class Member:
         return json.dumps({"presence": none, "account_data": none, "room": room})
 
     async def sync(self, since: str | None, timeout_ms: int) -> tuple[str, list[dict[str, Any]]]:
-        params = {"filter": self.sync_filter(), "timeout": str(timeout_ms)}
-        if since is not None:
-            params["since"] = since
-        v = await self.hs.call(
-            "GET",
-            "/_matrix/client/v3/sync",
-            params=params,
-            timeout_s=timeout_ms / 1000 + REQUEST_S,
-            max_bytes=MAX_SYNC_BYTES,
-        )
-        token = v.get("next_batch")
-        if not isinstance(token, str):
-            raise AgentError("/sync: no next_batch")
-        rooms = v.get("rooms")
-        joined = rooms.get("join") if isinstance(rooms, dict) else None
-        room = joined.get(self.b.room) if isinstance(joined, dict) else None
+        token, room = await room_sync(self.hs, self.b.room, self.sync_filter(), since, timeout_ms)
         timeline = room.get("timeline") if isinstance(room, dict) else None
         events = timeline.get("events") if isinstance(timeline, dict) else None
         if isinstance(timeline, dict) and timeline.get("limited") is True and since:
             print(f"matrix_bridge: {self.name}: a /sync gap: events were missed", file=sys.stderr)
-        return token, [e for e in events or [] if isinstance(e, dict)]
+        return token, [e for e in events if isinstance(e, dict)] if isinstance(events, list) else []
 
     def stranger(self, sender: str, ts: int) -> str | None:
         """Somebody of the room the tokens do not name (a person, another
