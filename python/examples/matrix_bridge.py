@@ -209,6 +209,13 @@ class Member:
                 sends = self.replica.frame(ts, who, text, operator=who == OPERATOR)
                 await self.deliver(sends)
 
+    async def pump(self) -> None:
+        """Every frame of the client's, as room events, in order."""
+        async for text in self.ws:
+            frame = as_object(text)
+            if frame is not None:
+                await self.send(frame)
+
     async def send(self, frame: dict[str, Any]) -> None:
         """One frame of live's, as a room event."""
         kind = frame.get("type")
@@ -308,18 +315,19 @@ class Bridge:
                 m.replica.join(0, member, channel)
             await ws.send(json.dumps({"type": "JOINED", "channel": channel}))
             print(f"joined {name}", flush=True)
+            # The room to the client and the client to the room, until
+            # either ends (the client goes, the homeserver fails): then the
+            # connection closes, so that live sees it.
             reader = asyncio.create_task(m.syncing(since))
-            try:
-                async for text in ws:
-                    frame = as_object(text)
-                    if frame is not None:
-                        await m.send(frame)
-                    if reader.done():
-                        break
-            finally:
-                reader.cancel()
-                if reader.done() and not reader.cancelled() and reader.exception():
-                    print(f"matrix_bridge: {name}: {reader.exception()}", file=sys.stderr)
+            writer = asyncio.create_task(m.pump())
+            done, _ = await asyncio.wait({reader, writer}, return_when=asyncio.FIRST_COMPLETED)
+            for t in (reader, writer):
+                t.cancel()
+            for t in done:
+                e = None if t.cancelled() else t.exception()
+                if e is not None and not isinstance(e, ConnectionClosed):
+                    print(f"matrix_bridge: {name}: {e}", file=sys.stderr)
+            await ws.close()
         except (ConnectionClosed, asyncio.TimeoutError):
             pass
         except AgentError as e:
