@@ -206,7 +206,7 @@ impl Prepared {
         }
         // The server's settings at speed 1 (the policy is each run's own).
         let floor = s.floor_config(PolicyKind::Spec, 1.0);
-        Ok(Prepared {
+        let mut p = Prepared {
             groups,
             operator: agent_of(&dense, super::OPERATOR),
             channel_dest: dest_of(&dense, &w.channel),
@@ -262,16 +262,10 @@ impl Prepared {
             profile: s.carrier.platform.profile(),
             message_limit: message_limit(s),
             typing_timeout_us: us(s.carrier.typing_timeout_ms),
-            platform_hides: {
-                let profile = s.carrier.platform.profile();
-                let claims_hidden = match s.carrier.kind {
-                    CarrierKind::Replica => !profile.bots_see_bots,
-                    CarrierKind::Reaction => !profile.reactions_visible,
-                    _ => false,
-                };
-                !profile.bots_see_bots || claims_hidden
-            },
-        })
+            platform_hides: false,
+        };
+        p.platform_hides = !p.profile.bots_see_bots || !p.claims_visible();
+        Ok(p)
     }
 
     /// Cap the events pending at once (a replication that needs more
